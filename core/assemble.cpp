@@ -1,0 +1,84 @@
+#include "core/assemble.h"
+
+#include <thread>
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <torch/cuda.h>
+#include <torch/utils.h>
+
+#include "core/error.h"
+
+namespace kiln {
+
+void apply_runtime_settings(const RunOptions& run) {
+  const auto cores = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(static_cast<int>(run.threads > 0 ? run.threads : cores));
+  torch::manual_seed(static_cast<uint64_t>(run.seed));
+}
+
+namespace {
+
+torch::Device pick_device(const ResolvedConfig& config, const std::string& wanted) {
+  const bool have_cuda = torch::cuda::is_available();
+  if (wanted == "cuda" && !have_cuda) {
+    throw UserError(fmt::format("{}: run.device = \"cuda\" but this LibTorch sees no CUDA device: "
+                                "use \"cpu\" or \"auto\"",
+                                config.where("run.device").str()));
+  }
+  return (wanted == "cuda" || (wanted == "auto" && have_cuda)) ? torch::Device(torch::kCUDA)
+                                                               : torch::Device(torch::kCPU);
+}
+
+}  // namespace
+
+AssembledRun assemble(const ResolvedConfig& config) {
+  AssembledRun a;
+  a.config = config;
+  a.run = run_options(config);
+  a.train = train_options(config);
+  a.eval = eval_options(config);
+  a.checkpoint = checkpoint_options(config);
+  apply_runtime_settings(a.run);
+  a.device = pick_device(config, a.run.device);
+
+  a.parallel = ParallelRegistry::create(config.type("parallel"), config.params("parallel"));
+  const int world = a.parallel->world_size();
+  a.grad_accum = a.train.grad_accum(world, config);
+  a.batch_tokens = a.grad_accum * a.train.micro_batch * a.train.seq_len * world;
+
+  a.model = ModelRegistry::create(config.type("model"), config.params("model"));
+  if (a.train.seq_len > a.model->context_length()) {
+    throw UserError(fmt::format("{}: train.seq_len = {} is longer than the model's context of {} "
+                                "tokens: lower train.seq_len or raise the model's context length",
+                                config.where("train.seq_len").str(), a.train.seq_len,
+                                a.model->context_length()));
+  }
+  a.model->to(a.device);
+  a.parallel->attach(*a.model);
+
+  a.optimizer = OptimizerRegistry::create(config.type("optimizer"), config.params("optimizer"),
+                                          a.model->parameters());
+  a.schedule = ScheduleRegistry::create(config.type("schedule"), config.params("schedule"),
+                                        configured_lr(*a.optimizer), a.train.steps);
+  a.precision = PrecisionRegistry::create(config.type("precision"), config.params("precision"));
+
+  DataRequest request{"train",           a.train.micro_batch, a.train.seq_len,
+                      a.parallel->rank(), world,               a.model->vocab_size()};
+  a.train_data = DataRegistry::create(config.type("data"), config.params("data"), request);
+  if (!a.train_data) {
+    throw UserError(fmt::format("{}: the data plugin '{}' found no training split",
+                                config.where("data.type").str(), config.type("data")));
+  }
+  request.split = "val";
+  a.val_data = DataRegistry::create(config.type("data"), config.params("data"), request);
+  if (a.eval.every > 0 && !a.val_data) {
+    throw UserError(fmt::format("{}: eval.every = {} but the data has no validation split: "
+                                "point the data section at validation shards or set eval.every "
+                                "= 0",
+                                config.where("eval.every").str(), a.eval.every));
+  }
+  return a;
+}
+
+}  // namespace kiln

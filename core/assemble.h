@@ -1,0 +1,45 @@
+// Assembly: a resolved config becomes a runnable set of parts, each built by the plugin the
+// config names. Everything that can be checked before training starts is checked here, so a
+// mistake surfaces before a run row or a snapshot exists.
+#pragma once
+
+#include <memory>
+
+#include <torch/types.h>
+
+#include "core/config.h"
+#include "core/data_source.h"
+#include "core/model.h"
+#include "core/optimizer.h"
+#include "core/options.h"
+#include "core/parallel.h"
+#include "core/precision.h"
+#include "core/schedule.h"
+
+namespace kiln {
+
+struct AssembledRun {
+  ResolvedConfig config;
+  RunOptions run;
+  TrainOptions train;
+  EvalOptions eval;
+  CheckpointOptions checkpoint;
+  torch::Device device{torch::kCPU};
+  int64_t grad_accum = 1;  // micro-steps per optimizer step on each rank
+  int64_t batch_tokens = 0;  // tokens per optimizer step over all ranks
+
+  std::shared_ptr<ParallelStrategy> parallel;
+  std::shared_ptr<Model> model;
+  std::shared_ptr<torch::optim::Optimizer> optimizer;
+  std::shared_ptr<Schedule> schedule;
+  std::shared_ptr<PrecisionPolicy> precision;
+  std::shared_ptr<DataSource> train_data;
+  std::shared_ptr<DataSource> val_data;  // null when the data plugin has no validation split
+};
+
+AssembledRun assemble(const ResolvedConfig& config);
+
+// The CPU threads and seed of a run, applied before anything random happens.
+void apply_runtime_settings(const RunOptions& run);
+
+}  // namespace kiln

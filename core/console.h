@@ -1,0 +1,27 @@
+// What a run prints: a header that says what every number means, one line per step (or every
+// train.log_every steps) with progress and ETA, eval lines and a closing summary.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kiln {
+
+struct StepStats;
+
+class Console {
+ public:
+  explicit Console(int64_t total_steps) : total_steps_(total_steps) {}
+
+  void line(const std::string& text) const;
+  void legend() const;
+  void step(const StepStats& stats, bool print);
+  void eval(int64_t step, const std::string& split, double loss) const;
+
+ private:
+  int64_t total_steps_;
+  double mean_step_ms_ = 0;  // exponential moving average, for the ETA
+  int64_t seen_ = 0;
+};
+
+}  // namespace kiln

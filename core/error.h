@@ -1,0 +1,21 @@
+// Errors that reach the user. A UserError is a mistake the user can fix (bad config, missing
+// data, unwritable path): the CLI prints its one line and exits 2, never a stack trace.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace kiln {
+
+class UserError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Exit codes of the kiln command, documented in README.
+constexpr int kExitOk = 0;
+constexpr int kExitInternal = 1;   // a bug or an environment failure Kiln cannot explain
+constexpr int kExitUsage = 2;      // a user mistake: the message says what and how to fix it
+constexpr int kExitInterrupted = 130;  // SIGINT/SIGTERM: snapshot taken, run marked interrupted
+
+}  // namespace kiln

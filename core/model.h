@@ -1,0 +1,51 @@
+// The model interface. A model is an ordered sequence of layers (embedding, blocks, head) so
+// that the framework can cut it into pipeline stages or shard it; running every layer in order
+// is the whole forward pass, tokens [batch, time] -> logits [batch, time, vocab].
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <torch/nn/module.h>
+
+#include "core/registry.h"
+
+namespace kiln {
+
+class Layer : public torch::nn::Module {
+ public:
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+};
+
+class Model : public torch::nn::Module {
+ public:
+  // Token ids the model predicts (logits may be wider when the vocabulary is padded).
+  virtual int64_t vocab_size() const = 0;
+  // Longest sequence the model accepts.
+  virtual int64_t context_length() const = 0;
+  // Training FLOPs per token (forward + backward), for MFU; 6 x parameters unless overridden.
+  virtual double flops_per_token(int64_t seq_len) const;
+
+  const std::vector<std::shared_ptr<Layer>>& layers() const { return layers_; }
+  torch::Tensor forward(const torch::Tensor& tokens);
+  int64_t parameter_count() const;
+
+ protected:
+  // Appends to the layer sequence; registering it as a submodule stays the subclass's business
+  // so that it controls parameter names.
+  void append_layer(std::shared_ptr<Layer> layer) { layers_.push_back(std::move(layer)); }
+
+ private:
+  std::vector<std::shared_ptr<Layer>> layers_;
+};
+
+struct ModelKind {
+  static constexpr const char* name = "model";
+  using Product = Model;
+  using Factory = std::function<std::shared_ptr<Model>(const Params&)>;
+};
+using ModelRegistry = Registry<ModelKind>;
+
+}  // namespace kiln

@@ -1,0 +1,31 @@
+// `kiln prepare`: text files -> token shards (llm.c format) plus the tokenizer that made them.
+// The last `val_fraction` of the tokens becomes the validation split.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct PrepareOptions {
+  std::vector<std::string> inputs;
+  std::string tokenizer = "char";
+  std::string out_dir;
+  double val_fraction = 0.1;
+  int64_t shard_tokens = 100'000'000;
+};
+
+struct PrepareSummary {
+  int64_t train_tokens = 0;
+  int64_t val_tokens = 0;
+  int64_t train_shards = 0;
+  int64_t val_shards = 0;
+  int64_t vocab_size = 0;
+};
+
+PrepareSummary prepare_dataset(const PrepareOptions& options,
+                               const std::function<void(const std::string&)>& progress);
+
+}  // namespace kiln

@@ -1,0 +1,255 @@
+#include "core/run_store.h"
+
+#include <sqlite3.h>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/text.h"
+
+namespace kiln {
+
+namespace {
+
+// Each entry moves the schema one version up (PRAGMA user_version counts the applied ones), so
+// an old db is upgraded in place and a newer one is never downgraded.
+const char* const kMigrations[] = {
+    R"sql(
+    CREATE TABLE runs (
+      id           INTEGER PRIMARY KEY,
+      name         TEXT NOT NULL UNIQUE,
+      status       TEXT NOT NULL
+                   CHECK (status IN ('running', 'completed', 'failed', 'interrupted')),
+      created_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+      finished_at  TEXT,
+      experiment   TEXT,
+      config       TEXT NOT NULL,
+      config_hash  TEXT NOT NULL,
+      seed         INTEGER NOT NULL,
+      git_commit   TEXT,
+      host         TEXT,
+      world_size   INTEGER NOT NULL,
+      steps        INTEGER NOT NULL,
+      error        TEXT
+    );
+    CREATE TABLE metrics (
+      run_id          INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      step            INTEGER NOT NULL,
+      loss            REAL,
+      lr              REAL,
+      grad_norm       REAL,
+      tokens_per_sec  REAL,
+      dt_ms           REAL,
+      tokens_seen     INTEGER,
+      PRIMARY KEY (run_id, step)
+    ) WITHOUT ROWID;
+    CREATE TABLE evals (
+      run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      step    INTEGER NOT NULL,
+      split   TEXT NOT NULL,
+      loss    REAL NOT NULL,
+      PRIMARY KEY (run_id, step, split)
+    ) WITHOUT ROWID;
+    CREATE INDEX runs_by_config_hash ON runs(config_hash);
+    )sql",
+};
+
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) {
+      throw UserError(fmt::format("run store query failed: {}", sqlite3_errmsg(db)));
+    }
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement& bind(int i, int64_t v) { return check(sqlite3_bind_int64(stmt_, i, v)); }
+  Statement& bind(int i, double v) { return check(sqlite3_bind_double(stmt_, i, v)); }
+  Statement& bind(int i, const std::string& v) {
+    return check(sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()),
+                                   SQLITE_TRANSIENT));
+  }
+  Statement& bind_text_or_null(int i, const std::string& v) {
+    return v.empty() ? check(sqlite3_bind_null(stmt_, i)) : bind(i, v);
+  }
+  bool step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw UserError(fmt::format("run store write failed: {}", sqlite3_errmsg(db_)));
+  }
+  void reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+  int64_t column_int(int i) { return sqlite3_column_int64(stmt_, i); }
+  std::string column_text(int i) {
+    auto* p = sqlite3_column_text(stmt_, i);
+    return p ? reinterpret_cast<const char*>(p) : "";
+  }
+
+ private:
+  Statement& check(int rc) {
+    if (rc != SQLITE_OK) throw UserError(fmt::format("run store: {}", sqlite3_errmsg(db_)));
+    return *this;
+  }
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+}  // namespace
+
+RunStore::RunStore(const std::string& path) : path_(path) {
+  ensure_parent_dir(path);
+  int rc = sqlite3_open_v2(path.c_str(), &db_,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string why = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw UserError(fmt::format("cannot open run store '{}': {}: set run.db to a writable path",
+                                path, why));
+  }
+  // Writers from other processes (sweeps) wait their turn instead of failing.
+  sqlite3_busy_timeout(db_, 30000);
+  try {
+    exec("PRAGMA journal_mode = WAL");
+    // NORMAL in WAL mode: a power loss may drop the last commits, never corrupt the file.
+    exec("PRAGMA synchronous = NORMAL");
+    exec("PRAGMA foreign_keys = ON");
+    Statement version(db_, "PRAGMA user_version");
+    version.step();
+    const int64_t have = version.column_int(0);
+    const int64_t want = static_cast<int64_t>(std::size(kMigrations));
+    if (have > want) {
+      throw UserError(fmt::format("run store '{}' has schema version {}, newer than this kiln "
+                                  "understands ({}): use a newer kiln or another run.db",
+                                  path, have, want));
+    }
+    for (int64_t v = have; v < want; ++v) {
+      exec("BEGIN IMMEDIATE");
+      exec(kMigrations[v]);
+      exec(fmt::format("PRAGMA user_version = {}", v + 1).c_str());
+      exec("COMMIT");
+    }
+  } catch (const UserError& e) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw UserError(fmt::format("cannot use run store '{}': {}: point run.db at a Kiln SQLite "
+                                "file or a new path",
+                                path, e.what()));
+  }
+  last_flush_ = std::chrono::steady_clock::now();
+}
+
+RunStore::~RunStore() {
+  try {
+    flush();
+  } catch (...) {
+    // A destructor must not throw; the caller already marked the run when something failed.
+  }
+  sqlite3_close(db_);
+}
+
+void RunStore::exec(const char* sql) {
+  char* message = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &message) != SQLITE_OK) {
+    std::string why = message ? message : sqlite3_errmsg(db_);
+    sqlite3_free(message);
+    throw UserError(why);
+  }
+}
+
+int64_t RunStore::create_run(const NewRun& run) {
+  if (find_run(run.name)) {
+    throw UserError(fmt::format("a run named '{}' already exists in '{}': pick another --name",
+                                run.name, path_));
+  }
+  Statement insert(db_, R"sql(
+      INSERT INTO runs (name, status, experiment, config, config_hash, seed, git_commit, host,
+                        world_size, steps)
+      VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?))sql");
+  insert.bind(1, run.name)
+      .bind(2, run.experiment)
+      .bind(3, run.config_toml)
+      .bind(4, run.config_hash)
+      .bind(5, run.seed)
+      .bind_text_or_null(6, run.git_commit)
+      .bind_text_or_null(7, run.host)
+      .bind(8, run.world_size)
+      .bind(9, run.planned_steps);
+  insert.step();
+  return sqlite3_last_insert_rowid(db_);
+}
+
+std::optional<RunInfo> RunStore::find_run(const std::string& name_or_id) {
+  Statement query(db_, R"sql(
+      SELECT id, name, status, config, config_hash, coalesce(error, '') FROM runs
+      WHERE name = ?1 OR (?1 GLOB '[0-9]*' AND id = CAST(?1 AS INTEGER))
+      ORDER BY name = ?1 DESC LIMIT 1)sql");
+  query.bind(1, name_or_id);
+  if (!query.step()) return std::nullopt;
+  return RunInfo{query.column_int(0),  query.column_text(1), query.column_text(2),
+                 query.column_text(3), query.column_text(4), query.column_text(5)};
+}
+
+void RunStore::add_metric(int64_t run_id, const MetricRow& row) {
+  pending_metrics_.emplace_back(run_id, row);
+  maybe_flush();
+}
+
+void RunStore::add_eval(int64_t run_id, const EvalRow& row) {
+  pending_evals_.emplace_back(run_id, row);
+  maybe_flush();
+}
+
+void RunStore::maybe_flush() {
+  if (std::chrono::steady_clock::now() - last_flush_ >= std::chrono::seconds(1)) flush();
+}
+
+void RunStore::flush() {
+  if (pending_metrics_.empty() && pending_evals_.empty()) return;
+  auto start = std::chrono::steady_clock::now();
+  exec("BEGIN IMMEDIATE");
+  try {
+    // REPLACE: a resumed run re-does the steps after its snapshot, and their rows replace the
+    // old ones rather than duplicating them.
+    Statement metric(db_, R"sql(
+        INSERT OR REPLACE INTO metrics
+          (run_id, step, loss, lr, grad_norm, tokens_per_sec, dt_ms, tokens_seen)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?))sql");
+    for (const auto& [run_id, m] : pending_metrics_) {
+      metric.bind(1, run_id).bind(2, m.step).bind(3, m.loss).bind(4, m.lr).bind(5, m.grad_norm);
+      metric.bind(6, m.tokens_per_sec).bind(7, m.dt_ms).bind(8, m.tokens_seen);
+      metric.step();
+      metric.reset();
+    }
+    Statement eval(db_, R"sql(
+        INSERT OR REPLACE INTO evals (run_id, step, split, loss) VALUES (?, ?, ?, ?))sql");
+    for (const auto& [run_id, e] : pending_evals_) {
+      eval.bind(1, run_id).bind(2, e.step).bind(3, e.split).bind(4, e.loss);
+      eval.step();
+      eval.reset();
+    }
+    exec("COMMIT");
+  } catch (...) {
+    exec("ROLLBACK");
+    throw;
+  }
+  pending_metrics_.clear();
+  pending_evals_.clear();
+  last_flush_ = std::chrono::steady_clock::now();
+  seconds_spent_ += std::chrono::duration<double>(last_flush_ - start).count();
+}
+
+void RunStore::finish_run(int64_t run_id, const std::string& status, const std::string& error) {
+  flush();
+  Statement update(db_, R"sql(
+      UPDATE runs SET status = ?, error = ?,
+                      finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+      WHERE id = ?)sql");
+  update.bind(1, status).bind_text_or_null(2, error).bind(3, run_id);
+  update.step();
+}
+
+}  // namespace kiln

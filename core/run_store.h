@@ -1,0 +1,89 @@
+// The run store: one SQLite file (WAL mode) holding every run, its resolved config, and one
+// metrics row per optimizer step. Rows are buffered and written in one transaction about once a
+// second, so the store costs a negligible share of step time and a crash loses at most the last
+// second of rows; SQLite's journal guarantees the file itself is never corrupted.
+// The schema is documented in README.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+struct sqlite3;
+
+namespace kiln {
+
+struct NewRun {
+  std::string name;
+  std::string experiment;
+  std::string config_toml;
+  std::string config_hash;
+  int64_t seed = 0;
+  int64_t world_size = 1;
+  int64_t planned_steps = 0;
+  std::string git_commit;  // empty = unknown
+  std::string host;
+};
+
+struct MetricRow {
+  int64_t step = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  double tokens_per_sec = 0;
+  double dt_ms = 0;
+  int64_t tokens_seen = 0;
+};
+
+struct EvalRow {
+  int64_t step = 0;
+  std::string split;
+  double loss = 0;
+};
+
+struct RunInfo {
+  int64_t id = 0;
+  std::string name;
+  std::string status;
+  std::string config_toml;
+  std::string config_hash;
+  std::string error;
+};
+
+class RunStore {
+ public:
+  // Opens or creates the db (and its directory); a UserError when it cannot be used.
+  explicit RunStore(const std::string& path);
+  ~RunStore();
+  RunStore(const RunStore&) = delete;
+  RunStore& operator=(const RunStore&) = delete;
+
+  // A UserError when the name is taken: run names are unique.
+  int64_t create_run(const NewRun& run);
+  std::optional<RunInfo> find_run(const std::string& name_or_id);
+
+  // Buffered; written by flush(), which add_* call themselves about once a second.
+  void add_metric(int64_t run_id, const MetricRow& row);
+  void add_eval(int64_t run_id, const EvalRow& row);
+  void flush();
+  void finish_run(int64_t run_id, const std::string& status, const std::string& error = "");
+
+  const std::string& path() const { return path_; }
+  double seconds_spent() const { return seconds_spent_; }  // inside add_*/flush, for reports
+  sqlite3* handle() { return db_; }
+
+ private:
+  void exec(const char* sql);
+  void maybe_flush();
+
+  std::string path_;
+  sqlite3* db_ = nullptr;
+  std::vector<std::pair<int64_t, MetricRow>> pending_metrics_;
+  std::vector<std::pair<int64_t, EvalRow>> pending_evals_;
+  std::chrono::steady_clock::time_point last_flush_;
+  double seconds_spent_ = 0;
+};
+
+}  // namespace kiln

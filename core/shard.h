@@ -1,0 +1,40 @@
+// Token shards in llm.c's format: a header of 256 little-endian int32 (magic 20240520, version 1,
+// token count, zeros), then the tokens as uint16. Read through mmap: no copy, no read() per step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+constexpr int32_t kShardMagic = 20240520;
+constexpr int32_t kShardVersion = 1;
+constexpr int64_t kShardHeaderInts = 256;
+constexpr int64_t kShardHeaderBytes = kShardHeaderInts * 4;
+
+class ShardFile {
+ public:
+  // Maps the file and checks its header against its size; UserError when it is not a shard.
+  explicit ShardFile(const std::string& path);
+  ~ShardFile();
+  ShardFile(ShardFile&& other) noexcept;
+  ShardFile& operator=(ShardFile&&) = delete;
+  ShardFile(const ShardFile&) = delete;
+
+  const uint16_t* tokens() const { return tokens_; }
+  int64_t size() const { return count_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  const uint16_t* tokens_ = nullptr;
+  int64_t count_ = 0;
+};
+
+// Writes a shard atomically (temporary name, fsync, rename).
+void write_shard(const std::string& path, const std::vector<uint16_t>& tokens);
+
+}  // namespace kiln

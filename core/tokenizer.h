@@ -1,0 +1,43 @@
+// Tokenizers turn text into token ids for `kiln prepare` and back into text for sampling.
+// A prepared dataset directory holds tokenizer.json ({"type": NAME, ...state}) next to its
+// shards, so whatever reads the data later uses the same tokenizer.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/registry.h"
+
+namespace kiln {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  // Learns what it needs from the corpus (a character set, say); fixed vocabularies ignore it.
+  virtual void fit(const std::string& corpus) { (void)corpus; }
+  virtual std::vector<uint32_t> encode(const std::string& text) const = 0;
+  virtual std::string decode(const std::vector<uint32_t>& ids) const = 0;
+  virtual int64_t vocab_size() const = 0;
+  // The state that `create(saved)` turns back into an identical tokenizer.
+  virtual nlohmann::json save() const = 0;
+};
+
+struct TokenizerKind {
+  static constexpr const char* name = "tokenizer";
+  using Product = Tokenizer;
+  // `saved` is the object from tokenizer.json, or empty for a tokenizer about to be fitted.
+  using Factory = std::function<std::shared_ptr<Tokenizer>(const nlohmann::json& saved)>;
+};
+using TokenizerRegistry = Registry<TokenizerKind>;
+
+std::shared_ptr<Tokenizer> new_tokenizer(const std::string& name);
+std::shared_ptr<Tokenizer> load_tokenizer(const std::string& dataset_dir);
+void save_tokenizer(const Tokenizer& tokenizer, const std::string& name,
+                    const std::string& dataset_dir);
+
+}  // namespace kiln

@@ -1,0 +1,85 @@
+#include "core/trainer.h"
+
+#include <chrono>
+
+#include <torch/nn/functional/loss.h>
+#include <torch/utils.h>
+
+namespace kiln {
+
+Trainer::Trainer(AssembledRun& run) : run_(run), parameters_(run.model->parameters()) {}
+
+at::Tensor Trainer::loss_of(const Batch& batch) {
+  auto inputs = batch.inputs.to(run_.device, /*non_blocking=*/true);
+  auto targets = batch.targets.to(run_.device, /*non_blocking=*/true);
+  auto scope = run_.precision->forward_scope();
+  at::Tensor logits = run_.model->forward(inputs);
+  const int64_t vocab = run_.model->vocab_size();
+  if (logits.size(-1) != vocab) logits = logits.narrow(-1, 0, vocab);  // padded vocabulary
+  return at::cross_entropy_loss(logits.reshape({-1, vocab}).to(at::kFloat), targets.reshape(-1));
+}
+
+at::Tensor Trainer::clip_gradients(double max_norm) {
+  std::vector<at::Tensor> norms;
+  for (const auto& p : parameters_) {
+    if (p.grad().defined()) norms.push_back(p.grad().detach().to(at::kFloat).norm(2));
+  }
+  if (norms.empty()) return at::zeros({}, at::TensorOptions().device(run_.device));
+  at::Tensor total = at::stack(norms).norm(2);
+  if (max_norm > 0) {
+    // As torch.nn.utils.clip_grad_norm_: scale by max_norm / norm only when that is below 1.
+    at::Tensor coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
+    for (auto& p : parameters_) {
+      if (p.grad().defined()) p.grad().detach().mul_(coef.to(p.grad().dtype()));
+    }
+  }
+  return total;
+}
+
+StepStats Trainer::train_step(int64_t step) {
+  const auto start = std::chrono::steady_clock::now();
+  auto& optimizer = *run_.optimizer;
+  StepStats stats;
+  stats.step = step;
+  stats.lr = run_.schedule->lr(step - 1);
+  set_lr(optimizer, stats.lr);
+  optimizer.zero_grad();
+
+  at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(run_.device));
+  for (int64_t micro = 0; micro < run_.grad_accum; ++micro) {
+    run_.parallel->begin_micro_step(micro == run_.grad_accum - 1);
+    // Each micro-batch's mean loss is divided by the number of micro-batches, so the summed
+    // gradients equal those of one big batch.
+    at::Tensor loss = loss_of(run_.train_data->next()) / static_cast<double>(run_.grad_accum);
+    loss_sum += loss.detach();
+    run_.precision->scale_loss(loss).backward();
+  }
+  run_.parallel->finish_gradients(*run_.model);
+  stats.skipped = !run_.precision->prepare_step(parameters_);
+  at::Tensor norm = clip_gradients(run_.train.grad_clip);
+  if (!stats.skipped) optimizer.step();
+
+  at::Tensor host = at::stack({run_.parallel->mean(loss_sum), norm.to(loss_sum.dtype())})
+                        .to(at::kDouble)
+                        .cpu();  // the step's one host sync
+  stats.loss = host[0].item<double>();
+  stats.grad_norm = host[1].item<double>();
+  tokens_seen_ += run_.batch_tokens;
+  stats.tokens_seen = tokens_seen_;
+  stats.dt_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  stats.tokens_per_sec = static_cast<double>(run_.batch_tokens) / (stats.dt_ms / 1000.0);
+  return stats;
+}
+
+double Trainer::evaluate(DataSource& data, int64_t batches) {
+  torch::NoGradGuard no_grad;
+  run_.model->eval();
+  data.reset();
+  at::Tensor total = at::zeros({}, at::TensorOptions().device(run_.device).dtype(at::kDouble));
+  for (int64_t i = 0; i < batches; ++i) total += loss_of(data.next()).to(at::kDouble);
+  run_.model->train();
+  return run_.parallel->mean(total / static_cast<double>(batches)).item<double>();
+}
+
+}  // namespace kiln

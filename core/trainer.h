@@ -1,0 +1,46 @@
+// The training step and evaluation, for an assembled run. One step:
+//   lr from the schedule -> grad_accum micro-steps of forward, loss / grad_accum, backward ->
+//   gradient sync (parallel strategy) -> unscale / finiteness check (precision policy) ->
+//   global-norm clip -> optimizer update.
+// The loss and the pre-clip norm come back to the host in one transfer per step.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/assemble.h"
+
+namespace kiln {
+
+struct StepStats {
+  int64_t step = 0;  // 1-based: the number of updates done once this one is applied
+  double loss = 0;   // mean cross-entropy over the step's tokens (all ranks)
+  double lr = 0;
+  double grad_norm = 0;  // global L2 norm before clipping
+  double dt_ms = 0;
+  double tokens_per_sec = 0;
+  int64_t tokens_seen = 0;
+  bool skipped = false;  // the precision policy rejected the update (non-finite gradients)
+};
+
+class Trainer {
+ public:
+  explicit Trainer(AssembledRun& run);
+
+  StepStats train_step(int64_t step);
+  // Mean loss over `batches` micro-batches of `data` from its start, without gradients.
+  double evaluate(DataSource& data, int64_t batches);
+  int64_t tokens_seen() const { return tokens_seen_; }
+  void set_tokens_seen(int64_t tokens) { tokens_seen_ = tokens; }
+
+ private:
+  at::Tensor loss_of(const Batch& batch);
+  // Global gradient norm (a tensor: no host sync); scales gradients down to `max_norm` if > 0.
+  at::Tensor clip_gradients(double max_norm);
+
+  AssembledRun& run_;
+  std::vector<at::Tensor> parameters_;
+  int64_t tokens_seen_ = 0;
+};
+
+}  // namespace kiln

@@ -1,0 +1,72 @@
+// data "shards": token shards in llm.c's format (see core/shard.h), read sequentially through
+// memory maps. `train` and `val` are glob patterns; the shards a pattern matches are read in
+// sorted order.
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <torch/types.h>
+
+#include "core/data_source.h"
+#include "core/error.h"
+#include "core/text.h"
+
+namespace kiln {
+namespace {
+
+class ShardSource : public DataSource {
+ public:
+  ShardSource(std::string pattern, TokenLoaderOptions options)
+      : pattern_(std::move(pattern)),
+        rows_(options.micro_batch),
+        cols_(options.seq_len),
+        loader_(std::move(options)) {}
+
+  Batch next() override {
+    auto inputs = torch::empty({rows_, cols_}, torch::kLong);
+    auto targets = torch::empty({rows_, cols_}, torch::kLong);
+    loader_.next(inputs.data_ptr<int64_t>(), targets.data_ptr<int64_t>());
+    return {inputs, targets};
+  }
+  void reset() override { loader_.reset(); }
+  LoaderPosition position() const override { return loader_.position(); }
+  void seek(const LoaderPosition& position) override { loader_.seek(position); }
+  std::string describe() const override {
+    return fmt::format("{} tokens in {} shard(s) matching {}", loader_.total_tokens(),
+                       loader_.shard_count(), pattern_);
+  }
+
+ private:
+  std::string pattern_;
+  int64_t rows_, cols_;
+  TokenLoader loader_;
+};
+
+std::shared_ptr<DataSource> open_split(const Params& p, const DataRequest& request) {
+  const std::string key = request.split == "train" ? "train" : "val";
+  const std::string pattern = p.text(key);
+  if (pattern.empty()) {
+    if (key == "val") return nullptr;
+    throw UserError("data.train is empty: set it to a shard pattern such as "
+                    "\"data/kjv_char/train_*.bin\" (made by `kiln prepare`)");
+  }
+  std::vector<std::string> files = glob_files(pattern);
+  if (files.empty()) {
+    throw UserError(fmt::format("data.{} = \"{}\" matches no file: run `kiln prepare` (or "
+                                "tools/setup.sh for the default corpus) or fix the pattern",
+                                key, pattern));
+  }
+  return std::make_shared<ShardSource>(
+      pattern, TokenLoaderOptions{files, request.micro_batch, request.seq_len, request.rank,
+                                  request.world, request.vocab_limit});
+}
+
+const bool registered = DataRegistry::add(
+    {"shards",
+     "llm.c-format token shards (uint16), memory-mapped and read in order",
+     {ParamSpec::text("train", "", "glob of training shards, e.g. data/kjv_char/train_*.bin"),
+      ParamSpec::text("val", "", "glob of validation shards; empty = no validation")},
+     true},
+    open_split);
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,206 @@
+// model "gpt": the GPT-2 architecture. Learned position embeddings, pre-LayerNorm blocks of
+// causal self-attention and a 4x tanh-GELU MLP, a final LayerNorm, and an output head that
+// shares the token embedding's weights. Initialised as GPT-2: N(0, 0.02), with the projections
+// that write into the residual stream scaled by 1/sqrt(2 n_layer) so that its variance does not
+// grow with depth.
+#include <cmath>
+
+#include <fmt/format.h>
+#include <torch/nn/functional/linear.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+
+#include "core/error.h"
+#include "core/model.h"
+#include "core/torch_compat.h"
+
+namespace kiln {
+namespace {
+
+struct GptOptions {
+  int64_t n_layer, n_head, n_embd, block_size, vocab_size, padded_vocab;
+  double dropout;
+  bool bias;
+};
+
+// LayerNorm with an optional bias (LibTorch 1.13's module always has one; GPT without biases
+// has none).
+class LayerNormImpl : public torch::nn::Module {
+ public:
+  LayerNormImpl(int64_t dim, bool bias) : dim_(dim) {
+    weight = register_parameter("weight", torch::ones({dim}));
+    if (bias) this->bias = register_parameter("bias", torch::zeros({dim}));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return at::layer_norm(x, {dim_}, weight, bias, 1e-5);
+  }
+  torch::Tensor weight, bias;
+
+ private:
+  int64_t dim_;
+};
+TORCH_MODULE(LayerNorm);
+
+torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
+class Embedding : public Layer {
+ public:
+  explicit Embedding(const GptOptions& o)
+      : wte(register_module("wte", torch::nn::Embedding(o.padded_vocab, o.n_embd))),
+        wpe(register_module("wpe", torch::nn::Embedding(o.block_size, o.n_embd))),
+        drop(register_module("drop", torch::nn::Dropout(o.dropout))) {}
+
+  torch::Tensor forward(const torch::Tensor& tokens) override {
+    auto positions = torch::arange(tokens.size(1), tokens.options());
+    return drop(wte(tokens) + wpe(positions));
+  }
+
+  torch::nn::Embedding wte, wpe;
+  torch::nn::Dropout drop;
+};
+
+class Block : public Layer {
+ public:
+  explicit Block(const GptOptions& o)
+      : n_head_(o.n_head),
+        dropout_(o.dropout),
+        ln_1(register_module("ln_1", LayerNorm(o.n_embd, o.bias))),
+        c_attn(register_module("c_attn", linear(o.n_embd, 3 * o.n_embd, o.bias))),
+        attn_proj(register_module("attn_proj", linear(o.n_embd, o.n_embd, o.bias))),
+        ln_2(register_module("ln_2", LayerNorm(o.n_embd, o.bias))),
+        c_fc(register_module("c_fc", linear(o.n_embd, 4 * o.n_embd, o.bias))),
+        mlp_proj(register_module("mlp_proj", linear(4 * o.n_embd, o.n_embd, o.bias))),
+        resid_drop(register_module("resid_drop", torch::nn::Dropout(o.dropout))) {}
+
+  torch::Tensor forward(const torch::Tensor& x) override {
+    auto h = x + resid_drop(attention(ln_1(x)));
+    return h + resid_drop(mlp_proj(torch::gelu(c_fc(ln_2(h)), "tanh")));
+  }
+
+  int64_t n_head_;
+  double dropout_;
+  LayerNorm ln_1;
+  torch::nn::Linear c_attn, attn_proj;
+  LayerNorm ln_2;
+  torch::nn::Linear c_fc, mlp_proj;
+  torch::nn::Dropout resid_drop;
+
+ private:
+  torch::Tensor attention(const torch::Tensor& x) {
+    const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
+    auto heads = [&](const torch::Tensor& m) {
+      return m.view({b, t, n_head_, c / n_head_}).transpose(1, 2);  // [b, heads, t, head_dim]
+    };
+    auto qkv = c_attn(x).split(c, 2);
+    auto y = compat::causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), dropout_,
+                                      is_training());
+    return attn_proj(y.transpose(1, 2).contiguous().view({b, t, c}));
+  }
+};
+
+class Head : public Layer {
+ public:
+  Head(const GptOptions& o, std::shared_ptr<Embedding> embedding)
+      : ln_f(register_module("ln_f", LayerNorm(o.n_embd, o.bias))),
+        embedding_(std::move(embedding)) {}
+
+  // Tied weights: the token embedding matrix doubles as the output projection. It is registered
+  // under the embedding only, so it is counted, saved and updated once.
+  torch::Tensor forward(const torch::Tensor& x) override {
+    return torch::nn::functional::linear(ln_f(x), embedding_->wte->weight);
+  }
+
+  LayerNorm ln_f;
+
+ private:
+  std::shared_ptr<Embedding> embedding_;
+};
+
+class Gpt : public Model {
+ public:
+  explicit Gpt(const GptOptions& o) : options_(o) {
+    embedding_ = register_module("embedding", std::make_shared<Embedding>(o));
+    blocks_ = register_module("h", torch::nn::ModuleList());
+    for (int64_t i = 0; i < o.n_layer; ++i) blocks_->push_back(std::make_shared<Block>(o));
+    head_ = register_module("head", std::make_shared<Head>(o, embedding_));
+    append_layer(embedding_);
+    for (const auto& block : *blocks_) append_layer(std::dynamic_pointer_cast<Layer>(block));
+    append_layer(head_);
+    initialise();
+  }
+
+  int64_t vocab_size() const override { return options_.vocab_size; }
+  int64_t context_length() const override { return options_.block_size; }
+
+  // 6N for the matmuls' weights plus 12 L H Q T for attention scores and their use (PaLM
+  // appendix B); the position embedding does no matmul work and is left out of N.
+  double flops_per_token(int64_t seq_len) const override {
+    const double n = static_cast<double>(parameter_count() - embedding_->wpe->weight.numel());
+    const double head_dim = static_cast<double>(options_.n_embd / options_.n_head);
+    return 6.0 * n + 12.0 * static_cast<double>(options_.n_layer * options_.n_head) * head_dim *
+                         static_cast<double>(seq_len);
+  }
+
+ private:
+  void initialise() {
+    torch::NoGradGuard no_grad;
+    const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(options_.n_layer));
+    for (auto& item : named_parameters()) {
+      const std::string& name = item.key();
+      torch::Tensor& p = item.value();
+      if (name.find("ln_") != std::string::npos) continue;  // LayerNorm keeps ones and zeros
+      if (p.dim() == 1) {
+        p.zero_();
+      } else {
+        const bool residual = name.find("attn_proj.weight") != std::string::npos ||
+                              name.find("mlp_proj.weight") != std::string::npos;
+        p.normal_(0.0, residual ? residual_std : 0.02);
+      }
+    }
+  }
+
+  GptOptions options_;
+  std::shared_ptr<Embedding> embedding_;
+  torch::nn::ModuleList blocks_;
+  std::shared_ptr<Head> head_;
+};
+
+GptOptions options_from(const Params& p) {
+  GptOptions o{p.integer("n_layer"),    p.integer("n_head"),     p.integer("n_embd"),
+               p.integer("block_size"), p.integer("vocab_size"), 0,
+               p.real("dropout"),       p.flag("bias")};
+  const int64_t multiple = p.integer("vocab_multiple");
+  o.padded_vocab = (o.vocab_size + multiple - 1) / multiple * multiple;
+  if (o.n_embd % o.n_head != 0) {
+    throw UserError(fmt::format("model.n_embd = {} is not divisible by model.n_head = {}: each "
+                                "head gets n_embd / n_head dimensions",
+                                o.n_embd, o.n_head));
+  }
+  return o;
+}
+
+const bool registered = ModelRegistry::add(
+    {"gpt",
+     "GPT-2: learned positions, pre-LayerNorm blocks, causal attention, tanh-GELU MLP, tied head",
+     {ParamSpec::integer("n_layer", 12, "Transformer blocks").at_least(1),
+      ParamSpec::integer("n_head", 12, "attention heads per block").at_least(1),
+      ParamSpec::integer("n_embd", 768, "width of the residual stream").at_least(1),
+      ParamSpec::integer("block_size", 1024, "longest sequence (position embeddings)")
+          .at_least(1),
+      ParamSpec::integer("vocab_size", 50257, "token ids the data may contain").at_least(1),
+      ParamSpec::integer("vocab_multiple", 1,
+                         "pad the embedding rows to a multiple of this (64: 50257 -> 50304) "
+                         "for faster matmuls; padded ids are never targets")
+          .at_least(1),
+      ParamSpec::real("dropout", 0.0, "dropout on embeddings, attention and residuals")
+          .at_least(0)
+          .at_most(0.95),
+      ParamSpec::flag("bias", true, "biases in Linear and LayerNorm layers")}},
+    [](const Params& p) { return std::make_shared<Gpt>(options_from(p)); });
+
+}  // namespace
+}  // namespace kiln

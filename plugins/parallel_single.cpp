@@ -1,0 +1,12 @@
+// parallel "single": one process, one device; nothing to synchronise.
+#include "core/parallel.h"
+
+namespace kiln {
+namespace {
+
+const bool registered = ParallelRegistry::add(
+    {"single", "one process on one device", {}, true},
+    [](const Params&) { return std::make_shared<ParallelStrategy>(); });
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,72 @@
+// tokenizer "char": one token per distinct byte of the corpus, ids in byte order (as nanoGPT's
+// shakespeare_char). Text with a byte the corpus never had cannot be encoded.
+#include <array>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/tokenizer.h"
+
+namespace kiln {
+namespace {
+
+class CharTokenizer : public Tokenizer {
+ public:
+  explicit CharTokenizer(const nlohmann::json& saved) {
+    id_of_.fill(-1);
+    if (saved.contains("bytes")) set_alphabet(saved["bytes"].get<std::vector<int>>());
+  }
+
+  void fit(const std::string& corpus) override {
+    std::array<bool, 256> seen{};
+    for (unsigned char c : corpus) seen[c] = true;
+    std::vector<int> alphabet;
+    for (int b = 0; b < 256; ++b) {
+      if (seen[b]) alphabet.push_back(b);
+    }
+    set_alphabet(alphabet);
+  }
+
+  std::vector<uint32_t> encode(const std::string& text) const override {
+    std::vector<uint32_t> ids;
+    ids.reserve(text.size());
+    for (unsigned char c : text) {
+      if (id_of_[c] < 0) {
+        throw UserError(fmt::format("the char tokenizer has no id for byte 0x{:02x} ('{}'): it "
+                                    "only knows the bytes of the corpus it was prepared from",
+                                    c, static_cast<char>(c)));
+      }
+      ids.push_back(static_cast<uint32_t>(id_of_[c]));
+    }
+    return ids;
+  }
+
+  std::string decode(const std::vector<uint32_t>& ids) const override {
+    std::string text;
+    for (uint32_t id : ids) {
+      if (id < bytes_.size()) text += static_cast<char>(bytes_[id]);
+    }
+    return text;
+  }
+
+  int64_t vocab_size() const override { return static_cast<int64_t>(bytes_.size()); }
+  nlohmann::json save() const override { return {{"bytes", bytes_}}; }
+
+ private:
+  void set_alphabet(const std::vector<int>& bytes) {
+    bytes_ = bytes;
+    id_of_.fill(-1);
+    for (size_t i = 0; i < bytes_.size(); ++i) id_of_[bytes_[i] & 0xff] = static_cast<int>(i);
+  }
+
+  std::vector<int> bytes_;
+  std::array<int, 256> id_of_{};
+};
+
+const bool registered = TokenizerRegistry::add(
+    {"char", "one token per distinct byte of the corpus (character-level models)", {}},
+    [](const nlohmann::json& saved) { return std::make_shared<CharTokenizer>(saved); });
+
+}  // namespace
+}  // namespace kiln
