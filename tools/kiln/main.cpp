@@ -1,5 +1,6 @@
 // The kiln command line. Each subcommand parses its flags and calls into core/; the work
 // itself lives there. Exit codes: 0 ok, 1 internal error, 2 user mistake, 130 interrupted.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -9,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/config.h"
 #include "core/error.h"
@@ -96,6 +98,14 @@ int dispatch(int argc, char** argv) {
   prepare->add_option("--shard-tokens", prep.shard_tokens, "tokens per shard file")
       ->capture_default_str();
 
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> commands;
+    for (const auto* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+    if (std::find(commands.begin(), commands.end(), argv[1]) == commands.end()) {
+      throw kiln::UserError(fmt::format("unknown command '{}': commands are {}; see `kiln --help`",
+                                        argv[1], fmt::join(commands, ", ")));
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

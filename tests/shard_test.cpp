@@ -1,0 +1,126 @@
+#include <numeric>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/shard.h"
+#include "core/token_loader.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::TempDir;
+
+std::vector<uint16_t> iota_tokens(size_t n, uint16_t start = 0) {
+  std::vector<uint16_t> t(n);
+  std::iota(t.begin(), t.end(), start);
+  return t;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Shard, WritesAndReadsBackTheLlmcFormat) {
+  TempDir dir;
+  write_shard(dir / "a.bin", iota_tokens(1000, 7));
+  ShardFile shard(dir / "a.bin");
+  ASSERT_EQ(shard.size(), 1000);
+  EXPECT_EQ(shard.tokens()[0], 7);
+  EXPECT_EQ(shard.tokens()[999], 1006);
+  EXPECT_EQ(std::filesystem::file_size(dir / "a.bin"), 1024u + 2000u);
+}
+
+TEST(Shard, TruncatedFileIsAClearError) {
+  TempDir dir;
+  write_shard(dir / "a.bin", iota_tokens(1000));
+  std::filesystem::resize_file(dir / "a.bin", 1024 + 1000);
+  std::string e = error_of([&] { ShardFile s(dir / "a.bin"); });
+  EXPECT_NE(e.find("is truncated: its header promises 1000 tokens (3024 bytes) but the file has "
+                   "2024 bytes"),
+            std::string::npos)
+      << e;
+  std::filesystem::resize_file(dir / "a.bin", 100);
+  e = error_of([&] { ShardFile s(dir / "a.bin"); });
+  EXPECT_NE(e.find("too short for the 1024-byte header"), std::string::npos) << e;
+}
+
+TEST(Shard, WrongMagicIsAClearError) {
+  TempDir dir;
+  testing::write_text(dir / "a.bin", std::string(4096, 'x'));
+  std::string e = error_of([&] { ShardFile s(dir / "a.bin"); });
+  EXPECT_NE(e.find("is not a token shard: magic number"), std::string::npos) << e;
+  EXPECT_NE(error_of([&] { ShardFile s(dir / "missing.bin"); }).find("cannot open token shard"),
+            std::string::npos);
+}
+
+TEST(Loader, ReadsSequentialWindowsWithTargetsShiftedByOne) {
+  TempDir dir;
+  write_shard(dir / "a.bin", iota_tokens(100));
+  TokenLoader loader({{dir / "a.bin"}, 2, 4, 0, 1, 0});
+  std::vector<int64_t> x(8), y(8);
+  loader.next(x.data(), y.data());
+  EXPECT_EQ(x, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(y, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  loader.next(x.data(), y.data());
+  EXPECT_EQ(x[0], 8);
+}
+
+TEST(Loader, RanksTogetherReadWhatOneProcessReads) {
+  TempDir dir;
+  write_shard(dir / "a.bin", iota_tokens(50));
+  write_shard(dir / "b.bin", iota_tokens(50, 1000));
+  std::vector<std::string> files = {dir / "a.bin", dir / "b.bin"};
+  TokenLoader single({files, 1, 4, 0, 1, 0});
+  TokenLoader rank0({files, 1, 4, 0, 2, 0}), rank1({files, 1, 4, 1, 2, 0});
+  std::vector<int64_t> x(4), y(4), x0(4), x1(4);
+  for (int round = 0; round < 20; ++round) {  // crosses into b.bin and wraps back to a.bin
+    rank0.next(x0.data(), y.data());
+    rank1.next(x1.data(), y.data());
+    single.next(x.data(), y.data());
+    EXPECT_EQ(x, x0) << round;
+    single.next(x.data(), y.data());
+    EXPECT_EQ(x, x1) << round;
+  }
+  EXPECT_GE(single.position().epoch, 1);
+}
+
+TEST(Loader, PositionRestoresTheStream) {
+  TempDir dir;
+  write_shard(dir / "a.bin", iota_tokens(100));
+  TokenLoader a({{dir / "a.bin"}, 2, 4, 0, 1, 0});
+  std::vector<int64_t> x(8), y(8), z(8);
+  a.next(x.data(), y.data());
+  LoaderPosition saved = a.position();
+  a.next(x.data(), y.data());
+  TokenLoader b({{dir / "a.bin"}, 2, 4, 0, 1, 0});
+  b.seek(saved);
+  b.next(z.data(), y.data());
+  EXPECT_EQ(x, z);
+}
+
+TEST(Loader, ShardSmallerThanOneWindowIsAClearError) {
+  TempDir dir;
+  write_shard(dir / "a.bin", iota_tokens(8));
+  std::string e = error_of([&] { TokenLoader l({{dir / "a.bin"}, 2, 4, 0, 1, 0}); });
+  EXPECT_NE(e.find("holds 8 tokens, fewer than one round of windows needs"), std::string::npos)
+      << e;
+}
+
+TEST(Loader, TokenBeyondTheVocabularyIsAClearError) {
+  TempDir dir;
+  write_shard(dir / "a.bin", iota_tokens(100));
+  std::string e = error_of([&] { TokenLoader l({{dir / "a.bin"}, 2, 4, 0, 1, 50}); });
+  EXPECT_NE(e.find("holds token id 99 at position 99, but the model's vocabulary has 50 ids"),
+            std::string::npos)
+      << e;
+}
+
+}  // namespace
+}  // namespace kiln

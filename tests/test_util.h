@@ -1,0 +1,81 @@
+// Helpers shared by the tests: scratch directories, running the kiln binary, reading SQLite.
+#pragma once
+
+#include <sqlite3.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace kiln::testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "kiln-test-XXXXXX").string();
+    path_ = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  std::string str() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline void write_text(const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `kiln ARGS` from the source tree, as a user would.
+inline CommandResult run_kiln(const std::string& args) {
+  CommandResult result;
+  std::string command = std::string("'") + KILN_BINARY + "' " + args + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) result.output.append(buf, n);
+  int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+// Every row of a query, each column as text ("NULL" for null).
+inline std::vector<std::vector<std::string>> query(const std::string& db_path,
+                                                   const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  std::vector<std::vector<std::string>> rows;
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK) {
+    while (sqlite3_step(stmt) == SQLITE_ROW) {
+      std::vector<std::string> row;
+      for (int i = 0; i < sqlite3_column_count(stmt); ++i) {
+        auto* text = sqlite3_column_text(stmt, i);
+        row.emplace_back(text ? reinterpret_cast<const char*>(text) : "NULL");
+      }
+      rows.push_back(std::move(row));
+    }
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return rows;
+}
+
+// The first column of the first row, or "" when the query returns nothing (or no db exists).
+inline std::string scalar(const std::string& db_path, const std::string& sql) {
+  auto rows = query(db_path, sql);
+  return rows.empty() || rows[0].empty() ? "" : rows[0][0];
+}
+
+}  // namespace kiln::testing
