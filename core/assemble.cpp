@@ -22,9 +22,10 @@ namespace {
 torch::Device pick_device(const ResolvedConfig& config, const std::string& wanted) {
   const bool have_cuda = torch::cuda::is_available();
   if (wanted == "cuda" && !have_cuda) {
-    throw UserError(fmt::format("{}: run.device = \"cuda\" but this LibTorch sees no CUDA device: "
-                                "use \"cpu\" or \"auto\"",
-                                config.where("run.device").str()));
+    throw UserError(
+        fmt::format("{}: run.device = \"cuda\" but this LibTorch sees no CUDA device: "
+                    "use \"cpu\" or \"auto\"",
+                    config.where("run.device").str()));
   }
   return (wanted == "cuda" || (wanted == "auto" && have_cuda)) ? torch::Device(torch::kCUDA)
                                                                : torch::Device(torch::kCPU);
@@ -49,10 +50,10 @@ AssembledRun assemble(const ResolvedConfig& config) {
 
   a.model = ModelRegistry::create(config.type("model"), config.params("model"));
   if (a.train.seq_len > a.model->context_length()) {
-    throw UserError(fmt::format("{}: train.seq_len = {} is longer than the model's context of {} "
-                                "tokens: lower train.seq_len or raise the model's context length",
-                                config.where("train.seq_len").str(), a.train.seq_len,
-                                a.model->context_length()));
+    throw UserError(fmt::format(
+        "{}: train.seq_len = {} is longer than the model's context of {} "
+        "tokens: lower train.seq_len or raise the model's context length",
+        config.where("train.seq_len").str(), a.train.seq_len, a.model->context_length()));
   }
   a.model->to(a.device);
   a.parallel->attach(*a.model);
@@ -63,8 +64,8 @@ AssembledRun assemble(const ResolvedConfig& config) {
                                         configured_lr(*a.optimizer), a.train.steps);
   a.precision = PrecisionRegistry::create(config.type("precision"), config.params("precision"));
 
-  DataRequest request{"train",           a.train.micro_batch, a.train.seq_len,
-                      a.parallel->rank(), world,               a.model->vocab_size()};
+  DataRequest request{"train", a.train.micro_batch,  a.train.seq_len, a.parallel->rank(),
+                      world,   a.model->vocab_size()};
   a.train_data = DataRegistry::create(config.type("data"), config.params("data"), request);
   if (!a.train_data) {
     throw UserError(fmt::format("{}: the data plugin '{}' found no training split",
@@ -73,10 +74,11 @@ AssembledRun assemble(const ResolvedConfig& config) {
   request.split = "val";
   a.val_data = DataRegistry::create(config.type("data"), config.params("data"), request);
   if (a.eval.every > 0 && !a.val_data) {
-    throw UserError(fmt::format("{}: eval.every = {} but the data has no validation split: "
-                                "point the data section at validation shards or set eval.every "
-                                "= 0",
-                                config.where("eval.every").str(), a.eval.every));
+    throw UserError(
+        fmt::format("{}: eval.every = {} but the data has no validation split: "
+                    "point the data section at validation shards or set eval.every "
+                    "= 0",
+                    config.where("eval.every").str(), a.eval.every));
   }
   return a;
 }

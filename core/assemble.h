@@ -25,7 +25,7 @@ struct AssembledRun {
   EvalOptions eval;
   CheckpointOptions checkpoint;
   torch::Device device{torch::kCPU};
-  int64_t grad_accum = 1;  // micro-steps per optimizer step on each rank
+  int64_t grad_accum = 1;    // micro-steps per optimizer step on each rank
   int64_t batch_tokens = 0;  // tokens per optimizer step over all ranks
 
   std::shared_ptr<ParallelStrategy> parallel;

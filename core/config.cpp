@@ -20,11 +20,12 @@ namespace kiln {
 const std::vector<SectionSchema>& config_sections() {
   using P = ParamSpec;
   static const std::vector<SectionSchema> sections = {
-      {"run", false, "what the run is called, where it goes, how it is seeded",
+      {"run",
+       false,
+       "what the run is called, where it goes, how it is seeded",
        {P::text("name", "", "run name, unique in the db; empty = <experiment>-<UTC time>")
             .unhashed(),
-        P::integer("seed", 1337, "seeds every random stream: init, dropout, sampling")
-            .at_least(0),
+        P::integer("seed", 1337, "seeds every random stream: init, dropout, sampling").at_least(0),
         P::text("out_dir", "runs", "directory for snapshots, one folder per run").unhashed(),
         P::text("db", "runs/kiln.db", "SQLite run store shared by all runs").unhashed(),
         P::integer("threads", 0, "CPU threads for LibTorch; 0 = all cores").at_least(0),
@@ -32,7 +33,9 @@ const std::vector<SectionSchema>& config_sections() {
             .one_of({"auto", "cpu", "cuda"})}},
       {"model", true, "the network; type picks a model plugin", {}},
       {"data", true, "where the tokens come from; type picks a data plugin", {}},
-      {"train", false, "the optimisation loop",
+      {"train",
+       false,
+       "the optimisation loop",
        {P::integer("steps", 1000, "optimizer steps to run").at_least(1),
         P::integer("micro_batch", 8, "sequences per forward/backward on each rank").at_least(1),
         P::integer("seq_len", 256, "tokens per sequence").at_least(1),
@@ -49,10 +52,14 @@ const std::vector<SectionSchema>& config_sections() {
       {"schedule", true, "the learning rate over steps; type picks a schedule plugin", {}},
       {"precision", true, "number formats of compute and weights; type picks a policy", {}},
       {"parallel", true, "how work is spread over processes; type picks a strategy", {}},
-      {"eval", false, "validation during training",
+      {"eval",
+       false,
+       "validation during training",
        {P::integer("every", 0, "evaluate every N steps and at the end; 0 = never").at_least(0),
         P::integer("steps", 20, "validation batches per evaluation").at_least(1)}},
-      {"checkpoint", false, "snapshots for resuming",
+      {"checkpoint",
+       false,
+       "snapshots for resuming",
        {P::integer("every", 0, "snapshot every N steps and at the end; 0 = never").at_least(0),
         P::integer("keep", 3, "latest snapshots kept on disk").at_least(1)}},
   };
@@ -111,7 +118,9 @@ std::string render(const ResolvedConfig& config, bool hashed_only) {
 
 }  // namespace
 
-std::string ResolvedConfig::to_toml() const { return render(*this, false); }
+std::string ResolvedConfig::to_toml() const {
+  return render(*this, false);
+}
 
 std::string ResolvedConfig::hash() const {
   uint64_t h = 14695981039346656037ull;  // FNV-1a 64: stable across builds and machines
@@ -195,7 +204,8 @@ struct Loader {
       params = &plugin->params;
     }
     std::vector<std::string> valid;
-    for (const auto& p : *params) valid.push_back(p.name);
+    for (const auto& p : *params)
+      valid.push_back(p.name);
     if (schema.is_plugin) valid.push_back("type");
 
     if (table) {
@@ -207,14 +217,13 @@ struct Loader {
                                  [&](const ParamSpec& p) { return p.name == name; });
         if (spec == params->end()) {
           std::string hint = nearest(name, valid);
-          std::string owner =
-              schema.is_plugin ? fmt::format("{} plugin '{}'", schema.name, section.type)
-                               : fmt::format("section [{}]", schema.name);
+          std::string owner = schema.is_plugin
+                                  ? fmt::format("{} plugin '{}'", schema.name, section.type)
+                                  : fmt::format("section [{}]", schema.name);
           fail(locate(path, key.source()),
                fmt::format("unknown key '{}': {}", path,
                            hint.empty() ? fmt::format("{} takes: {}", owner, join(valid, ", "))
-                                        : fmt::format("did you mean '{}.{}'?", schema.name,
-                                                      hint)));
+                                        : fmt::format("did you mean '{}.{}'?", schema.name, hint)));
         }
         SourceLoc at = locate(path, node.source());
         section.params.set(name, convert(*spec, node, at, path));
@@ -259,7 +268,8 @@ struct Loader {
     ResolvedConfig out;
     out.experiment = file;
     std::vector<std::string> section_names;
-    for (const auto& schema : config_sections()) section_names.push_back(schema.name);
+    for (const auto& schema : config_sections())
+      section_names.push_back(schema.name);
 
     for (auto&& [key, node] : root) {
       const std::string name(key.str());
@@ -311,7 +321,8 @@ struct Loader {
 };
 
 ResolvedConfig load(toml::table root, Loader& loader, const std::vector<std::string>& overrides) {
-  for (const auto& o : overrides) loader.apply_override(root, o);
+  for (const auto& o : overrides)
+    loader.apply_override(root, o);
   return loader.resolve(root);
 }
 

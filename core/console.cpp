@@ -16,10 +16,11 @@ void Console::line(const std::string& text) const {
 }
 
 void Console::legend() const {
-  line("columns: loss = mean cross-entropy of the step's tokens (nats/token) | lr = learning rate "
-       "of this update | norm = global gradient L2 norm before clipping | ms = wall time of the "
-       "step | tok/s = tokens per second over all ranks | % done and ETA from the recent mean "
-       "step time");
+  line(
+      "columns: loss = mean cross-entropy of the step's tokens (nats/token) | lr = learning rate "
+      "of this update | norm = global gradient L2 norm before clipping | ms = wall time of the "
+      "step | tok/s = tokens per second over all ranks | % done and ETA from the recent mean "
+      "step time");
 }
 
 void Console::step(const StepStats& s, bool print) {
@@ -31,11 +32,12 @@ void Console::step(const StepStats& s, bool print) {
   const double remaining = static_cast<double>(total_steps_ - s.step);
   const double eta_ms = (seen_ >= 2 ? mean_step_ms_ : s.dt_ms) * remaining;
   const int width = static_cast<int>(std::to_string(total_steps_).size());
-  line(fmt::format("step {:>{}}/{} | loss {:.6f} | lr {:.3e} | norm {:.4f} | {:7.1f} ms | "
-                   "{:8.0f} tok/s | {:3.0f}% eta {}{}",
-                   s.step, width, total_steps_, s.loss, s.lr, s.grad_norm, s.dt_ms,
-                   s.tokens_per_sec, 100.0 * s.step / total_steps_,
-                   format_duration(eta_ms / 1000.0), s.skipped ? " | update skipped" : ""));
+  line(
+      fmt::format("step {:>{}}/{} | loss {:.6f} | lr {:.3e} | norm {:.4f} | {:7.1f} ms | "
+                  "{:8.0f} tok/s | {:3.0f}% eta {}{}",
+                  s.step, width, total_steps_, s.loss, s.lr, s.grad_norm, s.dt_ms, s.tokens_per_sec,
+                  100.0 * s.step / total_steps_, format_duration(eta_ms / 1000.0),
+                  s.skipped ? " | update skipped" : ""));
 }
 
 void Console::eval(int64_t step, const std::string& split, double loss) const {

@@ -40,13 +40,16 @@ std::string default_run_name(const std::string& experiment) {
 // Run names become directory names under run.out_dir: nothing may climb out of it.
 void check_run_name(const std::string& name) {
   bool bad = name.empty() || name.front() == '/' || name.size() > 200;
-  for (const auto& part : split(name, '/')) bad = bad || part.empty() || part == "." || part == "..";
-  for (unsigned char c : name) bad = bad || c < 0x20 || c == 0x7f || c == '\\';
+  for (const auto& part : split(name, '/'))
+    bad = bad || part.empty() || part == "." || part == "..";
+  for (unsigned char c : name)
+    bad = bad || c < 0x20 || c == 0x7f || c == '\\';
   if (bad) {
-    throw UserError(fmt::format("run name '{}' cannot be used: names become folders under "
-                                "run.out_dir, so use letters, digits and . _ - = , / without "
-                                "'..' or a leading '/'",
-                                name));
+    throw UserError(
+        fmt::format("run name '{}' cannot be used: names become folders under "
+                    "run.out_dir, so use letters, digits and . _ - = , / without "
+                    "'..' or a leading '/'",
+                    name));
   }
 }
 
@@ -57,7 +60,8 @@ std::string git_commit() {
     if (std::fgets(buf, sizeof buf, pipe)) out = buf;
     ::pclose(pipe);
   }
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
+    out.pop_back();
   return out;
 }
 
@@ -83,7 +87,9 @@ void install_stop_handlers() {
   sigaction(SIGTERM, &action, nullptr);
 }
 
-bool stop_requested() { return g_stop_signal.load() != 0; }
+bool stop_requested() {
+  return g_stop_signal.load() != 0;
+}
 
 RunSummary run_experiment(ResolvedConfig config) {
   std::string name = run_options(config).name;
@@ -93,9 +99,9 @@ RunSummary run_experiment(ResolvedConfig config) {
 
   AssembledRun run = assemble(config);
   RunStore store(run.run.db);
-  const int64_t run_id = store.create_run(NewRun{
-      name, config.experiment, config.to_toml(), config.hash(), run.run.seed,
-      run.parallel->world_size(), run.train.steps, git_commit(), host_name()});
+  const int64_t run_id = store.create_run(
+      NewRun{name, config.experiment, config.to_toml(), config.hash(), run.run.seed,
+             run.parallel->world_size(), run.train.steps, git_commit(), host_name()});
 
   Console console(run.train.steps);
   console.line(fmt::format("run '{}' (id {}) in {} | config hash {}", name, run_id, store.path(),
@@ -104,10 +110,11 @@ RunSummary run_experiment(ResolvedConfig config) {
                            config.type("model"), run.model->parameter_count() / 1e6,
                            run.model->context_length(), run.device.str(), at::get_num_threads()));
   console.line("data: " + run.train_data->describe());
-  console.line(fmt::format("batch: {} tokens per step = micro_batch {} x seq_len {} x {} "
-                           "micro-steps x {} rank(s) | {} steps",
-                           run.batch_tokens, run.train.micro_batch, run.train.seq_len,
-                           run.grad_accum, run.parallel->world_size(), run.train.steps));
+  console.line(
+      fmt::format("batch: {} tokens per step = micro_batch {} x seq_len {} x {} "
+                  "micro-steps x {} rank(s) | {} steps",
+                  run.batch_tokens, run.train.micro_batch, run.train.seq_len, run.grad_accum,
+                  run.parallel->world_size(), run.train.steps));
   console.legend();
 
   RunSummary summary{run_id, name, "completed", 0, 0};
@@ -142,12 +149,12 @@ RunSummary run_experiment(ResolvedConfig config) {
     throw;
   }
   store.finish_run(run_id, summary.status);
-  console.line(fmt::format("{} {} of {} steps in {} | final loss {:.6f} | run store {:.1f} ms "
-                           "({:.3f}% of step time)",
-                           summary.status, summary.steps_done, run.train.steps,
-                           format_duration(train_seconds), summary.final_loss,
-                           store.seconds_spent() * 1000.0,
-                           train_seconds > 0 ? 100.0 * store.seconds_spent() / train_seconds : 0));
+  console.line(fmt::format(
+      "{} {} of {} steps in {} | final loss {:.6f} | run store {:.1f} ms "
+      "({:.3f}% of step time)",
+      summary.status, summary.steps_done, run.train.steps, format_duration(train_seconds),
+      summary.final_loss, store.seconds_spent() * 1000.0,
+      train_seconds > 0 ? 100.0 * store.seconds_spent() / train_seconds : 0));
   return summary;
 }
 

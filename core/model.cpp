@@ -4,13 +4,15 @@ namespace kiln {
 
 torch::Tensor Model::forward(const torch::Tensor& tokens) {
   torch::Tensor x = tokens;
-  for (const auto& layer : layers_) x = layer->forward(x);
+  for (const auto& layer : layers_)
+    x = layer->forward(x);
   return x;
 }
 
 int64_t Model::parameter_count() const {
   int64_t total = 0;
-  for (const auto& p : parameters()) total += p.numel();
+  for (const auto& p : parameters())
+    total += p.numel();
   return total;
 }
 

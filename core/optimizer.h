@@ -26,7 +26,8 @@ inline double configured_lr(const torch::optim::Optimizer& optimizer) {
 }
 
 inline void set_lr(torch::optim::Optimizer& optimizer, double lr) {
-  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+  for (auto& group : optimizer.param_groups())
+    group.options().set_lr(lr);
 }
 
 }  // namespace kiln

@@ -68,8 +68,8 @@ ParamSpec ParamSpec::flag(std::string name, bool def, std::string doc) {
   return ParamSpec{std::move(name), ParamType::kBool, def, std::move(doc), {}, {}, {}, true};
 }
 ParamSpec ParamSpec::text(std::string name, std::string def, std::string doc) {
-  return ParamSpec{std::move(name), ParamType::kString, std::move(def), std::move(doc), {}, {}, {},
-                   true};
+  return ParamSpec{
+      std::move(name), ParamType::kString, std::move(def), std::move(doc), {}, {}, {}, true};
 }
 
 ParamSpec&& ParamSpec::at_least(double bound) && {
@@ -92,7 +92,8 @@ ParamSpec&& ParamSpec::unhashed() && {
 std::string ParamSpec::describe_range() const {
   if (!choices.empty()) {
     std::string s = "one of ";
-    for (size_t i = 0; i < choices.size(); ++i) s += (i ? ", " : "") + quote_toml(choices[i]);
+    for (size_t i = 0; i < choices.size(); ++i)
+      s += (i ? ", " : "") + quote_toml(choices[i]);
     return s;
   }
   if (min && max) return fmt::format("between {} and {}", *min, *max);
@@ -136,8 +137,12 @@ const T& typed(const std::map<std::string, ParamValue>& values, const std::strin
 int64_t Params::integer(const std::string& key) const {
   return typed<int64_t>(values_, key, "an int");
 }
-double Params::real(const std::string& key) const { return typed<double>(values_, key, "a float"); }
-bool Params::flag(const std::string& key) const { return typed<bool>(values_, key, "a bool"); }
+double Params::real(const std::string& key) const {
+  return typed<double>(values_, key, "a float");
+}
+bool Params::flag(const std::string& key) const {
+  return typed<bool>(values_, key, "a bool");
+}
 const std::string& Params::text(const std::string& key) const {
   return typed<std::string>(values_, key, "a string");
 }

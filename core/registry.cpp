@@ -36,7 +36,8 @@ const PluginSpec* Catalog::default_for(const std::string& kind) const {
 
 std::vector<std::string> Catalog::kinds() const {
   std::vector<std::string> out;
-  for (const auto& [kind, _] : by_kind_) out.push_back(kind);
+  for (const auto& [kind, _] : by_kind_)
+    out.push_back(kind);
   return out;
 }
 
@@ -44,13 +45,15 @@ std::vector<const PluginSpec*> Catalog::plugins(const std::string& kind) const {
   std::vector<const PluginSpec*> out;
   auto k = by_kind_.find(kind);
   if (k == by_kind_.end()) return out;
-  for (const auto& [_, spec] : k->second) out.push_back(&spec);
+  for (const auto& [_, spec] : k->second)
+    out.push_back(&spec);
   return out;
 }
 
 std::vector<std::string> Catalog::names(const std::string& kind) const {
   std::vector<std::string> out;
-  for (const PluginSpec* spec : plugins(kind)) out.push_back(spec->name);
+  for (const PluginSpec* spec : plugins(kind))
+    out.push_back(spec->name);
   return out;
 }
 

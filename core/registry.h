@@ -24,7 +24,9 @@ namespace kiln {
 struct PluginSpec {
   PluginSpec(std::string name, std::string doc, std::vector<ParamSpec> params,
              bool is_default = false)
-      : name(std::move(name)), doc(std::move(doc)), params(std::move(params)),
+      : name(std::move(name)),
+        doc(std::move(doc)),
+        params(std::move(params)),
         is_default(is_default) {}
 
   std::string name;

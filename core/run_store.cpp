@@ -65,8 +65,8 @@ class Statement {
   Statement& bind(int i, int64_t v) { return check(sqlite3_bind_int64(stmt_, i, v)); }
   Statement& bind(int i, double v) { return check(sqlite3_bind_double(stmt_, i, v)); }
   Statement& bind(int i, const std::string& v) {
-    return check(sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()),
-                                   SQLITE_TRANSIENT));
+    return check(
+        sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
   }
   Statement& bind_text_or_null(int i, const std::string& v) {
     return v.empty() ? check(sqlite3_bind_null(stmt_, i)) : bind(i, v);
@@ -100,15 +100,15 @@ class Statement {
 
 RunStore::RunStore(const std::string& path) : path_(path) {
   ensure_parent_dir(path);
-  int rc = sqlite3_open_v2(path.c_str(), &db_,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                           nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &db_,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string why = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     sqlite3_close(db_);
     db_ = nullptr;
-    throw UserError(fmt::format("cannot open run store '{}': {}: set run.db to a writable path",
-                                path, why));
+    throw UserError(
+        fmt::format("cannot open run store '{}': {}: set run.db to a writable path", path, why));
   }
   // Writers from other processes (sweeps) wait their turn instead of failing.
   sqlite3_busy_timeout(db_, 30000);
@@ -122,9 +122,10 @@ RunStore::RunStore(const std::string& path) : path_(path) {
     const int64_t have = version.column_int(0);
     const int64_t want = static_cast<int64_t>(std::size(kMigrations));
     if (have > want) {
-      throw UserError(fmt::format("run store '{}' has schema version {}, newer than this kiln "
-                                  "understands ({}): use a newer kiln or another run.db",
-                                  path, have, want));
+      throw UserError(
+          fmt::format("run store '{}' has schema version {}, newer than this kiln "
+                      "understands ({}): use a newer kiln or another run.db",
+                      path, have, want));
     }
     for (int64_t v = have; v < want; ++v) {
       exec("BEGIN IMMEDIATE");
@@ -135,9 +136,10 @@ RunStore::RunStore(const std::string& path) : path_(path) {
   } catch (const UserError& e) {
     sqlite3_close(db_);
     db_ = nullptr;
-    throw UserError(fmt::format("cannot use run store '{}': {}: point run.db at a Kiln SQLite "
-                                "file or a new path",
-                                path, e.what()));
+    throw UserError(
+        fmt::format("cannot use run store '{}': {}: point run.db at a Kiln SQLite "
+                    "file or a new path",
+                    path, e.what()));
   }
   last_flush_ = std::chrono::steady_clock::now();
 }

@@ -18,9 +18,10 @@ namespace kiln {
 ShardFile::ShardFile(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    throw UserError(fmt::format("cannot open token shard '{}': {}: run `kiln prepare` or fix "
-                                "the data path",
-                                path, std::strerror(errno)));
+    throw UserError(
+        fmt::format("cannot open token shard '{}': {}: run `kiln prepare` or fix "
+                    "the data path",
+                    path, std::strerror(errno)));
   }
   struct stat st {};
   ::fstat(fd, &st);
@@ -29,29 +30,33 @@ ShardFile::ShardFile(const std::string& path) : path_(path) {
   if (bytes < kShardHeaderBytes ||
       ::pread(fd, header, kShardHeaderBytes, 0) != static_cast<ssize_t>(kShardHeaderBytes)) {
     ::close(fd);
-    throw UserError(fmt::format("token shard '{}' is {} bytes, too short for the {}-byte header: "
-                                "the file is truncated or not a shard; re-run `kiln prepare`",
-                                path, bytes, kShardHeaderBytes));
+    throw UserError(
+        fmt::format("token shard '{}' is {} bytes, too short for the {}-byte header: "
+                    "the file is truncated or not a shard; re-run `kiln prepare`",
+                    path, bytes, kShardHeaderBytes));
   }
   if (header[0] != kShardMagic) {
     ::close(fd);
-    throw UserError(fmt::format("'{}' is not a token shard: magic number {} instead of {} "
-                                "(llm.c format); re-create it with `kiln prepare`",
-                                path, header[0], kShardMagic));
+    throw UserError(
+        fmt::format("'{}' is not a token shard: magic number {} instead of {} "
+                    "(llm.c format); re-create it with `kiln prepare`",
+                    path, header[0], kShardMagic));
   }
   if (header[1] != kShardVersion) {
     ::close(fd);
-    throw UserError(fmt::format("token shard '{}' has version {}, Kiln reads version {} "
-                                "(uint16 tokens); re-create it with `kiln prepare`",
-                                path, header[1], kShardVersion));
+    throw UserError(
+        fmt::format("token shard '{}' has version {}, Kiln reads version {} "
+                    "(uint16 tokens); re-create it with `kiln prepare`",
+                    path, header[1], kShardVersion));
   }
   count_ = header[2];
   const int64_t expected = kShardHeaderBytes + 2 * count_;
   if (count_ < 0 || bytes < expected) {
     ::close(fd);
-    throw UserError(fmt::format("token shard '{}' is truncated: its header promises {} tokens "
-                                "({} bytes) but the file has {} bytes; re-create it",
-                                path, count_, expected, bytes));
+    throw UserError(
+        fmt::format("token shard '{}' is truncated: its header promises {} tokens "
+                    "({} bytes) but the file has {} bytes; re-create it",
+                    path, count_, expected, bytes));
   }
   map_bytes_ = static_cast<size_t>(expected);
   map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_SHARED, fd, 0);
@@ -80,9 +85,10 @@ ShardFile::~ShardFile() {
 
 void write_shard(const std::string& path, const std::vector<uint16_t>& tokens) {
   if (tokens.size() > static_cast<size_t>(INT32_MAX)) {
-    throw UserError(fmt::format("shard '{}' would hold {} tokens, more than the format's int32 "
-                                "count allows: use a smaller --shard-tokens",
-                                path, tokens.size()));
+    throw UserError(
+        fmt::format("shard '{}' would hold {} tokens, more than the format's int32 "
+                    "count allows: use a smaller --shard-tokens",
+                    path, tokens.size()));
   }
   int32_t header[kShardHeaderInts] = {kShardMagic, kShardVersion,
                                       static_cast<int32_t>(tokens.size())};

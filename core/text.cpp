@@ -18,7 +18,8 @@ namespace kiln {
 
 std::string join(const std::vector<std::string>& parts, const std::string& sep) {
   std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
+  for (size_t i = 0; i < parts.size(); ++i)
+    out += (i ? sep : "") + parts[i];
   return out;
 }
 
@@ -35,7 +36,8 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
     size_t diagonal = row[0];
     row[0] = i;
@@ -73,7 +75,8 @@ std::vector<std::string> glob_files(const std::string& pattern) {
   glob_t g{};
   std::vector<std::string> out;
   if (::glob(pattern.c_str(), 0, nullptr, &g) == 0) {
-    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+    for (size_t i = 0; i < g.gl_pathc; ++i)
+      out.emplace_back(g.gl_pathv[i]);
   }
   globfree(&g);
   std::sort(out.begin(), out.end());

@@ -31,9 +31,10 @@ TokenLoader::TokenLoader(TokenLoaderOptions options) : options_(std::move(option
 void TokenLoader::seek(const LoaderPosition& position) {
   if (position.shard < 0 || position.shard >= static_cast<int64_t>(shards_.size()) ||
       position.offset < 0 || position.offset + stride_ + 1 > shards_[position.shard].size()) {
-    throw UserError(fmt::format("data position (shard {}, offset {}) does not exist in these {} "
-                                "shards: the data changed since the position was saved",
-                                position.shard, position.offset, shards_.size()));
+    throw UserError(
+        fmt::format("data position (shard {}, offset {}) does not exist in these {} "
+                    "shards: the data changed since the position was saved",
+                    position.shard, position.offset, shards_.size()));
   }
   position_ = position;
   check_vocab(static_cast<size_t>(position_.shard));
@@ -45,17 +46,18 @@ void TokenLoader::check_vocab(size_t shard) {
   const uint16_t* begin = file.tokens();
   const uint16_t* top = std::max_element(begin, begin + file.size());
   if (*top >= options_.vocab_limit) {
-    throw UserError(fmt::format("token shard '{}' holds token id {} at position {}, but the "
-                                "model's vocabulary has {} ids: raise model.vocab_size or use "
-                                "data prepared with this model's tokenizer",
-                                file.path(), *top, top - begin, options_.vocab_limit));
+    throw UserError(
+        fmt::format("token shard '{}' holds token id {} at position {}, but the "
+                    "model's vocabulary has {} ids: raise model.vocab_size or use "
+                    "data prepared with this model's tokenizer",
+                    file.path(), *top, top - begin, options_.vocab_limit));
   }
   vocab_checked_[shard] = true;
 }
 
 void TokenLoader::next(int64_t* inputs, int64_t* targets) {
-  const uint16_t* tokens = shards_[position_.shard].tokens() + position_.offset +
-                           window_ * options_.rank;
+  const uint16_t* tokens =
+      shards_[position_.shard].tokens() + position_.offset + window_ * options_.rank;
   for (int64_t i = 0; i < window_; ++i) {
     inputs[i] = tokens[i];
     targets[i] = tokens[i + 1];
@@ -74,7 +76,8 @@ void TokenLoader::next(int64_t* inputs, int64_t* targets) {
 
 int64_t TokenLoader::total_tokens() const {
   int64_t total = 0;
-  for (const auto& s : shards_) total += s.size();
+  for (const auto& s : shards_)
+    total += s.size();
   return total;
 }
 

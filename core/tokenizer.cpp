@@ -22,16 +22,17 @@ std::shared_ptr<Tokenizer> load_tokenizer(const std::string& dataset_dir) {
   const std::string path = dataset_dir + "/tokenizer.json";
   std::ifstream in(path);
   if (!in) {
-    throw UserError(fmt::format("no tokenizer at '{}': the data directory was not made by "
-                                "`kiln prepare`",
-                                path));
+    throw UserError(
+        fmt::format("no tokenizer at '{}': the data directory was not made by "
+                    "`kiln prepare`",
+                    path));
   }
   nlohmann::json saved;
   try {
     in >> saved;
   } catch (const nlohmann::json::exception& e) {
-    throw UserError(fmt::format("'{}' is not valid JSON ({}): re-run `kiln prepare`", path,
-                                e.what()));
+    throw UserError(
+        fmt::format("'{}' is not valid JSON ({}): re-run `kiln prepare`", path, e.what()));
   }
   if (!saved.is_object() || !saved.contains("type") || !saved["type"].is_string()) {
     throw UserError(fmt::format("'{}' names no tokenizer type: re-run `kiln prepare`", path));

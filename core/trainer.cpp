@@ -77,7 +77,8 @@ double Trainer::evaluate(DataSource& data, int64_t batches) {
   run_.model->eval();
   data.reset();
   at::Tensor total = at::zeros({}, at::TensorOptions().device(run_.device).dtype(at::kDouble));
-  for (int64_t i = 0; i < batches; ++i) total += loss_of(data.next()).to(at::kDouble);
+  for (int64_t i = 0; i < batches; ++i)
+    total += loss_of(data.next()).to(at::kDouble);
   run_.model->train();
   return run_.parallel->mean(total / static_cast<double>(batches)).item<double>();
 }

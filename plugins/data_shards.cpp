@@ -46,14 +46,16 @@ std::shared_ptr<DataSource> open_split(const Params& p, const DataRequest& reque
   const std::string pattern = p.text(key);
   if (pattern.empty()) {
     if (key == "val") return nullptr;
-    throw UserError("data.train is empty: set it to a shard pattern such as "
-                    "\"data/kjv_char/train_*.bin\" (made by `kiln prepare`)");
+    throw UserError(
+        "data.train is empty: set it to a shard pattern such as "
+        "\"data/kjv_char/train_*.bin\" (made by `kiln prepare`)");
   }
   std::vector<std::string> files = glob_files(pattern);
   if (files.empty()) {
-    throw UserError(fmt::format("data.{} = \"{}\" matches no file: run `kiln prepare` (or "
-                                "tools/setup.sh for the default corpus) or fix the pattern",
-                                key, pattern));
+    throw UserError(
+        fmt::format("data.{} = \"{}\" matches no file: run `kiln prepare` (or "
+                    "tools/setup.sh for the default corpus) or fix the pattern",
+                    key, pattern));
   }
   return std::make_shared<ShardSource>(
       pattern, TokenLoaderOptions{files, request.micro_batch, request.seq_len, request.rank,

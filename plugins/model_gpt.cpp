@@ -125,10 +125,12 @@ class Gpt : public Model {
   explicit Gpt(const GptOptions& o) : options_(o) {
     embedding_ = register_module("embedding", std::make_shared<Embedding>(o));
     blocks_ = register_module("h", torch::nn::ModuleList());
-    for (int64_t i = 0; i < o.n_layer; ++i) blocks_->push_back(std::make_shared<Block>(o));
+    for (int64_t i = 0; i < o.n_layer; ++i)
+      blocks_->push_back(std::make_shared<Block>(o));
     head_ = register_module("head", std::make_shared<Head>(o, embedding_));
     append_layer(embedding_);
-    for (const auto& block : *blocks_) append_layer(std::dynamic_pointer_cast<Layer>(block));
+    for (const auto& block : *blocks_)
+      append_layer(std::dynamic_pointer_cast<Layer>(block));
     append_layer(head_);
     initialise();
   }
@@ -176,9 +178,10 @@ GptOptions options_from(const Params& p) {
   const int64_t multiple = p.integer("vocab_multiple");
   o.padded_vocab = (o.vocab_size + multiple - 1) / multiple * multiple;
   if (o.n_embd % o.n_head != 0) {
-    throw UserError(fmt::format("model.n_embd = {} is not divisible by model.n_head = {}: each "
-                                "head gets n_embd / n_head dimensions",
-                                o.n_embd, o.n_head));
+    throw UserError(
+        fmt::format("model.n_embd = {} is not divisible by model.n_head = {}: each "
+                    "head gets n_embd / n_head dimensions",
+                    o.n_embd, o.n_head));
   }
   return o;
 }
@@ -189,8 +192,7 @@ const bool registered = ModelRegistry::add(
      {ParamSpec::integer("n_layer", 12, "Transformer blocks").at_least(1),
       ParamSpec::integer("n_head", 12, "attention heads per block").at_least(1),
       ParamSpec::integer("n_embd", 768, "width of the residual stream").at_least(1),
-      ParamSpec::integer("block_size", 1024, "longest sequence (position embeddings)")
-          .at_least(1),
+      ParamSpec::integer("block_size", 1024, "longest sequence (position embeddings)").at_least(1),
       ParamSpec::integer("vocab_size", 50257, "token ids the data may contain").at_least(1),
       ParamSpec::integer("vocab_multiple", 1,
                          "pad the embedding rows to a multiple of this (64: 50257 -> 50304) "

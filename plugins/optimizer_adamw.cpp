@@ -17,11 +17,12 @@ std::shared_ptr<torch::optim::Optimizer> make_adamw(const Params& p,
         .weight_decay(weight_decay);
   };
   std::vector<torch::Tensor> decay, no_decay;
-  for (const auto& t : params) (t.dim() >= 2 ? decay : no_decay).push_back(t);
+  for (const auto& t : params)
+    (t.dim() >= 2 ? decay : no_decay).push_back(t);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   if (!decay.empty()) {
-    groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
-                                   options(p.real("weight_decay"))));
+    groups.emplace_back(
+        decay, std::make_unique<torch::optim::AdamWOptions>(options(p.real("weight_decay"))));
   }
   if (!no_decay.empty()) {
     groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(options(0.0)));

@@ -14,16 +14,15 @@ const bool registered = OptimizerRegistry::add(
       ParamSpec::real("momentum", 0.0, "momentum factor; 0 = plain SGD").at_least(0).at_most(1),
       ParamSpec::flag("nesterov", false, "Nesterov momentum (needs momentum > 0)"),
       ParamSpec::real("weight_decay", 0.0, "L2 penalty added to the gradient").at_least(0)}},
-    [](const Params& p, const std::vector<torch::Tensor>& params)
-        -> std::shared_ptr<torch::optim::Optimizer> {
+    [](const Params& p,
+       const std::vector<torch::Tensor>& params) -> std::shared_ptr<torch::optim::Optimizer> {
       if (p.flag("nesterov") && p.real("momentum") <= 0) {
         throw UserError("optimizer.nesterov = true needs optimizer.momentum > 0");
       }
-      return std::make_shared<torch::optim::SGD>(
-          params, torch::optim::SGDOptions(p.real("lr"))
-                      .momentum(p.real("momentum"))
-                      .nesterov(p.flag("nesterov"))
-                      .weight_decay(p.real("weight_decay")));
+      return std::make_shared<torch::optim::SGD>(params, torch::optim::SGDOptions(p.real("lr"))
+                                                             .momentum(p.real("momentum"))
+                                                             .nesterov(p.flag("nesterov"))
+                                                             .weight_decay(p.real("weight_decay")));
     });
 
 }  // namespace

@@ -20,7 +20,8 @@ class CharTokenizer : public Tokenizer {
 
   void fit(const std::string& corpus) override {
     std::array<bool, 256> seen{};
-    for (unsigned char c : corpus) seen[c] = true;
+    for (unsigned char c : corpus)
+      seen[c] = true;
     std::vector<int> alphabet;
     for (int b = 0; b < 256; ++b) {
       if (seen[b]) alphabet.push_back(b);
@@ -33,9 +34,10 @@ class CharTokenizer : public Tokenizer {
     ids.reserve(text.size());
     for (unsigned char c : text) {
       if (id_of_[c] < 0) {
-        throw UserError(fmt::format("the char tokenizer has no id for byte 0x{:02x} ('{}'): it "
-                                    "only knows the bytes of the corpus it was prepared from",
-                                    c, static_cast<char>(c)));
+        throw UserError(
+            fmt::format("the char tokenizer has no id for byte 0x{:02x} ('{}'): it "
+                        "only knows the bytes of the corpus it was prepared from",
+                        c, static_cast<char>(c)));
       }
       ids.push_back(static_cast<uint32_t>(id_of_[c]));
     }
@@ -57,7 +59,8 @@ class CharTokenizer : public Tokenizer {
   void set_alphabet(const std::vector<int>& bytes) {
     bytes_ = bytes;
     id_of_.fill(-1);
-    for (size_t i = 0; i < bytes_.size(); ++i) id_of_[bytes_[i] & 0xff] = static_cast<int>(i);
+    for (size_t i = 0; i < bytes_.size(); ++i)
+      id_of_[bytes_[i] & 0xff] = static_cast<int>(i);
   }
 
   std::vector<int> bytes_;

@@ -21,15 +21,16 @@ class EndToEnd : public ::testing::Test {
                           i % 7 == 0 ? "light" : "good");
     }
     testing::write_text(dir_ / "corpus.txt", text);
-    auto prepared = run_kiln(fmt::format("prepare {} --out {} --val-fraction 0.1",
-                                         dir_ / "corpus.txt", dir_ / "data"));
+    auto prepared = run_kiln(
+        fmt::format("prepare {} --out {} --val-fraction 0.1", dir_ / "corpus.txt", dir_ / "data"));
     ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
   }
 
   // A tiny GPT on the prepared corpus; `extra` appends TOML lines to the file.
   std::string experiment(const std::string& extra = "") {
     const std::string path = dir_ / "tiny.toml";
-    testing::write_text(path, fmt::format(R"([run]
+    testing::write_text(path,
+                        fmt::format(R"([run]
 db = "{}"
 out_dir = "{}"
 threads = 1
@@ -58,8 +59,7 @@ lr = 1e-2
 every = 10
 steps = 2
 {})",
-                                          db(), dir_ / "runs", dir_ / "data", dir_ / "data",
-                                          extra));
+                                    db(), dir_ / "runs", dir_ / "data", dir_ / "data", extra));
     return path;
   }
 
@@ -67,8 +67,10 @@ steps = 2
 
   std::vector<double> losses(const std::string& run) {
     std::vector<double> out;
-    for (const auto& row : query(db(), "select loss from metrics join runs on runs.id = run_id "
-                                       "where name = '" + run + "' order by step")) {
+    for (const auto& row : query(db(),
+                                 "select loss from metrics join runs on runs.id = run_id "
+                                 "where name = '" +
+                                     run + "' order by step")) {
       out.push_back(std::stod(row[0]));
     }
     return out;
@@ -80,19 +82,22 @@ steps = 2
 TEST_F(EndToEnd, RunRecordsOneRowPerStepAndTheLossFalls) {
   auto result = run_kiln("run " + experiment() + " --name tiny");
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  auto rows = query(db(), "select step, loss, lr, grad_norm, tokens_per_sec, tokens_seen from "
-                          "metrics order by step");
+  auto rows = query(db(),
+                    "select step, loss, lr, grad_norm, tokens_per_sec, tokens_seen from "
+                    "metrics order by step");
   ASSERT_EQ(rows.size(), 30u);
   for (const auto& row : rows) {
-    for (const auto& value : row) EXPECT_NE(value, "NULL");
+    for (const auto& value : row)
+      EXPECT_NE(value, "NULL");
   }
   EXPECT_EQ(rows.back()[0], "30");
   EXPECT_EQ(rows.back()[5], std::to_string(30 * 8 * 32));
   auto loss = losses("tiny");
   EXPECT_GT(loss.front(), 3.5);  // ~ln(64) at init
   EXPECT_LT(loss.back(), loss.front() - 1.0) << result.output;
-  auto run = query(db(), "select status, config_hash, seed, world_size, config like '%[model]%' "
-                         "from runs where name = 'tiny'");
+  auto run = query(db(),
+                   "select status, config_hash, seed, world_size, config like '%[model]%' "
+                   "from runs where name = 'tiny'");
   EXPECT_EQ(run[0][0], "completed");
   EXPECT_EQ(run[0][1].size(), 16u);
   EXPECT_EQ(run[0][4], "1");
@@ -103,7 +108,8 @@ TEST_F(EndToEnd, RunRecordsOneRowPerStepAndTheLossFalls) {
 TEST_F(EndToEnd, AccumulatedMicroBatchesFollowTheSameCurveAsOneBatch) {
   const std::string path = experiment();
   auto one = run_kiln("run " + path + " --name whole --set train.steps=5");
-  auto four = run_kiln("run " + path + " --name accum --set train.steps=5 "
+  auto four = run_kiln("run " + path +
+                       " --name accum --set train.steps=5 "
                        "--set train.micro_batch=2 --set train.batch_tokens=256");
   ASSERT_EQ(one.exit_code, 0) << one.output;
   ASSERT_EQ(four.exit_code, 0) << four.output;
@@ -111,7 +117,8 @@ TEST_F(EndToEnd, AccumulatedMicroBatchesFollowTheSameCurveAsOneBatch) {
   auto a = losses("whole"), b = losses("accum");
   ASSERT_EQ(a.size(), 5u);
   ASSERT_EQ(b.size(), 5u);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4) << "step " << i + 1;
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(a[i], b[i], 1e-4) << "step " << i + 1;
 }
 
 TEST_F(EndToEnd, UserMistakesExitTwoWithOneLineAndLeaveNoRunningRow) {
@@ -138,7 +145,8 @@ TEST_F(EndToEnd, UserMistakesExitTwoWithOneLineAndLeaveNoRunningRow) {
     EXPECT_EQ(result.output.find("kiln: error: "), 0u) << result.output;
     EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
   }
-  const std::string running = testing::scalar(db(), "select count(*) from runs where status = 'running'");
+  const std::string running =
+      testing::scalar(db(), "select count(*) from runs where status = 'running'");
   EXPECT_TRUE(running.empty() || running == "0") << running;
 }
 
@@ -153,8 +161,9 @@ TEST_F(EndToEnd, DuplicateNameIsRefused) {
 TEST_F(EndToEnd, PluginsListsKindsWithParameters) {
   auto result = run_kiln("plugins");
   ASSERT_EQ(result.exit_code, 0);
-  for (const char* text : {"model plugins", "gpt", "n_layer", "optimizer plugins", "adamw", "sgd",
-                           "schedule plugins", "cosine", "min_lr_ratio", "[train]", "batch_tokens"}) {
+  for (const char* text :
+       {"model plugins", "gpt", "n_layer", "optimizer plugins", "adamw", "sgd", "schedule plugins",
+        "cosine", "min_lr_ratio", "[train]", "batch_tokens"}) {
     EXPECT_NE(result.output.find(text), std::string::npos) << text;
   }
 }

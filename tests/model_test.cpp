@@ -41,14 +41,15 @@ TEST(Gpt, ExposesItsLayersAsAnOrderedSequence) {
   ASSERT_EQ(model->layers().size(), 4u);  // embedding, 2 blocks, head
   auto tokens = torch::randint(50, {2, 8}, torch::kLong);
   torch::Tensor x = tokens;
-  for (const auto& layer : model->layers()) x = layer->forward(x);
+  for (const auto& layer : model->layers())
+    x = layer->forward(x);
   EXPECT_TRUE(torch::equal(x, model->forward(tokens)));
 }
 
 TEST(Gpt, InitialisesLikeGpt2) {
   torch::manual_seed(0);
-  auto model = gpt({"model.n_layer=4", "model.n_head=4", "model.n_embd=256",
-                    "model.block_size=64", "model.vocab_size=1000"});
+  auto model = gpt({"model.n_layer=4", "model.n_head=4", "model.n_embd=256", "model.block_size=64",
+                    "model.vocab_size=1000"});
   for (const auto& item : model->named_parameters()) {
     const std::string& name = item.key();
     const auto& p = item.value();
@@ -70,8 +71,8 @@ TEST(Gpt, InitialisesLikeGpt2) {
 
 TEST(Gpt, LossAtInitIsCloseToUniformPrediction) {
   torch::manual_seed(0);
-  auto model = gpt({"model.n_layer=2", "model.n_head=4", "model.n_embd=64",
-                    "model.block_size=32", "model.vocab_size=200"});
+  auto model = gpt({"model.n_layer=2", "model.n_head=4", "model.n_embd=64", "model.block_size=32",
+                    "model.vocab_size=200"});
   auto tokens = torch::randint(200, {8, 33}, torch::kLong);
   auto logits = model->forward(tokens.narrow(1, 0, 32));
   double loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 200}),
@@ -97,7 +98,8 @@ TEST(Gpt, GradientAccumulationMatchesOneLargeBatch) {
     whole.push_back(p.grad().clone());
     p.mutable_grad() = torch::Tensor();
   }
-  for (int micro = 0; micro < 4; ++micro) (loss_of(tokens.narrow(0, 2 * micro, 2)) / 4).backward();
+  for (int micro = 0; micro < 4; ++micro)
+    (loss_of(tokens.narrow(0, 2 * micro, 2)) / 4).backward();
   auto params = model->parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     EXPECT_LT((params[i].grad() - whole[i]).abs().max().item<double>(), 1e-6) << i;

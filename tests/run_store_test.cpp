@@ -76,8 +76,7 @@ TEST(RunStore, AFileThatIsNotSqliteIsAClearError) {
     RunStore store(dir / "kiln.db");
     FAIL() << "no error";
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("file is not a database"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("file is not a database"), std::string::npos) << e.what();
   }
 }
 

@@ -44,7 +44,8 @@ inline CommandResult run_kiln(const std::string& args) {
   FILE* pipe = ::popen(command.c_str(), "r");
   char buf[4096];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) result.output.append(buf, n);
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0)
+    result.output.append(buf, n);
   int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 
 #include "core/config.h"
 #include "core/error.h"
@@ -43,8 +43,8 @@ void list_plugins() {
   for (const auto& kind : catalog.kinds()) {
     std::cout << fmt::format("\n{} plugins\n", kind);
     for (const auto* plugin : catalog.plugins(kind)) {
-      std::cout << fmt::format("  {}{}  {}\n", plugin->name,
-                               plugin->is_default ? " (default)" : "", plugin->doc);
+      std::cout << fmt::format("  {}{}  {}\n", plugin->name, plugin->is_default ? " (default)" : "",
+                               plugin->doc);
       print_params(plugin->params);
     }
   }
@@ -100,7 +100,8 @@ int dispatch(int argc, char** argv) {
 
   if (argc > 1 && argv[1][0] != '-') {
     std::vector<std::string> commands;
-    for (const auto* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+    for (const auto* sub : app.get_subcommands({}))
+      commands.push_back(sub->get_name());
     if (std::find(commands.begin(), commands.end(), argv[1]) == commands.end()) {
       throw kiln::UserError(fmt::format("unknown command '{}': commands are {}; see `kiln --help`",
                                         argv[1], fmt::join(commands, ", ")));
