@@ -8,6 +8,7 @@
 #include <torch/utils.h>
 
 #include "core/error.h"
+#include "core/weights_io.h"
 
 namespace kiln {
 
@@ -55,6 +56,15 @@ AssembledRun assemble(const ResolvedConfig& config) {
         "tokens: lower train.seq_len or raise the model's context length",
         config.where("train.seq_len").str(), a.train.seq_len, a.model->context_length()));
   }
+  const std::string& init_from = config.params("model").text("init_from");
+  if (!init_from.empty()) {
+    try {
+      a.model->import_weights(read_weights(init_from));
+    } catch (const UserError& e) {
+      throw UserError(fmt::format("{}: model.init_from = \"{}\": {}",
+                                  config.where("model.init_from").str(), init_from, e.what()));
+    }
+  }
   a.model->to(a.device);
   a.parallel->attach(*a.model);
 
@@ -81,6 +91,16 @@ AssembledRun assemble(const ResolvedConfig& config) {
                     config.where("eval.every").str(), a.eval.every));
   }
   return a;
+}
+
+std::shared_ptr<DataSource> open_split(const AssembledRun& run, const std::string& split) {
+  DataRequest request{split,
+                      run.train.micro_batch,
+                      run.train.seq_len,
+                      run.parallel->rank(),
+                      run.parallel->world_size(),
+                      run.model->vocab_size()};
+  return DataRegistry::create(run.config.type("data"), run.config.params("data"), request);
 }
 
 }  // namespace kiln

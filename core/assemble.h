@@ -39,6 +39,10 @@ struct AssembledRun {
 
 AssembledRun assemble(const ResolvedConfig& config);
 
+// A data source for `split` ("train", "val", "test") with the run's geometry; null when the data
+// has no such split.
+std::shared_ptr<DataSource> open_split(const AssembledRun& run, const std::string& split);
+
 // The CPU threads and seed of a run, applied before anything random happens.
 void apply_runtime_settings(const RunOptions& run);
 

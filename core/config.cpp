@@ -31,7 +31,12 @@ const std::vector<SectionSchema>& config_sections() {
         P::integer("threads", 0, "CPU threads for LibTorch; 0 = all cores").at_least(0),
         P::text("device", "auto", "where to train; auto = cuda when present, else cpu")
             .one_of({"auto", "cpu", "cuda"})}},
-      {"model", true, "the network; type picks a model plugin", {}},
+      {"model",
+       true,
+       "the network; type picks a model plugin",
+       {P::text("init_from", "",
+                "safetensors weights to start from (e.g. GPT-2 in Hugging Face names); "
+                "empty = the model's own initialisation")}},
       {"data", true, "where the tokens come from; type picks a data plugin", {}},
       {"train",
        false,
@@ -89,13 +94,11 @@ namespace {
 bool is_hashed(const std::string& section, const std::string& type, const std::string& key) {
   for (const auto& schema : config_sections()) {
     if (schema.name != section) continue;
-    const std::vector<ParamSpec>* params = &schema.params;
-    if (schema.is_plugin) {
-      const PluginSpec* plugin = Catalog::global().find(section, type);
-      if (!plugin) return true;
-      params = &plugin->params;
+    for (const auto& p : schema.params) {
+      if (p.name == key) return p.hashed;
     }
-    for (const auto& p : *params) {
+    const PluginSpec* plugin = Catalog::global().find(section, type);
+    for (const auto& p : plugin ? plugin->params : std::vector<ParamSpec>{}) {
       if (p.name == key) return p.hashed;
     }
   }
@@ -197,11 +200,13 @@ struct Loader {
   void resolve_section(const SectionSchema& schema, const toml::table* table,
                        const toml::source_region& header, ResolvedConfig& out) const {
     Section section{schema.name, "", {}};
-    const std::vector<ParamSpec>* params = &schema.params;
+    // A plugin section takes the plugin's keys plus the keys core gives every plugin of the kind.
+    std::vector<ParamSpec> keys = schema.params;
+    const std::vector<ParamSpec>* params = &keys;
     if (schema.is_plugin) {
       const PluginSpec* plugin = choose_plugin(schema.name, table, header, out);
       section.type = plugin->name;
-      params = &plugin->params;
+      keys.insert(keys.begin(), plugin->params.begin(), plugin->params.end());
     }
     std::vector<std::string> valid;
     for (const auto& p : *params)

@@ -19,7 +19,9 @@ struct SectionSchema {
   std::string name;
   bool is_plugin = false;
   std::string doc;
-  std::vector<ParamSpec> params;  // for core sections; plugin sections take the plugin's
+  // A core section's keys; for a plugin section, keys every plugin of the kind takes besides
+  // its own (e.g. model.init_from).
+  std::vector<ParamSpec> params;
 };
 const std::vector<SectionSchema>& config_sections();
 

@@ -14,7 +14,7 @@
 namespace kiln {
 
 struct DataRequest {
-  std::string split;  // "train" or "val"
+  std::string split;  // "train", "val" or "test"
   int64_t micro_batch = 1;
   int64_t seq_len = 1;
   int rank = 0;
@@ -35,6 +35,10 @@ class DataSource {
   virtual LoaderPosition position() const = 0;
   virtual void seek(const LoaderPosition& position) = 0;
   virtual std::string describe() const = 0;  // one line for the console
+  // Micro-batches in one pass over the split (what `kiln eval` reads by default).
+  virtual int64_t batches_per_pass() const = 0;
+  // Where the tokenizer that made this data lives (tokenizer.json), for sampling.
+  virtual std::string tokenizer_dir() const = 0;
 };
 
 struct DataKind {

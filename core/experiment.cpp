@@ -3,18 +3,23 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <map>
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/assemble.h"
 #include "core/console.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/run_store.h"
+#include "core/snapshot.h"
 #include "core/text.h"
 #include "core/trainer.h"
 
@@ -27,6 +32,12 @@ std::atomic<int> g_stop_signal{0};
 void on_stop_signal(int signal) {
   if (g_stop_signal.exchange(signal) != 0) _exit(128 + signal);  // second signal: abort now
 }
+
+// Keys a resume may change: they alter how long the run goes and what it records, not the
+// model, the data or the update rule, so the snapshot still describes the same run.
+const char* const kResumableKeys[] = {"train.steps", "train.log_every",  "eval.every",
+                                      "eval.steps",  "checkpoint.every", "checkpoint.keep",
+                                      "run.threads", "run.device"};
 
 std::string default_run_name(const std::string& experiment) {
   std::time_t now = std::time(nullptr);
@@ -77,6 +88,191 @@ void set_run_name(ResolvedConfig& config, const std::string& name) {
   }
 }
 
+std::map<std::string, std::string> flatten(const ResolvedConfig& config) {
+  std::map<std::string, std::string> out;
+  for (const auto& section : config.sections) {
+    if (!section.type.empty()) out[section.name + ".type"] = section.type;
+    for (const auto& [key, value] : section.params.values()) {
+      out[section.name + "." + key] = format_value(value);
+    }
+  }
+  return out;
+}
+
+// "key: old -> new" for every key that differs; `refused` gets those a resume may not change.
+std::vector<std::string> config_changes(const ResolvedConfig& before, const ResolvedConfig& after,
+                                        std::vector<std::string>& refused) {
+  auto a = flatten(before), b = flatten(after);
+  std::vector<std::string> keys;
+  for (const auto& [k, _] : a)
+    keys.push_back(k);
+  for (const auto& [k, _] : b) {
+    if (!a.count(k)) keys.push_back(k);
+  }
+  std::vector<std::string> changes;
+  for (const auto& key : keys) {
+    const std::string old_value = a.count(key) ? a[key] : "(none)";
+    const std::string new_value = b.count(key) ? b[key] : "(none)";
+    if (old_value == new_value) continue;
+    changes.push_back(fmt::format("{}: {} -> {}", key, old_value, new_value));
+    if (std::find(std::begin(kResumableKeys), std::end(kResumableKeys), key) ==
+        std::end(kResumableKeys)) {
+      refused.push_back(key);
+    }
+  }
+  return changes;
+}
+
+// The training loop around a Trainer: metrics into the store, console lines, periodic eval,
+// snapshots (regular, best, on interruption) and the final status.
+class Session {
+ public:
+  Session(AssembledRun& run, RunStore& store, int64_t run_id, std::string name)
+      : run_(run),
+        store_(store),
+        run_id_(run_id),
+        name_(std::move(name)),
+        dir_(snapshots_dir(run.run.out_dir, name_)),
+        trainer_(run),
+        console_(run.train.steps) {}
+
+  const std::string& snapshot_dir() const { return dir_; }
+  Console& console() { return console_; }
+
+  // Continues after `snapshot`: weights, optimizer, data position, RNG, counters.
+  void restore(const SnapshotRef& snapshot) {
+    SnapshotState state =
+        load_snapshot(snapshot, *run_.model, run_.optimizer.get(), /*restore_rng=*/true);
+    const int rank = run_.parallel->rank();
+    if (rank >= static_cast<int>(state.data_positions.size())) {
+      throw UserError(
+          fmt::format("snapshot '{}' holds no data position for rank {}", snapshot.path, rank));
+    }
+    run_.train_data->seek(state.data_positions[static_cast<size_t>(rank)]);
+    trainer_.set_tokens_seen(state.tokens_seen);
+    best_val_ = state.best_val_loss;
+    start_step_ = state.step;
+  }
+
+  void print_header() {
+    const auto& config = run_.config;
+    console_.line(fmt::format("run '{}' (id {}) in {} | config hash {}", name_, run_id_,
+                              store_.path(), config.hash()));
+    console_.line(
+        fmt::format("model {}: {:.2f}M parameters, context {} | device {} | {} CPU threads",
+                    config.type("model"), static_cast<double>(run_.model->parameter_count()) / 1e6,
+                    run_.model->context_length(), run_.device.str(), at::get_num_threads()));
+    console_.line("data: " + run_.train_data->describe());
+    console_.line(fmt::format(
+        "batch: {} tokens per step = micro_batch {} x seq_len {} x {} micro-steps x {} rank(s) | "
+        "{} steps",
+        run_.batch_tokens, run_.train.micro_batch, run_.train.seq_len, run_.grad_accum,
+        run_.parallel->world_size(), run_.train.steps));
+    if (start_step_ > 0) {
+      console_.line(fmt::format("resuming after step {} ({} tokens seen)", start_step_,
+                                trainer_.tokens_seen()));
+    }
+    console_.legend();
+  }
+
+  RunSummary train() {
+    RunSummary summary{run_id_, name_, "completed", start_step_, 0};
+    double train_seconds = 0;
+    try {
+      for (int64_t step = start_step_ + 1; step <= run_.train.steps; ++step) {
+        StepStats stats = trainer_.train_step(step);
+        train_seconds += stats.dt_ms / 1000.0;
+        store_.add_metric(run_id_, MetricRow{stats.step, stats.loss, stats.lr, stats.grad_norm,
+                                             stats.tokens_per_sec, stats.dt_ms, stats.tokens_seen});
+        const bool last = step == run_.train.steps;
+        console_.step(stats, step == start_step_ + 1 || last || step % run_.train.log_every == 0);
+        summary.steps_done = step;
+        summary.final_loss = stats.loss;
+        if (run_.eval.every > 0 && (step % run_.eval.every == 0 || last)) evaluate(step);
+        if (stop_requested()) {
+          summary.status = "interrupted";
+          snapshot(step, false);
+          break;
+        }
+        const int64_t every = run_.checkpoint.every;
+        if (every > 0 && (step % every == 0 || last)) snapshot(step, false);
+      }
+    } catch (const c10::Error& e) {
+      std::string message = e.what_without_backtrace();
+      store_.finish_run(run_id_, "failed", message);
+      throw std::runtime_error("LibTorch: " + message);
+    } catch (const std::exception& e) {
+      store_.finish_run(run_id_, "failed", e.what());
+      throw;
+    }
+    store_.finish_run(run_id_, summary.status);
+    console_.line(fmt::format(
+        "{} {} of {} steps; {} of training this session | final loss {:.6f} | run store {:.1f} "
+        "ms ({:.3f}% of step time) | snapshots {:.1f} ms",
+        summary.status, summary.steps_done, run_.train.steps, format_duration(train_seconds),
+        summary.final_loss, store_.seconds_spent() * 1000.0,
+        train_seconds > 0 ? 100.0 * store_.seconds_spent() / train_seconds : 0.0,
+        snapshot_seconds_ * 1000.0));
+    return summary;
+  }
+
+ private:
+  void evaluate(int64_t step) {
+    const double loss = trainer_.evaluate(*run_.val_data, run_.eval.steps);
+    store_.add_eval(run_id_, EvalRow{step, "val", loss, ""});
+    console_.eval(step, "val", loss);
+    if (!best_val_ || loss < *best_val_) {
+      best_val_ = loss;
+      if (run_.checkpoint.every > 0) snapshot(step, true);
+    }
+  }
+
+  void snapshot(int64_t step, bool best) {
+    const auto start = std::chrono::steady_clock::now();
+    SnapshotState state;
+    state.step = step;
+    state.tokens_seen = trainer_.tokens_seen();
+    state.world_size = run_.parallel->world_size();
+    state.data_positions.assign(static_cast<size_t>(state.world_size), run_.train_data->position());
+    state.best_val_loss = best_val_;
+    state.config_toml = run_.config.to_toml();
+    state.config_hash = run_.config.hash();
+    const std::string label = best ? best_label(step) : regular_label(step);
+    // Rows up to the snapshot's step are committed before the snapshot exists: a resume from it
+    // then never lacks one.
+    store_.flush();
+    write_snapshot(dir_, label, *run_.model, *run_.optimizer, state);
+    store_.add_snapshot(run_id_, step, label, dir_ + "/" + label);
+    for (const auto& removed : prune_snapshots(dir_, run_.checkpoint.keep)) {
+      store_.remove_snapshot(run_id_, removed.label);
+    }
+    snapshot_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  AssembledRun& run_;
+  RunStore& store_;
+  int64_t run_id_;
+  std::string name_;
+  std::string dir_;
+  Trainer trainer_;
+  Console console_;
+  int64_t start_step_ = 0;
+  std::optional<double> best_val_;
+  double snapshot_seconds_ = 0;
+};
+
+std::string lock_path(const RunOptions& run, const std::string& name) {
+  return (std::filesystem::path(run.out_dir) / name / "lock").string();
+}
+
+std::string busy_message(const std::string& name) {
+  return fmt::format(
+      "run '{}' is being trained by another kiln process right now: wait for it, "
+      "or stop it first",
+      name);
+}
+
 }  // namespace
 
 void install_stop_handlers() {
@@ -91,7 +287,7 @@ bool stop_requested() {
   return g_stop_signal.load() != 0;
 }
 
-RunSummary run_experiment(ResolvedConfig config) {
+RunSummary run_experiment(ResolvedConfig config, bool restart) {
   std::string name = run_options(config).name;
   if (name.empty()) name = default_run_name(config.experiment);
   check_run_name(name);
@@ -99,63 +295,91 @@ RunSummary run_experiment(ResolvedConfig config) {
 
   AssembledRun run = assemble(config);
   RunStore store(run.run.db);
+  FileLock lock(lock_path(run.run, name), busy_message(name));
+  if (auto existing = store.find_run(name)) {
+    if (!restart && existing->status != "completed") {
+      throw UserError(
+          fmt::format("run '{}' already exists and is {}: continue it with `kiln "
+                      "resume {}`, or start it afresh with --restart",
+                      name, existing->status, name));
+    }
+    if (!restart) {
+      throw UserError(
+          fmt::format("a run named '{}' already exists (completed) in '{}': pick "
+                      "another --name, or replace it with --restart",
+                      name, store.path()));
+    }
+    store.delete_run(existing->id);
+    std::filesystem::remove_all(snapshots_dir(run.run.out_dir, name));
+  }
   const int64_t run_id = store.create_run(
       NewRun{name, config.experiment, config.to_toml(), config.hash(), run.run.seed,
              run.parallel->world_size(), run.train.steps, git_commit(), host_name()});
+  Session session(run, store, run_id, name);
+  session.print_header();
+  return session.train();
+}
 
-  Console console(run.train.steps);
-  console.line(fmt::format("run '{}' (id {}) in {} | config hash {}", name, run_id, store.path(),
-                           config.hash()));
-  console.line(fmt::format("model {}: {:.2f}M parameters, context {} | device {} | {} CPU threads",
-                           config.type("model"), run.model->parameter_count() / 1e6,
-                           run.model->context_length(), run.device.str(), at::get_num_threads()));
-  console.line("data: " + run.train_data->describe());
-  console.line(
-      fmt::format("batch: {} tokens per step = micro_batch {} x seq_len {} x {} "
-                  "micro-steps x {} rank(s) | {} steps",
-                  run.batch_tokens, run.train.micro_batch, run.train.seq_len, run.grad_accum,
-                  run.parallel->world_size(), run.train.steps));
-  console.legend();
-
-  RunSummary summary{run_id, name, "completed", 0, 0};
-  double train_seconds = 0;
-  try {
-    Trainer trainer(run);
-    for (int64_t step = 1; step <= run.train.steps; ++step) {
-      if (stop_requested()) {
-        summary.status = "interrupted";
-        break;
-      }
-      StepStats stats = trainer.train_step(step);
-      train_seconds += stats.dt_ms / 1000.0;
-      store.add_metric(run_id, MetricRow{stats.step, stats.loss, stats.lr, stats.grad_norm,
-                                         stats.tokens_per_sec, stats.dt_ms, stats.tokens_seen});
-      const bool last = step == run.train.steps;
-      console.step(stats, step == 1 || last || step % run.train.log_every == 0);
-      if (run.eval.every > 0 && (step % run.eval.every == 0 || last)) {
-        const double loss = trainer.evaluate(*run.val_data, run.eval.steps);
-        store.add_eval(run_id, EvalRow{step, "val", loss});
-        console.eval(step, "val", loss);
-      }
-      summary.steps_done = step;
-      summary.final_loss = stats.loss;
+RunSummary resume_run(const std::string& db, const std::string& name_or_id,
+                      const std::vector<std::string>& overrides) {
+  RunInfo info;
+  {
+    RunStore lookup(db);
+    auto found = lookup.find_run(name_or_id);
+    if (!found) {
+      throw UserError(
+          fmt::format("no run '{}' in '{}': `sqlite3 {} 'select id, name, status "
+                      "from runs'` lists them",
+                      name_or_id, db, db));
     }
-  } catch (const c10::Error& e) {
-    std::string message = e.what_without_backtrace();
-    store.finish_run(run_id, "failed", message);
-    throw std::runtime_error("LibTorch: " + message);
-  } catch (const std::exception& e) {
-    store.finish_run(run_id, "failed", e.what());
-    throw;
+    info = *found;
   }
-  store.finish_run(run_id, summary.status);
-  console.line(fmt::format(
-      "{} {} of {} steps in {} | final loss {:.6f} | run store {:.1f} ms "
-      "({:.3f}% of step time)",
-      summary.status, summary.steps_done, run.train.steps, format_duration(train_seconds),
-      summary.final_loss, store.seconds_spent() * 1000.0,
-      train_seconds > 0 ? 100.0 * store.seconds_spent() / train_seconds : 0));
-  return summary;
+  if (info.status == "completed" && overrides.empty()) {
+    throw UserError(
+        fmt::format("run '{}' is already completed: to train it further, resume "
+                    "with --set train.steps=N",
+                    info.name));
+  }
+  const std::string source = fmt::format("run '{}' (stored config)", info.name);
+  ResolvedConfig stored = load_config_text(info.config_toml, source, {});
+  ResolvedConfig config = load_config_text(info.config_toml, source, overrides);
+  config.experiment = stored.experiment = info.name;
+  std::vector<std::string> refused;
+  std::vector<std::string> changes = config_changes(stored, config, refused);
+  if (!refused.empty()) {
+    throw UserError(
+        fmt::format("resume cannot change {}: they alter the model, data or "
+                    "optimisation the snapshot was taken with; start a new run "
+                    "instead (resumable: {})",
+                    fmt::join(refused, ", "), fmt::join(kResumableKeys, ", ")));
+  }
+
+  AssembledRun run = assemble(config);
+  RunStore store(db);
+  FileLock lock(lock_path(run.run, info.name), busy_message(info.name));
+  Session session(run, store, info.id, info.name);
+  auto snapshots = list_snapshots(session.snapshot_dir());
+  int64_t from_step = 0;
+  if (snapshots.empty()) {
+    session.console().line("no snapshot yet: the run starts again from step 0");
+  } else {
+    SnapshotRef latest =
+        select_snapshot(session.snapshot_dir(), "latest",
+                        [&](const std::string& w) { session.console().line("warning: " + w); });
+    session.restore(latest);
+    from_step = latest.step;
+    if (from_step >= run.train.steps) {
+      throw UserError(
+          fmt::format("run '{}' already has a snapshot at step {} of {}: raise "
+                      "train.steps with --set to train further",
+                      info.name, from_step, run.train.steps));
+    }
+  }
+  store.reopen_run(info.id, from_step, join(changes, "; "), config.to_toml(), config.hash());
+  for (const auto& change : changes)
+    session.console().line("resume changes " + change);
+  session.print_header();
+  return session.train();
 }
 
 }  // namespace kiln

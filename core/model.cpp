@@ -1,5 +1,7 @@
 #include "core/model.h"
 
+#include "core/error.h"
+
 namespace kiln {
 
 torch::Tensor Model::forward(const torch::Tensor& tokens) {
@@ -18,6 +20,14 @@ int64_t Model::parameter_count() const {
 
 double Model::flops_per_token(int64_t /*seq_len*/) const {
   return 6.0 * static_cast<double>(parameter_count());
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> Model::export_weights() const {
+  throw UserError("this model type has no interchange format to export to");
+}
+
+void Model::import_weights(const std::map<std::string, torch::Tensor>&) {
+  throw UserError("this model type cannot load model.init_from weights");
 }
 
 }  // namespace kiln

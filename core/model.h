@@ -5,7 +5,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/nn/module.h>
@@ -27,6 +30,13 @@ class Model : public torch::nn::Module {
   virtual int64_t context_length() const = 0;
   // Training FLOPs per token (forward + backward), for MFU; 6 x parameters unless overridden.
   virtual double flops_per_token(int64_t seq_len) const;
+
+  // The weights under the model's interchange names (Hugging Face's, for gpt), in the layout
+  // that naming expects: what `kiln export` writes and `model.init_from` reads. Models without
+  // an interchange format keep the defaults, which say so.
+  virtual std::vector<std::pair<std::string, torch::Tensor>> export_weights() const;
+  // Copies `weights` in; a UserError listing every missing, unexpected or misshapen tensor.
+  virtual void import_weights(const std::map<std::string, torch::Tensor>& weights);
 
   const std::vector<std::shared_ptr<Layer>>& layers() const { return layers_; }
   torch::Tensor forward(const torch::Tensor& tokens);

@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/shard.h"
-#include "core/text.h"
 #include "core/tokenizer.h"
 
 namespace kiln {

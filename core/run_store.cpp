@@ -2,10 +2,12 @@
 
 #include <sqlite3.h>
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "core/text.h"
+#include "core/fs.h"
 
 namespace kiln {
 
@@ -44,13 +46,29 @@ const char* const kMigrations[] = {
       PRIMARY KEY (run_id, step)
     ) WITHOUT ROWID;
     CREATE TABLE evals (
-      run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-      step    INTEGER NOT NULL,
-      split   TEXT NOT NULL,
-      loss    REAL NOT NULL,
-      PRIMARY KEY (run_id, step, split)
+      run_id      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      step        INTEGER NOT NULL,
+      split       TEXT NOT NULL,
+      checkpoint  TEXT NOT NULL DEFAULT '',
+      loss        REAL NOT NULL,
+      perplexity  REAL,
+      PRIMARY KEY (run_id, step, split, checkpoint)
     ) WITHOUT ROWID;
     CREATE INDEX runs_by_config_hash ON runs(config_hash);
+    CREATE TABLE snapshots (
+      run_id      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      label       TEXT NOT NULL,
+      step        INTEGER NOT NULL,
+      path        TEXT NOT NULL,
+      created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+      PRIMARY KEY (run_id, label)
+    ) WITHOUT ROWID;
+    CREATE TABLE resumes (
+      run_id      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      from_step   INTEGER NOT NULL,
+      changes     TEXT,
+      created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    );
     )sql",
 };
 
@@ -206,7 +224,12 @@ void RunStore::add_eval(int64_t run_id, const EvalRow& row) {
 }
 
 void RunStore::maybe_flush() {
-  if (std::chrono::steady_clock::now() - last_flush_ >= std::chrono::seconds(1)) flush();
+  // About once a second, and at least every 64 rows when steps are fast: a crash loses a
+  // bounded number of steps either way.
+  if (pending_metrics_.size() >= 64 ||
+      std::chrono::steady_clock::now() - last_flush_ >= std::chrono::seconds(1)) {
+    flush();
+  }
 }
 
 void RunStore::flush() {
@@ -227,9 +250,11 @@ void RunStore::flush() {
       metric.reset();
     }
     Statement eval(db_, R"sql(
-        INSERT OR REPLACE INTO evals (run_id, step, split, loss) VALUES (?, ?, ?, ?))sql");
+        INSERT OR REPLACE INTO evals (run_id, step, split, loss, perplexity, checkpoint)
+        VALUES (?, ?, ?, ?, ?, ?))sql");
     for (const auto& [run_id, e] : pending_evals_) {
       eval.bind(1, run_id).bind(2, e.step).bind(3, e.split).bind(4, e.loss);
+      eval.bind(5, std::exp(e.loss)).bind(6, e.checkpoint);
       eval.step();
       eval.reset();
     }
@@ -242,6 +267,56 @@ void RunStore::flush() {
   pending_evals_.clear();
   last_flush_ = std::chrono::steady_clock::now();
   seconds_spent_ += std::chrono::duration<double>(last_flush_ - start).count();
+}
+
+void RunStore::reopen_run(int64_t run_id, int64_t from_step, const std::string& changes,
+                          const std::string& config_toml, const std::string& config_hash) {
+  flush();
+  exec("BEGIN IMMEDIATE");
+  try {
+    // Steps after the snapshot are re-done: their old rows go, so none is ever duplicated or
+    // left from the abandoned attempt.
+    for (const char* sql :
+         {"DELETE FROM metrics WHERE run_id = ? AND step > ?",
+          "DELETE FROM evals WHERE run_id = ? AND step > ? AND checkpoint = ''"}) {
+      Statement drop(db_, sql);
+      drop.bind(1, run_id).bind(2, from_step);
+      drop.step();
+    }
+    Statement update(db_, R"sql(
+        UPDATE runs SET status = 'running', finished_at = NULL, error = NULL, config = ?,
+                        config_hash = ?
+        WHERE id = ?)sql");
+    update.bind(1, config_toml).bind(2, config_hash).bind(3, run_id);
+    update.step();
+    Statement record(db_, "INSERT INTO resumes (run_id, from_step, changes) VALUES (?, ?, ?)");
+    record.bind(1, run_id).bind(2, from_step).bind_text_or_null(3, changes);
+    record.step();
+    exec("COMMIT");
+  } catch (...) {
+    exec("ROLLBACK");
+    throw;
+  }
+}
+
+void RunStore::delete_run(int64_t run_id) {
+  Statement drop(db_, "DELETE FROM runs WHERE id = ?");
+  drop.bind(1, run_id);
+  drop.step();
+}
+
+void RunStore::add_snapshot(int64_t run_id, int64_t step, const std::string& label,
+                            const std::string& path) {
+  Statement insert(db_, R"sql(
+      INSERT OR REPLACE INTO snapshots (run_id, label, step, path) VALUES (?, ?, ?, ?))sql");
+  insert.bind(1, run_id).bind(2, label).bind(3, step).bind(4, path);
+  insert.step();
+}
+
+void RunStore::remove_snapshot(int64_t run_id, const std::string& label) {
+  Statement drop(db_, "DELETE FROM snapshots WHERE run_id = ? AND label = ?");
+  drop.bind(1, run_id).bind(2, label);
+  drop.step();
 }
 
 void RunStore::finish_run(int64_t run_id, const std::string& status, const std::string& error) {

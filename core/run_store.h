@@ -1,7 +1,7 @@
 // The run store: one SQLite file (WAL mode) holding every run, its resolved config, and one
 // metrics row per optimizer step. Rows are buffered and written in one transaction about once a
-// second, so the store costs a negligible share of step time and a crash loses at most the last
-// second of rows; SQLite's journal guarantees the file itself is never corrupted.
+// second (or every 64 rows), so the store costs a negligible share of step time and a crash loses
+// at most those rows; SQLite's journal guarantees the file itself is never corrupted.
 // The schema is documented in README.md.
 #pragma once
 
@@ -41,6 +41,7 @@ struct EvalRow {
   int64_t step = 0;
   std::string split;
   double loss = 0;
+  std::string checkpoint;  // the snapshot `kiln eval` loaded; empty for evals during training
 };
 
 struct RunInfo {
@@ -69,6 +70,14 @@ class RunStore {
   void add_eval(int64_t run_id, const EvalRow& row);
   void flush();
   void finish_run(int64_t run_id, const std::string& status, const std::string& error = "");
+  // A resumed run: rows after `from_step` are dropped, the status is running again, the
+  // (possibly changed) config replaces the old one and the resume is recorded with `changes`.
+  void reopen_run(int64_t run_id, int64_t from_step, const std::string& changes,
+                  const std::string& config_toml, const std::string& config_hash);
+  void delete_run(int64_t run_id);  // with its metrics, evals and snapshot rows
+  void add_snapshot(int64_t run_id, int64_t step, const std::string& label,
+                    const std::string& path);
+  void remove_snapshot(int64_t run_id, const std::string& label);
 
   const std::string& path() const { return path_; }
   double seconds_spent() const { return seconds_spent_; }  // inside add_*/flush, for reports

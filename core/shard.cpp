@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "core/text.h"
+#include "core/fs.h"
 
 namespace kiln {
 

@@ -74,6 +74,15 @@ void TokenLoader::next(int64_t* inputs, int64_t* targets) {
   }
 }
 
+int64_t TokenLoader::windows_per_pass() const {
+  // A shard is left when the next round would not fit: rounds start at 0, stride, 2 stride...
+  // while start + stride + 1 <= size.
+  int64_t windows = 0;
+  for (const auto& s : shards_)
+    windows += (s.size() - 1) / stride_;
+  return windows;
+}
+
 int64_t TokenLoader::total_tokens() const {
   int64_t total = 0;
   for (const auto& s : shards_)

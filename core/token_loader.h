@@ -40,6 +40,8 @@ class TokenLoader {
   LoaderPosition position() const { return position_; }
   void seek(const LoaderPosition& position);
   int64_t total_tokens() const;
+  // Calls of next() that read every shard once, from the start.
+  int64_t windows_per_pass() const;
   size_t shard_count() const { return shards_.size(); }
 
  private:

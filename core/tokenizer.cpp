@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "core/text.h"
+#include "core/fs.h"
 
 namespace kiln {
 

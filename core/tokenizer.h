@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ class Tokenizer {
   virtual std::vector<uint32_t> encode(const std::string& text) const = 0;
   virtual std::string decode(const std::vector<uint32_t>& ids) const = 0;
   virtual int64_t vocab_size() const = 0;
+  // The id that separates documents (GPT-2's <|endoftext|>), for tokenizers trained with one;
+  // a caller joining documents puts it between them rather than encoding any marker text.
+  virtual std::optional<uint32_t> end_of_text() const { return std::nullopt; }
   // The state that `create(saved)` turns back into an identical tokenizer.
   virtual nlohmann::json save() const = 0;
 };

@@ -8,7 +8,7 @@
 
 #include "core/data_source.h"
 #include "core/error.h"
-#include "core/text.h"
+#include "core/fs.h"
 
 namespace kiln {
 namespace {
@@ -17,6 +17,7 @@ class ShardSource : public DataSource {
  public:
   ShardSource(std::string pattern, TokenLoaderOptions options)
       : pattern_(std::move(pattern)),
+        first_file_(options.files.front()),
         rows_(options.micro_batch),
         cols_(options.seq_len),
         loader_(std::move(options)) {}
@@ -30,6 +31,10 @@ class ShardSource : public DataSource {
   void reset() override { loader_.reset(); }
   LoaderPosition position() const override { return loader_.position(); }
   void seek(const LoaderPosition& position) override { loader_.seek(position); }
+  int64_t batches_per_pass() const override { return loader_.windows_per_pass(); }
+  std::string tokenizer_dir() const override {
+    return std::filesystem::path(first_file_).parent_path().string();
+  }
   std::string describe() const override {
     return fmt::format("{} tokens in {} shard(s) matching {}", loader_.total_tokens(),
                        loader_.shard_count(), pattern_);
@@ -37,15 +42,16 @@ class ShardSource : public DataSource {
 
  private:
   std::string pattern_;
+  std::string first_file_;
   int64_t rows_, cols_;
   TokenLoader loader_;
 };
 
 std::shared_ptr<DataSource> open_split(const Params& p, const DataRequest& request) {
-  const std::string key = request.split == "train" ? "train" : "val";
+  const std::string& key = request.split;
   const std::string pattern = p.text(key);
   if (pattern.empty()) {
-    if (key == "val") return nullptr;
+    if (key != "train") return nullptr;
     throw UserError(
         "data.train is empty: set it to a shard pattern such as "
         "\"data/kjv_char/train_*.bin\" (made by `kiln prepare`)");
@@ -66,7 +72,8 @@ const bool registered = DataRegistry::add(
     {"shards",
      "llm.c-format token shards (uint16), memory-mapped and read in order",
      {ParamSpec::text("train", "", "glob of training shards, e.g. data/kjv_char/train_*.bin"),
-      ParamSpec::text("val", "", "glob of validation shards; empty = no validation")},
+      ParamSpec::text("val", "", "glob of validation shards; empty = no validation"),
+      ParamSpec::text("test", "", "glob of test shards, for `kiln eval --split test`")},
      true},
     open_split);
 

@@ -4,8 +4,11 @@
 // that write into the residual stream scaled by 1/sqrt(2 n_layer) so that its variance does not
 // grow with depth.
 #include <cmath>
+#include <set>
+#include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/nn/functional/linear.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/dropout.h>
@@ -136,6 +139,59 @@ class Gpt : public Model {
   }
 
   int64_t vocab_size() const override { return options_.vocab_size; }
+
+  // Hugging Face GPT-2 names. HF's Conv1D stores weights as [in, out], the transpose of a
+  // Linear's [out, in]; the embedding goes out without its padding rows; the head is tied, so it
+  // has no tensor of its own.
+  std::vector<std::pair<std::string, torch::Tensor>> export_weights() const override {
+    std::vector<std::pair<std::string, torch::Tensor>> out;
+    for (const auto& [name, tensor, conv1d] : interchange()) {
+      auto t = tensor.detach();
+      if (conv1d) t = t.t();
+      if (name == "transformer.wte.weight") t = t.narrow(0, 0, options_.vocab_size);
+      out.emplace_back(name, t.contiguous());
+    }
+    return out;
+  }
+
+  void import_weights(const std::map<std::string, torch::Tensor>& weights) override {
+    std::vector<std::string> problems;
+    for (const auto& [name, tensor, conv1d] : interchange()) {
+      auto it = weights.find(name);
+      std::vector<int64_t> want = tensor.sizes().vec();
+      if (conv1d) std::swap(want[0], want[1]);
+      if (name == "transformer.wte.weight") want[0] = options_.vocab_size;
+      if (it == weights.end()) {
+        problems.push_back("missing " + name);
+      } else if (it->second.sizes().vec() != want) {
+        problems.push_back(fmt::format("{} is [{}] but the model needs [{}]", name,
+                                       fmt::join(it->second.sizes().vec(), ", "),
+                                       fmt::join(want, ", ")));
+      }
+    }
+    std::set<std::string> known;
+    for (const auto& entry : interchange())
+      known.insert(std::get<0>(entry));
+    for (const auto& [name, _] : weights) {
+      // HF checkpoints also carry the causal-mask buffers and, untied, the head.
+      const bool ignorable = name.find(".attn.bias") != std::string::npos ||
+                             name.find(".attn.masked_bias") != std::string::npos ||
+                             name == "lm_head.weight";
+      if (!known.count(name) && !ignorable) problems.push_back("unexpected " + name);
+    }
+    if (!problems.empty()) {
+      throw UserError(fmt::format("the weights do not fit this gpt ({} problem(s)): {}",
+                                  problems.size(), fmt::join(problems, "; ")));
+    }
+    torch::NoGradGuard no_grad;
+    for (const auto& [name, tensor, conv1d] : interchange()) {
+      auto source = weights.at(name).to(tensor.dtype());
+      if (conv1d) source = source.t();
+      auto target = tensor;
+      if (name == "transformer.wte.weight") target = target.narrow(0, 0, options_.vocab_size);
+      target.copy_(source);
+    }
+  }
   int64_t context_length() const override { return options_.block_size; }
 
   // 6N for the matmuls' weights plus 12 L H Q T for attention scores and their use (PaLM
@@ -148,6 +204,35 @@ class Gpt : public Model {
   }
 
  private:
+  // (HF name, our tensor, stored transposed as Conv1D)
+  std::vector<std::tuple<std::string, torch::Tensor, bool>> interchange() const {
+    std::vector<std::tuple<std::string, torch::Tensor, bool>> out;
+    auto add = [&](const std::string& name, const torch::Tensor& t, bool conv1d) {
+      if (t.defined()) out.emplace_back(name, t, conv1d);
+    };
+    add("transformer.wte.weight", embedding_->wte->weight, false);
+    add("transformer.wpe.weight", embedding_->wpe->weight, false);
+    for (size_t i = 0; i < blocks_->size(); ++i) {
+      const auto& b = *blocks_->ptr<Block>(i);
+      const std::string h = fmt::format("transformer.h.{}.", i);
+      add(h + "ln_1.weight", b.ln_1->weight, false);
+      add(h + "ln_1.bias", b.ln_1->bias, false);
+      add(h + "attn.c_attn.weight", b.c_attn->weight, true);
+      add(h + "attn.c_attn.bias", b.c_attn->bias, false);
+      add(h + "attn.c_proj.weight", b.attn_proj->weight, true);
+      add(h + "attn.c_proj.bias", b.attn_proj->bias, false);
+      add(h + "ln_2.weight", b.ln_2->weight, false);
+      add(h + "ln_2.bias", b.ln_2->bias, false);
+      add(h + "mlp.c_fc.weight", b.c_fc->weight, true);
+      add(h + "mlp.c_fc.bias", b.c_fc->bias, false);
+      add(h + "mlp.c_proj.weight", b.mlp_proj->weight, true);
+      add(h + "mlp.c_proj.bias", b.mlp_proj->bias, false);
+    }
+    add("transformer.ln_f.weight", head_->ln_f->weight, false);
+    add("transformer.ln_f.bias", head_->ln_f->bias, false);
+    return out;
+  }
+
   void initialise() {
     torch::NoGradGuard no_grad;
     const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(options_.n_layer));

@@ -24,7 +24,7 @@ TEST(RunStore, RecordsRunsMetricsAndEvals) {
     for (int step = 1; step <= 3; ++step) {
       store.add_metric(id, MetricRow{step, 4.0 - step, 1e-3, 0.5, 1000, 10, step * 64});
     }
-    store.add_eval(id, EvalRow{3, "val", 1.5});
+    store.add_eval(id, EvalRow{3, "val", 1.5, ""});
     store.finish_run(id, "completed");
   }
   auto runs = query(db, "select name, status, seed, world_size, finished_at is not null from runs");

@@ -73,6 +73,21 @@ inline std::vector<std::vector<std::string>> query(const std::string& db_path,
   return rows;
 }
 
+// The first column of every row as a double, exactly as stored (no text round trip).
+inline std::vector<double> query_doubles(const std::string& db_path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  std::vector<double> out;
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK) {
+    while (sqlite3_step(stmt) == SQLITE_ROW)
+      out.push_back(sqlite3_column_double(stmt, 0));
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return out;
+}
+
 // The first column of the first row, or "" when the query returns nothing (or no db exists).
 inline std::string scalar(const std::string& db_path, const std::string& sql) {
   auto rows = query(db_path, sql);

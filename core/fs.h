@@ -1,0 +1,37 @@
+// File-system helpers: globbing, directories, and writes that survive a crash at any moment.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+// Expands `*` and `?` in the file-name part of a path pattern; sorted; no match -> empty.
+std::vector<std::string> glob_files(const std::string& pattern);
+// Creates a file's parent directories; a UserError naming the path when that fails.
+void ensure_parent_dir(const std::string& path);
+// A file written to `path.tmp`, flushed, fsync'ed and renamed over `path`: readers see the old
+// file or the new one, never half of one.
+void write_file_atomic(const std::string& path, const std::string& contents);
+
+// Writes `contents` to a new file at `path` and fsyncs it (no rename: for files inside a
+// directory that is itself renamed into place).
+void write_file_synced(const std::string& path, const std::string& contents);
+// fsync of a directory, so that a rename or a new entry in it survives a power loss.
+void sync_dir(const std::string& path);
+
+// An exclusive advisory lock (flock) on `path`, held for the object's lifetime. The kernel drops
+// it when the process dies, however it dies, so a lock is never left stale.
+class FileLock {
+ public:
+  // A UserError with `busy_message` when another process holds the lock.
+  FileLock(const std::string& path, const std::string& busy_message);
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace kiln

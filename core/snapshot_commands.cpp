@@ -1,0 +1,131 @@
+#include "core/snapshot_commands.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+#include <torch/utils.h>
+
+#include "core/assemble.h"
+#include "core/error.h"
+#include "core/run_store.h"
+#include "core/snapshot.h"
+#include "core/tokenizer.h"
+#include "core/trainer.h"
+#include "core/weights_io.h"
+
+namespace kiln {
+
+namespace {
+
+struct OpenedSnapshot {
+  RunInfo info;
+  AssembledRun run;
+  SnapshotRef snapshot;
+  SnapshotState state;
+};
+
+OpenedSnapshot open_snapshot(const SnapshotRequest& request) {
+  RunInfo info;
+  {
+    RunStore store(request.db);
+    auto found = store.find_run(request.run);
+    if (!found) throw UserError(fmt::format("no run '{}' in '{}'", request.run, request.db));
+    info = *found;
+  }
+  ResolvedConfig config =
+      load_config_text(info.config_toml, fmt::format("run '{}' (stored config)", info.name), {});
+  config.experiment = info.name;
+  AssembledRun run = assemble(config);
+  const std::string dir = snapshots_dir(run.run.out_dir, info.name);
+  SnapshotRef snapshot = select_snapshot(dir, request.checkpoint, request.note);
+  SnapshotState state = load_snapshot(snapshot, *run.model, nullptr, /*restore_rng=*/false);
+  run.model->eval();
+  request.note(
+      fmt::format("run '{}': snapshot {} (step {})", info.name, snapshot.label, state.step));
+  return {info, std::move(run), snapshot, state};
+}
+
+}  // namespace
+
+EvalReport evaluate_snapshot(const SnapshotRequest& request, const std::string& split,
+                             int64_t batches) {
+  if (split != "train" && split != "val" && split != "test") {
+    throw UserError(fmt::format("--split {} is not a split: use val, test or train", split));
+  }
+  OpenedSnapshot opened = open_snapshot(request);
+  auto data = open_split(opened.run, split);
+  if (!data) {
+    throw UserError(fmt::format("run '{}' has no {} split: set data.{} in its experiment",
+                                opened.info.name, split, split));
+  }
+  const int64_t count = batches > 0 ? batches : data->batches_per_pass();
+  Trainer trainer(opened.run);
+  EvalReport report;
+  report.run = opened.info.name;
+  report.checkpoint = opened.snapshot.label;
+  report.split = split;
+  report.step = opened.state.step;
+  report.batches = count;
+  report.tokens = count * opened.run.train.micro_batch * opened.run.train.seq_len;
+  report.loss = trainer.evaluate(*data, count);
+  report.perplexity = std::exp(report.loss);
+  RunStore store(request.db);
+  store.add_eval(opened.info.id, EvalRow{report.step, split, report.loss, report.checkpoint});
+  store.flush();
+  return report;
+}
+
+std::string sample_snapshot(const SnapshotRequest& request, const SampleOptions& options) {
+  if (options.tokens < 1) throw UserError("--tokens must be at least 1");
+  if (options.temperature < 0) throw UserError("--temperature must be >= 0");
+  if (options.top_k < 0) throw UserError("--top-k must be >= 0 (0 = no cut)");
+  OpenedSnapshot opened = open_snapshot(request);
+  auto tokenizer = load_tokenizer(opened.run.train_data->tokenizer_dir());
+  std::vector<uint32_t> ids = tokenizer->encode(options.prompt);
+  if (ids.empty()) {
+    auto start = tokenizer->end_of_text();
+    ids = start ? std::vector<uint32_t>{*start} : tokenizer->encode("\n");
+  }
+  Model& model = *opened.run.model;
+  const int64_t vocab = model.vocab_size();
+  torch::manual_seed(static_cast<uint64_t>(options.seed));
+  torch::NoGradGuard no_grad;
+  auto context = torch::tensor(std::vector<int64_t>(ids.begin(), ids.end()), torch::kLong)
+                     .unsqueeze(0)
+                     .to(opened.run.device);
+  std::vector<uint32_t> generated;
+  for (int64_t i = 0; i < options.tokens; ++i) {
+    const int64_t t = std::min(context.size(1), model.context_length());
+    auto logits = model.forward(context.narrow(1, context.size(1) - t, t))
+                      .select(1, t - 1)
+                      .narrow(-1, 0, vocab)
+                      .to(torch::kFloat);
+    torch::Tensor next;
+    if (options.temperature == 0) {
+      next = logits.argmax(-1, /*keepdim=*/true);
+    } else {
+      logits = logits / options.temperature;
+      if (options.top_k > 0 && options.top_k < vocab) {
+        auto kth = std::get<0>(logits.topk(options.top_k, -1)).narrow(-1, options.top_k - 1, 1);
+        logits = logits.masked_fill(logits < kth, -INFINITY);
+      }
+      next = torch::multinomial(torch::softmax(logits, -1), 1);
+    }
+    context = torch::cat({context, next}, 1);
+    generated.push_back(static_cast<uint32_t>(next.item<int64_t>()));
+  }
+  return options.prompt + tokenizer->decode(generated);
+}
+
+int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_path) {
+  OpenedSnapshot opened = open_snapshot(request);
+  auto weights = opened.run.model->export_weights();
+  write_weights(out_path, weights,
+                {{"format", "pt"},
+                 {"kiln_run", opened.info.name},
+                 {"kiln_snapshot", opened.snapshot.label},
+                 {"kiln_config_hash", opened.info.config_hash}});
+  return static_cast<int64_t>(weights.size());
+}
+
+}  // namespace kiln

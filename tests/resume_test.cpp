@@ -1,0 +1,227 @@
+// Snapshots and resume through the real binary: SIGKILL at random moments, damaged snapshots,
+// refused changes, eval / sample / export.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "core/safetensors.h"
+#include "tiny_run.h"
+
+namespace kiln {
+namespace {
+
+using testing::run_kiln;
+using testing::scalar;
+using Resume = testing::TinyRun;
+
+// Starts `kiln ARGS...` with its output discarded and SIGKILLs it after `delay` (unless it ended
+// first). Returns true when the process had to be killed.
+bool run_and_kill(const std::vector<std::string>& args, std::chrono::milliseconds delay) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> argv = {const_cast<char*>(KILN_BINARY)};
+    for (const auto& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::freopen("/dev/null", "w", stdout);
+    ::freopen("/dev/null", "w", stderr);
+    ::execv(KILN_BINARY, argv.data());
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + delay;
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return true;
+}
+
+std::vector<std::vector<char>> exported_tensors(const std::string& path) {
+  SafetensorsFile file(path);
+  std::vector<std::vector<char>> out;
+  for (const auto& t : file.tensors()) {
+    const char* data = static_cast<const char*>(t.data);
+    out.emplace_back(data, data + t.bytes);
+  }
+  return out;
+}
+
+// Dropout on, so the RNG state must survive the kill too.
+const std::string kSettings =
+    " --set train.steps=300 --set checkpoint.every=4 --set checkpoint.keep=2"
+    " --set model.dropout=0.1 --set eval.every=10";
+
+TEST_F(Resume, KilledAtRandomMomentsAndResumedGivesTheSameLossesAndWeightsBitForBit) {
+  const std::string exp = experiment();
+  auto ref = run_kiln("run " + exp + " --name ref" + kSettings);
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+
+  std::vector<std::string> first = {"run", exp, "--name", "victim"};
+  for (const auto& word :
+       {"--set", "train.steps=300", "--set", "checkpoint.every=4", "--set", "checkpoint.keep=2",
+        "--set", "model.dropout=0.1", "--set", "eval.every=10"}) {
+    first.push_back(word);
+  }
+  const std::vector<std::string> again = {"resume", "victim", "--db", db()};
+  // Kill, resume, kill the resumed process... until five kills have landed or the run is done.
+  std::mt19937 rng(20241121);
+  std::uniform_int_distribution<int> delay_ms(250, 900);
+  auto status = [&] { return scalar(db(), "select status from runs where name = 'victim'"); };
+  int kills = 0;
+  while (kills < 5 && status() != "completed") {
+    kills +=
+        run_and_kill(status().empty() ? first : again, std::chrono::milliseconds(delay_ms(rng)));
+  }
+  if (status() != "completed") {
+    auto finish = status().empty() ? run_kiln("run " + exp + " --name victim" + kSettings)
+                                   : run_kiln("resume victim --db " + db());
+    ASSERT_EQ(finish.exit_code, 0) << finish.output;
+  }
+  EXPECT_GE(kills, 1) << "the run always finished before its kill: the test proved nothing";
+  std::cout << "victim killed " << kills << " times before it completed\n";
+
+  auto a = losses("ref"), b = losses("victim");
+  ASSERT_EQ(a.size(), 300u);
+  ASSERT_EQ(b.size(), 300u);
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(a[i], b[i]) << "step " << i + 1;
+  EXPECT_EQ(scalar(db(), "select status from runs where name = 'victim'"), "completed");
+
+  ASSERT_EQ(run_kiln("export ref -o " + (dir_ / "ref.safetensors") + " --db " + db()).exit_code, 0);
+  ASSERT_EQ(
+      run_kiln("export victim -o " + (dir_ / "victim.safetensors") + " --db " + db()).exit_code, 0);
+  EXPECT_TRUE(exported_tensors(dir_ / "ref.safetensors") ==
+              exported_tensors(dir_ / "victim.safetensors"));
+}
+
+void damage(const std::string& path, bool truncate) {
+  if (truncate) {
+    std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+    return;
+  }
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(std::filesystem::file_size(path) / 2));
+  char c = 0;
+  f.read(&c, 1);
+  f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(path) / 2));
+  c = static_cast<char>(c ^ 0x5a);
+  f.write(&c, 1);
+}
+
+TEST_F(Resume, DamagedSnapshotsAreReportedAndTheLastGoodOneIsUsed) {
+  const std::string exp = experiment();
+  ASSERT_EQ(run_kiln("run " + exp +
+                     " --name c --set train.steps=12 --set checkpoint.every=4 "
+                     "--set checkpoint.keep=3 --set eval.every=0")
+                .exit_code,
+            0);
+  const std::string snaps = dir_ / "runs/c/snapshots";
+  damage(snaps + "/step_000012/model.pt", false);
+  auto eval = run_kiln("eval c --steps 2 --db " + db());
+  ASSERT_EQ(eval.exit_code, 0) << eval.output;
+  EXPECT_NE(eval.output.find("step_000012' is damaged: 'model.pt' fails its checksum"),
+            std::string::npos)
+      << eval.output;
+  EXPECT_NE(eval.output.find("c step_000008 step 8"), std::string::npos) << eval.output;
+
+  damage(snaps + "/step_000008/optimizer.pt", true);
+  auto resumed = run_kiln("resume c --set train.steps=16 --db " + db());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("'optimizer.pt' has"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("resuming after step 4"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("resume changes train.steps: 12 -> 16"), std::string::npos);
+  EXPECT_EQ(scalar(db(), "select count(*) || ' ' || max(step) from metrics"), "16 16");
+  EXPECT_EQ(scalar(db(), "select changes from resumes"), "train.steps: 12 -> 16");
+}
+
+TEST_F(Resume, ChangesToTheModelOrDataAreRefusedWithTheKeys) {
+  const std::string exp = experiment();
+  ASSERT_EQ(
+      run_kiln("run " + exp + " --name r --set train.steps=4 --set checkpoint.every=2").exit_code,
+      0);
+  auto refused = run_kiln("resume r --db " + db() +
+                          " --set model.n_layer=3 --set train.seq_len=16 --set train.steps=8");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("resume cannot change model.n_layer, train.seq_len"),
+            std::string::npos)
+      << refused.output;
+  auto done = run_kiln("resume r --db " + db());
+  EXPECT_EQ(done.exit_code, 2);
+  EXPECT_NE(done.output.find("already completed"), std::string::npos) << done.output;
+}
+
+TEST_F(Resume, AnUnfinishedNameIsRefusedUnlessRestarted) {
+  const std::string exp = experiment();
+  run_and_kill({"run", exp, "--name", "u", "--set", "train.steps=100000"},
+               std::chrono::milliseconds(1500));
+  ASSERT_EQ(scalar(db(), "select status from runs where name = 'u'"), "running");
+  auto refused = run_kiln("run " + exp + " --name u");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.output.find("continue it with `kiln resume u`, or start it afresh with "
+                                "--restart"),
+            std::string::npos)
+      << refused.output;
+  auto restarted = run_kiln("run " + exp + " --name u --restart --set train.steps=3");
+  EXPECT_EQ(restarted.exit_code, 0) << restarted.output;
+  EXPECT_EQ(scalar(db(), "select count(*) from metrics"), "3");
+}
+
+TEST_F(Resume, ExportThenInitFromReproducesTheEvalLoss) {
+  const std::string exp = experiment();
+  ASSERT_EQ(run_kiln("run " + exp +
+                     " --name a --set train.steps=20 --set checkpoint.every=20 "
+                     "--set eval.every=20 --set eval.steps=4")
+                .exit_code,
+            0);
+  const std::string weights = dir_ / "a.safetensors";
+  auto exported = run_kiln("export a -o " + weights + " --db " + db());
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  // lr 0: the one step leaves the imported weights as they are, so its eval sees them exactly.
+  auto b = run_kiln("run " + exp + " --name b --set model.init_from=" + weights +
+                    " --set optimizer.lr=0 --set train.steps=1 --set eval.every=1 "
+                    "--set eval.steps=4");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  const double before = testing::query_doubles(
+      db(), "select loss from evals join runs on id = run_id where name = 'a' and step = 20")[0];
+  const double after = testing::query_doubles(
+      db(), "select loss from evals join runs on id = run_id where name = 'b' and step = 1")[0];
+  EXPECT_NEAR(before, after, 1e-6);
+
+  auto mismatch = run_kiln("run " + exp + " --name c --set model.init_from=" + weights +
+                           " --set model.n_embd=48 --set model.n_head=2");
+  EXPECT_EQ(mismatch.exit_code, 2);
+  EXPECT_NE(mismatch.output.find("transformer.wte.weight is [64, 32] but the model needs [64, 48]"),
+            std::string::npos)
+      << mismatch.output;
+}
+
+TEST_F(Resume, EvalRecordsARowAndSamplingIsReproducible) {
+  const std::string exp = experiment();
+  ASSERT_EQ(
+      run_kiln("run " + exp + " --name s --set train.steps=10 --set checkpoint.every=10").exit_code,
+      0);
+  auto eval = run_kiln("eval s --split val --db " + db());
+  ASSERT_EQ(eval.exit_code, 0) << eval.output;
+  EXPECT_NE(eval.output.find("val loss"), std::string::npos);
+  EXPECT_EQ(scalar(db(), "select checkpoint from evals where checkpoint != ''"), "step_000010");
+  const std::string args = "sample s --prompt 'In the' --tokens 30 --seed 3 --db " + db();
+  auto one = run_kiln(args), two = run_kiln(args);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_EQ(one.output, two.output);
+  EXPECT_NE(one.output.find("In the"), std::string::npos);
+  auto other = run_kiln("sample s --prompt 'In the' --tokens 30 --seed 4 --db " + db());
+  EXPECT_NE(one.output, other.output);
+}
+
+}  // namespace
+}  // namespace kiln

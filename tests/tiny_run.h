@@ -1,0 +1,76 @@
+// A fixture for tests that drive the kiln binary: a small corpus prepared in a scratch
+// directory, and a tiny GPT experiment over it that trains in about a second.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "test_util.h"
+
+namespace kiln::testing {
+
+class TinyRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string text;
+    for (int i = 0; i < 300; ++i) {
+      text += fmt::format("In the beginning was the word number {}, and the word was {}.\n", i,
+                          i % 7 == 0 ? "light" : "good");
+    }
+    write_text(dir_ / "corpus.txt", text);
+    auto prepared = run_kiln(
+        fmt::format("prepare {} --out {} --val-fraction 0.1", dir_ / "corpus.txt", dir_ / "data"));
+    ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
+  }
+
+  // A tiny GPT on the prepared corpus; `extra` appends TOML lines to the file.
+  std::string experiment(const std::string& extra = "") {
+    const std::string path = dir_ / "tiny.toml";
+    write_text(path, fmt::format(R"([run]
+db = "{}"
+out_dir = "{}"
+threads = 1
+
+[model]
+type = "gpt"
+n_layer = 2
+n_head = 2
+n_embd = 32
+block_size = 32
+vocab_size = 64
+
+[data]
+train = "{}/train_*.bin"
+val = "{}/val_*.bin"
+
+[train]
+steps = 30
+micro_batch = 8
+seq_len = 32
+
+[optimizer]
+lr = 1e-2
+
+[eval]
+every = 10
+steps = 2
+{})",
+                                 db(), dir_ / "runs", dir_ / "data", dir_ / "data", extra));
+    return path;
+  }
+
+  std::string db() const { return dir_ / "kiln.db"; }
+
+  // Per-step losses of a run, bit for bit as stored.
+  std::vector<double> losses(const std::string& run) {
+    return query_doubles(db(),
+                         "select loss from metrics join runs on runs.id = run_id where "
+                         "name = '" +
+                             run + "' order by step");
+  }
+
+  TempDir dir_;
+};
+
+}  // namespace kiln::testing
