@@ -72,7 +72,8 @@ AssembledRun assemble(const ResolvedConfig& config) {
                                           a.model->parameters());
   a.schedule = ScheduleRegistry::create(config.type("schedule"), config.params("schedule"),
                                         configured_lr(*a.optimizer), a.train.steps);
-  a.precision = PrecisionRegistry::create(config.type("precision"), config.params("precision"));
+  a.precision = PrecisionRegistry::create(config.type("precision"), config.params("precision"),
+                                          a.device.type());
 
   DataRequest request{"train", a.train.micro_batch,  a.train.seq_len, a.parallel->rank(),
                       world,   a.model->vocab_size()};

@@ -151,6 +151,7 @@ class Session {
     run_.train_data->seek(state.data_positions[static_cast<size_t>(rank)]);
     trainer_.set_tokens_seen(state.tokens_seen);
     best_val_ = state.best_val_loss;
+    run_.precision->load_state(state.precision.get<std::map<std::string, double>>());
     start_step_ = state.step;
   }
 
@@ -235,6 +236,7 @@ class Session {
     state.world_size = run_.parallel->world_size();
     state.data_positions.assign(static_cast<size_t>(state.world_size), run_.train_data->position());
     state.best_val_loss = best_val_;
+    state.precision = run_.precision->state();
     state.config_toml = run_.config.to_toml();
     state.config_hash = run_.config.hash();
     const std::string label = best ? best_label(step) : regular_label(step);

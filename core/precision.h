@@ -4,10 +4,13 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/DeviceType.h>
 
 #include "core/registry.h"
 
@@ -28,12 +31,16 @@ class PrecisionPolicy {
     return true;
   }
   virtual double loss_scale() const { return 1.0; }
+  // What a snapshot keeps of the policy (a loss scale, say) and gives back on resume.
+  virtual std::map<std::string, double> state() const { return {}; }
+  virtual void load_state(const std::map<std::string, double>& state) { (void)state; }
 };
 
 struct PrecisionKind {
   static constexpr const char* name = "precision";
   using Product = PrecisionPolicy;
-  using Factory = std::function<std::shared_ptr<PrecisionPolicy>(const Params&)>;
+  using Factory =
+      std::function<std::shared_ptr<PrecisionPolicy>(const Params&, c10::DeviceType device)>;
 };
 using PrecisionRegistry = Registry<PrecisionKind>;
 

@@ -70,6 +70,12 @@ const char* const kMigrations[] = {
       created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
     );
     )sql",
+    R"sql(
+    ALTER TABLE metrics ADD COLUMN loss_scale REAL;
+    ALTER TABLE metrics ADD COLUMN skipped INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN sweep TEXT;
+    CREATE INDEX runs_by_sweep ON runs(sweep);
+    )sql",
 };
 
 class Statement {
@@ -240,12 +246,13 @@ void RunStore::flush() {
     // REPLACE: a resumed run re-does the steps after its snapshot, and their rows replace the
     // old ones rather than duplicating them.
     Statement metric(db_, R"sql(
-        INSERT OR REPLACE INTO metrics
-          (run_id, step, loss, lr, grad_norm, tokens_per_sec, dt_ms, tokens_seen)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?))sql");
+        INSERT OR REPLACE INTO metrics (run_id, step, loss, lr, grad_norm, tokens_per_sec,
+                                        dt_ms, tokens_seen, loss_scale, skipped)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
     for (const auto& [run_id, m] : pending_metrics_) {
       metric.bind(1, run_id).bind(2, m.step).bind(3, m.loss).bind(4, m.lr).bind(5, m.grad_norm);
       metric.bind(6, m.tokens_per_sec).bind(7, m.dt_ms).bind(8, m.tokens_seen);
+      metric.bind(9, m.loss_scale).bind(10, static_cast<int64_t>(m.skipped));
       metric.step();
       metric.reset();
     }

@@ -35,6 +35,8 @@ struct MetricRow {
   double tokens_per_sec = 0;
   double dt_ms = 0;
   int64_t tokens_seen = 0;
+  double loss_scale = 1;  // the precision policy's loss scale for this step (1 = unscaled)
+  bool skipped = false;   // the update was skipped (non-finite gradients)
 };
 
 struct EvalRow {

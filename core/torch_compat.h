@@ -5,11 +5,10 @@
 #include <cmath>
 
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <torch/version.h>
 
 namespace kiln::compat {
-
-constexpr bool kHasFusedAttention = TORCH_VERSION_MAJOR >= 2;
 
 // Causal self-attention over [batch, heads, time, head_dim] tensors. LibTorch 2 has
 // scaled_dot_product_attention (flash / memory-efficient kernels on CUDA); 1.13 has not, so
@@ -28,5 +27,63 @@ inline at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, con
   return at::matmul(weights, v);
 #endif
 }
+
+#define KILN_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||       \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+// Autocast for one device type while alive, restoring what was there before. LibTorch 2.4
+// replaced the per-device functions (set_cpu_enabled, set_autocast_gpu_dtype, ...) with ones
+// that take the device type.
+class AutocastGuard {
+ public:
+  AutocastGuard(at::DeviceType device, at::ScalarType dtype)
+      : device_(device), was_enabled_(enabled(device)), was_dtype_(dtype_of(device)) {
+    set(device, true, dtype);
+    at::autocast::increment_nesting();
+  }
+  ~AutocastGuard() {
+    // The cast cache lives as long as the outermost autocast region, as in torch.autocast.
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    set(device_, was_enabled_, was_dtype_);
+  }
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+#if KILN_TORCH_AT_LEAST(2, 4)
+  static bool enabled(at::DeviceType d) {
+    return at::autocast::is_autocast_enabled(d);
+  }
+  static at::ScalarType dtype_of(at::DeviceType d) {
+    return at::autocast::get_autocast_dtype(d);
+  }
+  static void set(at::DeviceType d, bool on, at::ScalarType dtype) {
+    at::autocast::set_autocast_dtype(d, dtype);
+    at::autocast::set_autocast_enabled(d, on);
+  }
+#else
+  static bool enabled(at::DeviceType d) {
+    return d == at::kCUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+  }
+  static at::ScalarType dtype_of(at::DeviceType d) {
+    return d == at::kCUDA ? at::autocast::get_autocast_gpu_dtype()
+                          : at::autocast::get_autocast_cpu_dtype();
+  }
+  static void set(at::DeviceType d, bool on, at::ScalarType dtype) {
+    if (d == at::kCUDA) {
+      at::autocast::set_autocast_gpu_dtype(dtype);
+      at::autocast::set_enabled(on);
+    } else {
+      at::autocast::set_autocast_cpu_dtype(dtype);
+      at::autocast::set_cpu_enabled(on);
+    }
+  }
+#endif
+
+  at::DeviceType device_;
+  bool was_enabled_;
+  at::ScalarType was_dtype_;
+};
 
 }  // namespace kiln::compat

@@ -55,6 +55,7 @@ StepStats Trainer::train_step(int64_t step) {
     run_.precision->scale_loss(loss).backward();
   }
   run_.parallel->finish_gradients(*run_.model);
+  stats.loss_scale = run_.precision->loss_scale();
   stats.skipped = !run_.precision->prepare_step(parameters_);
   at::Tensor norm = clip_gradients(run_.train.grad_clip);
   if (!stats.skipped) optimizer.step();

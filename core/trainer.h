@@ -20,7 +20,8 @@ struct StepStats {
   double dt_ms = 0;
   double tokens_per_sec = 0;
   int64_t tokens_seen = 0;
-  bool skipped = false;  // the precision policy rejected the update (non-finite gradients)
+  double loss_scale = 1;  // the precision policy's scale for this step's loss
+  bool skipped = false;   // the precision policy rejected the update (non-finite gradients)
 };
 
 class Trainer {

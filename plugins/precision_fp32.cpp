@@ -7,7 +7,7 @@ namespace {
 
 const bool registered = PrecisionRegistry::add(
     {"fp32", "everything in float32 (no autocast, no loss scaling)", {}, true},
-    [](const Params&) { return std::make_shared<PrecisionPolicy>(); });
+    [](const Params&, c10::DeviceType) { return std::make_shared<PrecisionPolicy>(); });
 
 }  // namespace
 }  // namespace kiln

@@ -22,7 +22,7 @@ TEST(RunStore, RecordsRunsMetricsAndEvals) {
     RunStore store(db);
     int64_t id = store.create_run(new_run("a"));
     for (int step = 1; step <= 3; ++step) {
-      store.add_metric(id, MetricRow{step, 4.0 - step, 1e-3, 0.5, 1000, 10, step * 64});
+      store.add_metric(id, MetricRow{step, 4.0 - step, 1e-3, 0.5, 1000, 10, step * 64, 1, false});
     }
     store.add_eval(id, EvalRow{3, "val", 1.5, ""});
     store.finish_run(id, "completed");
@@ -41,9 +41,9 @@ TEST(RunStore, ARedoneStepReplacesItsRow) {
   TempDir dir;
   RunStore store(dir / "kiln.db");
   int64_t id = store.create_run(new_run("a"));
-  store.add_metric(id, MetricRow{1, 3.0, 0, 0, 0, 0, 0});
+  store.add_metric(id, MetricRow{1, 3.0, 0, 0, 0, 0, 0, 1, false});
   store.flush();
-  store.add_metric(id, MetricRow{1, 2.0, 0, 0, 0, 0, 0});
+  store.add_metric(id, MetricRow{1, 2.0, 0, 0, 0, 0, 0, 1, false});
   store.flush();
   auto rows = query(dir / "kiln.db", "select loss from metrics");
   ASSERT_EQ(rows.size(), 1u);

@@ -51,6 +51,50 @@ TEST(Schedule, ConstantWarmsUpLinearlyThenHolds) {
   EXPECT_DOUBLE_EQ(make("constant", {}, 2e-3, 10)->lr(0), 2e-3);
 }
 
+TEST(Schedule, LinearFallsToTheFloorAtTheLastStep) {
+  auto s = make("linear", {"schedule.warmup=10", "schedule.min_lr_ratio=0.1"}, 1.0, 110);
+  EXPECT_DOUBLE_EQ(s->lr(0), 0.1);
+  EXPECT_DOUBLE_EQ(s->lr(9), 1.0);
+  EXPECT_DOUBLE_EQ(s->lr(10), 1.0);
+  for (int64_t step = 10; step <= 110; ++step) {
+    EXPECT_NEAR(s->lr(step), 1.0 - 0.9 * (step - 10) / 100.0, 1e-15) << step;
+  }
+  EXPECT_DOUBLE_EQ(s->lr(500), 0.1);
+}
+
+TEST(Schedule, StepMultipliesByGammaEveryStepSize) {
+  auto s = make("step", {"schedule.step_size=10", "schedule.gamma=0.95"}, 5.0, 100);
+  for (int64_t step = 0; step < 100; ++step) {
+    EXPECT_NEAR(s->lr(step), 5.0 * std::pow(0.95, step / 10), 1e-15) << step;
+  }
+  auto warm = make("step", {"schedule.step_size=10", "schedule.warmup=5"}, 1.0, 100);
+  EXPECT_DOUBLE_EQ(warm->lr(0), 0.2);
+  EXPECT_DOUBLE_EQ(warm->lr(14), 1.0);
+  EXPECT_DOUBLE_EQ(warm->lr(15), 0.95);
+}
+
+TEST(Schedule, WsdWarmsUpHoldsThenDecays) {
+  auto s = make("wsd",
+                {"schedule.warmup=10", "schedule.decay_fraction=0.2", "schedule.min_lr_ratio=0.0"},
+                2.0, 100);
+  EXPECT_DOUBLE_EQ(s->lr(4), 1.0);
+  for (int64_t step = 10; step < 80; ++step)
+    EXPECT_DOUBLE_EQ(s->lr(step), 2.0) << step;
+  for (int64_t step = 80; step <= 100; ++step) {
+    EXPECT_NEAR(s->lr(step), 2.0 * (1.0 - (step - 80) / 20.0), 1e-15) << step;
+  }
+  EXPECT_THROW(make("wsd", {"schedule.warmup=90", "schedule.decay_fraction=0.2"}, 1.0, 100),
+               std::exception);
+}
+
+TEST(Schedule, InverseSqrtIsContinuousAfterWarmup) {
+  auto s = make("inverse_sqrt", {"schedule.warmup=16"}, 1.0, 1000);
+  EXPECT_DOUBLE_EQ(s->lr(15), 1.0);
+  for (int64_t step = 16; step < 1000; step += 7) {
+    EXPECT_NEAR(s->lr(step), std::sqrt(16.0 / (step + 1)), 1e-15) << step;
+  }
+}
+
 TEST(Registry, ListsEveryKindWithItsPluginsAndParameters) {
   const Catalog& catalog = Catalog::global();
   for (const char* kind :

@@ -1,0 +1,39 @@
+// Line charts as SVG, written by hand: axes with nice tick values, tick labels, axis titles, a
+// legend and one polyline per series. No plotting library; PNG through rsvg-convert.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct Series {
+  std::string name;
+  std::vector<double> x, y;  // a non-finite y (or one <= 0 on a log axis) breaks the line
+};
+
+struct PlotStyle {
+  std::string title, x_label, y_label;
+  bool log_y = false;
+  int width = 960;
+  int height = 540;  // grows when the legend needs more room
+};
+
+// A UserError when no series has a point that can be drawn.
+std::string render_svg(const std::vector<Series>& series, const PlotStyle& style);
+
+// Each point the mean of the finite values among itself and the window - 1 points before it.
+std::vector<double> moving_average(const std::vector<double>& y, int window);
+
+// 1, 2 or 5 times a power of ten, about `target` of them, covering [lo, hi] from the tick at or
+// below lo to the one at or above hi.
+std::vector<double> linear_ticks(double lo, double hi, int target);
+// Powers of ten within [lo, hi]; with fewer than two, the 2..9 multiples of the decades too.
+std::vector<double> log_ticks(double lo, double hi);
+// "0.5", "12k", "1.5M", "3e-4": short and exact enough to tell neighbouring ticks apart.
+std::string tick_label(double value);
+
+// `path` ending in .svg gets the SVG; .png a rendering by rsvg-convert (Debian: librsvg2-bin).
+void write_plot(const std::string& svg, const std::string& path);
+
+}  // namespace kiln

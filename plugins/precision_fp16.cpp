@@ -1,0 +1,66 @@
+// precision "fp16": autocast to float16 plus dynamic loss scaling (core/loss_scaler.h).
+// Gradients are unscaled before clipping, so grad_clip and the logged norm mean the same as in
+// fp32; a step with inf/NaN gradients is skipped and recorded. CUDA only: LibTorch's CPU
+// autocast has no float16 kernels.
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/loss_scaler.h"
+#include "core/precision.h"
+#include "core/torch_compat.h"
+
+namespace kiln {
+namespace {
+
+class Fp16 : public PrecisionPolicy {
+ public:
+  Fp16(c10::DeviceType device, LossScalerOptions options) : device_(device), scaler_(options) {}
+
+  std::unique_ptr<Scope> forward_scope() override {
+    struct Autocast : Scope {
+      explicit Autocast(c10::DeviceType d) : guard(d, at::kHalf) {}
+      compat::AutocastGuard guard;
+    };
+    return std::make_unique<Autocast>(device_);
+  }
+  at::Tensor scale_loss(const at::Tensor& loss) override { return scaler_.scale(loss); }
+  bool prepare_step(const std::vector<at::Tensor>& parameters) override {
+    return scaler_.unscale_and_update(parameters);
+  }
+  double loss_scale() const override { return scaler_.current_scale(); }
+  std::map<std::string, double> state() const override { return scaler_.state(); }
+  void load_state(const std::map<std::string, double>& state) override {
+    scaler_.load_state(state);
+  }
+
+ private:
+  c10::DeviceType device_;
+  LossScaler scaler_;
+};
+
+const bool registered = PrecisionRegistry::add(
+    {"fp16",
+     "autocast to float16 with dynamic loss scaling (CUDA)",
+     {ParamSpec::real("init_scale", 65536.0, "first loss scale (2^16)").at_least(1),
+      ParamSpec::integer("growth_interval", 2000, "clean steps before the scale doubles")
+          .at_least(1),
+      ParamSpec::real("growth_factor", 2.0, "scale multiplier after growth_interval clean steps")
+          .at_least(1),
+      ParamSpec::real("backoff_factor", 0.5, "scale multiplier after an overflow")
+          .at_least(0.0001)
+          .at_most(1),
+      ParamSpec::real("min_scale", 1.0, "the scale never falls below this").at_least(0)}},
+    [](const Params& p, c10::DeviceType device) -> std::shared_ptr<PrecisionPolicy> {
+      if (device != c10::DeviceType::CUDA) {
+        throw UserError(
+            "precision fp16 needs a CUDA device (LibTorch's CPU autocast has no "
+            "float16 kernels): use precision.type = \"bf16\" or \"fp32\" on the CPU");
+      }
+      LossScalerOptions options{p.real("init_scale"), p.real("growth_factor"),
+                                p.real("backoff_factor"), p.integer("growth_interval"),
+                                p.real("min_scale")};
+      return std::make_shared<Fp16>(device, options);
+    });
+
+}  // namespace
+}  // namespace kiln
