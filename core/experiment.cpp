@@ -206,6 +206,7 @@ class Session {
       store_.finish_run(run_id_, "failed", e.what());
       throw;
     }
+    if (summary.status == "completed" && run_.eval.final_test) test_at_end(summary.steps_done);
     store_.finish_run(run_id_, summary.status);
     console_.line(fmt::format(
         "{} {} of {} steps; {} of training this session | final loss {:.6f} | run store {:.1f} "
@@ -218,6 +219,15 @@ class Session {
   }
 
  private:
+  // The seed recipe's closing number: loss and perplexity over the whole test split.
+  void test_at_end(int64_t step) {
+    auto test = open_split(run_, "test");
+    if (!test) return;
+    const double loss = trainer_.evaluate(*test, test->batches_per_pass());
+    store_.add_eval(run_id_, EvalRow{step, "test", loss, ""});
+    console_.eval(step, "test", loss);
+  }
+
   void evaluate(int64_t step) {
     const double loss = trainer_.evaluate(*run_.val_data, run_.eval.steps);
     store_.add_eval(run_id_, EvalRow{step, "val", loss, ""});

@@ -20,7 +20,7 @@ TrainOptions train_options(const ResolvedConfig& config) {
 
 EvalOptions eval_options(const ResolvedConfig& config) {
   const Params& p = config.params("eval");
-  return EvalOptions{p.integer("every"), p.integer("steps")};
+  return EvalOptions{p.integer("every"), p.integer("steps"), p.flag("final_test")};
 }
 
 CheckpointOptions checkpoint_options(const ResolvedConfig& config) {

@@ -33,6 +33,7 @@ struct TrainOptions {
 struct EvalOptions {
   int64_t every = 0;
   int64_t steps = 0;
+  bool final_test = true;
 };
 
 struct CheckpointOptions {

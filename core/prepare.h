@@ -1,5 +1,6 @@
 // `kiln prepare`: text files -> token shards (llm.c format) plus the tokenizer that made them.
-// The last `val_fraction` of the tokens becomes the validation split.
+// Each file is a document. The tokens split in order: train, then the last val_fraction and
+// test_fraction as validation and test. Encoding runs on every core.
 #pragma once
 
 #include <cstdint>
@@ -14,14 +15,17 @@ struct PrepareOptions {
   std::string tokenizer = "char";
   std::string out_dir;
   double val_fraction = 0.1;
+  double test_fraction = 0.0;
   int64_t shard_tokens = 100'000'000;
 };
 
 struct PrepareSummary {
   int64_t train_tokens = 0;
   int64_t val_tokens = 0;
+  int64_t test_tokens = 0;
   int64_t train_shards = 0;
   int64_t val_shards = 0;
+  int64_t test_shards = 0;
   int64_t vocab_size = 0;
 };
 

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -15,7 +16,108 @@
 
 namespace kiln {
 
-ShardFile::ShardFile(const std::string& path) : path_(path) {
+ShardFormat parse_shard_format(const std::string& name) {
+  if (name == "auto") return ShardFormat::kAuto;
+  if (name == "llmc") return ShardFormat::kLlmc;
+  if (name == "npy") return ShardFormat::kNpy;
+  if (name == "raw") return ShardFormat::kRaw;
+  throw std::logic_error("unknown shard format " + name);  // the config allows only the above
+}
+
+namespace {
+
+struct Layout {
+  int64_t offset = 0;  // bytes before the first token
+  int64_t count = 0;   // tokens
+};
+
+[[noreturn]] void not_a_shard(const std::string& path, const std::string& why) {
+  throw UserError(fmt::format("'{}' is not a usable token shard: {}", path, why));
+}
+
+Layout llmc_layout(const std::string& path, int fd, int64_t bytes) {
+  int32_t header[kShardHeaderInts] = {};
+  if (bytes < kShardHeaderBytes ||
+      ::pread(fd, header, kShardHeaderBytes, 0) != static_cast<ssize_t>(kShardHeaderBytes)) {
+    not_a_shard(path, fmt::format("{} bytes, too short for the {}-byte header: the file is "
+                                  "truncated or not a shard; re-run `kiln prepare`",
+                                  bytes, kShardHeaderBytes));
+  }
+  if (header[0] != kShardMagic) {
+    not_a_shard(path, fmt::format("magic number {} instead of {} (llm.c format); re-create it "
+                                  "with `kiln prepare`, or set data.format for .npy or raw files",
+                                  header[0], kShardMagic));
+  }
+  if (header[1] != kShardVersion) {
+    not_a_shard(path, fmt::format("version {}, Kiln reads version {} (uint16 tokens); re-create "
+                                  "it with `kiln prepare`",
+                                  header[1], kShardVersion));
+  }
+  return {kShardHeaderBytes, header[2]};
+}
+
+// NumPy's format: "\x93NUMPY", major and minor version bytes, the header length (uint16 for
+// version 1, uint32 after), then a Python dict literal describing the array.
+Layout npy_layout(const std::string& path, int fd, int64_t bytes) {
+  char prefix[12] = {};
+  if (bytes < 10 || ::pread(fd, prefix, 12, 0) < 10 || std::memcmp(prefix, "\x93NUMPY", 6) != 0) {
+    not_a_shard(path, "no .npy magic (\\x93NUMPY)");
+  }
+  const int major = static_cast<unsigned char>(prefix[6]);
+  int64_t header_len = 0, header_at = 0;
+  if (major == 1) {
+    header_len = static_cast<unsigned char>(prefix[8]) | static_cast<unsigned char>(prefix[9]) << 8;
+    header_at = 10;
+  } else {
+    uint32_t len = 0;
+    std::memcpy(&len, prefix + 8, 4);
+    header_len = len;
+    header_at = 12;
+  }
+  if (header_at + header_len > bytes) not_a_shard(path, "the .npy header runs past the file");
+  std::string header(static_cast<size_t>(header_len), '\0');
+  ::pread(fd, header.data(), header.size(), header_at);
+  // The text after "'key':" up to the next ',' or '}' outside parentheses.
+  auto value_of = [&](const std::string& key) {
+    auto at = header.find("'" + key + "'");
+    if (at == std::string::npos) not_a_shard(path, "the .npy header has no '" + key + "'");
+    at = header.find(':', at) + 1;
+    int depth = 0;
+    size_t end = at;
+    for (; end < header.size(); ++end) {
+      const char c = header[end];
+      if (c == '(') ++depth;
+      if (c == ')') --depth;
+      if (depth == 0 && (c == ',' || c == '}')) break;
+    }
+    std::string value = header.substr(at, end - at);
+    value.erase(0, value.find_first_not_of(' '));
+    return value;
+  };
+  const std::string descr = value_of("descr");
+  if (descr != "'<u2'" && descr != "'|u2'") {
+    not_a_shard(path, fmt::format("the .npy array has dtype {}, not uint16 ('<u2'); convert it "
+                                  "with numpy's .astype(np.uint16)",
+                                  descr));
+  }
+  if (value_of("fortran_order") != "False") not_a_shard(path, "the .npy array is in Fortran order");
+  std::string shape = value_of("shape");  // "(12345,)" for a 1-D array
+  if (shape.size() < 4 || shape.front() != '(' || shape.substr(shape.size() - 2) != ",)") {
+    not_a_shard(path, fmt::format("the .npy array has shape {}, not 1-D", shape));
+  }
+  shape = shape.substr(1, shape.size() - 3);
+  return {header_at + header_len, std::stoll(shape)};
+}
+
+Layout raw_layout(const std::string& path, int64_t bytes) {
+  if (bytes % 2 != 0)
+    not_a_shard(path, fmt::format("{} bytes is not a whole number of uint16 tokens", bytes));
+  return {0, bytes / 2};
+}
+
+}  // namespace
+
+ShardFile::ShardFile(const std::string& path, ShardFormat format) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     throw UserError(
@@ -26,47 +128,36 @@ ShardFile::ShardFile(const std::string& path) : path_(path) {
   struct stat st {};
   ::fstat(fd, &st);
   const auto bytes = static_cast<int64_t>(st.st_size);
-  int32_t header[kShardHeaderInts] = {};
-  if (bytes < kShardHeaderBytes ||
-      ::pread(fd, header, kShardHeaderBytes, 0) != static_cast<ssize_t>(kShardHeaderBytes)) {
-    ::close(fd);
-    throw UserError(
-        fmt::format("token shard '{}' is {} bytes, too short for the {}-byte header: "
-                    "the file is truncated or not a shard; re-run `kiln prepare`",
-                    path, bytes, kShardHeaderBytes));
+  if (format == ShardFormat::kAuto) {
+    const bool npy = path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
+    format = npy ? ShardFormat::kNpy : ShardFormat::kLlmc;
   }
-  if (header[0] != kShardMagic) {
+  Layout layout;
+  try {
+    layout = format == ShardFormat::kNpy   ? npy_layout(path, fd, bytes)
+             : format == ShardFormat::kRaw ? raw_layout(path, bytes)
+                                           : llmc_layout(path, fd, bytes);
+  } catch (...) {
     ::close(fd);
-    throw UserError(
-        fmt::format("'{}' is not a token shard: magic number {} instead of {} "
-                    "(llm.c format); re-create it with `kiln prepare`",
-                    path, header[0], kShardMagic));
+    throw;
   }
-  if (header[1] != kShardVersion) {
-    ::close(fd);
-    throw UserError(
-        fmt::format("token shard '{}' has version {}, Kiln reads version {} "
-                    "(uint16 tokens); re-create it with `kiln prepare`",
-                    path, header[1], kShardVersion));
-  }
-  count_ = header[2];
-  const int64_t expected = kShardHeaderBytes + 2 * count_;
+  count_ = layout.count;
+  const int64_t expected = layout.offset + 2 * count_;
   if (count_ < 0 || bytes < expected) {
     ::close(fd);
-    throw UserError(
-        fmt::format("token shard '{}' is truncated: its header promises {} tokens "
-                    "({} bytes) but the file has {} bytes; re-create it",
-                    path, count_, expected, bytes));
+    not_a_shard(path, fmt::format("truncated: its header promises {} tokens ({} bytes) but the "
+                                  "file has {} bytes; re-create it",
+                                  count_, expected, bytes));
   }
   map_bytes_ = static_cast<size_t>(expected);
-  map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_SHARED, fd, 0);
+  map_ = map_bytes_ ? ::mmap(nullptr, map_bytes_, PROT_READ, MAP_SHARED, fd, 0) : nullptr;
   ::close(fd);
   if (map_ == MAP_FAILED) {
     map_ = nullptr;
     throw UserError(fmt::format("cannot map token shard '{}': {}", path, std::strerror(errno)));
   }
-  ::madvise(map_, map_bytes_, MADV_SEQUENTIAL);
-  tokens_ = reinterpret_cast<const uint16_t*>(static_cast<const char*>(map_) + kShardHeaderBytes);
+  if (map_) ::madvise(map_, map_bytes_, MADV_SEQUENTIAL);
+  tokens_ = reinterpret_cast<const uint16_t*>(static_cast<const char*>(map_) + layout.offset);
 }
 
 ShardFile::ShardFile(ShardFile&& other) noexcept

@@ -1,5 +1,8 @@
-// Token shards in llm.c's format: a header of 256 little-endian int32 (magic 20240520, version 1,
-// token count, zeros), then the tokens as uint16. Read through mmap: no copy, no read() per step.
+// Token shards, read through mmap (no copy, no read() per step). Three layouts of uint16 tokens:
+//   llmc  llm.c's: a header of 256 little-endian int32 (magic 20240520, version 1, token count,
+//         zeros), then the tokens. What `kiln prepare` writes.
+//   npy   a NumPy .npy file holding a 1-D '<u2' array (build-nanogpt's shards).
+//   raw   the bare tokens, no header (nanoGPT's train.bin / val.bin).
 #pragma once
 
 #include <cstdint>
@@ -13,10 +16,15 @@ constexpr int32_t kShardVersion = 1;
 constexpr int64_t kShardHeaderInts = 256;
 constexpr int64_t kShardHeaderBytes = kShardHeaderInts * 4;
 
+enum class ShardFormat { kAuto, kLlmc, kNpy, kRaw };
+// "auto" picks npy for a .npy file and llmc otherwise; raw files must be asked for by name,
+// so that a damaged llm.c header is reported instead of being read as tokens.
+ShardFormat parse_shard_format(const std::string& name);
+
 class ShardFile {
  public:
   // Maps the file and checks its header against its size; UserError when it is not a shard.
-  explicit ShardFile(const std::string& path);
+  explicit ShardFile(const std::string& path, ShardFormat format = ShardFormat::kAuto);
   ~ShardFile();
   ShardFile(ShardFile&& other) noexcept;
   ShardFile& operator=(ShardFile&&) = delete;

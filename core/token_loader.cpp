@@ -14,7 +14,7 @@ TokenLoader::TokenLoader(TokenLoaderOptions options) : options_(std::move(option
   stride_ = window_ * options_.world;
   shards_.reserve(options_.files.size());
   for (const auto& file : options_.files) {
-    shards_.emplace_back(file);
+    shards_.emplace_back(file, options_.format);
     if (shards_.back().size() < stride_ + 1) {
       throw UserError(fmt::format(
           "token shard '{}' holds {} tokens, fewer than one round of windows needs "

@@ -28,6 +28,7 @@ struct TokenLoaderOptions {
   int rank = 0;
   int world = 1;
   int64_t vocab_limit = 0;  // tokens must be < this; 0 = unchecked
+  ShardFormat format = ShardFormat::kAuto;
 };
 
 class TokenLoader {

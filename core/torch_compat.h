@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cmath>
+#include <string>
+#include <type_traits>
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
+#include <torch/optim/optimizer.h>
 #include <torch/version.h>
 
 namespace kiln::compat {
@@ -26,6 +29,20 @@ inline at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, con
   if (p > 0) weights = at::dropout(weights, p, /*train=*/true);
   return at::matmul(weights, v);
 #endif
+}
+
+// The key of a parameter's entry in Optimizer::state(): its TensorImpl's address, spelled as a
+// string in LibTorch 1.x and as the pointer itself in 2.x. Deduced from the map's type, so no
+// version number has to be guessed.
+template <class Tensor = at::Tensor>  // a template, so that `if constexpr` drops the other branch
+auto optimizer_state_key(const Tensor& parameter) {
+  using Key =
+      typename std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
+  if constexpr (std::is_same_v<Key, std::string>) {
+    return c10::guts::to_string(parameter.unsafeGetTensorImpl());
+  } else {
+    return static_cast<Key>(parameter.unsafeGetTensorImpl());
+  }
 }
 
 #define KILN_TORCH_AT_LEAST(major, minor) \

@@ -64,16 +64,21 @@ std::shared_ptr<DataSource> open_split(const Params& p, const DataRequest& reque
                     key, pattern));
   }
   return std::make_shared<ShardSource>(
-      pattern, TokenLoaderOptions{files, request.micro_batch, request.seq_len, request.rank,
-                                  request.world, request.vocab_limit});
+      pattern,
+      TokenLoaderOptions{files, request.micro_batch, request.seq_len, request.rank, request.world,
+                         request.vocab_limit, parse_shard_format(p.text("format"))});
 }
 
 const bool registered = DataRegistry::add(
     {"shards",
-     "llm.c-format token shards (uint16), memory-mapped and read in order",
+     "uint16 token shards (llm.c, .npy or raw), memory-mapped and read in order",
      {ParamSpec::text("train", "", "glob of training shards, e.g. data/kjv_char/train_*.bin"),
       ParamSpec::text("val", "", "glob of validation shards; empty = no validation"),
-      ParamSpec::text("test", "", "glob of test shards, for `kiln eval --split test`")},
+      ParamSpec::text("test", "", "glob of test shards, for `kiln eval --split test`"),
+      ParamSpec::text("format", "auto",
+                      "shard layout: llmc (kiln prepare, llm.c), npy (build-nanogpt), raw "
+                      "(nanoGPT's headerless .bin); auto = npy for .npy files, else llmc")
+          .one_of({"auto", "llmc", "npy", "raw"})},
      true},
     open_split);
 

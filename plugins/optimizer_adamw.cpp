@@ -34,8 +34,12 @@ const bool registered = OptimizerRegistry::add(
     {"adamw",
      "AdamW; weight decay on parameters of 2+ dimensions only",
      {ParamSpec::real("lr", 6e-4, "peak learning rate (the schedule's base)").at_least(0),
-      ParamSpec::real("beta1", 0.9, "decay of the first-moment average").at_least(0).at_most(1),
-      ParamSpec::real("beta2", 0.95, "decay of the second-moment average").at_least(0).at_most(1),
+      ParamSpec::real("beta1", 0.9, "decay of the first-moment average")
+          .at_least(0)
+          .at_most(0.999999),
+      ParamSpec::real("beta2", 0.95, "decay of the second-moment average")
+          .at_least(0)
+          .at_most(0.999999),
       ParamSpec::real("eps", 1e-8, "added to the denominator for stability").at_least(0),
       ParamSpec::real("weight_decay", 0.1, "decoupled decay of 2D+ parameters").at_least(0)},
      true},

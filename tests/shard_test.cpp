@@ -42,7 +42,7 @@ TEST(Shard, TruncatedFileIsAClearError) {
   write_shard(dir / "a.bin", iota_tokens(1000));
   std::filesystem::resize_file(dir / "a.bin", 1024 + 1000);
   std::string e = error_of([&] { ShardFile s(dir / "a.bin"); });
-  EXPECT_NE(e.find("is truncated: its header promises 1000 tokens (3024 bytes) but the file has "
+  EXPECT_NE(e.find("truncated: its header promises 1000 tokens (3024 bytes) but the file has "
                    "2024 bytes"),
             std::string::npos)
       << e;
@@ -55,15 +55,59 @@ TEST(Shard, WrongMagicIsAClearError) {
   TempDir dir;
   testing::write_text(dir / "a.bin", std::string(4096, 'x'));
   std::string e = error_of([&] { ShardFile s(dir / "a.bin"); });
-  EXPECT_NE(e.find("is not a token shard: magic number"), std::string::npos) << e;
+  EXPECT_NE(e.find("is not a usable token shard: magic number"), std::string::npos) << e;
   EXPECT_NE(error_of([&] { ShardFile s(dir / "missing.bin"); }).find("cannot open token shard"),
             std::string::npos);
+}
+
+// A .npy file as numpy.save writes it: magic, version 1.0, a padded dict header, the data.
+void write_npy(const std::string& path, const std::vector<uint16_t>& tokens, const char* descr,
+               const std::string& shape) {
+  std::string header =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  header.append(64 - (10 + header.size() + 1) % 64, ' ');
+  header += '\n';
+  std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+  bytes += static_cast<char>(header.size() & 0xff);
+  bytes += static_cast<char>(header.size() >> 8);
+  bytes += header;
+  bytes.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 2);
+  testing::write_text(path, bytes);
+}
+
+TEST(Shard, ReadsNumpyAndRawFiles) {
+  TempDir dir;
+  write_npy(dir / "a.npy", iota_tokens(300, 5), "<u2", "(300,)");
+  ShardFile npy(dir / "a.npy");
+  ASSERT_EQ(npy.size(), 300);
+  EXPECT_EQ(npy.tokens()[0], 5);
+  EXPECT_EQ(npy.tokens()[299], 304);
+  auto raw_tokens = iota_tokens(700, 9);
+  testing::write_text(dir / "train.bin",
+                      std::string(reinterpret_cast<const char*>(raw_tokens.data()), 1400));
+  ShardFile raw(dir / "train.bin", ShardFormat::kRaw);
+  ASSERT_EQ(raw.size(), 700);
+  EXPECT_EQ(raw.tokens()[699], 708);
+  // Without format = raw, a headerless .bin is reported, not misread.
+  EXPECT_NE(error_of([&] { ShardFile s(dir / "train.bin"); }).find("magic number"),
+            std::string::npos);
+}
+
+TEST(Shard, NumpyFilesOfTheWrongKindAreClearErrors) {
+  TempDir dir;
+  write_npy(dir / "f.npy", iota_tokens(10), "<f4", "(5,)");
+  EXPECT_NE(error_of([&] { ShardFile s(dir / "f.npy"); }).find("dtype '<f4', not uint16"),
+            std::string::npos);
+  write_npy(dir / "m.npy", iota_tokens(12), "<u2", "(3, 4)");
+  EXPECT_NE(error_of([&] { ShardFile s(dir / "m.npy"); }).find("not 1-D"), std::string::npos);
+  write_npy(dir / "t.npy", iota_tokens(10), "<u2", "(500,)");
+  EXPECT_NE(error_of([&] { ShardFile s(dir / "t.npy"); }).find("truncated"), std::string::npos);
 }
 
 TEST(Loader, ReadsSequentialWindowsWithTargetsShiftedByOne) {
   TempDir dir;
   write_shard(dir / "a.bin", iota_tokens(100));
-  TokenLoader loader({{dir / "a.bin"}, 2, 4, 0, 1, 0});
+  TokenLoader loader({{dir / "a.bin"}, 2, 4, 0, 1, 0, ShardFormat::kAuto});
   std::vector<int64_t> x(8), y(8);
   loader.next(x.data(), y.data());
   EXPECT_EQ(x, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
@@ -77,8 +121,9 @@ TEST(Loader, RanksTogetherReadWhatOneProcessReads) {
   write_shard(dir / "a.bin", iota_tokens(50));
   write_shard(dir / "b.bin", iota_tokens(50, 1000));
   std::vector<std::string> files = {dir / "a.bin", dir / "b.bin"};
-  TokenLoader single({files, 1, 4, 0, 1, 0});
-  TokenLoader rank0({files, 1, 4, 0, 2, 0}), rank1({files, 1, 4, 1, 2, 0});
+  TokenLoader single({files, 1, 4, 0, 1, 0, ShardFormat::kAuto});
+  TokenLoader rank0({files, 1, 4, 0, 2, 0, ShardFormat::kAuto}),
+      rank1({files, 1, 4, 1, 2, 0, ShardFormat::kAuto});
   std::vector<int64_t> x(4), y(4), x0(4), x1(4);
   for (int round = 0; round < 20; ++round) {  // crosses into b.bin and wraps back to a.bin
     rank0.next(x0.data(), y.data());
@@ -94,12 +139,12 @@ TEST(Loader, RanksTogetherReadWhatOneProcessReads) {
 TEST(Loader, PositionRestoresTheStream) {
   TempDir dir;
   write_shard(dir / "a.bin", iota_tokens(100));
-  TokenLoader a({{dir / "a.bin"}, 2, 4, 0, 1, 0});
+  TokenLoader a({{dir / "a.bin"}, 2, 4, 0, 1, 0, ShardFormat::kAuto});
   std::vector<int64_t> x(8), y(8), z(8);
   a.next(x.data(), y.data());
   LoaderPosition saved = a.position();
   a.next(x.data(), y.data());
-  TokenLoader b({{dir / "a.bin"}, 2, 4, 0, 1, 0});
+  TokenLoader b({{dir / "a.bin"}, 2, 4, 0, 1, 0, ShardFormat::kAuto});
   b.seek(saved);
   b.next(z.data(), y.data());
   EXPECT_EQ(x, z);
@@ -108,7 +153,9 @@ TEST(Loader, PositionRestoresTheStream) {
 TEST(Loader, ShardSmallerThanOneWindowIsAClearError) {
   TempDir dir;
   write_shard(dir / "a.bin", iota_tokens(8));
-  std::string e = error_of([&] { TokenLoader l({{dir / "a.bin"}, 2, 4, 0, 1, 0}); });
+  std::string e = error_of([&] {
+    TokenLoader l({{dir / "a.bin"}, 2, 4, 0, 1, 0, ShardFormat::kAuto});
+  });
   EXPECT_NE(e.find("holds 8 tokens, fewer than one round of windows needs"), std::string::npos)
       << e;
 }
@@ -116,7 +163,9 @@ TEST(Loader, ShardSmallerThanOneWindowIsAClearError) {
 TEST(Loader, TokenBeyondTheVocabularyIsAClearError) {
   TempDir dir;
   write_shard(dir / "a.bin", iota_tokens(100));
-  std::string e = error_of([&] { TokenLoader l({{dir / "a.bin"}, 2, 4, 0, 1, 50}); });
+  std::string e = error_of([&] {
+    TokenLoader l({{dir / "a.bin"}, 2, 4, 0, 1, 50, ShardFormat::kAuto});
+  });
   EXPECT_NE(e.find("holds token id 99 at position 99, but the model's vocabulary has 50 ids"),
             std::string::npos)
       << e;

@@ -7,8 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build_tests=OFF
-[[ "${1:-}" == "--tests" ]] && build_tests=ON
+# Tests are built with --tests; otherwise an existing build keeps its choice and a new one
+# skips them, so the first command stays quick.
+tests_flag=()
+[[ -f build/CMakeCache.txt ]] || tests_flag=(-DKILN_BUILD_TESTS=OFF)
+[[ "${1:-}" == "--tests" ]] && tests_flag=(-DKILN_BUILD_TESTS=ON)
 
 # LibTorch and its CPU BLAS (OpenBLAS with OpenMP: LibTorch's CPU step runs ~6x faster on it than
 # on the reference BLAS), the config / CLI / store libraries, the test framework, and the corpus.
@@ -31,8 +34,8 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "setup: building build/kiln (Release, tests $build_tests)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=$build_tests >/dev/null
+echo "setup: building build/kiln (Release)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${tests_flag[@]}" >/dev/null
 # One job per core; each LibTorch translation unit takes about 1 GiB of compiler memory.
 cmake --build build -j "$(nproc)"
 
@@ -61,6 +64,11 @@ if [[ ! -s data/kjv.txt ]]; then
   mv data/kjv.txt.tmp data/kjv.txt
 fi
 if [[ ! -s data/kjv_char/tokenizer.json ]]; then
-  build/kiln prepare data/kjv.txt --tokenizer char --out data/kjv_char --val-fraction 0.1
+  build/kiln prepare data/kjv.txt --tokenizer char --out data/kjv_char --val-fraction 0.05 \
+    --test-fraction 0.05
+fi
+if [[ ! -s data/kjv_gpt2/tokenizer.json ]]; then
+  build/kiln prepare data/kjv.txt --tokenizer gpt2 --out data/kjv_gpt2 --val-fraction 0.05 \
+    --test-fraction 0.05
 fi
 echo "setup: done"
