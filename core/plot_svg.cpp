@@ -140,7 +140,7 @@ std::string axis_titles(const Frame& f, const PlotStyle& style) {
   out += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="middle">{}</text>)",
                      f.left + f.width / 2, f.top + f.height + 42, escape_xml(style.x_label));
   out += fmt::format(
-      R"(<text transform="translate(18 {:.1f}) rotate(-90)" text-anchor="middle">{}</text>)",
+      R"svg(<text transform="translate(18 {:.1f}) rotate(-90)" text-anchor="middle">{}</text>)svg",
       f.top + f.height / 2, escape_xml(style.y_label));
   out += fmt::format(R"(<text x="{:.1f}" y="24" font-size="15" font-weight="bold">{}</text>)",
                      f.left, escape_xml(style.title));
@@ -299,8 +299,9 @@ std::string render_svg(const std::vector<Series>& series, const PlotStyle& style
       "</clipPath>\n",
       clip, f.left, f.top, f.width, f.height);
   out += grid_and_ticks(f) + axis_titles(f, style) +
-         fmt::format(R"(<g clip-path="url(#{})" >) ", clip) + "\n ";
-         for (size_t i = 0; i < series.size(); ++i) out += series_path(series[i], i, f);
+         fmt::format(R"svg(<g clip-path="url(#{})">)svg", clip) + "\n";
+  for (size_t i = 0; i < series.size(); ++i)
+    out += series_path(series[i], i, f);
   out += "</g>\n" + legend(series, f.left + f.width + 20, f.top);
   return out + "</svg>\n";
 }

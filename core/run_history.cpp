@@ -506,7 +506,8 @@ std::string metrics_jsonl(HistoryDb& db, const RunRecord& run) {
         {"grad_norm", json_number(q.maybe_real(3))},
         {"tokens_per_sec", json_number(q.maybe_real(4))},
         {"dt_ms", json_number(q.maybe_real(5))},
-        {"tokens_seen", q.is_null(6) ? nlohmann::ordered_json(nullptr) : q.integer(6)}};
+        {"tokens_seen",
+         q.is_null(6) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(q.integer(6))}};
     out += row.dump() + "\n";
   }
   return out;

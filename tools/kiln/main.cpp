@@ -18,6 +18,7 @@
 #include "core/prepare.h"
 #include "core/registry.h"
 #include "core/snapshot_commands.h"
+#include "tools/kiln/runs_command.h"
 
 namespace {
 
@@ -72,10 +73,10 @@ int prepare_command(const kiln::PrepareOptions& options) {
   auto summary = kiln::prepare_dataset(
       options, [](const std::string& line) { std::cout << "prepare: " << line << std::endl; });
   std::cout << fmt::format(
-      "prepare: wrote {} train tokens in {} shard(s) and {} val tokens in {} shard(s) to {}/ "
+      "prepare: wrote {} train, {} val and {} test tokens ({} + {} + {} shards) to {}/ "
       "(vocabulary {} ids, tokenizer.json)\n",
-      summary.train_tokens, summary.train_shards, summary.val_tokens, summary.val_shards,
-      options.out_dir, summary.vocab_size);
+      summary.train_tokens, summary.val_tokens, summary.test_tokens, summary.train_shards,
+      summary.val_shards, summary.test_shards, options.out_dir, summary.vocab_size);
   return kiln::kExitOk;
 }
 
@@ -137,8 +138,12 @@ int dispatch(int argc, char** argv) {
   prepare->add_option("--out", prep.out_dir, "output directory")->required();
   prepare->add_option("--val-fraction", prep.val_fraction, "share of tokens kept for validation")
       ->capture_default_str();
+  prepare->add_option("--test-fraction", prep.test_fraction, "share of tokens kept for test")
+      ->capture_default_str();
   prepare->add_option("--shard-tokens", prep.shard_tokens, "tokens per shard file")
       ->capture_default_str();
+
+  auto runs_cli = kiln::add_runs_commands(app);
 
   if (argc > 1 && argv[1][0] != '-') {
     std::vector<std::string> commands;
@@ -158,6 +163,7 @@ int dispatch(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     throw kiln::UserError(std::string(e.what()) + ": see `kiln --help`");
   }
+  if (auto code = kiln::run_runs_commands(*runs_cli)) return *code;
   if (*run) return run_command(experiment, overrides, name, restart);
   if (*resume) {
     kiln::install_stop_handlers();

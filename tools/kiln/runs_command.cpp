@@ -1,0 +1,199 @@
+#include "tools/kiln/runs_command.h"
+
+#include <unistd.h>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/plot_svg.h"
+#include "core/report.h"
+#include "core/run_history.h"
+#include "core/text.h"
+
+namespace kiln {
+
+struct RunsCli {
+  CLI::App* runs = nullptr;
+  CLI::App* list = nullptr;
+  CLI::App* show = nullptr;
+  CLI::App* compare = nullptr;
+  CLI::App* exporter = nullptr;
+  CLI::App* rm = nullptr;
+  CLI::App* plot = nullptr;
+  CLI::App* report = nullptr;
+
+  std::string db = "runs/kiln.db";
+  ListQuery query;
+  std::string list_format = "table";
+  std::string export_format = "csv";
+  std::string run;                // show, export
+  std::vector<std::string> refs;  // compare, rm, plot, report
+  std::string output;
+  bool yes = false;
+  CurveRequest curve;
+};
+
+namespace {
+
+void add_db_option(CLI::App* sub, RunsCli& cli) {
+  sub->add_option("--db", cli.db, "run store")->capture_default_str();
+}
+
+void add_list(CLI::App* runs, RunsCli& cli) {
+  cli.list = runs->add_subcommand("list", "runs with their summary, filtered and sorted");
+  cli.list->add_option("--where", cli.query.where,
+                       "filter, e.g. \"optimizer.lr < 1e-3 and status = completed\"");
+  cli.list->add_option("--sort", cli.query.sort, "key to sort by; prefix '-' for descending")
+      ->capture_default_str();
+  cli.list->add_option("--limit", cli.query.limit, "at most N runs; 0 = all")
+      ->check(CLI::NonNegativeNumber);
+  cli.list->add_option("--format", cli.list_format, "table, csv or json")
+      ->check(CLI::IsMember({"table", "csv", "json"}))
+      ->capture_default_str();
+  add_db_option(cli.list, cli);
+}
+
+void add_show_export_rm(CLI::App* runs, RunsCli& cli) {
+  cli.show = runs->add_subcommand("show", "one run: config, timing, metrics, evals, snapshots");
+  cli.show->add_option("run", cli.run, "run name or id")->required();
+  add_db_option(cli.show, cli);
+
+  cli.exporter = runs->add_subcommand("export", "a run's metrics and evals as csv or jsonl");
+  cli.exporter->add_option("run", cli.run, "run name or id")->required();
+  cli.exporter->add_option("--format", cli.export_format, "csv or jsonl")
+      ->check(CLI::IsMember({"csv", "jsonl"}))
+      ->capture_default_str();
+  cli.exporter->add_option("-o,--output", cli.output, "file to write; stdout when omitted");
+  add_db_option(cli.exporter, cli);
+
+  cli.rm = runs->add_subcommand("rm", "delete runs: their rows and their <out_dir>/<name>/ folder");
+  cli.rm->add_option("runs", cli.refs, "run names or ids")->required();
+  cli.rm->add_flag("-y,--yes", cli.yes, "do not ask for confirmation");
+  add_db_option(cli.rm, cli);
+}
+
+void add_compare_plot(CLI::App* runs, RunsCli& cli) {
+  cli.compare = runs->add_subcommand("compare", "runs side by side; are reruns bit-identical?");
+  cli.compare->add_option("runs", cli.refs, "run names, ids, sweeps or name globs")->required();
+  add_db_option(cli.compare, cli);
+
+  cli.plot = runs->add_subcommand("plot", "one metric of several runs as an .svg or .png");
+  cli.plot->add_option("runs", cli.refs, "run names, ids, sweeps or name globs")->required();
+  cli.plot->add_option("--metric", cli.curve.metric, "loss, val_loss, lr, grad_norm, tokens_per_sec")
+      ->check(CLI::IsMember({"loss", "val_loss", "lr", "grad_norm", "tokens_per_sec"}))
+      ->capture_default_str();
+  cli.plot->add_option("--x", cli.curve.x, "step, tokens or time (seconds of step time)")
+      ->check(CLI::IsMember({"step", "tokens", "time"}))
+      ->capture_default_str();
+  cli.plot->add_option("--smooth", cli.curve.smooth, "moving average over K points")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cli.plot->add_flag("--log-y", cli.curve.log_y, "logarithmic y axis");
+  cli.plot->add_option("-o,--output", cli.output, "curves.svg or curves.png")->required();
+  add_db_option(cli.plot, cli);
+}
+
+void emit(const std::string& text, const std::string& path) {
+  if (path.empty()) {
+    std::cout << text << std::flush;
+  } else {
+    write_file_atomic(path, text);
+  }
+}
+
+// Deleting is the one thing these commands cannot undo: without --yes a person confirms it.
+bool confirmed(const std::vector<RunRecord>& runs) {
+  std::vector<std::string> names;
+  for (const auto& r : runs)
+    names.push_back(r.name);
+  if (!::isatty(STDIN_FILENO)) {
+    throw UserError(fmt::format(
+        "not deleting {}: stdin is not a terminal to confirm on: pass --yes to delete anyway",
+        join(names, ", ")));
+  }
+  std::cerr << "kiln: delete " << runs.size() << " run(s) with their rows and folders?\n";
+  for (const auto& r : runs) {
+    const std::string folder = run_folder(r);
+    std::cerr << fmt::format("  {} (id {}, {}, {} steps){}\n", r.name, r.id, r.status, r.steps,
+                             folder.empty() ? "" : " and " + folder + "/");
+  }
+  std::cerr << "[y/N] " << std::flush;
+  std::string answer;
+  std::getline(std::cin, answer);
+  return answer == "y" || answer == "Y" || answer == "yes";
+}
+
+int remove_command(HistoryDb& db, const RunsCli& cli) {
+  std::vector<RunRecord> runs;
+  for (const auto& ref : cli.refs)
+    runs.push_back(find_run_record(db, ref));
+  if (!cli.yes && !confirmed(runs)) {
+    std::cerr << "kiln: nothing deleted\n";
+    return kExitOk;
+  }
+  for (const auto& r : runs) {
+    remove_run(db, r);
+    std::cout << fmt::format("removed run '{}' (id {})\n", r.name, r.id);
+  }
+  return kExitOk;
+}
+
+int runs_command(const RunsCli& cli) {
+  HistoryDb db(cli.db);
+  if (*cli.list) {
+    std::cout << format_run_list(list_runs(db, cli.query), cli.list_format);
+  } else if (*cli.show) {
+    std::cout << describe_run(db, find_run_record(db, cli.run));
+  } else if (*cli.compare) {
+    auto runs = match_runs(db, cli.refs);
+    if (runs.size() < 2) {
+      throw UserError(fmt::format("compare needs two runs or more; '{}' names only '{}'",
+                                  join(cli.refs, " "), runs[0].name));
+    }
+    std::cout << compare_report(db, runs);
+  } else if (*cli.exporter) {
+    emit(export_run(db, find_run_record(db, cli.run), cli.export_format), cli.output);
+  } else if (*cli.rm) {
+    return remove_command(db, cli);
+  } else if (*cli.plot) {
+    write_plot(plot_runs(db, match_runs(db, cli.refs), cli.curve), cli.output);
+    std::cout << fmt::format("wrote {}\n", cli.output);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+std::shared_ptr<RunsCli> add_runs_commands(CLI::App& app) {
+  auto cli = std::make_shared<RunsCli>();
+  cli->runs = app.add_subcommand("runs", "run history: list, show, compare, export, rm, plot");
+  cli->runs->require_subcommand(1);
+  add_list(cli->runs, *cli);
+  add_show_export_rm(cli->runs, *cli);
+  add_compare_plot(cli->runs, *cli);
+
+  cli->report = app.add_subcommand("report", "one self-contained HTML page about runs or sweeps");
+  cli->report->add_option("runs", cli->refs, "run names, ids, sweeps or name globs")->required();
+  cli->report->add_option("-o,--output", cli->output, "report.html")->required();
+  add_db_option(cli->report, *cli);
+  return cli;
+}
+
+std::optional<int> run_runs_commands(const RunsCli& cli) {
+  if (*cli.report) {
+    HistoryDb db(cli.db);
+    write_file_atomic(cli.output, render_report(db, match_runs(db, cli.refs), join(cli.refs, " ")));
+    std::cout << fmt::format("wrote {}\n", cli.output);
+    return kExitOk;
+  }
+  if (*cli.runs) return runs_command(cli);
+  return std::nullopt;
+}
+
+}  // namespace kiln
