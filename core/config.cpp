@@ -28,6 +28,7 @@ const std::vector<SectionSchema>& config_sections() {
         P::integer("seed", 1337, "seeds every random stream: init, dropout, sampling").at_least(0),
         P::text("out_dir", "runs", "directory for snapshots, one folder per run").unhashed(),
         P::text("db", "runs/kiln.db", "SQLite run store shared by all runs").unhashed(),
+        P::text("sweep", "", "the sweep this run belongs to (kiln sweep sets it)").unhashed(),
         P::integer("threads", 0, "CPU threads for LibTorch; 0 = all cores").at_least(0),
         P::text("device", "auto", "where to train; auto = cuda when present, else cpu")
             .one_of({"auto", "cpu", "cuda"})}},

@@ -16,6 +16,7 @@ class UserError : public std::runtime_error {
 constexpr int kExitOk = 0;
 constexpr int kExitInternal = 1;       // a bug or an environment failure Kiln cannot explain
 constexpr int kExitUsage = 2;          // a user mistake: the message says what and how to fix it
+constexpr int kExitSomeFailed = 3;     // kiln sweep: some members did not complete
 constexpr int kExitInterrupted = 130;  // SIGINT/SIGTERM: snapshot taken, run marked interrupted
 
 }  // namespace kiln

@@ -324,9 +324,9 @@ RunSummary run_experiment(ResolvedConfig config, bool restart) {
     store.delete_run(existing->id);
     std::filesystem::remove_all(snapshots_dir(run.run.out_dir, name));
   }
-  const int64_t run_id = store.create_run(
-      NewRun{name, config.experiment, config.to_toml(), config.hash(), run.run.seed,
-             run.parallel->world_size(), run.train.steps, git_commit(), host_name()});
+  const int64_t run_id = store.create_run(NewRun{
+      name, config.experiment, config.to_toml(), config.hash(), run.run.seed,
+      run.parallel->world_size(), run.train.steps, git_commit(), host_name(), run.run.sweep});
   Session session(run, store, run_id, name);
   session.print_header();
   return session.train();

@@ -14,6 +14,7 @@ struct RunOptions {
   int64_t seed = 0;
   std::string out_dir;
   std::string db;
+  std::string sweep;
   int64_t threads = 0;
   std::string device;
 };

@@ -193,8 +193,8 @@ int64_t RunStore::create_run(const NewRun& run) {
   }
   Statement insert(db_, R"sql(
       INSERT INTO runs (name, status, experiment, config, config_hash, seed, git_commit, host,
-                        world_size, steps)
-      VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?))sql");
+                        world_size, steps, sweep)
+      VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
   insert.bind(1, run.name)
       .bind(2, run.experiment)
       .bind(3, run.config_toml)
@@ -203,7 +203,8 @@ int64_t RunStore::create_run(const NewRun& run) {
       .bind_text_or_null(6, run.git_commit)
       .bind_text_or_null(7, run.host)
       .bind(8, run.world_size)
-      .bind(9, run.planned_steps);
+      .bind(9, run.planned_steps)
+      .bind_text_or_null(10, run.sweep);
   insert.step();
   return sqlite3_last_insert_rowid(db_);
 }

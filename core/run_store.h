@@ -25,6 +25,7 @@ struct NewRun {
   int64_t planned_steps = 0;
   std::string git_commit;  // empty = unknown
   std::string host;
+  std::string sweep;  // empty = not part of a sweep
 };
 
 struct MetricRow {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "core/prepare.h"
 #include "core/registry.h"
 #include "core/snapshot_commands.h"
+#include "core/sweep.h"
 #include "tools/kiln/runs_command.h"
 
 namespace {
@@ -69,6 +71,27 @@ int run_command(const std::string& experiment, std::vector<std::string> override
   return finish(kiln::run_experiment(std::move(config), restart));
 }
 
+int sweep_command(const std::string& file, const std::string& name,
+                  const std::vector<std::string>& grid, const std::vector<std::string>& zip,
+                  const std::vector<std::string>& fixed, const kiln::SweepOptions& options) {
+  kiln::SweepSpec spec;
+  if (kiln::is_sweep_file(file)) {
+    spec = kiln::load_sweep_file(file);
+  } else {
+    spec.base = file;
+    spec.name = std::filesystem::path(file).stem().string();
+  }
+  if (!name.empty()) spec.name = name;
+  for (const auto& g : grid)
+    spec.grid.push_back(kiln::parse_axis(g));
+  for (const auto& z : zip)
+    spec.zip.push_back(kiln::parse_axis(z));
+  spec.fixed.insert(spec.fixed.end(), fixed.begin(), fixed.end());
+  const int incomplete = kiln::run_sweep(
+      spec, options, [](const std::string& line) { std::cout << line << std::endl; });
+  return incomplete == 0 ? kiln::kExitOk : kiln::kExitSomeFailed;
+}
+
 int prepare_command(const kiln::PrepareOptions& options) {
   auto summary = kiln::prepare_dataset(
       options, [](const std::string& line) { std::cout << "prepare: " << line << std::endl; });
@@ -97,6 +120,22 @@ int dispatch(int argc, char** argv) {
   resume->add_option("run", run_ref, "run name or id")->required();
   resume->add_option("--set", overrides, "change steps, eval or checkpoint settings");
   resume->add_option("--db", db, "run store")->capture_default_str();
+
+  std::string sweep_file, sweep_name;
+  std::vector<std::string> grid, zip;
+  kiln::SweepOptions sweep_options;
+  auto* sweep = app.add_subcommand("sweep", "run a grid of experiments (a sweep file, or --grid)");
+  sweep->add_option("file", sweep_file, "sweep file, or an experiment file with --grid/--zip")
+      ->required();
+  sweep->add_option("--grid", grid, "section.key=v1,v2,...: one axis of the product (repeatable)");
+  sweep->add_option("--zip", zip, "section.key=v1,v2,...: varied together with other --zip keys");
+  sweep->add_option("--set", overrides, "section.key=value for every member");
+  sweep->add_option("--name", sweep_name, "sweep name (default: the file's name)");
+  sweep->add_option("--jobs", sweep_options.jobs, "members run at once, sharing the cores")
+      ->capture_default_str();
+  sweep->add_option("--db", sweep_options.db, "run store (default: the experiment's run.db)");
+  sweep->add_option("--sort", sweep_options.sort, "summary order: a `kiln runs list` key")
+      ->capture_default_str();
 
   kiln::SnapshotRequest snap;
   snap.note = [](const std::string& line) { std::cerr << "kiln: " << line << "\n"; };
@@ -174,6 +213,9 @@ int dispatch(int argc, char** argv) {
     return kiln::kExitOk;
   }
   if (*prepare) return prepare_command(prep);
+  if (*sweep) {
+    return sweep_command(sweep_file, sweep_name, grid, zip, overrides, sweep_options);
+  }
   if (*eval) {
     auto r = kiln::evaluate_snapshot(snap, split, eval_batches);
     std::cout << fmt::format(
