@@ -16,6 +16,7 @@ class Console {
   void line(const std::string& text) const;
   void legend() const;
   void step(const StepStats& stats, bool print);
+  std::string format_step(const StepStats& stats) const;
   void eval(int64_t step, const std::string& split, double loss) const;
 
  private:

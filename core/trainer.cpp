@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/utils.h>
 
@@ -9,9 +10,36 @@ namespace kiln {
 
 Trainer::Trainer(AssembledRun& run) : run_(run), parameters_(run.model->parameters()) {}
 
+namespace {
+
+// Splits a step's wall time into phases for `kiln bench`. Off during training: measuring on a
+// GPU means waiting for the device at every phase boundary, which costs the overlap it measures.
+class PhaseClock {
+ public:
+  PhaseClock(bool enabled, const torch::Device& device)
+      : enabled_(enabled), cuda_(device.is_cuda()), last_(std::chrono::steady_clock::now()) {}
+
+  void lap(double& slot_ms) {
+    if (!enabled_) return;
+    if (cuda_) torch::cuda::synchronize();
+    const auto now = std::chrono::steady_clock::now();
+    slot_ms += std::chrono::duration<double, std::milli>(now - last_).count();
+    last_ = now;
+  }
+
+ private:
+  bool enabled_, cuda_;
+  std::chrono::steady_clock::time_point last_;
+};
+
+}  // namespace
+
 at::Tensor Trainer::loss_of(const Batch& batch) {
-  auto inputs = batch.inputs.to(run_.device, /*non_blocking=*/true);
-  auto targets = batch.targets.to(run_.device, /*non_blocking=*/true);
+  return forward_loss(batch.inputs.to(run_.device, /*non_blocking=*/true),
+                      batch.targets.to(run_.device, /*non_blocking=*/true));
+}
+
+at::Tensor Trainer::forward_loss(const at::Tensor& inputs, const at::Tensor& targets) {
   auto scope = run_.precision->forward_scope();
   at::Tensor logits = run_.model->forward(inputs);
   const int64_t vocab = run_.model->vocab_size();
@@ -45,24 +73,35 @@ StepStats Trainer::train_step(int64_t step) {
   set_lr(optimizer, stats.lr);
   optimizer.zero_grad();
 
+  phases_ = PhaseTimes{};
+  PhaseClock clock(profile_, run_.device);
   at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(run_.device));
   for (int64_t micro = 0; micro < run_.grad_accum; ++micro) {
     run_.parallel->begin_micro_step(micro == run_.grad_accum - 1);
+    Batch batch = run_.train_data->next();
+    auto inputs = batch.inputs.to(run_.device, /*non_blocking=*/true);
+    auto targets = batch.targets.to(run_.device, /*non_blocking=*/true);
+    clock.lap(phases_.data_ms);
     // Each micro-batch's mean loss is divided by the number of micro-batches, so the summed
     // gradients equal those of one big batch.
-    at::Tensor loss = loss_of(run_.train_data->next()) / static_cast<double>(run_.grad_accum);
+    at::Tensor loss = forward_loss(inputs, targets) / static_cast<double>(run_.grad_accum);
     loss_sum += loss.detach();
+    clock.lap(phases_.forward_ms);
     run_.precision->scale_loss(loss).backward();
+    clock.lap(phases_.backward_ms);
   }
   run_.parallel->finish_gradients(*run_.model);
+  clock.lap(phases_.communication_ms);
   stats.loss_scale = run_.precision->loss_scale();
   stats.skipped = !run_.precision->prepare_step(parameters_);
   at::Tensor norm = clip_gradients(run_.train.grad_clip);
   if (!stats.skipped) optimizer.step();
+  clock.lap(phases_.optimizer_ms);
 
   at::Tensor host = at::stack({run_.parallel->mean(loss_sum), norm.to(loss_sum.dtype())})
                         .to(at::kDouble)
                         .cpu();  // the step's one host sync
+  clock.lap(phases_.communication_ms);
   stats.loss = host[0].item<double>();
   stats.grad_norm = host[1].item<double>();
   tokens_seen_ += run_.batch_tokens;

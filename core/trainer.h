@@ -24,6 +24,15 @@ struct StepStats {
   bool skipped = false;   // the precision policy rejected the update (non-finite gradients)
 };
 
+// Where a step's wall time went, when the trainer is profiling (kiln bench).
+struct PhaseTimes {
+  double data_ms = 0;     // next batch from the loader, copy to the device
+  double forward_ms = 0;  // forward pass and loss
+  double backward_ms = 0;
+  double communication_ms = 0;  // gradient sync across ranks, the loss to the host
+  double optimizer_ms = 0;      // unscale, clip, update
+};
+
 class Trainer {
  public:
   explicit Trainer(AssembledRun& run);
@@ -32,16 +41,22 @@ class Trainer {
   // Mean loss over `batches` micro-batches of `data` from its start, without gradients.
   double evaluate(DataSource& data, int64_t batches);
   int64_t tokens_seen() const { return tokens_seen_; }
+  // Profiling waits for the device between phases so that last_phases() is exact.
+  void set_profiling(bool on) { profile_ = on; }
+  const PhaseTimes& last_phases() const { return phases_; }
   void set_tokens_seen(int64_t tokens) { tokens_seen_ = tokens; }
 
  private:
   at::Tensor loss_of(const Batch& batch);
+  at::Tensor forward_loss(const at::Tensor& inputs, const at::Tensor& targets);
   // Global gradient norm (a tensor: no host sync); scales gradients down to `max_norm` if > 0.
   at::Tensor clip_gradients(double max_norm);
 
   AssembledRun& run_;
   std::vector<at::Tensor> parameters_;
   int64_t tokens_seen_ = 0;
+  bool profile_ = false;
+  PhaseTimes phases_;
 };
 
 }  // namespace kiln

@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
+#include "core/bench.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/experiment.h"
@@ -137,6 +138,13 @@ int dispatch(int argc, char** argv) {
   sweep->add_option("--sort", sweep_options.sort, "summary order: a `kiln runs list` key")
       ->capture_default_str();
 
+  kiln::BenchOptions bench_options;
+  auto* bench = app.add_subcommand("bench", "time an experiment's training step, phase by phase");
+  bench->add_option("experiment", experiment, "experiment TOML file")->required();
+  bench->add_option("--set", overrides, "override a key, as for kiln run");
+  bench->add_option("--steps", bench_options.steps, "timed steps")->capture_default_str();
+  bench->add_option("--warmup", bench_options.warmup, "untimed steps first")->capture_default_str();
+
   kiln::SnapshotRequest snap;
   snap.note = [](const std::string& line) { std::cerr << "kiln: " << line << "\n"; };
   auto add_snapshot_options = [&](CLI::App* sub) {
@@ -213,6 +221,10 @@ int dispatch(int argc, char** argv) {
     return kiln::kExitOk;
   }
   if (*prepare) return prepare_command(prep);
+  if (*bench) {
+    std::cout << kiln::run_bench(kiln::load_config(experiment, overrides), bench_options);
+    return kiln::kExitOk;
+  }
   if (*sweep) {
     return sweep_command(sweep_file, sweep_name, grid, zip, overrides, sweep_options);
   }
