@@ -124,10 +124,11 @@ std::vector<std::string> config_changes(const ResolvedConfig& before, const Reso
 }
 
 // The training loop around a Trainer: metrics into the store, console lines, periodic eval,
-// snapshots (regular, best, on interruption) and the final status.
+// snapshots (regular, best, on interruption) and the final status. Every rank runs it; only
+// rank 0 (the one given a store) prints, records and writes snapshots.
 class Session {
  public:
-  Session(AssembledRun& run, RunStore& store, int64_t run_id, std::string name)
+  Session(AssembledRun& run, RunStore* store, int64_t run_id, std::string name)
       : run_(run),
         store_(store),
         run_id_(run_id),
@@ -156,9 +157,10 @@ class Session {
   }
 
   void print_header() {
+    if (!store_) return;
     const auto& config = run_.config;
     console_.line(fmt::format("run '{}' (id {}) in {} | config hash {}", name_, run_id_,
-                              store_.path(), config.hash()));
+                              store_->path(), config.hash()));
     console_.line(
         fmt::format("model {}: {:.2f}M parameters, context {} | device {} | {} CPU threads",
                     config.type("model"), static_cast<double>(run_.model->parameter_count()) / 1e6,
@@ -183,10 +185,14 @@ class Session {
       for (int64_t step = start_step_ + 1; step <= run_.train.steps; ++step) {
         StepStats stats = trainer_.train_step(step);
         train_seconds += stats.dt_ms / 1000.0;
-        store_.add_metric(run_id_, MetricRow{stats.step, stats.loss, stats.lr, stats.grad_norm,
-                                             stats.tokens_per_sec, stats.dt_ms, stats.tokens_seen});
+        if (store_)
+          store_->add_metric(run_id_,
+                             MetricRow{stats.step, stats.loss, stats.lr, stats.grad_norm,
+                                       stats.tokens_per_sec, stats.dt_ms, stats.tokens_seen});
         const bool last = step == run_.train.steps;
-        console_.step(stats, step == start_step_ + 1 || last || step % run_.train.log_every == 0);
+        if (store_) {
+          console_.step(stats, step == start_step_ + 1 || last || step % run_.train.log_every == 0);
+        }
         summary.steps_done = step;
         summary.final_loss = stats.loss;
         if (run_.eval.every > 0 && (step % run_.eval.every == 0 || last)) evaluate(step);
@@ -200,20 +206,21 @@ class Session {
       }
     } catch (const c10::Error& e) {
       std::string message = e.what_without_backtrace();
-      store_.finish_run(run_id_, "failed", message);
+      if (store_) store_->finish_run(run_id_, "failed", message);
       throw std::runtime_error("LibTorch: " + message);
     } catch (const std::exception& e) {
-      store_.finish_run(run_id_, "failed", e.what());
+      if (store_) store_->finish_run(run_id_, "failed", e.what());
       throw;
     }
     if (summary.status == "completed" && run_.eval.final_test) test_at_end(summary.steps_done);
-    store_.finish_run(run_id_, summary.status);
+    if (!store_) return summary;
+    store_->finish_run(run_id_, summary.status);
     console_.line(fmt::format(
         "{} {} of {} steps; {} of training this session | final loss {:.6f} | run store {:.1f} "
         "ms ({:.3f}% of step time) | snapshots {:.1f} ms",
         summary.status, summary.steps_done, run_.train.steps, format_duration(train_seconds),
-        summary.final_loss, store_.seconds_spent() * 1000.0,
-        train_seconds > 0 ? 100.0 * store_.seconds_spent() / train_seconds : 0.0,
+        summary.final_loss, store_->seconds_spent() * 1000.0,
+        train_seconds > 0 ? 100.0 * store_->seconds_spent() / train_seconds : 0.0,
         snapshot_seconds_ * 1000.0));
     return summary;
   }
@@ -224,14 +231,17 @@ class Session {
     auto test = open_split(run_, "test");
     if (!test) return;
     const double loss = trainer_.evaluate(*test, test->batches_per_pass());
-    store_.add_eval(run_id_, EvalRow{step, "test", loss, ""});
+    if (!store_) return;
+    store_->add_eval(run_id_, EvalRow{step, "test", loss, ""});
     console_.eval(step, "test", loss);
   }
 
   void evaluate(int64_t step) {
     const double loss = trainer_.evaluate(*run_.val_data, run_.eval.steps);
-    store_.add_eval(run_id_, EvalRow{step, "val", loss, ""});
-    console_.eval(step, "val", loss);
+    if (store_) {
+      store_->add_eval(run_id_, EvalRow{step, "val", loss, ""});
+      console_.eval(step, "val", loss);
+    }
     if (!best_val_ || loss < *best_val_) {
       best_val_ = loss;
       if (run_.checkpoint.every > 0) snapshot(step, true);
@@ -239,6 +249,7 @@ class Session {
   }
 
   void snapshot(int64_t step, bool best) {
+    if (!store_) return;  // ranks hold the same weights and data position: rank 0 writes
     const auto start = std::chrono::steady_clock::now();
     SnapshotState state;
     state.step = step;
@@ -252,18 +263,18 @@ class Session {
     const std::string label = best ? best_label(step) : regular_label(step);
     // Rows up to the snapshot's step are committed before the snapshot exists: a resume from it
     // then never lacks one.
-    store_.flush();
+    store_->flush();
     write_snapshot(dir_, label, *run_.model, *run_.optimizer, state);
-    store_.add_snapshot(run_id_, step, label, dir_ + "/" + label);
+    store_->add_snapshot(run_id_, step, label, dir_ + "/" + label);
     for (const auto& removed : prune_snapshots(dir_, run_.checkpoint.keep)) {
-      store_.remove_snapshot(run_id_, removed.label);
+      store_->remove_snapshot(run_id_, removed.label);
     }
     snapshot_seconds_ +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
   AssembledRun& run_;
-  RunStore& store_;
+  RunStore* store_;  // null on ranks other than 0
   int64_t run_id_;
   std::string name_;
   std::string dir_;
@@ -306,6 +317,10 @@ RunSummary run_experiment(ResolvedConfig config, bool restart) {
   set_run_name(config, name);
 
   AssembledRun run = assemble(config);
+  if (run.parallel->rank() != 0) {
+    Session session(run, nullptr, 0, name);
+    return session.train();
+  }
   RunStore store(run.run.db);
   FileLock lock(lock_path(run.run, name), busy_message(name));
   if (auto existing = store.find_run(name)) {
@@ -327,7 +342,7 @@ RunSummary run_experiment(ResolvedConfig config, bool restart) {
   const int64_t run_id = store.create_run(NewRun{
       name, config.experiment, config.to_toml(), config.hash(), run.run.seed,
       run.parallel->world_size(), run.train.steps, git_commit(), host_name(), run.run.sweep});
-  Session session(run, store, run_id, name);
+  Session session(run, &store, run_id, name);
   session.print_header();
   return session.train();
 }
@@ -367,17 +382,22 @@ RunSummary resume_run(const std::string& db, const std::string& name_or_id,
   }
 
   AssembledRun run = assemble(config);
-  RunStore store(db);
-  FileLock lock(lock_path(run.run, info.name), busy_message(info.name));
-  Session session(run, store, info.id, info.name);
+  const bool main_rank = run.parallel->rank() == 0;
+  std::unique_ptr<RunStore> store = main_rank ? std::make_unique<RunStore>(db) : nullptr;
+  std::unique_ptr<FileLock> lock =
+      main_rank ? std::make_unique<FileLock>(lock_path(run.run, info.name), busy_message(info.name))
+                : nullptr;
+  Session session(run, store.get(), info.id, info.name);
+  auto say = [&](const std::string& line) {
+    if (main_rank) session.console().line(line);
+  };
   auto snapshots = list_snapshots(session.snapshot_dir());
   int64_t from_step = 0;
   if (snapshots.empty()) {
-    session.console().line("no snapshot yet: the run starts again from step 0");
+    say("no snapshot yet: the run starts again from step 0");
   } else {
-    SnapshotRef latest =
-        select_snapshot(session.snapshot_dir(), "latest",
-                        [&](const std::string& w) { session.console().line("warning: " + w); });
+    SnapshotRef latest = select_snapshot(session.snapshot_dir(), "latest",
+                                         [&](const std::string& w) { say("warning: " + w); });
     session.restore(latest);
     from_step = latest.step;
     if (from_step >= run.train.steps) {
@@ -387,9 +407,11 @@ RunSummary resume_run(const std::string& db, const std::string& name_or_id,
                       info.name, from_step, run.train.steps));
     }
   }
-  store.reopen_run(info.id, from_step, join(changes, "; "), config.to_toml(), config.hash());
+  if (store) {
+    store->reopen_run(info.id, from_step, join(changes, "; "), config.to_toml(), config.hash());
+  }
   for (const auto& change : changes)
-    session.console().line("resume changes " + change);
+    say("resume changes " + change);
   session.print_header();
   return session.train();
 }

@@ -1,0 +1,172 @@
+#include "core/distributed.h"
+
+#include <cstdlib>
+
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include "core/error.h"
+
+namespace kiln {
+
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+int env_int(const char* name, const char* value) {
+  try {
+    size_t used = 0;
+    int n = std::stoi(value, &used);
+    if (used == std::string(value).size()) return n;
+  } catch (const std::exception&) {
+  }
+  throw UserError(fmt::format("environment variable {}='{}' is not an integer", name, value));
+}
+
+}  // namespace
+
+WorldEnv read_world_env() {
+  WorldEnv w;
+  const char* rank = env("RANK");
+  const char* size = env("WORLD_SIZE");
+  const char* local = env("LOCAL_RANK");
+  const char* rank_name = "RANK";
+  const char* size_name = "WORLD_SIZE";
+  if (!rank && !size && env("SLURM_PROCID")) {  // srun without torchrun
+    rank = env("SLURM_PROCID");
+    size = env("SLURM_NTASKS");
+    local = env("SLURM_LOCALID");
+    rank_name = "SLURM_PROCID";
+    size_name = "SLURM_NTASKS";
+  }
+  if (!rank && !size) return w;
+  if (!rank || !size) {
+    throw UserError(
+        fmt::format("{} is set but {} is not: launch with torchrun, kiln launch or "
+                    "srun, which set both (and MASTER_ADDR, MASTER_PORT)",
+                    rank ? rank_name : size_name, rank ? size_name : rank_name));
+  }
+  w.rank = env_int(rank_name, rank);
+  w.world_size = env_int(size_name, size);
+  w.local_rank = local ? env_int("LOCAL_RANK", local) : w.rank;
+  if (w.world_size < 1 || w.rank < 0 || w.rank >= w.world_size) {
+    throw UserError(
+        fmt::format("{}={} does not fit {}={}", rank_name, w.rank, size_name, w.world_size));
+  }
+  if (w.world_size > 1) {
+    const char* addr = env("MASTER_ADDR");
+    const char* port = env("MASTER_PORT");
+    if (!addr || !port) {
+      throw UserError(
+          fmt::format("a world of {} needs MASTER_ADDR and MASTER_PORT (the address "
+                      "of rank 0's rendezvous): {} missing",
+                      w.world_size, addr ? "MASTER_PORT" : "MASTER_ADDR"));
+    }
+    w.master_addr = addr;
+    w.master_port = env_int("MASTER_PORT", port);
+  }
+  return w;
+}
+
+struct Communicator::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+#ifdef USE_C10D_NCCL
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
+#endif
+
+  // Calls fn(process group) and waits for the work it returns.
+  template <class Fn>
+  void run(Fn&& fn) {
+#ifdef USE_C10D_NCCL
+    if (nccl) {
+      fn(*nccl);
+      return;
+    }
+#endif
+    fn(*gloo);
+  }
+};
+
+Communicator::Communicator(const WorldEnv& env, const std::string& backend,
+                           std::chrono::milliseconds timeout)
+    : env_(env), backend_(backend), impl_(std::make_unique<Impl>()) {
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<uint16_t>(env.master_port);
+    options.isServer = env.rank == 0;
+    options.numWorkers = env.world_size;
+    options.waitWorkers = true;
+    options.timeout = timeout;
+    impl_->store = c10::make_intrusive<c10d::PrefixStore>(
+        "kiln", c10::make_intrusive<c10d::TCPStore>(env.master_addr, options));
+    if (backend == "nccl") {
+#ifdef USE_C10D_NCCL
+      auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+      nccl_options->timeout = timeout;
+      impl_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, env.rank,
+                                                                env.world_size, nccl_options);
+      return;
+#else
+      throw UserError(
+          "parallel.backend = \"nccl\" but this LibTorch was built without NCCL: use "
+          "\"gloo\"");
+#endif
+    }
+    auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
+    gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    impl_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env.rank,
+                                                              env.world_size, gloo_options);
+  } catch (const c10::Error& e) {
+    throw UserError(
+        fmt::format("rank {} of {} could not join the others at {}:{} within {} s: "
+                    "{} (is every rank started, and the port free?)",
+                    env.rank, env.world_size, env.master_addr, env.master_port,
+                    timeout.count() / 1000, e.what_without_backtrace()));
+  }
+}
+
+Communicator::~Communicator() = default;
+
+// c10d's tensor lists mean one tensor per local device, so each tensor is its own collective:
+// all are launched, then all awaited, so they overlap in the backend's threads.
+void Communicator::all_reduce_sum(std::vector<at::Tensor>& tensors) {
+  impl_->run([&](auto& group) {
+    std::vector<decltype(group.barrier())> works;
+    for (auto& t : tensors) {
+      std::vector<at::Tensor> one = {t};
+      works.push_back(group.allreduce(one));
+    }
+    for (auto& w : works)
+      w->wait();
+  });
+}
+
+void Communicator::broadcast(std::vector<at::Tensor>& tensors, int root) {
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  impl_->run([&](auto& group) {
+    std::vector<decltype(group.barrier())> works;
+    for (auto& t : tensors) {
+      std::vector<at::Tensor> one = {t};
+      works.push_back(group.broadcast(one, options));
+    }
+    for (auto& w : works)
+      w->wait();
+  });
+}
+
+void Communicator::barrier() {
+  impl_->run([&](auto& group) { group.barrier()->wait(); });
+}
+
+}  // namespace kiln

@@ -1,0 +1,86 @@
+// Data parallel over real c10d Gloo process groups: two kiln processes on this machine.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "tiny_run.h"
+
+namespace kiln {
+namespace {
+
+using testing::run_kiln;
+using Distributed = testing::TinyRun;
+
+// Starts `world` ranks of `kiln ARGS` with torchrun's environment and waits for them all;
+// returns their exit codes.
+std::vector<int> run_ranks(int world, const std::string& args) {
+  std::mt19937 rng(std::random_device{}());
+  const int port = 20000 + static_cast<int>(rng() % 20000);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < world; ++rank) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      const std::string command =
+          std::string("'") + KILN_BINARY + "' " + args + " > /dev/null 2>&1";
+      ::execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
+      ::_exit(127);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> codes;
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  }
+  return codes;
+}
+
+// The same 512-token global batches: 2 micro-steps of 4 x 32 on one process, or one micro-step
+// on each of two.
+const std::string kSame =
+    " --set train.steps=20 --set train.micro_batch=4 --set train.batch_tokens=256 "
+    "--set eval.every=10 --set checkpoint.every=0";
+
+TEST_F(Distributed, TwoGlooRanksFollowTheSingleProcessCurve) {
+  const std::string exp = experiment();
+  auto single = run_kiln("run " + exp + " --name ws1" + kSame);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  auto codes = run_ranks(2, "run " + exp + " --name ws2 --set parallel.type=ddp" + kSame);
+  ASSERT_EQ(codes, (std::vector<int>{0, 0}));
+  auto a = losses("ws1"), b = losses("ws2");
+  ASSERT_EQ(a.size(), 20u);
+  ASSERT_EQ(b.size(), 20u);
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::abs(a[i] - b[i]));
+  EXPECT_LT(worst, 1e-4);
+  EXPECT_LT(b.back(), b.front() - 1.0);
+  EXPECT_EQ(testing::scalar(db(), "select world_size from runs where name = 'ws2'"), "2");
+  // Only rank 0 writes: one row per step, the val evals once each.
+  EXPECT_EQ(testing::scalar(db(),
+                            "select count(*) from evals e join runs r on r.id = e.run_id "
+                            "where r.name = 'ws2' and split = 'val'"),
+            "2");
+}
+
+TEST_F(Distributed, AnIncompleteEnvironmentIsAClearError) {
+  const std::string exp = experiment();
+  auto result = run_kiln("run " + exp + " --name e --set parallel.type=ddp");  // no RANK at all
+  EXPECT_EQ(result.exit_code, 0) << result.output;                             // a world of one
+  ::setenv("RANK", "0", 1);
+  auto partial = run_kiln("run " + exp + " --name p --set parallel.type=ddp");
+  ::unsetenv("RANK");
+  EXPECT_EQ(partial.exit_code, 2);
+  EXPECT_NE(partial.output.find("RANK is set but WORLD_SIZE is not"), std::string::npos)
+      << partial.output;
+}
+
+}  // namespace
+}  // namespace kiln
