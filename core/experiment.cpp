@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <map>
@@ -285,6 +286,12 @@ class Session {
   double snapshot_seconds_ = 0;
 };
 
+// A worker that torchrun or kiln launch started again after a failure continues its run.
+bool restarted_worker() {
+  const char* count = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  return count && std::atoi(count) > 0;
+}
+
 std::string lock_path(const RunOptions& run, const std::string& name) {
   return (std::filesystem::path(run.out_dir) / name / "lock").string();
 }
@@ -315,6 +322,14 @@ RunSummary run_experiment(ResolvedConfig config, bool restart) {
   if (name.empty()) name = default_run_name(config.experiment);
   check_run_name(name);
   set_run_name(config, name);
+  if (restarted_worker() && !restart) {
+    // Decided before assembly, whose rendezvous every rank passes before rank 0 can create the
+    // run: so all ranks see the same store and take the same branch.
+    std::optional<RunInfo> existing = RunStore(run_options(config).db).find_run(name);
+    if (existing && existing->status != "completed") {
+      return resume_run(run_options(config).db, name, {});
+    }
+  }
 
   AssembledRun run = assemble(config);
   if (run.parallel->rank() != 0) {

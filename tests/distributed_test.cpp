@@ -2,7 +2,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
+#include <fstream>
 #include <random>
+#include <thread>
 
 #include "tiny_run.h"
 
@@ -68,6 +72,60 @@ TEST_F(Distributed, TwoGlooRanksFollowTheSingleProcessCurve) {
                             "select count(*) from evals e join runs r on r.id = e.run_id "
                             "where r.name = 'ws2' and split = 'val'"),
             "2");
+}
+
+TEST_F(Distributed, LaunchRestartsAllRanksWhenOneIsKilledAndTheCurveIsUnchanged) {
+  const std::string exp = experiment();
+  const std::string same =
+      " --set train.steps=200 --set train.micro_batch=4 "
+      "--set train.batch_tokens=256 --set eval.every=0 "
+      "--set checkpoint.every=10";
+  ASSERT_EQ(run_kiln("run " + exp + " --name ref" + same).exit_code, 0);
+  const std::string log = dir_ / "launch.log";
+  const int port = 20000 + static_cast<int>(std::random_device{}() % 20000);
+  pid_t launcher = ::fork();
+  if (launcher == 0) {
+    const std::string command = fmt::format(
+        "'{}' launch --nproc-per-node 2 --master-port {} --max-restarts 1 -- run {} --name l2 "
+        "--set parallel.type=ddp {} > '{}' 2>&1",
+        KILN_BINARY, port, exp, same, log);
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
+    ::_exit(127);
+  }
+  // Once rank 0 has recorded 30 steps, SIGKILL rank 1.
+  pid_t victim = 0;
+  for (int i = 0; i < 600 && victim == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream in(log);
+    std::string line;
+    while (std::getline(in, line)) {
+      const std::string marker = "attempt 0: rank 1 is pid ";
+      auto at = line.find(marker);
+      if (at != std::string::npos) victim = std::stoi(line.substr(at + marker.size()));
+    }
+  }
+  ASSERT_GT(victim, 0);
+  for (int i = 0; i < 600; ++i) {
+    const std::string steps = testing::scalar(db(),
+                                              "select count(*) from metrics m join runs r "
+                                              "on r.id = m.run_id where r.name = 'l2'");
+    if (!steps.empty() && std::stoi(steps) >= 30) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(victim, SIGKILL);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  std::ifstream in(log);
+  const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+  EXPECT_NE(output.find("launch: restarting every rank (1 of 1 restarts)"), std::string::npos)
+      << output;
+  EXPECT_NE(output.find("[rank 0] resuming after step"), std::string::npos) << output;
+  auto a = losses("ref"), b = losses("l2");
+  ASSERT_EQ(a.size(), 200u);
+  ASSERT_EQ(b.size(), 200u);
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(a[i], b[i], 1e-4) << "step " << i + 1;
 }
 
 TEST_F(Distributed, AnIncompleteEnvironmentIsAClearError) {

@@ -17,6 +17,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/experiment.h"
+#include "core/launch.h"
 #include "core/prepare.h"
 #include "core/registry.h"
 #include "core/snapshot_commands.h"
@@ -138,6 +139,26 @@ int dispatch(int argc, char** argv) {
   sweep->add_option("--sort", sweep_options.sort, "summary order: a `kiln runs list` key")
       ->capture_default_str();
 
+  kiln::LaunchOptions launch_options;
+  std::vector<std::string> launch_command;
+  auto* launcher = app.add_subcommand(
+      "launch", "start a kiln command on N ranks, torchrun-style, restarting them on failure");
+  launcher->add_option("--nproc-per-node", launch_options.nproc_per_node, "ranks on this node")
+      ->capture_default_str();
+  launcher->add_option("--nnodes", launch_options.nnodes, "nodes")->capture_default_str();
+  launcher->add_option("--node-rank", launch_options.node_rank, "this node's index")
+      ->capture_default_str();
+  launcher->add_option("--master-addr", launch_options.master_addr, "rank 0's host")
+      ->capture_default_str();
+  launcher->add_option("--master-port", launch_options.master_port, "rendezvous port")
+      ->capture_default_str();
+  launcher
+      ->add_option("--max-restarts", launch_options.max_restarts,
+                   "times to restart all ranks after a worker fails")
+      ->capture_default_str();
+  launcher->add_option("command", launch_command, "after --: the kiln command, e.g. run EXP.toml")
+      ->required();
+
   kiln::BenchOptions bench_options;
   auto* bench = app.add_subcommand("bench", "time an experiment's training step, phase by phase");
   bench->add_option("experiment", experiment, "experiment TOML file")->required();
@@ -221,6 +242,10 @@ int dispatch(int argc, char** argv) {
     return kiln::kExitOk;
   }
   if (*prepare) return prepare_command(prep);
+  if (*launcher) {
+    return kiln::launch(launch_options, launch_command,
+                        [](const std::string& line) { std::cout << line << std::endl; });
+  }
   if (*bench) {
     std::cout << kiln::run_bench(kiln::load_config(experiment, overrides), bench_options);
     return kiln::kExitOk;
