@@ -75,15 +75,14 @@ AssembledRun assemble(const ResolvedConfig& config) {
   a.precision = PrecisionRegistry::create(config.type("precision"), config.params("precision"),
                                           a.device.type());
 
-  DataRequest request{"train", a.train.micro_batch,  a.train.seq_len, a.parallel->rank(),
-                      world,   a.model->vocab_size()};
-  a.train_data = DataRegistry::create(config.type("data"), config.params("data"), request);
+  a.train_data = open_split(a, "train");
   if (!a.train_data) {
     throw UserError(fmt::format("{}: the data plugin '{}' found no training split",
                                 config.where("data.type").str(), config.type("data")));
   }
-  request.split = "val";
-  a.val_data = DataRegistry::create(config.type("data"), config.params("data"), request);
+  a.val_data = open_split(a, "val");
+  // Opened now, so that a bad test pattern stops the run before it starts, not after training.
+  if (a.eval.final_test) a.test_data = open_split(a, "test");
   if (a.eval.every > 0 && !a.val_data) {
     throw UserError(
         fmt::format("{}: eval.every = {} but the data has no validation split: "

@@ -34,7 +34,8 @@ struct AssembledRun {
   std::shared_ptr<Schedule> schedule;
   std::shared_ptr<PrecisionPolicy> precision;
   std::shared_ptr<DataSource> train_data;
-  std::shared_ptr<DataSource> val_data;  // null when the data plugin has no validation split
+  std::shared_ptr<DataSource> val_data;   // null when the data plugin has no validation split
+  std::shared_ptr<DataSource> test_data;  // null without a test split or eval.final_test
 };
 
 AssembledRun assemble(const ResolvedConfig& config);

@@ -205,6 +205,7 @@ class Session {
         const int64_t every = run_.checkpoint.every;
         if (every > 0 && (step % every == 0 || last)) snapshot(step, false);
       }
+      if (summary.status == "completed") test_at_end(summary.steps_done);
     } catch (const c10::Error& e) {
       std::string message = e.what_without_backtrace();
       if (store_) store_->finish_run(run_id_, "failed", message);
@@ -213,7 +214,6 @@ class Session {
       if (store_) store_->finish_run(run_id_, "failed", e.what());
       throw;
     }
-    if (summary.status == "completed" && run_.eval.final_test) test_at_end(summary.steps_done);
     if (!store_) return summary;
     store_->finish_run(run_id_, summary.status);
     console_.line(fmt::format(
@@ -229,9 +229,8 @@ class Session {
  private:
   // The seed recipe's closing number: loss and perplexity over the whole test split.
   void test_at_end(int64_t step) {
-    auto test = open_split(run_, "test");
-    if (!test) return;
-    const double loss = trainer_.evaluate(*test, test->batches_per_pass());
+    if (!run_.test_data) return;
+    const double loss = trainer_.evaluate(*run_.test_data, run_.test_data->batches_per_pass());
     if (!store_) return;
     store_->add_eval(run_id_, EvalRow{step, "test", loss, ""});
     console_.eval(step, "test", loss);

@@ -180,6 +180,24 @@ std::string series_path(const Series& s, size_t index, const Frame& f) {
   return count <= kMarkersUpTo ? out + dots + "\n" : out;
 }
 
+constexpr size_t kLegendChars = 40;
+
+// Long names are cut (at a UTF-8 character boundary) so the legend stays inside the picture.
+std::string legend_name(const std::string& name) {
+  if (name.size() <= kLegendChars) return name;
+  size_t cut = kLegendChars - 1;
+  while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80)
+    --cut;
+  return name.substr(0, cut) + "…";
+}
+
+size_t longest_name(const std::vector<Series>& series) {
+  size_t n = 0;
+  for (const auto& s : series)
+    n = std::max(n, std::min(s.name.size(), kLegendChars));
+  return n;
+}
+
 std::string legend(const std::vector<Series>& series, double x, double top) {
   std::string out;
   for (size_t i = 0; i < series.size(); ++i) {
@@ -187,17 +205,10 @@ std::string legend(const std::vector<Series>& series, double x, double top) {
     out += fmt::format(R"(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" {}/>)", x, y,
                        x + 24, y, stroke_style(i));
     out += fmt::format(R"(<text x="{:.1f}" y="{:.1f}">{}</text>)", x + 30, y + 4,
-                       escape_xml(series[i].name));
+                       escape_xml(legend_name(series[i].name)));
     out += "\n";
   }
   return out;
-}
-
-size_t longest_name(const std::vector<Series>& series) {
-  size_t n = 0;
-  for (const auto& s : series)
-    n = std::max(n, s.name.size());
-  return n;
 }
 
 }  // namespace
@@ -207,8 +218,8 @@ std::vector<double> moving_average(const std::vector<double>& y, int window) {
   for (size_t i = 0; i < y.size(); ++i) {
     double sum = 0;
     int n = 0;
-    for (size_t j = i + 1 - std::min<size_t>(i + 1, static_cast<size_t>(std::max(window, 1)));
-         j <= i; ++j) {
+    const size_t width = static_cast<size_t>(std::max(window, 1));
+    for (size_t j = i + 1 >= width ? i + 1 - width : 0; j <= i; ++j) {
       if (std::isfinite(y[j])) {
         sum += y[j];
         ++n;
@@ -234,22 +245,37 @@ std::vector<double> linear_ticks(double lo, double hi, int target) {
   return ticks;
 }
 
-std::vector<double> log_ticks(double lo, double hi) {
+namespace {
+
+// m x 10^k for each mantissa m and every decade k that puts the value inside [lo, hi].
+std::vector<double> decade_multiples(double lo, double hi, const std::vector<int>& mantissas) {
   std::vector<double> ticks;
-  const int first = static_cast<int>(std::ceil(std::log10(lo) - 1e-9));
-  const int last = static_cast<int>(std::floor(std::log10(hi) + 1e-9));
-  const int stride = std::max(1, (last - first + 8) / 8);  // at most about 8 decades labelled
-  for (int k = first; k <= last; ++k) {
-    if ((k - first) % stride == 0) ticks.push_back(std::pow(10.0, k));
-  }
-  if (ticks.size() >= 2) return ticks;
-  ticks.clear();
-  for (int k = static_cast<int>(std::floor(std::log10(lo))); k <= last; ++k) {
-    for (int m = 1; m <= 9; ++m) {
+  for (int k = static_cast<int>(std::floor(std::log10(lo)));
+       k <= static_cast<int>(std::floor(std::log10(hi))); ++k) {
+    for (int m : mantissas) {
       const double v = m * std::pow(10.0, k);
       if (v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9)) ticks.push_back(v);
     }
   }
+  return ticks;
+}
+
+}  // namespace
+
+std::vector<double> log_ticks(double lo, double hi) {
+  const int first = static_cast<int>(std::ceil(std::log10(lo) - 1e-9));
+  const int last = static_cast<int>(std::floor(std::log10(hi) + 1e-9));
+  if (last - first >= 2) {
+    std::vector<double> ticks;
+    const int stride = std::max(1, (last - first + 8) / 8);  // at most about 8 decades labelled
+    for (int k = first; k <= last; k += stride)
+      ticks.push_back(std::pow(10.0, k));
+    return ticks;
+  }
+  // One or two decades: 1-2-5 in each; within one decade, every multiple.
+  std::vector<double> ticks = decade_multiples(lo, hi, {1, 2, 5});
+  if (ticks.size() >= 3) return ticks;
+  ticks = decade_multiples(lo, hi, {1, 2, 3, 4, 5, 6, 7, 8, 9});
   if (ticks.size() >= 3) return ticks;
   // Less than a factor of ~2 between the ends: plain linear ticks read best.
   ticks.clear();
@@ -292,12 +318,13 @@ std::string render_svg(const std::vector<Series>& series, const PlotStyle& style
       R"(<rect width="{0}" height="{1}" fill="white"/>)"
       "\n",
       style.width, height);
-  // Ids are global in an HTML page holding several plots: each plot's clip gets its own.
+  // Ids are global in an HTML page holding several plots: each plot's clip gets its own. The
+  // clip reaches a few pixels past the frame so that dots and lines on its edge show whole.
   const std::string clip = fmt::format("clip-{:x}", std::hash<std::string>{}(style.title));
   out += fmt::format(
       R"(<clipPath id="{}"><rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}"/>)"
       "</clipPath>\n",
-      clip, f.left, f.top, f.width, f.height);
+      clip, f.left - 4, f.top - 4, f.width + 8, f.height + 8);
   out += grid_and_ticks(f) + axis_titles(f, style) +
          fmt::format(R"svg(<g clip-path="url(#{})">)svg", clip) + "\n";
   for (size_t i = 0; i < series.size(); ++i)

@@ -28,7 +28,8 @@ std::vector<double> moving_average(const std::vector<double>& y, int window);
 // 1, 2 or 5 times a power of ten, about `target` of them, covering [lo, hi] from the tick at or
 // below lo to the one at or above hi.
 std::vector<double> linear_ticks(double lo, double hi, int target);
-// Powers of ten within [lo, hi]; with fewer than two, the 2..9 multiples of the decades too.
+// Powers of ten within [lo, hi] across three decades or more; 1-2-5 multiples across one or two;
+// every 1..9 multiple, or linear ticks, within a narrower range.
 std::vector<double> log_ticks(double lo, double hi);
 // "0.5", "12k", "1.5M", "3e-4": short and exact enough to tell neighbouring ticks apart.
 std::string tick_label(double value);

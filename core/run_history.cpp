@@ -286,7 +286,8 @@ std::string runs_json(const std::vector<RunRecord>& runs) {
                    {"status", r.status},
                    {"sweep", r.sweep},
                    {"created_at", r.created_at},
-                   {"finished_at", r.finished_at},
+                   {"finished_at", r.finished_at.empty() ? nlohmann::ordered_json(nullptr)
+                                                         : nlohmann::ordered_json(r.finished_at)},
                    {"steps", r.steps},
                    {"planned_steps", r.planned_steps},
                    {"final_loss", json_number(r.final_loss)},
@@ -299,9 +300,12 @@ std::string runs_json(const std::vector<RunRecord>& runs) {
   return out.dump(2) + "\n";
 }
 
+// Each line two spaces in; the text's final newline does not become an extra empty line.
 std::string indent(const std::string& text) {
+  std::vector<std::string> lines = split(text, '\n');
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();
   std::string out;
-  for (const auto& line : split(text, '\n'))
+  for (const auto& line : lines)
     out += line.empty() ? "\n" : "  " + line + "\n";
   return out;
 }
@@ -721,7 +725,7 @@ std::vector<std::pair<std::string, std::vector<std::string>>> differing_config(
     if (key == "run.name") continue;
     std::vector<std::string> values;
     for (const auto& c : configs)
-      values.push_back(c.count(key) ? c.at(key) : "");
+      values.push_back(!c.count(key) ? "-" : c.at(key).empty() ? "\"\"" : c.at(key));
     if (std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) != values.end()) {
       out.emplace_back(key, std::move(values));
     }
@@ -737,10 +741,8 @@ Table differing_config_table(const std::vector<RunRecord>& runs) {
   t.numeric.assign(t.header.size(), true);
   t.numeric[0] = false;
   for (const auto& [key, values] : differing_config(runs)) {
-    std::vector<std::string> cells{key};
-    for (const auto& v : values)
-      cells.push_back(or_dash(v));
-    t.rows.push_back(std::move(cells));
+    t.rows.push_back({key});
+    t.rows.back().insert(t.rows.back().end(), values.begin(), values.end());
   }
   return t;
 }
@@ -786,19 +788,21 @@ std::string export_run(HistoryDb& db, const RunRecord& run, const std::string& f
   throw UserError(fmt::format("--format {} is not an export format: use csv or jsonl", format));
 }
 
-std::string run_folder(const RunRecord& run) {
-  // Names come from `kiln run`, which refuses separators; a store edited by hand could still
-  // hold one, and rm must never climb out of out_dir.
-  if (run.name.empty() || run.name == "." || run.name == ".." ||
-      run.name.find('/') != std::string::npos) {
-    return "";
-  }
+std::string out_dir_of(const RunRecord& run) {
   auto values = config_values(run.config);
-  const std::string out_dir = values.count("run.out_dir") ? values.at("run.out_dir") : "runs";
-  return (fs::path(out_dir) / run.name).string();
+  return values.count("run.out_dir") ? values.at("run.out_dir") : "runs";
 }
 
-void remove_run(HistoryDb& db, const RunRecord& run) {
+std::string run_folder(const RunRecord& run) {
+  // `kiln run` accepts only such names (a sweep member's has a '/'); a store edited by hand
+  // could hold another, and rm must never reach outside out_dir.
+  bool unsafe = run.name.empty() || run.name.front() == '/';
+  for (const auto& part : split(run.name, '/'))
+    unsafe = unsafe || part.empty() || part == "." || part == "..";
+  return unsafe ? "" : (fs::path(out_dir_of(run)) / run.name).string();
+}
+
+std::string remove_run(HistoryDb& db, const RunRecord& run) {
   const std::string folder = run_folder(run);
   std::optional<FileLock> lock;
   if (!folder.empty() && fs::is_directory(folder)) {
@@ -809,7 +813,7 @@ void remove_run(HistoryDb& db, const RunRecord& run) {
                              run.name));
   }
   Query(db.handle(), "DELETE FROM runs WHERE id = ?", {run.id}).next();
-  if (!lock) return;
+  if (!lock) return "";
   std::error_code ec;
   fs::remove_all(folder, ec);
   if (ec) {
@@ -818,6 +822,13 @@ void remove_run(HistoryDb& db, const RunRecord& run) {
                     "delete the folder by hand",
                     run.name, folder, ec.message()));
   }
+  // A sweep member lives in <out_dir>/<sweep>/<member>: the last member out removes the sweep's
+  // folder too (never out_dir itself: only the folders the name adds).
+  fs::path dir = fs::path(folder).parent_path();
+  for (size_t depth = split(run.name, '/').size(); depth > 1; --depth, dir = dir.parent_path()) {
+    if (!fs::is_empty(dir, ec) || ec || !fs::remove(dir, ec)) break;
+  }
+  return folder;
 }
 
 Curve load_curve(HistoryDb& db, const RunRecord& run, const std::string& metric,

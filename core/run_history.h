@@ -77,10 +77,11 @@ std::string describe_run(HistoryDb& db, const RunRecord& run);
 // The resolved config flattened: "optimizer.lr" -> "0.003" (strings unquoted).
 std::map<std::string, std::string> config_values(const std::string& config_toml);
 // The config keys whose values are not the same in every run (run.name left out: it labels
-// them), each with every run's value ("" where a run lacks the key).
+// them), each with every run's value: "-" where a run lacks the key, "" quoted for an empty
+// string.
 std::vector<std::pair<std::string, std::vector<std::string>>> differing_config(
     const std::vector<RunRecord>& runs);
-Table differing_config_table(const std::vector<RunRecord>& runs);  // "-" where a run lacks a key
+Table differing_config_table(const std::vector<RunRecord>& runs);
 
 // Loss curves compared bit for bit, step by step.
 struct CurveComparison {
@@ -97,11 +98,13 @@ std::string compare_report(HistoryDb& db, const std::vector<RunRecord>& runs);
 // `kiln runs export`: the metrics rows, then the evals, as "csv" or "jsonl" (README).
 std::string export_run(HistoryDb& db, const RunRecord& run, const std::string& format);
 
-// `<run.out_dir>/<name>`: where the run keeps its snapshots and lock.
+// `<run.out_dir>/<name>`: where the run keeps its snapshots and lock; "" for a name that could
+// reach outside run.out_dir (never one `kiln run` accepts).
 std::string run_folder(const RunRecord& run);
 // Deletes the run's row (its metrics, evals, snapshots and resumes rows cascade) and its folder;
-// a UserError, changing nothing, while a kiln process is training it.
-void remove_run(HistoryDb& db, const RunRecord& run);
+// a UserError, changing nothing, while a kiln process is training it. Returns the folder it
+// removed, or "" when the run had none.
+std::string remove_run(HistoryDb& db, const RunRecord& run);
 
 // One metric of one run as points: metric loss | val_loss | lr | grad_norm | tokens_per_sec,
 // x step | tokens | time (seconds of step time so far). A missing value is NaN.

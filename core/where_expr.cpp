@@ -1,6 +1,7 @@
 #include "core/where_expr.h"
 
 #include <cctype>
+#include <cstdlib>
 #include <regex>
 
 #include <fmt/format.h>
@@ -35,6 +36,12 @@ std::string unknown_key_hint(const std::string& key, const KeySpace& keys) {
                      join(column_names(keys), ", "));
 }
 
+bool is_keyword(std::string word) {
+  for (char& c : word)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return word == "and" || word == "or" || word == "not";
+}
+
 SqlValue classify_bare_word(const std::string& word) {
   static const std::regex integer("[-+]?[0-9]+");
   static const std::regex real("[-+]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]+)?");
@@ -42,10 +49,11 @@ SqlValue classify_bare_word(const std::string& word) {
     try {
       return static_cast<int64_t>(std::stoll(word));
     } catch (const std::out_of_range&) {
-      return std::stod(word);
+      // Past int64: compared as a double, like SQLite itself reads such a literal.
     }
   }
-  if (std::regex_match(word, real)) return std::stod(word);
+  // strtod, not stod: 1e999 is infinity rather than an exception.
+  if (std::regex_match(word, real)) return std::strtod(word.c_str(), nullptr);
   if (word == "true") return int64_t{1};  // how the config lookup returns a TOML bool
   if (word == "false") return int64_t{0};
   return word;
@@ -146,8 +154,13 @@ class Parser {
            text_[pos_] != '(' && text_[pos_] != ')') {
       ++pos_;
     }
-    if (pos_ == start) fail("a value (a number, 'text' or a bare word)");
-    return classify_bare_word(text_.substr(start, pos_ - start));
+    const std::string word = text_.substr(start, pos_ - start);
+    // `lr < and ...` lost its value; a value that is a keyword must be quoted.
+    if (word.empty() || is_keyword(word)) {
+      pos_ = start;
+      fail("a value (a number, 'text' or a bare word)");
+    }
+    return classify_bare_word(word);
   }
 
   std::string parse_quoted() {

@@ -65,6 +65,7 @@ TEST_F(EndToEnd, UserMistakesExitTwoWithOneLineAndLeaveNoRunningRow) {
       {"run " + exp + " --set model.type=gtp", "unknown model plugin 'gtp'"},
       {"run " + exp + " --set train.batch_tokens=1000", "not a multiple of"},
       {"run " + exp + " --set data.train=/nonexistent/*.bin", "matches no file"},
+      {"run " + exp + " --set data.test=/nonexistent/*.bin", "data.test"},
       {"run " + exp + " --set run.db=/proc/nope/kiln.db", "/proc/nope"},
       {"run " + exp + " --set train.seq_len=64", "longer than the model's context"},
       {"run " + exp + " --set model.vocab_size=10", "but the model's vocabulary has 10 ids"},

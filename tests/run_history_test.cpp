@@ -59,8 +59,16 @@ class RunHistory : public ::testing::Test {
 
   void add(const FakeRun& run) {
     RunStore store(db_path());
-    const int64_t id = store.create_run(NewRun{run.name, "exp.toml", config(run), run.hash, 1, 1,
-                                               4, "abc123", "host"});
+    NewRun created;
+    created.name = run.name;
+    created.experiment = "exp.toml";
+    created.config_toml = config(run);
+    created.config_hash = run.hash;
+    created.seed = 1;
+    created.planned_steps = 4;
+    created.git_commit = "abc123";
+    created.host = "host";
+    const int64_t id = store.create_run(created);
     for (size_t i = 0; i < run.losses.size(); ++i) {
       MetricRow m;
       m.step = static_cast<int64_t>(i) + 1;
@@ -120,6 +128,7 @@ TEST_F(RunHistory, ListFiltersOnConfigKeysAndSummaryColumns) {
   // A comparison with a value a run lacks is false, so `not` of it is true.
   EXPECT_EQ(where("not best_val > 0"), Names({"lr3-drift", "lr3-short"}));
   EXPECT_EQ(where("  "), where("id > 0"));
+  EXPECT_EQ(where("steps < 1e999 and id < 99999999999999999999").size(), 5u);
 }
 
 TEST_F(RunHistory, SummariesAreTheStoredNumbers) {
@@ -179,12 +188,15 @@ TEST_F(RunHistory, ValuesAreDataNeverSql) {
   EXPECT_EQ(where("name = \"x' or 1=1 --\""), Names({"x' or 1=1 --"}));
   EXPECT_EQ(where("name = 'x'' or 1=1 --'"), Names({"x' or 1=1 --"}));
   EXPECT_EQ(where("status = \"completed' or '1'='1\""), Names({}));
+  EXPECT_EQ(where("name = 'or'"), Names({}));
   // Unquoted, it is not a filter at all: `1=1` is no key.
   EXPECT_NE(error_of([&] { where("name = 'x' or 1=1 --"); }).find("expected a key"),
             std::string::npos);
   EXPECT_NE(error_of([&] { where("name = x; DROP TABLE runs"); }).find("column 11"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { names({"", "name; DROP TABLE runs", 0}); }).find("unknown key"),
+  EXPECT_NE(error_of([&] {
+              names({"", "name; DROP TABLE runs", 0});
+            }).find("unknown key"),
             std::string::npos);
   EXPECT_EQ(where("id > 0").size(), 6u);
 }
@@ -194,13 +206,19 @@ TEST_F(RunHistory, BadExpressionsSayWhereAndWhatWasExpected) {
     std::string expr, expect;
   };
   const std::vector<Case> cases = {
-      {"optimizer.lr <", "expected a value (a number, 'text' or a bare word) at column 15, "
-                         "found the end"},
-      {"name = a and", "expected a key (a column such as best_loss, or a config key such as "
-                       "optimizer.lr) at column 13"},
+      {"optimizer.lr <",
+       "expected a value (a number, 'text' or a bare word) at column 15, "
+       "found the end"},
+      {"optimizer.lr < and steps > 1",
+       "expected a value (a number, 'text' or a bare word) at "
+       "column 16, found 'and'"},
+      {"name = a and",
+       "expected a key (a column such as best_loss, or a config key such as "
+       "optimizer.lr) at column 13"},
       {"(name = a", "expected ')' to close the '(' at column 10, found the end"},
-      {"best_loss ! 3", "expected an operator (=, !=, <, <=, >, >= or ~ for a glob) at column "
-                        "11, found '!'"},
+      {"best_loss ! 3",
+       "expected an operator (=, !=, <, <=, >, >= or ~ for a glob) at column "
+       "11, found '!'"},
       {"nme = a", "unknown key 'nme' at column 1: did you mean 'name'?"},
       {"name = a status = b", "expected 'and', 'or' or the end of the expression at column 10"},
       {"name = 'abc", "the string at column 8 is not closed: end it with '"},
@@ -213,10 +231,13 @@ TEST_F(RunHistory, BadExpressionsSayWhereAndWhatWasExpected) {
     EXPECT_NE(message.find(c.expect), std::string::npos) << c.expr << "\n" << message;
     EXPECT_EQ(message.rfind("--where \"" + c.expr + "\": ", 0), 0u) << message;
   }
-  EXPECT_NE(error_of([&] { names({"", "-nme", 0}); })
-                .find("--sort '-nme': unknown key 'nme': did you mean 'name'?"),
+  EXPECT_NE(error_of([&] {
+              names({"", "-nme", 0});
+            }).find("--sort '-nme': unknown key 'nme': did you mean 'name'?"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { names({"", "model.n_layr", 0}); }).find("did you mean 'model.n_layer'"),
+  EXPECT_NE(error_of([&] {
+              names({"", "model.n_layr", 0});
+            }).find("did you mean 'model.n_layer'"),
             std::string::npos);
 }
 
@@ -317,21 +338,35 @@ TEST_F(RunHistory, RemoveDeletesRowsAndFolderButNotARunBeingTrained) {
       EXPECT_NE(error_of([&] { remove_run(db, r); }).find("being trained"), std::string::npos);
     }
     EXPECT_EQ(testing::scalar(db_file, "select count(*) from runs where name = 'lr1'"), "1");
-    remove_run(db, r);
+    EXPECT_EQ(remove_run(db, r), folder);
   }
   EXPECT_FALSE(std::filesystem::exists(folder));
   EXPECT_EQ(testing::scalar(db_file, "select count(*) from runs where name = 'lr1'"), "0");
   EXPECT_EQ(testing::scalar(db_file, "select count(*) from metrics where run_id = 1"), "0");
   EXPECT_EQ(testing::scalar(db_file, "select count(*) from evals where run_id = 1"), "0");
   EXPECT_EQ(testing::scalar(db_file, "select count(*) from runs"), "4");
+
+  // A sweep member's folder is nested in its sweep's, which goes with the last member.
+  add({"sw/lr=1", 1e-3, 2, "dddd", {3.0}, {}});
+  add({"sw/lr=2", 2e-3, 2, "eeee", {3.0}, {}});
+  testing::write_text(dir_ / "runs/sw/lr=1/console.log", "log");
+  testing::write_text(dir_ / "runs/sw/lr=2/console.log", "log");
+  HistoryDb db(db_file);
+  EXPECT_EQ(remove_run(db, find_run_record(db, "sw/lr=1")), dir_ / "runs/sw/lr=1");
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "runs/sw/lr=2"));
+  remove_run(db, find_run_record(db, "sw/lr=2"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "runs/sw"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "runs"));
+  RunRecord escape = find_run_record(db, "lr3");
+  escape.name = "../lr3";
+  EXPECT_EQ(run_folder(escape), "");
 }
 
 TEST_F(RunHistory, ShowListsIdentityMetricsEvalsAndConfig) {
   {
     RunStore store(db_path());
     store.add_snapshot(2, 4, "step_000004", dir_ / "runs/lr3/snapshots/step_000004");
-    store.reopen_run(2, 4, "train.steps: 4 -> 8", config({"lr3", 3e-3, 4, "bbbb", {}, {}}),
-                     "bbbb");
+    store.reopen_run(2, 4, "train.steps: 4 -> 8", config({"lr3", 3e-3, 4, "bbbb", {}, {}}), "bbbb");
     store.finish_run(2, "completed");
   }
   HistoryDb db(db_path());
@@ -379,6 +414,8 @@ TEST_F(RunHistory, TicksAreNiceNumbers) {
   EXPECT_EQ(linear_ticks(2.2, 4.2, 7), std::vector<double>({2, 2.5, 3, 3.5, 4, 4.5}));
   EXPECT_EQ(log_ticks(1e-5, 3e-3), std::vector<double>({1e-5, 1e-4, 1e-3}));
   EXPECT_EQ(log_ticks(1.5, 9.5), std::vector<double>({2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(log_ticks(3e-4, 1.1e-2), std::vector<double>({5e-4, 1e-3, 2e-3, 5e-3, 1e-2}));
+  EXPECT_EQ(log_ticks(2.1, 3.9), std::vector<double>({2.5, 3, 3.5}));
   EXPECT_EQ(tick_label(12500), "12.5k");
   EXPECT_EQ(tick_label(2e6), "2M");
   EXPECT_EQ(tick_label(0.1 * 3), "0.3");
@@ -401,6 +438,11 @@ TEST_F(RunHistory, PlotHasLegendTicksAxisTitlesAndOneLinePerRun) {
        at = svg.find("<polyline", at + 1))
     ++lines;
   EXPECT_EQ(lines, 2u);
+
+  const std::string long_name(60, 'n');
+  const std::string cut = render_svg({{long_name, {1, 2}, {3, 4}}}, PlotStyle{});
+  EXPECT_EQ(cut.find(long_name), std::string::npos);
+  EXPECT_NE(cut.find(std::string(39, 'n') + "\u2026</text>"), std::string::npos);
 
   const std::string log = plot_runs(db, runs, CurveRequest{"lr", "tokens", 2, true});
   EXPECT_NE(log.find(">0.001</text>"), std::string::npos);

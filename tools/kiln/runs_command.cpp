@@ -85,7 +85,8 @@ void add_compare_plot(CLI::App* runs, RunsCli& cli) {
 
   cli.plot = runs->add_subcommand("plot", "one metric of several runs as an .svg or .png");
   cli.plot->add_option("runs", cli.refs, "run names, ids, sweeps or name globs")->required();
-  cli.plot->add_option("--metric", cli.curve.metric, "loss, val_loss, lr, grad_norm, tokens_per_sec")
+  cli.plot
+      ->add_option("--metric", cli.curve.metric, "loss, val_loss, lr, grad_norm, tokens_per_sec")
       ->check(CLI::IsMember({"loss", "val_loss", "lr", "grad_norm", "tokens_per_sec"}))
       ->capture_default_str();
   cli.plot->add_option("--x", cli.curve.x, "step, tokens or time (seconds of step time)")
@@ -138,8 +139,9 @@ int remove_command(HistoryDb& db, const RunsCli& cli) {
     return kExitOk;
   }
   for (const auto& r : runs) {
-    remove_run(db, r);
-    std::cout << fmt::format("removed run '{}' (id {})\n", r.name, r.id);
+    const std::string folder = remove_run(db, r);
+    std::cout << fmt::format("removed run '{}' (id {}){}\n", r.name, r.id,
+                             folder.empty() ? "" : " and " + folder + "/");
   }
   return kExitOk;
 }
@@ -153,8 +155,10 @@ int runs_command(const RunsCli& cli) {
   } else if (*cli.compare) {
     auto runs = match_runs(db, cli.refs);
     if (runs.size() < 2) {
-      throw UserError(fmt::format("compare needs two runs or more; '{}' names only '{}'",
-                                  join(cli.refs, " "), runs[0].name));
+      throw UserError(fmt::format(
+          "compare needs two runs or more, and '{}' names only '{}': add another run, a sweep "
+          "or a glob of names",
+          join(cli.refs, " "), runs[0].name));
     }
     std::cout << compare_report(db, runs);
   } else if (*cli.exporter) {
