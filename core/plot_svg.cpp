@@ -20,16 +20,6 @@ extern char** environ;
 
 namespace kiln {
 
-namespace {
-
-// Tableau 10: distinct in hue and readable on white; past ten, dashes tell series apart.
-constexpr const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-                                   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-constexpr const char* kDashes[] = {"", "7 3", "2 3", "9 3 2 3"};
-constexpr size_t kColorCount = std::size(kColors);
-constexpr size_t kMarkersUpTo = 25;  // points per series; fewer (evals) get a dot each
-constexpr int kLegendRow = 20;
-
 std::string escape_xml(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -44,6 +34,16 @@ std::string escape_xml(const std::string& s) {
   }
   return out;
 }
+
+namespace {
+
+// Tableau 10: distinct in hue and readable on white; past ten, dashes tell series apart.
+constexpr const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+constexpr const char* kDashes[] = {"", "7 3", "2 3", "9 3 2 3"};
+constexpr size_t kColorCount = std::size(kColors);
+constexpr size_t kMarkersUpTo = 25;  // points per series; fewer (evals) get a dot each
+constexpr int kLegendRow = 20;
 
 bool drawable(double x, double y, bool log_y) {
   return std::isfinite(x) && std::isfinite(y) && (!log_y || y > 0);

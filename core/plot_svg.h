@@ -33,6 +33,8 @@ std::vector<double> linear_ticks(double lo, double hi, int target);
 std::vector<double> log_ticks(double lo, double hi);
 // "0.5", "12k", "1.5M", "3e-4": short and exact enough to tell neighbouring ticks apart.
 std::string tick_label(double value);
+// Text safe inside SVG or HTML markup and attribute values.
+std::string escape_xml(const std::string& s);
 
 // `path` ending in .svg gets the SVG; .png a rendering by rsvg-convert (Debian: librsvg2-bin).
 void write_plot(const std::string& svg, const std::string& path);

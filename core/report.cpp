@@ -36,26 +36,12 @@ bool has_point(const Curve& curve) {
   return false;
 }
 
-std::string escape_html(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 std::string html_table(const Table& table) {
   auto row = [&](const std::vector<std::string>& cells, const char* tag) {
     std::string out = "<tr>";
     for (size_t i = 0; i < cells.size(); ++i) {
       out += fmt::format("<{0}{1}>{2}</{0}>", tag, table.numeric[i] ? " class=\"n\"" : "",
-                         escape_html(cells[i]));
+                         escape_xml(cells[i]));
     }
     return out + "</tr>\n";
   };
@@ -70,7 +56,7 @@ std::string figure(HistoryDb& db, const std::vector<RunRecord>& runs, const std:
     return plot_runs(db, runs, CurveRequest{metric, "step", 1, false});
   } catch (const UserError&) {
     // A section without data says so instead of failing the whole report.
-    return fmt::format("<p>No run has a {} value.</p>\n", escape_html(metric_labels().at(metric)));
+    return fmt::format("<p>No run has a {} value.</p>\n", escape_xml(metric_labels().at(metric)));
   }
 }
 
@@ -133,7 +119,7 @@ std::string render_report(HistoryDb& db, const std::vector<RunRecord>& runs,
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<title>Kiln report: {0}</title>\n<style>{1}</style>\n</head>\n<body>\n"
       "<h1>Kiln report: {0}</h1>\n<p class=\"meta\">{2} run(s) from {3}, {4}.</p>\n",
-      escape_html(title), kStyle, runs.size(), escape_html(db.path()), utc_now());
+      escape_xml(title), kStyle, runs.size(), escape_xml(db.path()), utc_now());
   out += "<h2>Runs</h2>\n" + html_table(run_list_table(runs));
   const Table config = differing_config_table(runs);
   out += "<h2>Config keys that differ</h2>\n" +
