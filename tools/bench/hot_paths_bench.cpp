@@ -48,8 +48,8 @@ BENCHMARK(BM_ShardRead);
 void metrics_rows(benchmark::State& state, bool commit_each) {
   Scratch scratch;
   RunStore store((scratch.dir / "kiln.db").string());
-  const int64_t id = store.create_run(
-      NewRun{"bench", "bench.toml", "[run]\n", "0", 0, 1, 0, "", "", ""});
+  const int64_t id =
+      store.create_run(NewRun{"bench", "bench.toml", "[run]\n", "0", 0, 1, 0, "", "", ""});
   int64_t step = 0;
   for (auto _ : state) {
     ++step;
@@ -58,8 +58,12 @@ void metrics_rows(benchmark::State& state, bool commit_each) {
   }
   store.flush();
 }
-void BM_MetricsRow(benchmark::State& state) { metrics_rows(state, false); }
-void BM_MetricsCommit(benchmark::State& state) { metrics_rows(state, true); }
+void BM_MetricsRow(benchmark::State& state) {
+  metrics_rows(state, false);
+}
+void BM_MetricsCommit(benchmark::State& state) {
+  metrics_rows(state, true);
+}
 BENCHMARK(BM_MetricsRow)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MetricsCommit)->Unit(benchmark::kMicrosecond);
 
@@ -70,9 +74,10 @@ void BM_SnapshotWrite(benchmark::State& state) {
       "block_size = 256\n",
       "bench.toml", {});
   auto model = ModelRegistry::create("gpt", config.params("model"));
-  auto optimizer = OptimizerRegistry::create("adamw", config.params("optimizer"),
-                                             model->parameters());
-  for (auto& p : model->parameters()) p.mutable_grad() = torch::ones_like(p);
+  auto optimizer =
+      OptimizerRegistry::create("adamw", config.params("optimizer"), model->parameters());
+  for (auto& p : model->parameters())
+    p.mutable_grad() = torch::ones_like(p);
   optimizer->step();  // AdamW state exists, as in a real snapshot
   SnapshotState snapshot;
   int64_t bytes = 0;
