@@ -100,6 +100,7 @@ struct Communicator::Impl {
 Communicator::Communicator(const WorldEnv& env, const std::string& backend,
                            std::chrono::milliseconds timeout)
     : env_(env), backend_(backend), impl_(std::make_unique<Impl>()) {
+  if (env.world_size == 1) return;  // nothing to talk to: no store, no port, no-op collectives
   try {
     c10d::TCPStoreOptions options;
     options.port = static_cast<uint16_t>(env.master_port);
@@ -140,6 +141,7 @@ Communicator::~Communicator() = default;
 // c10d's tensor lists mean one tensor per local device, so each tensor is its own collective:
 // all are launched, then all awaited, so they overlap in the backend's threads.
 void Communicator::all_reduce_sum(std::vector<at::Tensor>& tensors) {
+  if (env_.world_size == 1) return;
   impl_->run([&](auto& group) {
     std::vector<decltype(group.barrier())> works;
     for (auto& t : tensors) {
@@ -152,6 +154,7 @@ void Communicator::all_reduce_sum(std::vector<at::Tensor>& tensors) {
 }
 
 void Communicator::broadcast(std::vector<at::Tensor>& tensors, int root) {
+  if (env_.world_size == 1) return;
   c10d::BroadcastOptions options;
   options.rootRank = root;
   impl_->run([&](auto& group) {
@@ -166,6 +169,7 @@ void Communicator::broadcast(std::vector<at::Tensor>& tensors, int root) {
 }
 
 void Communicator::barrier() {
+  if (env_.world_size == 1) return;
   impl_->run([&](auto& group) { group.barrier()->wait(); });
 }
 

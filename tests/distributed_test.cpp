@@ -128,6 +128,27 @@ TEST_F(Distributed, LaunchRestartsAllRanksWhenOneIsKilledAndTheCurveIsUnchanged)
     EXPECT_NEAR(a[i], b[i], 1e-4) << "step " << i + 1;
 }
 
+TEST_F(Distributed, ASnapshotTakenOnTwoRanksResumesOnOne) {
+  const std::string exp = experiment();
+  const std::string same =
+      " --set train.micro_batch=4 --set train.batch_tokens=256 "
+      "--set eval.every=0 --set checkpoint.every=10";
+  ASSERT_EQ(run_kiln("run " + exp + " --name ref --set train.steps=40" + same).exit_code, 0);
+  auto codes =
+      run_ranks(2, "run " + exp + " --name w --set parallel.type=ddp --set train.steps=20" + same);
+  ASSERT_EQ(codes, (std::vector<int>{0, 0}));
+  // The same run, continued by a single process: 2 micro-steps now make the same global batch.
+  auto resumed = run_kiln("resume w --set train.steps=40 --db " + db());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("x 2 micro-steps x 1 rank(s)"), std::string::npos)
+      << resumed.output;
+  auto a = losses("ref"), b = losses("w");
+  ASSERT_EQ(a.size(), 40u);
+  ASSERT_EQ(b.size(), 40u);
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(a[i], b[i], 1e-4) << "step " << i + 1;
+}
+
 TEST_F(Distributed, AnIncompleteEnvironmentIsAClearError) {
   const std::string exp = experiment();
   auto result = run_kiln("run " + exp + " --name e --set parallel.type=ddp");  // no RANK at all
