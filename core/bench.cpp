@@ -12,6 +12,7 @@
 #include "core/assemble.h"
 #include "core/console.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/run_store.h"
 #include "core/snapshot.h"
 #include "core/trainer.h"
@@ -52,18 +53,6 @@ double peak_rss_mb() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
 }
 
-struct Temporary {
-  std::filesystem::path dir;
-  Temporary() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "kiln-bench-XXXXXX").string();
-    dir = ::mkdtemp(pattern.data());
-  }
-  ~Temporary() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
-};
-
 }  // namespace
 
 std::string run_bench(const ResolvedConfig& config, const BenchOptions& options) {
@@ -72,8 +61,8 @@ std::string run_bench(const ResolvedConfig& config, const BenchOptions& options)
   }
   AssembledRun run = assemble(config);
   Trainer trainer(run);
-  Temporary scratch;
-  RunStore store((scratch.dir / "bench.db").string());
+  ScratchDir scratch;
+  RunStore store(scratch / "bench.db");
   const int64_t run_id =
       store.create_run(NewRun{"bench", config.experiment, config.to_toml(), config.hash(),
                               run.run.seed, 1, options.steps, "", "", ""});
@@ -107,11 +96,10 @@ std::string run_bench(const ResolvedConfig& config, const BenchOptions& options)
   const auto snapshot_start = Clock::now();
   SnapshotState state;
   state.step = options.steps;
-  write_snapshot((scratch.dir / "snapshots").string(), "step_bench", *run.model, *run.optimizer,
-                 state);
+  write_snapshot(scratch / "snapshots", "step_bench", *run.model, *run.optimizer, state);
   const double snapshot_ms = ms_since(snapshot_start);
   uintmax_t snapshot_bytes = 0;
-  for (const auto& f : std::filesystem::directory_iterator(scratch.dir / "snapshots/step_bench")) {
+  for (const auto& f : std::filesystem::directory_iterator(scratch / "snapshots/step_bench")) {
     snapshot_bytes += f.file_size();
   }
 

@@ -96,6 +96,17 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
   sync_dir(std::filesystem::path(path).parent_path().string());
 }
 
+ScratchDir::ScratchDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "kiln-XXXXXX").string();
+  if (!::mkdtemp(pattern.data())) fail_io("create a temporary directory in", pattern, errno);
+  path_ = pattern;
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
 FileLock::FileLock(const std::string& path, const std::string& busy_message) {
   ensure_parent_dir(path);
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);

@@ -20,6 +20,21 @@ void write_file_synced(const std::string& path, const std::string& contents);
 // fsync of a directory, so that a rename or a new entry in it survives a power loss.
 void sync_dir(const std::string& path);
 
+// A fresh directory under the system's temp dir, removed with its contents when destroyed.
+class ScratchDir {
+ public:
+  ScratchDir();
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  std::string str() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
 // An exclusive advisory lock (flock) on `path`, held for the object's lifetime. The kernel drops
 // it when the process dies, however it dies, so a lock is never left stale.
 class FileLock {

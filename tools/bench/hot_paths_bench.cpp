@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "core/config.h"
+#include "core/fs.h"
 #include "core/model.h"
 #include "core/optimizer.h"
 #include "core/run_store.h"
@@ -19,20 +20,11 @@
 namespace kiln {
 namespace {
 
-struct Scratch {
-  std::filesystem::path dir;
-  Scratch() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "kiln-bench-XXXXXX").string();
-    dir = ::mkdtemp(pattern.data());
-  }
-  ~Scratch() { std::filesystem::remove_all(dir); }
-};
-
 void BM_ShardRead(benchmark::State& state) {
-  Scratch scratch;
+  ScratchDir scratch;
   std::vector<uint16_t> tokens(16 << 20);
   std::iota(tokens.begin(), tokens.end(), 0);
-  const std::string path = (scratch.dir / "train_000000.bin").string();
+  const std::string path = scratch / "train_000000.bin";
   write_shard(path, tokens);
   const int64_t batch = 16, seq = 1024;
   TokenLoader loader({{path}, batch, seq, 0, 1, 0, ShardFormat::kAuto});
@@ -46,8 +38,8 @@ void BM_ShardRead(benchmark::State& state) {
 BENCHMARK(BM_ShardRead);
 
 void metrics_rows(benchmark::State& state, bool commit_each) {
-  Scratch scratch;
-  RunStore store((scratch.dir / "kiln.db").string());
+  ScratchDir scratch;
+  RunStore store(scratch / "kiln.db");
   const int64_t id =
       store.create_run(NewRun{"bench", "bench.toml", "[run]\n", "0", 0, 1, 0, "", "", ""});
   int64_t step = 0;
@@ -68,7 +60,7 @@ BENCHMARK(BM_MetricsRow)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MetricsCommit)->Unit(benchmark::kMicrosecond);
 
 void BM_SnapshotWrite(benchmark::State& state) {
-  Scratch scratch;
+  ScratchDir scratch;
   ResolvedConfig config = load_config_text(
       "[model]\ntype = \"gpt\"\nn_layer = 4\nn_embd = 256\nn_head = 4\nvocab_size = 8192\n"
       "block_size = 256\n",
@@ -82,10 +74,8 @@ void BM_SnapshotWrite(benchmark::State& state) {
   SnapshotState snapshot;
   int64_t bytes = 0;
   for (auto _ : state) {
-    write_snapshot((scratch.dir / "snapshots").string(), "step_000001", *model, *optimizer,
-                   snapshot);
-    for (const auto& f :
-         std::filesystem::directory_iterator(scratch.dir / "snapshots/step_000001")) {
+    write_snapshot(scratch / "snapshots", "step_000001", *model, *optimizer, snapshot);
+    for (const auto& f : std::filesystem::directory_iterator(scratch / "snapshots/step_000001")) {
       bytes += static_cast<int64_t>(f.file_size());
     }
   }
