@@ -74,6 +74,12 @@ AssembledRun assemble(const ResolvedConfig& config) {
                                         configured_lr(*a.optimizer), a.train.steps);
   a.precision = PrecisionRegistry::create(config.type("precision"), config.params("precision"),
                                           a.device.type());
+  if (a.precision->inspects_gradients() && !a.parallel->replicates_gradients()) {
+    throw UserError(fmt::format(
+        "{}: precision '{}' checks every gradient for overflow, but parallel '{}' leaves each "
+        "rank only its shard of them: use precision.type = \"bf16\" or parallel.type = \"ddp\"",
+        config.where("precision.type").str(), config.type("precision"), config.type("parallel")));
+  }
 
   a.train_data = open_split(a, "train");
   if (!a.train_data) {

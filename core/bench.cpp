@@ -84,8 +84,7 @@ std::string run_bench(const ResolvedConfig& config, const BenchOptions& options)
     step_ms += s.dt_ms;
     // What a real run adds per step: the metrics row and the console line.
     const auto start = Clock::now();
-    store.add_metric(run_id, MetricRow{s.step, s.loss, s.lr, s.grad_norm, s.tokens_per_sec, s.dt_ms,
-                                       s.tokens_seen, s.loss_scale, s.skipped});
+    store.add_metric(run_id, metric_row(s, 1));
     std::string line = console.format_step(s);
     logging_ms += ms_since(start);
   }

@@ -138,18 +138,35 @@ Communicator::Communicator(const WorldEnv& env, const std::string& backend,
 
 Communicator::~Communicator() = default;
 
+void Communicator::Pending::wait() {
+  for (auto& w : waits_)
+    w();
+  waits_.clear();
+}
+
 // c10d's tensor lists mean one tensor per local device, so each tensor is its own collective:
 // all are launched, then all awaited, so they overlap in the backend's threads.
-void Communicator::all_reduce_sum(std::vector<at::Tensor>& tensors) {
-  if (env_.world_size == 1) return;
+Communicator::Pending Communicator::start_all_reduce_sum(std::vector<at::Tensor>& tensors) {
+  Pending pending;
+  if (env_.world_size == 1) return pending;
   impl_->run([&](auto& group) {
-    std::vector<decltype(group.barrier())> works;
     for (auto& t : tensors) {
       std::vector<at::Tensor> one = {t};
-      works.push_back(group.allreduce(one));
+      pending.add([work = group.allreduce(one)] { work->wait(); });
     }
-    for (auto& w : works)
-      w->wait();
+  });
+  return pending;
+}
+
+void Communicator::all_reduce_max(std::vector<at::Tensor>& tensors) {
+  if (env_.world_size == 1) return;
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::MAX;
+  impl_->run([&](auto& group) {
+    for (auto& t : tensors) {
+      std::vector<at::Tensor> one = {t};
+      group.allreduce(one, options)->wait();
+    }
   });
 }
 
@@ -157,20 +174,58 @@ void Communicator::broadcast(std::vector<at::Tensor>& tensors, int root) {
   if (env_.world_size == 1) return;
   c10d::BroadcastOptions options;
   options.rootRank = root;
+  Pending pending;
   impl_->run([&](auto& group) {
-    std::vector<decltype(group.barrier())> works;
     for (auto& t : tensors) {
       std::vector<at::Tensor> one = {t};
-      works.push_back(group.broadcast(one, options));
+      pending.add([work = group.broadcast(one, options)] { work->wait(); });
     }
-    for (auto& w : works)
-      w->wait();
   });
+  pending.wait();
+}
+
+Communicator::Pending Communicator::start_reduce_scatter_sum(const at::Tensor& input,
+                                                             const at::Tensor& output) {
+  Pending pending;
+  const int64_t chunk = output.numel();
+  if (env_.world_size == 1) {
+    output.copy_(input.narrow(0, 0, chunk));
+    return pending;
+  }
+#ifdef USE_C10D_NCCL
+  if (impl_->nccl) {
+    std::vector<at::Tensor> outputs = {output};
+    std::vector<std::vector<at::Tensor>> inputs(1);
+    for (int r = 0; r < env_.world_size; ++r)
+      inputs[0].push_back(input.narrow(0, r * chunk, chunk));
+    pending.add([work = impl_->nccl->reduce_scatter(outputs, inputs)] { work->wait(); });
+    return pending;
+  }
+#endif
+  std::vector<at::Tensor> whole = {input};
+  auto work = impl_->gloo->allreduce(whole);
+  pending.add([work, input, output, offset = env_.rank * chunk, chunk] {
+    work->wait();
+    output.copy_(input.narrow(0, offset, chunk));
+  });
+  return pending;
 }
 
 void Communicator::barrier() {
   if (env_.world_size == 1) return;
   impl_->run([&](auto& group) { group.barrier()->wait(); });
+}
+
+void Communicator::put(const std::string& key, const std::string& bytes) {
+  if (env_.world_size == 1) throw std::logic_error("Communicator::put in a world of one");
+  impl_->store->set(key, std::vector<uint8_t>(bytes.begin(), bytes.end()));
+}
+
+std::string Communicator::take(const std::string& key) {
+  if (env_.world_size == 1) throw std::logic_error("Communicator::take in a world of one");
+  std::vector<uint8_t> bytes = impl_->store->get(key);  // waits up to the store's timeout
+  impl_->store->deleteKey(key);
+  return std::string(bytes.begin(), bytes.end());
 }
 
 }  // namespace kiln

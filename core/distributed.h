@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,10 +36,32 @@ class Communicator {
   int size() const { return env_.world_size; }
   const std::string& backend() const { return backend_; }
 
-  // In place, on every rank; waits for completion.
-  void all_reduce_sum(std::vector<at::Tensor>& tensors);
+  // Collectives that were started and may still be running in the backend's threads.
+  class Pending {
+   public:
+    // Blocks until every one has finished (then runs what was to follow each).
+    void wait();
+    void add(std::function<void()> wait_one) { waits_.push_back(std::move(wait_one)); }
+
+   private:
+    std::vector<std::function<void()>> waits_;
+  };
+
+  // In place, on every rank. The start_ forms return at once; the others wait for completion.
+  Pending start_all_reduce_sum(std::vector<at::Tensor>& tensors);
+  void all_reduce_sum(std::vector<at::Tensor>& tensors) { start_all_reduce_sum(tensors).wait(); }
+  void all_reduce_max(std::vector<at::Tensor>& tensors);
   void broadcast(std::vector<at::Tensor>& tensors, int root);
+  // Sums `input` (size() equal chunks) over the ranks; this rank's chunk of the sum goes to
+  // `output`. NCCL's reduce_scatter; Gloo (which refuses reduce_scatter in LibTorch 1.13) sums
+  // the whole input with all-reduce and keeps the chunk.
+  Pending start_reduce_scatter_sum(const at::Tensor& input, const at::Tensor& output);
   void barrier();
+
+  // Bytes through the rendezvous store, for what is not a tensor (a serialized optimizer state):
+  // put() on one rank, take() (waits, then deletes the key) on another.
+  void put(const std::string& key, const std::string& bytes);
+  std::string take(const std::string& key);
 
  private:
   struct Impl;

@@ -10,10 +10,13 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <ostream>
+#include <streambuf>
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <torch/serialize/output-archive.h>
 
 #include "core/assemble.h"
 #include "core/console.h"
@@ -124,6 +127,26 @@ std::vector<std::string> config_changes(const ResolvedConfig& before, const Reso
   return changes;
 }
 
+// Bytes of `optimizer` serialized, counted without keeping them.
+int64_t serialized_bytes(const torch::optim::Optimizer& optimizer) {
+  struct Counter : std::streambuf {
+    int64_t count = 0;
+    std::streamsize xsputn(const char*, std::streamsize n) override {
+      count += n;
+      return n;
+    }
+    int_type overflow(int_type c) override {
+      ++count;
+      return c;
+    }
+  } counter;
+  std::ostream out(&counter);
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  archive.save_to(out);
+  return counter.count;
+}
+
 // The training loop around a Trainer: metrics into the store, console lines, periodic eval,
 // snapshots (regular, best, on interruption) and the final status. Every rank runs it; only
 // rank 0 (the one given a store) prints, records and writes snapshots.
@@ -145,12 +168,16 @@ class Session {
   void restore(const SnapshotRef& snapshot) {
     SnapshotState state =
         load_snapshot(snapshot, *run_.model, run_.optimizer.get(), /*restore_rng=*/true);
-    const int rank = run_.parallel->rank();
-    if (rank >= static_cast<int>(state.data_positions.size())) {
+    run_.parallel->shard_optimizer_state(*run_.optimizer);
+    if (state.data_positions.empty()) {
       throw UserError(
-          fmt::format("snapshot '{}' holds no data position for rank {}", snapshot.path, rank));
+          fmt::format("snapshot '{}' holds no data position: it is damaged; resume "
+                      "from an earlier one (kiln runs show)",
+                      snapshot.path));
     }
-    run_.train_data->seek(state.data_positions[static_cast<size_t>(rank)]);
+    // A position names the next global batch (rank 0's window in it; rank r reads r windows
+    // further), so it holds at any world size.
+    run_.train_data->seek(state.data_positions.front());
     trainer_.set_tokens_seen(state.tokens_seen);
     best_val_ = state.best_val_loss;
     run_.precision->load_state(state.precision.get<std::map<std::string, double>>());
@@ -186,10 +213,8 @@ class Session {
       for (int64_t step = start_step_ + 1; step <= run_.train.steps; ++step) {
         StepStats stats = trainer_.train_step(step);
         train_seconds += stats.dt_ms / 1000.0;
-        if (store_)
-          store_->add_metric(run_id_,
-                             MetricRow{stats.step, stats.loss, stats.lr, stats.grad_norm,
-                                       stats.tokens_per_sec, stats.dt_ms, stats.tokens_seen});
+        if (step == start_step_ + 1) report_optimizer_state();
+        if (store_) store_->add_metric(run_id_, metric_row(stats, run_.parallel->world_size()));
         const bool last = step == run_.train.steps;
         if (store_) {
           console_.step(stats, step == start_step_ + 1 || last || step % run_.train.log_every == 0);
@@ -248,8 +273,31 @@ class Session {
     }
   }
 
+  // The optimizer's state, as bytes serialized, on each rank once the first step created it:
+  // what sharding it (parallel.type = "zero") saves.
+  void report_optimizer_state() {
+    const int world = run_.parallel->world_size();
+    std::vector<double> mine(static_cast<size_t>(world), 0.0);
+    mine[static_cast<size_t>(run_.parallel->rank())] =
+        static_cast<double>(serialized_bytes(*run_.optimizer));
+    at::Tensor all = run_.parallel->sum(at::tensor(mine, at::kDouble).to(run_.device)).cpu();
+    if (!store_) return;
+    std::string sizes;
+    for (int r = 0; r < world; ++r) {
+      sizes += fmt::format("{}{:.2f}", r ? ", " : "", all[r].item<double>() / (1 << 20));
+    }
+    console_.line(fmt::format("optimizer state per rank: {} MiB", sizes));
+  }
+
   void snapshot(int64_t step, bool best) {
-    if (!store_) return;  // ranks hold the same weights and data position: rank 0 writes
+    // Collective: ranks that hold a shard of the optimizer state send it to rank 0 first.
+    run_.parallel->gather_optimizer_state(*run_.optimizer);
+    if (store_) write_snapshot_files(step, best);
+    run_.parallel->shard_optimizer_state(*run_.optimizer);
+  }
+
+  // Rank 0 only: ranks hold the same weights and data position.
+  void write_snapshot_files(int64_t step, bool best) {
     const auto start = std::chrono::steady_clock::now();
     SnapshotState state;
     state.step = step;

@@ -31,6 +31,8 @@ class PrecisionPolicy {
     return true;
   }
   virtual double loss_scale() const { return 1.0; }
+  // Whether prepare_step inspects the gradients (and so needs all of them on every rank).
+  virtual bool inspects_gradients() const { return false; }
   // What a snapshot keeps of the policy (a loss scale, say) and gives back on resume.
   virtual std::map<std::string, double> state() const { return {}; }
   virtual void load_state(const std::map<std::string, double>& state) { (void)state; }

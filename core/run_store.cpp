@@ -76,6 +76,9 @@ const char* const kMigrations[] = {
     ALTER TABLE runs ADD COLUMN sweep TEXT;
     CREATE INDEX runs_by_sweep ON runs(sweep);
     )sql",
+    R"sql(
+    ALTER TABLE metrics ADD COLUMN rank_skew_ms REAL;
+    )sql",
 };
 
 class Statement {
@@ -88,6 +91,9 @@ class Statement {
   ~Statement() { sqlite3_finalize(stmt_); }
   Statement& bind(int i, int64_t v) { return check(sqlite3_bind_int64(stmt_, i, v)); }
   Statement& bind(int i, double v) { return check(sqlite3_bind_double(stmt_, i, v)); }
+  Statement& bind(int i, std::optional<double> v) {
+    return v ? bind(i, *v) : check(sqlite3_bind_null(stmt_, i));
+  }
   Statement& bind(int i, const std::string& v) {
     return check(
         sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
@@ -248,12 +254,13 @@ void RunStore::flush() {
     // old ones rather than duplicating them.
     Statement metric(db_, R"sql(
         INSERT OR REPLACE INTO metrics (run_id, step, loss, lr, grad_norm, tokens_per_sec,
-                                        dt_ms, tokens_seen, loss_scale, skipped)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
+                                        dt_ms, tokens_seen, loss_scale, skipped, rank_skew_ms)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
     for (const auto& [run_id, m] : pending_metrics_) {
       metric.bind(1, run_id).bind(2, m.step).bind(3, m.loss).bind(4, m.lr).bind(5, m.grad_norm);
       metric.bind(6, m.tokens_per_sec).bind(7, m.dt_ms).bind(8, m.tokens_seen);
       metric.bind(9, m.loss_scale).bind(10, static_cast<int64_t>(m.skipped));
+      metric.bind(11, m.rank_skew_ms);
       metric.step();
       metric.reset();
     }

@@ -38,6 +38,7 @@ struct MetricRow {
   int64_t tokens_seen = 0;
   double loss_scale = 1;  // the precision policy's loss scale for this step (1 = unscaled)
   bool skipped = false;   // the update was skipped (non-finite gradients)
+  std::optional<double> rank_skew_ms;  // slowest minus fastest rank's step time; null: one rank
 };
 
 struct EvalRow {

@@ -34,6 +34,21 @@ class PhaseClock {
 
 }  // namespace
 
+MetricRow metric_row(const StepStats& stats, int world_size) {
+  MetricRow row;
+  row.step = stats.step;
+  row.loss = stats.loss;
+  row.lr = stats.lr;
+  row.grad_norm = stats.grad_norm;
+  row.tokens_per_sec = stats.tokens_per_sec;
+  row.dt_ms = stats.dt_ms;
+  row.tokens_seen = stats.tokens_seen;
+  row.loss_scale = stats.loss_scale;
+  row.skipped = stats.skipped;
+  if (world_size > 1) row.rank_skew_ms = stats.rank_skew_ms;
+  return row;
+}
+
 at::Tensor Trainer::loss_of(const Batch& batch) {
   return forward_loss(batch.inputs.to(run_.device, /*non_blocking=*/true),
                       batch.targets.to(run_.device, /*non_blocking=*/true));
@@ -52,8 +67,10 @@ at::Tensor Trainer::clip_gradients(double max_norm) {
   for (const auto& p : parameters_) {
     if (p.grad().defined()) norms.push_back(p.grad().detach().to(at::kFloat).norm(2));
   }
-  if (norms.empty()) return at::zeros({}, at::TensorOptions().device(run_.device));
-  at::Tensor total = at::stack(norms).norm(2);
+  // Ranks that hold only a shard of the gradients (zero) see none at all in a small model.
+  at::Tensor local = norms.empty() ? at::zeros({}, at::TensorOptions().device(run_.device))
+                                   : at::stack(norms).norm(2);
+  at::Tensor total = run_.parallel->global_norm(local);
   if (max_norm > 0) {
     // As torch.nn.utils.clip_grad_norm_: scale by max_norm / norm only when that is below 1.
     at::Tensor coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
@@ -96,14 +113,28 @@ StepStats Trainer::train_step(int64_t step) {
   stats.skipped = !run_.precision->prepare_step(parameters_);
   at::Tensor norm = clip_gradients(run_.train.grad_clip);
   if (!stats.skipped) optimizer.step();
+  run_.parallel->finish_update(*run_.model);
   clock.lap(phases_.optimizer_ms);
 
-  at::Tensor host = at::stack({run_.parallel->mean(loss_sum), norm.to(loss_sum.dtype())})
-                        .to(at::kDouble)
-                        .cpu();  // the step's one host sync
+  // One all-reduce and one host transfer per step carry the loss, the norm and every rank's
+  // step time so far: [loss / world, norm / world, ms of rank 0, ms of rank 1, ...].
+  const int world = run_.parallel->world_size();
+  const double local_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  at::Tensor own_ms = at::zeros({world}, loss_sum.options());
+  own_ms[run_.parallel->rank()] = local_ms;
+  at::Tensor host =
+      run_.parallel
+          ->sum(at::cat({at::stack({loss_sum, norm.to(loss_sum.dtype())}) / double(world), own_ms}))
+          .to(at::kDouble)
+          .cpu();  // the step's one host sync
   clock.lap(phases_.communication_ms);
   stats.loss = host[0].item<double>();
-  stats.grad_norm = host[1].item<double>();
+  stats.grad_norm = host[1].item<double>();  // the same on every rank: its mean is itself
+  if (world > 1) {
+    auto ms = host.narrow(0, 2, world);
+    stats.rank_skew_ms = (ms.max() - ms.min()).item<double>();
+  }
   tokens_seen_ += run_.batch_tokens;
   stats.tokens_seen = tokens_seen_;
   stats.dt_ms =
@@ -120,7 +151,11 @@ double Trainer::evaluate(DataSource& data, int64_t batches) {
   for (int64_t i = 0; i < batches; ++i)
     total += loss_of(data.next()).to(at::kDouble);
   run_.model->train();
-  return run_.parallel->mean(total / static_cast<double>(batches)).item<double>();
+  return mean_over_ranks(total / static_cast<double>(batches)).item<double>();
+}
+
+at::Tensor Trainer::mean_over_ranks(const at::Tensor& value) {
+  return run_.parallel->sum(value) / static_cast<double>(run_.parallel->world_size());
 }
 
 }  // namespace kiln

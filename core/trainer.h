@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/assemble.h"
+#include "core/run_store.h"
 
 namespace kiln {
 
@@ -22,7 +23,13 @@ struct StepStats {
   int64_t tokens_seen = 0;
   double loss_scale = 1;  // the precision policy's scale for this step's loss
   bool skipped = false;   // the precision policy rejected the update (non-finite gradients)
+  // With several ranks: the slowest rank's step time minus the fastest one's, the time up to
+  // the step's closing all-reduce (how long the fastest rank waited for the others).
+  double rank_skew_ms = 0;
 };
+
+// The run store's row for a step; rank skew only when several ranks took it.
+MetricRow metric_row(const StepStats& stats, int world_size);
 
 // Where a step's wall time went, when the trainer is profiling (kiln bench).
 struct PhaseTimes {
@@ -51,6 +58,7 @@ class Trainer {
   at::Tensor forward_loss(const at::Tensor& inputs, const at::Tensor& targets);
   // Global gradient norm (a tensor: no host sync); scales gradients down to `max_norm` if > 0.
   at::Tensor clip_gradients(double max_norm);
+  at::Tensor mean_over_ranks(const at::Tensor& value);
 
   AssembledRun& run_;
   std::vector<at::Tensor> parameters_;

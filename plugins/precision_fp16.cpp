@@ -28,6 +28,7 @@ class Fp16 : public PrecisionPolicy {
     return scaler_.unscale_and_update(parameters);
   }
   double loss_scale() const override { return scaler_.current_scale(); }
+  bool inspects_gradients() const override { return true; }
   std::map<std::string, double> state() const override { return scaler_.state(); }
   void load_state(const std::map<std::string, double>& state) override {
     scaler_.load_state(state);

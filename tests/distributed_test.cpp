@@ -6,6 +6,7 @@
 #include <csignal>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "tiny_run.h"
@@ -17,8 +18,8 @@ using testing::run_kiln;
 using Distributed = testing::TinyRun;
 
 // Starts `world` ranks of `kiln ARGS` with torchrun's environment and waits for them all;
-// returns their exit codes.
-std::vector<int> run_ranks(int world, const std::string& args) {
+// returns their exit codes. Rank r's output goes to `log_prefix`r.log when one is given.
+std::vector<int> run_ranks(int world, const std::string& args, const std::string& log_prefix = "") {
   std::mt19937 rng(std::random_device{}());
   const int port = 20000 + static_cast<int>(rng() % 20000);
   std::vector<pid_t> pids;
@@ -30,8 +31,10 @@ std::vector<int> run_ranks(int world, const std::string& args) {
       ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
       ::setenv("MASTER_ADDR", "127.0.0.1", 1);
       ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      const std::string log =
+          log_prefix.empty() ? "/dev/null" : log_prefix + std::to_string(rank) + ".log";
       const std::string command =
-          std::string("'") + KILN_BINARY + "' " + args + " > /dev/null 2>&1";
+          std::string("'") + KILN_BINARY + "' " + args + " > '" + log + "' 2>&1";
       ::execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
       ::_exit(127);
     }
@@ -147,6 +150,95 @@ TEST_F(Distributed, ASnapshotTakenOnTwoRanksResumesOnOne) {
   ASSERT_EQ(b.size(), 40u);
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_NEAR(a[i], b[i], 1e-4) << "step " << i + 1;
+}
+
+// "optimizer state per rank: 0.05, 0.04 MiB" -> {0.05, 0.04}
+std::vector<double> optimizer_state_mib(const std::string& output) {
+  const std::string marker = "optimizer state per rank: ";
+  auto at = output.find(marker);
+  if (at == std::string::npos) return {};
+  std::vector<double> sizes;
+  std::istringstream in(output.substr(at + marker.size(), output.find(" MiB", at) - at));
+  for (std::string item; std::getline(in, item, ',');)
+    sizes.push_back(std::stod(item));
+  return sizes;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+double worst_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+TEST_F(Distributed, ZeroStagesFollowTheSingleProcessCurveAndShardTheOptimizerState) {
+  const std::string exp = experiment();
+  const std::string same =
+      " --set train.micro_batch=4 --set train.batch_tokens=256 --set eval.every=0 "
+      "--set checkpoint.every=10";
+  auto single = run_kiln("run " + exp + " --name ref --set train.steps=40" + same);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const auto whole = optimizer_state_mib(single.output);
+  ASSERT_EQ(whole.size(), 1u) << single.output;
+  auto ref = losses("ref");
+  ASSERT_EQ(ref.size(), 40u);
+  for (int stage : {1, 2}) {
+    SCOPED_TRACE(fmt::format("stage {}", stage));
+    const std::string name = fmt::format("z{}", stage);
+    const std::string logs = dir_ / (name + "_rank");
+    auto codes = run_ranks(2,
+                           fmt::format("run {} --name {} --set parallel.type=zero "
+                                       "--set parallel.stage={} --set train.steps=20{}",
+                                       exp, name, stage, same),
+                           logs);
+    ASSERT_EQ(codes, (std::vector<int>{0, 0})) << read_file(logs + "0.log");
+    auto curve = losses(name);
+    ASSERT_EQ(curve.size(), 20u);
+    EXPECT_LT(worst_difference(ref, curve), 1e-4);
+    // Each rank holds about half of what one process holds.
+    const auto sharded = optimizer_state_mib(read_file(logs + "0.log"));
+    ASSERT_EQ(sharded.size(), 2u);
+    for (double mib : sharded)
+      EXPECT_LT(mib, 0.6 * whole[0]);
+    EXPECT_NEAR(sharded[0] + sharded[1], whole[0], 0.1 * whole[0]);
+  }
+  // The snapshot holds the whole optimizer state: one process continues the stage-2 run.
+  auto resumed = run_kiln("resume z2 --set train.steps=40 --db " + db());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  auto curve = losses("z2");
+  ASSERT_EQ(curve.size(), 40u);
+  EXPECT_LT(worst_difference(ref, curve), 1e-4);
+}
+
+TEST_F(Distributed, ASnapshotTakenOnOneRankResumesOnTwo) {
+  const std::string exp = experiment();
+  const std::string same =
+      " --set train.micro_batch=4 --set train.batch_tokens=256 "
+      "--set eval.every=0 --set checkpoint.every=10 --set parallel.type=ddp";
+  ASSERT_EQ(run_kiln("run " + exp + " --name ref --set train.steps=40" + same).exit_code, 0);
+  auto first = run_kiln("run " + exp + " --name w --set train.steps=20" + same);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const std::string logs = dir_ / "w_rank";
+  auto codes = run_ranks(2, "resume w --set train.steps=40 --db " + db(), logs);
+  ASSERT_EQ(codes, (std::vector<int>{0, 0}))
+      << read_file(logs + "0.log") << read_file(logs + "1.log");
+  const std::string output = read_file(logs + "0.log");
+  EXPECT_NE(output.find("x 1 micro-steps x 2 rank(s)"), std::string::npos) << output;
+  auto a = losses("ref"), b = losses("w");
+  ASSERT_EQ(a.size(), 40u);
+  ASSERT_EQ(b.size(), 40u);
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(a[i], b[i], 1e-4) << "step " << i + 1;
+  // Steps taken by two ranks record how far apart they were.
+  EXPECT_EQ(testing::scalar(db(),
+                            "select count(rank_skew_ms) from metrics m join runs r on r.id = "
+                            "m.run_id where r.name = 'w' and step > 20"),
+            "20");
 }
 
 TEST_F(Distributed, AnIncompleteEnvironmentIsAClearError) {
