@@ -1,5 +1,6 @@
 #include "core/assemble.h"
 
+#include <cstdlib>
 #include <thread>
 
 #include <ATen/Parallel.h>
@@ -12,9 +13,22 @@
 
 namespace kiln {
 
+namespace {
+
+// run.threads = 0: the cores shared among the processes on this machine (LOCAL_WORLD_SIZE, set by
+// torchrun and kiln launch). More threads than cores make OpenMP's spinning workers fight: steps
+// ran 10-25x slower here with 4 ranks of 2 threads on 2 cores.
+int default_threads() {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const char* local = std::getenv("LOCAL_WORLD_SIZE");
+  const int processes = local ? std::max(1, std::atoi(local)) : 1;
+  return std::max(1, cores / processes);
+}
+
+}  // namespace
+
 void apply_runtime_settings(const RunOptions& run) {
-  const auto cores = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
-  at::set_num_threads(static_cast<int>(run.threads > 0 ? run.threads : cores));
+  at::set_num_threads(static_cast<int>(run.threads > 0 ? run.threads : default_threads()));
   torch::manual_seed(static_cast<uint64_t>(run.seed));
 }
 
@@ -45,9 +59,21 @@ AssembledRun assemble(const ResolvedConfig& config) {
   a.device = pick_device(config, a.run.device);
 
   a.parallel = ParallelRegistry::create(config.type("parallel"), config.params("parallel"));
-  const int world = a.parallel->world_size();
-  a.grad_accum = a.train.grad_accum(world, config);
-  a.batch_tokens = a.grad_accum * a.train.micro_batch * a.train.seq_len * world;
+  // Ranks that read different data: all of them, or, in a pipeline, one per replica.
+  const int readers = a.parallel->data_world();
+  a.grad_accum = a.train.grad_accum(readers, config);
+  if (const int64_t wanted = a.parallel->micro_batches(); wanted > 0) {
+    if (a.train.batch_tokens == 0) {
+      a.grad_accum = wanted;
+    } else if (a.grad_accum != wanted) {
+      throw UserError(fmt::format(
+          "{}: train.batch_tokens = {} makes {} micro-batches per step, but parallel.microbatches "
+          "= {}: set train.batch_tokens = {} (or 0), or parallel.microbatches = {}",
+          config.where("train.batch_tokens").str(), a.train.batch_tokens, a.grad_accum, wanted,
+          wanted * a.train.micro_batch * a.train.seq_len * readers, a.grad_accum));
+    }
+  }
+  a.batch_tokens = a.grad_accum * a.train.micro_batch * a.train.seq_len * readers;
 
   a.model = ModelRegistry::create(config.type("model"), config.params("model"));
   if (a.train.seq_len > a.model->context_length()) {
@@ -103,8 +129,8 @@ std::shared_ptr<DataSource> open_split(const AssembledRun& run, const std::strin
   DataRequest request{split,
                       run.train.micro_batch,
                       run.train.seq_len,
-                      run.parallel->rank(),
-                      run.parallel->world_size(),
+                      run.parallel->data_rank(),
+                      run.parallel->data_world(),
                       run.model->vocab_size()};
   return DataRegistry::create(run.config.type("data"), run.config.params("data"), request);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -29,7 +30,10 @@ const std::vector<SectionSchema>& config_sections() {
         P::text("out_dir", "runs", "directory for snapshots, one folder per run").unhashed(),
         P::text("db", "runs/kiln.db", "SQLite run store shared by all runs").unhashed(),
         P::text("sweep", "", "the sweep this run belongs to (kiln sweep sets it)").unhashed(),
-        P::integer("threads", 0, "CPU threads for LibTorch; 0 = all cores").at_least(0),
+        P::integer("threads", 0,
+                   "CPU threads for LibTorch; 0 = the cores / processes on this machine")
+            .at_least(0)
+            .at_most(1024),
         P::text("device", "auto", "where to train; auto = cuda when present, else cpu")
             .one_of({"auto", "cpu", "cuda"})}},
       {"model",
@@ -43,16 +47,27 @@ const std::vector<SectionSchema>& config_sections() {
        false,
        "the optimisation loop",
        {P::integer("steps", 1000, "optimizer steps to run").at_least(1),
-        P::integer("micro_batch", 8, "sequences per forward/backward on each rank").at_least(1),
-        P::integer("seq_len", 256, "tokens per sequence").at_least(1),
+        // Upper bounds far beyond any real batch keep micro_batch x seq_len x world_size (and
+        // the token counts derived from it) well inside int64.
+        P::integer("micro_batch", 8, "sequences per forward/backward on each rank")
+            .at_least(1)
+            .at_most(1 << 20),
+        P::integer("seq_len", 256, "tokens per sequence").at_least(1).at_most(1 << 24),
         P::integer("batch_tokens", 0,
                    "tokens per optimizer step over all ranks and micro-steps; "
                    "0 = micro_batch x seq_len x world_size (no accumulation)")
-            .at_least(0),
+            .at_least(0)
+            .at_most(static_cast<double>(int64_t{1} << 40)),
         P::real("grad_clip", 1.0, "clip the global gradient norm to this; 0 = no clipping")
             .at_least(0),
         P::integer("log_every", 1, "print a console line every N steps (the db gets every step)")
             .at_least(1)
+            .unhashed(),
+        P::text("on_nonfinite", "abort",
+                "a step whose gradients are inf/NaN is never applied; then: abort = stop the "
+                "run (its last snapshot stays the last good one), skip = go on with the next "
+                "batch. Both are recorded in the db (metrics.skipped, runs.error)")
+            .one_of({"abort", "skip"})
             .unhashed()}},
       {"optimizer", true, "the update rule; type picks an optimizer plugin", {}},
       {"schedule", true, "the learning rate over steps; type picks a schedule plugin", {}},
@@ -137,7 +152,154 @@ std::string ResolvedConfig::hash() const {
   return fmt::format("{:016x}", h);
 }
 
+std::optional<TomlTextProblem> unsafe_toml_text(const std::string& text) {
+  // A small TOML lexer, conservative: a non-ASCII byte passes only where it is surely inside a
+  // comment or a string value as toml++ reads them. (Where this lexer and the parser could
+  // disagree, as inside a malformed value, the text is outside any string for it.)
+  enum class Nesting { kArray, kInlineTable };
+  std::vector<Nesting> nesting;
+  bool key_next = true;      // a string here would be a key (line start, [header], `{`, `,` in {})
+  bool value_start = false;  // a value may start here (after `=`, `[` or `,` in an array)
+  int64_t line = 1, column = 1;
+  size_t i = 0;
+  const size_t n = text.size();
+  auto byte = [&](size_t at) { return static_cast<unsigned char>(text[at]); };
+  auto step = [&] {
+    const unsigned char c = byte(i++);
+    if (c == '\n') {
+      ++line;
+      column = 1;
+    } else if ((c & 0xC0) != 0x80) {
+      ++column;  // columns count characters: UTF-8 continuation bytes do not move them
+    }
+  };
+  auto problem = [&](const std::string& what) {
+    return std::optional<TomlTextProblem>(TomlTextProblem{line, column, what});
+  };
+  auto blank = [](unsigned char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  const std::string outside =
+      "a non-ASCII character outside a string or comment: TOML allows them only in those";
+  const std::string in_key =
+      "a non-ASCII character in a key: Kiln's keys are ASCII (`kiln plugins` lists them)";
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) i = 3;  // a UTF-8 byte order mark
+  while (i < n) {
+    const unsigned char c = byte(i);
+    if (c >= 0x80) return problem(outside);
+    if (c == '#') {
+      while (i < n && byte(i) != '\n')
+        step();
+      continue;
+    }
+    if ((c == '"' || c == '\'') && (key_next || value_start)) {
+      const bool key = key_next, basic = c == '"';
+      value_start = false;
+      const std::string triple(3, static_cast<char>(c));
+      if (text.compare(i, 3, triple) == 0) {
+        for (int k = 0; k < 3; ++k)
+          step();
+        while (i < n) {
+          const unsigned char d = byte(i);
+          if (d >= 0x80 && key) return problem(in_key);
+          if (basic && d == '\\') {
+            step();
+            if (i >= n) break;
+            if (byte(i) >= 0x80) {
+              return problem("a non-ASCII character right after a backslash: write it as \\uXXXX");
+            }
+            if (blank(byte(i))) {
+              // A line-ending backslash: the whitespace and line breaks after it are trimmed.
+              while (i < n && blank(byte(i)))
+                step();
+              if (i < n && byte(i) >= 0x80) {
+                return problem(
+                    "a non-ASCII character first after a line-ending backslash in a \"\"\" "
+                    "string: write it as \\uXXXX, or begin the line with an ASCII character");
+              }
+              continue;
+            }
+            step();  // the escaped character
+            continue;
+          }
+          if (text.compare(i, 3, triple) == 0) {
+            while (i < n && byte(i) == c)  // up to two quotes more belong to the string
+              step();
+            break;
+          }
+          step();
+        }
+      } else {
+        step();
+        while (i < n && byte(i) != '\n') {
+          const unsigned char d = byte(i);
+          if (d >= 0x80 && key) return problem(in_key);
+          step();
+          if (basic && d == '\\') {
+            if (i < n && byte(i) != '\n') {
+              if (byte(i) >= 0x80 && key) return problem(in_key);
+              step();  // the escaped character
+            }
+            continue;
+          }
+          if (d == c) break;
+        }
+      }
+      continue;
+    }
+    if (!blank(c)) value_start = false;
+    if (c == '\n') {
+      if (nesting.empty()) {
+        key_next = true;
+      } else if (nesting.back() == Nesting::kArray) {
+        value_start = true;  // arrays span lines; a value may follow (or `,`, `]`)
+      }
+    } else if (c == '=' && key_next) {
+      key_next = false;
+      value_start = true;
+    } else if (c == '[' && !key_next) {
+      nesting.push_back(Nesting::kArray);  // (`[` where a key goes opens a [table] header)
+      value_start = true;
+    } else if (c == ']') {
+      if (!nesting.empty() && nesting.back() == Nesting::kArray) nesting.pop_back();
+    } else if (c == '{' && !key_next) {
+      nesting.push_back(Nesting::kInlineTable);
+      key_next = true;
+    } else if (c == '}') {
+      if (!nesting.empty() && nesting.back() == Nesting::kInlineTable) {
+        nesting.pop_back();
+        key_next = false;
+      }
+    } else if (c == ',' && !nesting.empty()) {
+      key_next = nesting.back() == Nesting::kInlineTable;
+      value_start = !key_next;
+    }
+    step();
+  }
+  return std::nullopt;
+}
+
 namespace {
+
+bool valid_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t len = c < 0x80           ? 1
+                       : (c >> 5) == 0x6  ? 2
+                       : (c >> 4) == 0xE  ? 3
+                       : (c >> 3) == 0x1E ? 4
+                                          : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    uint32_t cp = len == 1 ? c : c & (0xFF >> (len + 1));
+    for (size_t k = 1; k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < least[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
 
 struct Loader {
   std::string file;
@@ -316,11 +478,22 @@ struct Loader {
     }
     toml::table parsed;
     try {
+      if (unsafe_toml_text("v = " + text)) throw std::invalid_argument("not a TOML value");
       parsed = toml::parse("v = " + text);
-    } catch (const toml::parse_error&) {
-      parsed = toml::table{{"v", text}};  // not a TOML value: take the text as a bare string
+    } catch (const std::exception&) {  // toml::parse_error, or the above
+      // Not a TOML value: the text as a bare string. It goes into the run's canonical TOML,
+      // which must load again: so it must be UTF-8.
+      if (!valid_utf8(text)) {
+        fail(at,
+             "the value is not valid UTF-8 (configs are UTF-8 text): write the characters "
+             "themselves, or \\uXXXX escapes in a quoted string");
+      }
+      parsed = toml::table{{"v", text}};
     }
-    if (!root.contains(parts[0])) root.insert(parts[0], toml::table{});
+    if (!root.contains(parts[0])) {
+      root.insert(parts[0], toml::table{});
+      override_locations[parts[0]] = at;  // a section only this --set names: errors point here
+    }
     toml::table* section = root.get_as<toml::table>(parts[0]);
     if (!section) fail(at, fmt::format("'{}' is not a section", parts[0]));
     parsed.get("v")->visit([&](auto&& v) { section->insert_or_assign(parts[1], v); });
@@ -339,6 +512,10 @@ ResolvedConfig load(toml::table root, Loader& loader, const std::vector<std::str
 ResolvedConfig load_config_text(const std::string& toml_text, const std::string& source_name,
                                 const std::vector<std::string>& overrides) {
   Loader loader{source_name, {}};
+  if (auto problem = unsafe_toml_text(toml_text)) {
+    loader.fail(SourceLoc{source_name, problem->line, problem->column},
+                "TOML syntax error: " + problem->what);
+  }
   toml::table root;
   try {
     root = toml::parse(toml_text, source_name);
@@ -352,6 +529,11 @@ ResolvedConfig load_config_text(const std::string& toml_text, const std::string&
 }
 
 ResolvedConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw UserError(fmt::format(
+        "experiment file '{}' is a directory: give the path of a .toml file in it", path));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw UserError(fmt::format("cannot open experiment file '{}': {}: check the path", path,

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,18 @@ class ResolvedConfig {
 };
 
 ResolvedConfig load_config(const std::string& path, const std::vector<std::string>& overrides);
+
+// Checked before any TOML text reaches the parser: toml++ 3.3.0 (Debian 12's) reaches a
+// __builtin_unreachable() when it meets some non-ASCII characters where it expects whitespace
+// or a key (outside strings and comments, in quoted keys, after a line-ending backslash in a
+// """ string; upstream issues 190 and 295). Such characters are never valid there, or (the
+// last) vanishingly rare, so they are refused with their position. Nothing when `text` is safe.
+struct TomlTextProblem {
+  int64_t line = 0;
+  int64_t column = 0;
+  std::string what;
+};
+std::optional<TomlTextProblem> unsafe_toml_text(const std::string& text);
 ResolvedConfig load_config_text(const std::string& toml_text, const std::string& source_name,
                                 const std::vector<std::string>& overrides);
 

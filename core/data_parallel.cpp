@@ -1,14 +1,19 @@
 #include "core/data_parallel.h"
 
+#include <algorithm>
 #include <mutex>
+#include <sstream>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/cuda.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
 
 #include "core/model.h"
+#include "core/torch_compat.h"
 
 namespace kiln {
 
@@ -21,8 +26,6 @@ std::vector<ParamSpec> data_parallel_params() {
               .at_least(1)};
 }
 
-namespace {
-
 std::unique_ptr<Communicator> open_communicator(const Params& p) {
   std::string backend = p.text("backend");
   if (backend == "auto") backend = torch::cuda::is_available() ? "nccl" : "gloo";
@@ -30,22 +33,70 @@ std::unique_ptr<Communicator> open_communicator(const Params& p) {
                                         std::chrono::seconds(p.integer("timeout_s")));
 }
 
-}  // namespace
+void broadcast_model(Communicator& comm, Model& model, int64_t bucket_bytes) {
+  if (comm.size() == 1) return;
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> tensors = model.parameters();
+  for (auto& b : model.buffers())
+    tensors.push_back(b);
+  for (auto& bucket : make_buckets(tensors, bucket_bytes)) {
+    std::vector<at::Tensor> flat = {flatten(bucket)};
+    comm.broadcast(flat, 0);
+    copy_from_flat(flat[0], bucket);
+  }
+}
+
+void gather_optimizer_state(Communicator& comm, torch::optim::Optimizer& optimizer,
+                            const std::vector<int>& senders, const std::string& key) {
+  if (comm.rank() != 0) {
+    if (std::find(senders.begin(), senders.end(), comm.rank()) == senders.end()) return;
+    torch::serialize::OutputArchive archive;
+    optimizer.save(archive);
+    std::ostringstream bytes;
+    archive.save_to(bytes);
+    comm.put(key + std::to_string(comm.rank()), bytes.str());
+    return;
+  }
+  // Load each part into an emptied state and move its entries aside, then put all back.
+  auto& state = optimizer.state();
+  std::vector<std::pair<std::decay_t<decltype(state.begin()->first)>,
+                        std::decay_t<decltype(state.begin()->second)>>>
+      whole;
+  auto move_aside = [&] {
+    for (auto& [k, v] : state) {
+      if (v) whole.emplace_back(k, std::move(v));
+    }
+    state.clear();
+  };
+  move_aside();
+  const at::Device device = optimizer.param_groups().front().params().front().device();
+  for (int sender : senders) {
+    std::istringstream bytes(comm.take(key + std::to_string(sender)));
+    torch::serialize::InputArchive archive;
+    archive.load_from(bytes, device);
+    optimizer.load(archive);
+    move_aside();
+  }
+  for (auto& [k, v] : whole)
+    state[k] = std::move(v);
+}
+
+void keep_optimizer_state(torch::optim::Optimizer& optimizer,
+                          const std::unordered_set<const void*>& keep) {
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& p : group.params()) {
+      if (!keep.count(p.unsafeGetTensorImpl()))
+        optimizer.state().erase(compat::optimizer_state_key(p));
+    }
+  }
+}
 
 DataParallel::DataParallel(const Params& params)
     : comm_(open_communicator(params)),
       bucket_bytes_(static_cast<int64_t>(params.real("bucket_mb") * (1 << 20))) {}
 
 void DataParallel::attach(Model& model) {
-  at::NoGradGuard no_grad;
-  std::vector<at::Tensor> tensors = model.parameters();
-  for (auto& b : model.buffers())
-    tensors.push_back(b);
-  for (auto& bucket : make_buckets(tensors, bucket_bytes_)) {
-    std::vector<at::Tensor> flat = {flatten(bucket)};
-    comm_->broadcast(flat, 0);
-    copy_from_flat(flat[0], bucket);
-  }
+  broadcast_model(*comm_, model, bucket_bytes_);
 }
 
 at::Tensor DataParallel::sum(const at::Tensor& value) {

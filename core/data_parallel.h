@@ -4,6 +4,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <unordered_set>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -16,6 +18,21 @@ namespace kiln {
 
 // The parameters every data-parallel plugin declares: backend, bucket_mb, timeout_s.
 std::vector<ParamSpec> data_parallel_params();
+// The world the environment describes (core/distributed.h), on the [parallel] backend.
+std::unique_ptr<Communicator> open_communicator(const Params& params);
+// Rank 0's parameters and buffers, copied to every rank in buckets.
+void broadcast_model(Communicator& comm, Model& model, int64_t bucket_bytes);
+
+// Optimizer state when each rank holds the state of its own parameters only: `senders` send
+// theirs to rank 0 through the store under keys starting with `key` (new for every gather: a
+// sender may put its next part before rank 0 took the last), and rank 0 ends up with every
+// entry. Works whether the LibTorch version's Optimizer::load merges into the state or
+// replaces it.
+void gather_optimizer_state(Communicator& comm, torch::optim::Optimizer& optimizer,
+                            const std::vector<int>& senders, const std::string& key);
+// Drops the state entries of parameters (TensorImpl addresses) not in `keep`.
+void keep_optimizer_state(torch::optim::Optimizer& optimizer,
+                          const std::unordered_set<const void*>& keep);
 
 class DataParallel : public ParallelStrategy {
  public:

@@ -1,5 +1,6 @@
 #include "core/distributed.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <c10/util/Exception.h>
@@ -79,6 +80,7 @@ WorldEnv read_world_env() {
 
 struct Communicator::Impl {
   c10::intrusive_ptr<c10d::Store> store;
+  std::chrono::milliseconds timeout{0};
   c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
 #ifdef USE_C10D_NCCL
   c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
@@ -110,12 +112,30 @@ Communicator::Communicator(const WorldEnv& env, const std::string& backend,
     options.timeout = timeout;
     impl_->store = c10::make_intrusive<c10d::PrefixStore>(
         "kiln", c10::make_intrusive<c10d::TCPStore>(env.master_addr, options));
-    if (backend == "nccl") {
+  } catch (const c10::Error& e) {
+    throw UserError(
+        fmt::format("rank {} of {} could not join the others at {}:{} within {} s: "
+                    "{} (is every rank started, and the port free?)",
+                    env.rank, env.world_size, env.master_addr, env.master_port,
+                    timeout.count() / 1000, e.what_without_backtrace()));
+  }
+  join(timeout);
+}
+
+Communicator::Communicator(const WorldEnv& env, const std::string& backend,
+                           std::unique_ptr<Impl> impl)
+    : env_(env), backend_(backend), impl_(std::move(impl)) {}
+
+// The process group over impl_->store, for env_'s rank and size.
+void Communicator::join(std::chrono::milliseconds timeout) {
+  impl_->timeout = timeout;
+  try {
+    if (backend_ == "nccl") {
 #ifdef USE_C10D_NCCL
       auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
       nccl_options->timeout = timeout;
-      impl_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, env.rank,
-                                                                env.world_size, nccl_options);
+      impl_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, env_.rank,
+                                                                env_.world_size, nccl_options);
       return;
 #else
       throw UserError(
@@ -125,15 +145,26 @@ Communicator::Communicator(const WorldEnv& env, const std::string& backend,
     }
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
     gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    impl_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env.rank,
-                                                              env.world_size, gloo_options);
+    impl_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env_.rank,
+                                                              env_.world_size, gloo_options);
   } catch (const c10::Error& e) {
-    throw UserError(
-        fmt::format("rank {} of {} could not join the others at {}:{} within {} s: "
-                    "{} (is every rank started, and the port free?)",
-                    env.rank, env.world_size, env.master_addr, env.master_port,
-                    timeout.count() / 1000, e.what_without_backtrace()));
+    throw UserError(fmt::format("rank {} of {} could not set up its {} process group: {}",
+                                env_.rank, env_.world_size, backend_, e.what_without_backtrace()));
   }
+}
+
+std::unique_ptr<Communicator> Communicator::subgroup(const std::string& name,
+                                                     const std::vector<int>& ranks) {
+  WorldEnv env = env_;
+  env.world_size = static_cast<int>(ranks.size());
+  env.rank = static_cast<int>(std::find(ranks.begin(), ranks.end(), env_.rank) - ranks.begin());
+  if (env.rank == env.world_size) throw std::logic_error("subgroup without this rank");
+  auto impl = std::make_unique<Impl>();
+  std::unique_ptr<Communicator> group(new Communicator(env, backend_, std::move(impl)));
+  if (env.world_size == 1) return group;
+  group->impl_->store = c10::make_intrusive<c10d::PrefixStore>(name, impl_->store);
+  group->join(impl_->timeout);
+  return group;
 }
 
 Communicator::~Communicator() = default;
@@ -214,6 +245,24 @@ Communicator::Pending Communicator::start_reduce_scatter_sum(const at::Tensor& i
 void Communicator::barrier() {
   if (env_.world_size == 1) return;
   impl_->run([&](auto& group) { group.barrier()->wait(); });
+}
+
+Communicator::Pending Communicator::start_send(const at::Tensor& tensor, int peer, int tag) {
+  Pending pending;
+  std::vector<at::Tensor> one = {tensor};
+  impl_->run([&](auto& group) {
+    pending.add([work = group.send(one, peer, tag), keep = tensor] { work->wait(); });
+  });
+  return pending;
+}
+
+Communicator::Pending Communicator::start_recv(const at::Tensor& tensor, int peer, int tag) {
+  Pending pending;
+  std::vector<at::Tensor> one = {tensor};
+  impl_->run([&](auto& group) {
+    pending.add([work = group.recv(one, peer, tag), keep = tensor] { work->wait(); });
+  });
+  return pending;
 }
 
 void Communicator::put(const std::string& key, const std::string& bytes) {

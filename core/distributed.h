@@ -57,6 +57,13 @@ class Communicator {
   // the whole input with all-reduce and keeps the chunk.
   Pending start_reduce_scatter_sum(const at::Tensor& input, const at::Tensor& output);
   void barrier();
+  // Point to point (pipeline stages): matched by peer and tag, in order.
+  Pending start_send(const at::Tensor& tensor, int peer, int tag);
+  Pending start_recv(const at::Tensor& tensor, int peer, int tag);
+
+  // A communicator among `ranks` (this one's ranks, ascending; this rank among them), whose
+  // rank numbers are positions in that list. Only the members call it, all with the same name.
+  std::unique_ptr<Communicator> subgroup(const std::string& name, const std::vector<int>& ranks);
 
   // Bytes through the rendezvous store, for what is not a tensor (a serialized optimizer state):
   // put() on one rank, take() (waits, then deletes the key) on another.
@@ -65,6 +72,9 @@ class Communicator {
 
  private:
   struct Impl;
+  Communicator(const WorldEnv& env, const std::string& backend, std::unique_ptr<Impl> impl);
+  void join(std::chrono::milliseconds timeout);
+
   WorldEnv env_;
   std::string backend_;
   std::unique_ptr<Impl> impl_;

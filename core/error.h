@@ -12,11 +12,19 @@ class UserError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Training met non-finite gradients with train.on_nonfinite = "abort": not a mistake in the
+// input, but the message says what to change.
+class DivergedError : public UserError {
+ public:
+  using UserError::UserError;
+};
+
 // Exit codes of the kiln command, documented in README.
 constexpr int kExitOk = 0;
 constexpr int kExitInternal = 1;       // a bug or an environment failure Kiln cannot explain
 constexpr int kExitUsage = 2;          // a user mistake: the message says what and how to fix it
 constexpr int kExitSomeFailed = 3;     // kiln sweep: some members did not complete
+constexpr int kExitDiverged = 4;       // non-finite gradients and train.on_nonfinite = "abort"
 constexpr int kExitInterrupted = 130;  // SIGINT/SIGTERM: snapshot taken, run marked interrupted
 
 }  // namespace kiln

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -11,11 +12,13 @@
 #include <filesystem>
 #include <map>
 #include <ostream>
+#include <sstream>
 #include <streambuf>
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <toml++/toml.h>
 #include <torch/serialize/output-archive.h>
 
 #include "core/assemble.h"
@@ -41,7 +44,7 @@ void on_stop_signal(int signal) {
 // model, the data or the update rule, so the snapshot still describes the same run.
 const char* const kResumableKeys[] = {"train.steps", "train.log_every",  "eval.every",
                                       "eval.steps",  "checkpoint.every", "checkpoint.keep",
-                                      "run.threads", "run.device"};
+                                      "run.threads", "run.device",       "train.on_nonfinite"};
 
 std::string default_run_name(const std::string& experiment) {
   std::time_t now = std::time(nullptr);
@@ -54,12 +57,7 @@ std::string default_run_name(const std::string& experiment) {
 
 // Run names become directory names under run.out_dir: nothing may climb out of it.
 void check_run_name(const std::string& name) {
-  bool bad = name.empty() || name.front() == '/' || name.size() > 200;
-  for (const auto& part : split(name, '/'))
-    bad = bad || part.empty() || part == "." || part == "..";
-  for (unsigned char c : name)
-    bad = bad || c < 0x20 || c == 0x7f || c == '\\';
-  if (bad) {
+  if (!is_contained_name(name)) {
     throw UserError(
         fmt::format("run name '{}' cannot be used: names become folders under "
                     "run.out_dir, so use letters, digits and . _ - = , / without "
@@ -119,8 +117,11 @@ std::vector<std::string> config_changes(const ResolvedConfig& before, const Reso
     const std::string new_value = b.count(key) ? b[key] : "(none)";
     if (old_value == new_value) continue;
     changes.push_back(fmt::format("{}: {} -> {}", key, old_value, new_value));
-    if (std::find(std::begin(kResumableKeys), std::end(kResumableKeys), key) ==
-        std::end(kResumableKeys)) {
+    // Snapshots are whole whatever the strategy, so a run may go on with another one (the global
+    // batch stays train.batch_tokens; a strategy that cannot keep it says so).
+    const bool parallel = key.rfind("parallel.", 0) == 0;
+    if (!parallel && std::find(std::begin(kResumableKeys), std::end(kResumableKeys), key) ==
+                         std::end(kResumableKeys)) {
       refused.push_back(key);
     }
   }
@@ -147,6 +148,28 @@ int64_t serialized_bytes(const torch::optim::Optimizer& optimizer) {
   return counter.count;
 }
 
+// The stored config with the sections whose plugin `overrides` switch (--set parallel.type=single)
+// left out: their stored keys belong to the old plugin, and the new one starts from its defaults.
+std::string without_switched_sections(const std::string& stored_toml, const ResolvedConfig& stored,
+                                      const std::vector<std::string>& overrides) {
+  toml::table table = toml::parse(stored_toml);
+  for (const auto& assignment : overrides) {
+    const auto eq = assignment.find('=');
+    const auto dot = assignment.find('.');
+    if (eq == std::string::npos || dot > eq || assignment.substr(dot + 1, eq - dot - 1) != "type")
+      continue;
+    const std::string section = assignment.substr(0, dot);
+    std::string type = assignment.substr(eq + 1);
+    if (type.size() >= 2 && (type.front() == '"' || type.front() == '\'')) {
+      type = type.substr(1, type.size() - 2);
+    }
+    if (table.contains(section) && stored.type(section) != type) table.erase(section);
+  }
+  std::ostringstream out;
+  out << table;
+  return out.str();
+}
+
 // The training loop around a Trainer: metrics into the store, console lines, periodic eval,
 // snapshots (regular, best, on interruption) and the final status. Every rank runs it; only
 // rank 0 (the one given a store) prints, records and writes snapshots.
@@ -168,7 +191,7 @@ class Session {
   void restore(const SnapshotRef& snapshot) {
     SnapshotState state =
         load_snapshot(snapshot, *run_.model, run_.optimizer.get(), /*restore_rng=*/true);
-    run_.parallel->shard_optimizer_state(*run_.optimizer);
+    run_.parallel->shard_state(*run_.model, *run_.optimizer);
     if (state.data_positions.empty()) {
       throw UserError(
           fmt::format("snapshot '{}' holds no data position: it is damaged; resume "
@@ -180,8 +203,16 @@ class Session {
     run_.train_data->seek(state.data_positions.front());
     trainer_.set_tokens_seen(state.tokens_seen);
     best_val_ = state.best_val_loss;
-    run_.precision->load_state(state.precision.get<std::map<std::string, double>>());
+    try {
+      run_.precision->load_state(state.precision.get<std::map<std::string, double>>());
+    } catch (const nlohmann::json::exception& e) {
+      throw UserError(
+          fmt::format("snapshot '{}': its precision state is not a map of numbers "
+                      "({}): resume from an earlier snapshot",
+                      snapshot.path, e.what()));
+    }
     start_step_ = state.step;
+    last_snapshot_step_ = state.step;
   }
 
   void print_header() {
@@ -215,9 +246,12 @@ class Session {
         train_seconds += stats.dt_ms / 1000.0;
         if (step == start_step_ + 1) report_optimizer_state();
         if (store_) store_->add_metric(run_id_, metric_row(stats, run_.parallel->world_size()));
+        if (stats.nonfinite) handle_nonfinite(stats);
         const bool last = step == run_.train.steps;
         if (store_) {
-          console_.step(stats, step == start_step_ + 1 || last || step % run_.train.log_every == 0);
+          const bool print = step == start_step_ + 1 || last || step % run_.train.log_every == 0;
+          console_.step(stats, print);
+          if (print && stats.bubble) console_.line(pipeline_line(stats));
         }
         summary.steps_done = step;
         summary.final_loss = stats.loss;
@@ -273,6 +307,34 @@ class Session {
     }
   }
 
+  // "  pipeline: stage compute 10.1 | 9.7 ms, bubble 38%, live micro-batches 2 | 1": each
+  // stage's forward and backward time in the step, the share of the stages' pass time spent
+  // waiting, and the most micro-batches whose activations each stage held at once.
+  static std::string pipeline_line(const StepStats& stats) {
+    return fmt::format("  pipeline: stage compute {:.1f} ms, bubble {:.0f}%, live micro-batches {}",
+                       fmt::join(stats.stage_compute_ms, " | "), 100 * *stats.bubble,
+                       fmt::join(stats.stage_peak_live, " | "));
+  }
+
+  // The step was not applied (Trainer); abort or say so, as train.on_nonfinite asks.
+  void handle_nonfinite(const StepStats& stats) {
+    const std::string what = fmt::format(
+        "step {}: the gradients are not finite (norm {}, loss {}), so the update was not applied",
+        stats.step, std::fabs(stats.grad_norm), std::fabs(stats.loss));  // "nan", not "-nan"
+    if (!run_.train.abort_on_nonfinite) {
+      if (store_) console_.line(what + " (train.on_nonfinite = \"skip\")");
+      return;
+    }
+    const std::string from = last_snapshot_step_ > 0
+                                 ? fmt::format("its last snapshot (step {})", last_snapshot_step_)
+                                 : std::string("step 0 (it has no snapshot)");
+    throw DivergedError(fmt::format(
+        "{} and the run stopped (train.on_nonfinite = \"abort\"): `kiln resume {}` continues "
+        "from {}; add --set train.on_nonfinite=skip to step over such batches, or start again "
+        "with a lower optimizer.lr or a train.grad_clip",
+        what, name_, from));
+  }
+
   // The optimizer's state, as bytes serialized, on each rank once the first step created it:
   // what sharding it (parallel.type = "zero") saves.
   void report_optimizer_state() {
@@ -291,9 +353,9 @@ class Session {
 
   void snapshot(int64_t step, bool best) {
     // Collective: ranks that hold a shard of the optimizer state send it to rank 0 first.
-    run_.parallel->gather_optimizer_state(*run_.optimizer);
+    run_.parallel->gather_state(*run_.model, *run_.optimizer);
     if (store_) write_snapshot_files(step, best);
-    run_.parallel->shard_optimizer_state(*run_.optimizer);
+    run_.parallel->shard_state(*run_.model, *run_.optimizer);
   }
 
   // Rank 0 only: ranks hold the same weights and data position.
@@ -314,6 +376,7 @@ class Session {
     store_->flush();
     write_snapshot(dir_, label, *run_.model, *run_.optimizer, state);
     store_->add_snapshot(run_id_, step, label, dir_ + "/" + label);
+    last_snapshot_step_ = step;
     for (const auto& removed : prune_snapshots(dir_, run_.checkpoint.keep)) {
       store_->remove_snapshot(run_id_, removed.label);
     }
@@ -331,6 +394,7 @@ class Session {
   int64_t start_step_ = 0;
   std::optional<double> best_val_;
   double snapshot_seconds_ = 0;
+  int64_t last_snapshot_step_ = 0;  // this session's or the one resumed from
 };
 
 // A worker that torchrun or kiln launch started again after a failure continues its run.
@@ -412,6 +476,9 @@ RunSummary run_experiment(ResolvedConfig config, bool restart) {
 RunSummary resume_run(const std::string& db, const std::string& name_or_id,
                       const std::vector<std::string>& overrides) {
   RunInfo info;
+  if (!std::filesystem::exists(db)) {
+    throw UserError(fmt::format("no run store at '{}': pass the --db that `kiln run` used", db));
+  }
   {
     RunStore lookup(db);
     auto found = lookup.find_run(name_or_id);
@@ -431,7 +498,8 @@ RunSummary resume_run(const std::string& db, const std::string& name_or_id,
   }
   const std::string source = fmt::format("run '{}' (stored config)", info.name);
   ResolvedConfig stored = load_config_text(info.config_toml, source, {});
-  ResolvedConfig config = load_config_text(info.config_toml, source, overrides);
+  ResolvedConfig config = load_config_text(
+      without_switched_sections(info.config_toml, stored, overrides), source, overrides);
   config.experiment = stored.experiment = info.name;
   std::vector<std::string> refused;
   std::vector<std::string> changes = config_changes(stored, config, refused);

@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/fault.h"
+#include "core/text.h"
 
 namespace kiln {
 
@@ -70,6 +72,47 @@ void write_file_synced(const std::string& path, const std::string& contents) {
     fail_io("sync", path, err);
   }
   if (::close(fd) != 0) fail_io("close", path, errno);
+}
+
+SyncedFileWriter::SyncedFileWriter(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail_io("create", path_, errno);
+  if (fault_due("disk.full")) error_ = ENOSPC;
+}
+
+SyncedFileWriter::~SyncedFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void SyncedFileWriter::write(const void* data, size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  while (error_ == 0 && bytes > 0) {
+    ssize_t n = ::write(fd_, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      error_ = errno;
+      break;
+    }
+    p += n;
+    bytes -= static_cast<size_t>(n);
+  }
+}
+
+void SyncedFileWriter::finish() {
+  if (error_ == 0 && ::fsync(fd_) != 0) error_ = errno;
+  const int closed = ::close(fd_);
+  fd_ = -1;
+  if (error_ == 0 && closed != 0) error_ = errno;
+  if (error_ != 0) fail_io("write", path_, error_);
+}
+
+bool is_contained_name(const std::string& name) {
+  bool bad = name.empty() || name.front() == '/' || name.size() > 200;
+  for (const auto& part : split(name, '/'))
+    bad = bad || part.empty() || part == "." || part == "..";
+  for (unsigned char c : name)
+    bad = bad || c < 0x20 || c == 0x7f || c == '\\';
+  return !bad;
 }
 
 void sync_dir(const std::string& path) {

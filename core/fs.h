@@ -10,6 +10,10 @@ namespace kiln {
 std::vector<std::string> glob_files(const std::string& pattern);
 // Creates a file's parent directories; a UserError naming the path when that fails.
 void ensure_parent_dir(const std::string& path);
+// Whether `name` can be a folder path under another folder without climbing out of it: relative,
+// no empty, "." or ".." part, no backslash or control character, at most 200 characters.
+bool is_contained_name(const std::string& name);
+
 // A file written to `path.tmp`, flushed, fsync'ed and renamed over `path`: readers see the old
 // file or the new one, never half of one.
 void write_file_atomic(const std::string& path, const std::string& contents);
@@ -17,6 +21,26 @@ void write_file_atomic(const std::string& path, const std::string& contents);
 // Writes `contents` to a new file at `path` and fsyncs it (no rename: for files inside a
 // directory that is itself renamed into place).
 void write_file_synced(const std::string& path, const std::string& contents);
+// A new file at `path` written piece by piece from a producer that must not see errors (LibTorch's
+// archive writer aborts the process when its sink fails inside a destructor): write() takes
+// every piece and remembers the first failure; finish() fsyncs, closes, and throws that failure
+// as a UserError naming the file.
+class SyncedFileWriter {
+ public:
+  explicit SyncedFileWriter(std::string path);
+  ~SyncedFileWriter();
+  SyncedFileWriter(const SyncedFileWriter&) = delete;
+  SyncedFileWriter& operator=(const SyncedFileWriter&) = delete;
+
+  void write(const void* data, size_t bytes);
+  void finish();
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  int error_ = 0;  // errno of the first failed write
+};
+
 // fsync of a directory, so that a rename or a new entry in it survives a power loss.
 void sync_dir(const std::string& path);
 

@@ -31,7 +31,16 @@ struct Worker {
   std::string partial;  // output after the last newline
   bool running = true;
   int exit_code = 0;
+  std::string error;  // the worker's last `kiln: error: ` line, without the prefix
 };
+
+constexpr const char* kErrorPrefix = "kiln: error: ";
+
+void print_line(Worker& w, const std::string& line,
+                const std::function<void(const std::string&)>& print) {
+  if (line.rfind(kErrorPrefix, 0) == 0) w.error = line.substr(std::strlen(kErrorPrefix));
+  print(fmt::format("[rank {}] {}", w.rank, line));
+}
 
 Worker spawn(const LaunchOptions& o, int local_rank, int attempt,
              const std::vector<std::string>& command) {
@@ -71,7 +80,7 @@ void drain(Worker& w, const std::function<void(const std::string&)>& print) {
   char buf[4096];
   ssize_t n = ::read(w.out, buf, sizeof buf);
   if (n <= 0) {
-    if (!w.partial.empty()) print(fmt::format("[rank {}] {}", w.rank, w.partial));
+    if (!w.partial.empty()) print_line(w, w.partial, print);
     ::close(w.out);
     w.out = -1;
     return;
@@ -79,14 +88,15 @@ void drain(Worker& w, const std::function<void(const std::string&)>& print) {
   w.partial.append(buf, static_cast<size_t>(n));
   size_t newline;
   while ((newline = w.partial.find('\n')) != std::string::npos) {
-    print(fmt::format("[rank {}] {}", w.rank, w.partial.substr(0, newline)));
+    print_line(w, w.partial.substr(0, newline), print);
     w.partial.erase(0, newline + 1);
   }
 }
 
-// Runs one attempt to the end; returns the first failing worker's exit code, or 0.
+// Runs one attempt to the end; returns the first failing worker's exit code, or 0, and that
+// worker's error line in `error`.
 int run_attempt(const LaunchOptions& o, int attempt, const std::vector<std::string>& command,
-                const std::function<void(const std::string&)>& print) {
+                const std::function<void(const std::string&)>& print, std::string& error) {
   std::vector<Worker> workers;
   for (int local = 0; local < o.nproc_per_node; ++local) {
     workers.push_back(spawn(o, local, attempt, command));
@@ -94,6 +104,7 @@ int run_attempt(const LaunchOptions& o, int attempt, const std::vector<std::stri
                       workers.back().pid));
   }
   int failure = 0, forwarded = 0;
+  Worker* failed = nullptr;
   auto stop_all = [&](int signal) {
     for (auto& w : workers) {
       if (w.running) ::kill(w.pid, signal);
@@ -129,6 +140,7 @@ int run_attempt(const LaunchOptions& o, int attempt, const std::vector<std::stri
         w.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         if (w.exit_code != 0 && failure == 0) {
           failure = w.exit_code;
+          failed = &w;
           print(fmt::format("launch: rank {} exited with code {}: stopping the other ranks", w.rank,
                             w.exit_code));
           stop_all(SIGTERM);  // survivors snapshot if they can; SIGKILL after a grace period
@@ -148,6 +160,8 @@ int run_attempt(const LaunchOptions& o, int attempt, const std::vector<std::stri
       if (!open) break;
     }
   }
+  // Read after the loop: the failed worker's last lines may arrive after its exit is seen.
+  if (failed) error = failed->error;
   return failure;
 }
 
@@ -170,9 +184,11 @@ int launch(const LaunchOptions& o, const std::vector<std::string>& command,
   sigaction(SIGINT, &action, &old_int);
   sigaction(SIGTERM, &action, &old_term);
   int code = 0;
+  std::string error;
   for (int attempt = 0; attempt <= o.max_restarts; ++attempt) {
-    code = run_attempt(o, attempt, command, print);
-    if (code == 0 || g_launch_signal) break;
+    code = run_attempt(o, attempt, command, print, error);
+    // A mistake in the command (exit 2) fails the same way every time: no restart.
+    if (code == 0 || code == kExitUsage || g_launch_signal) break;
     if (attempt < o.max_restarts) {
       print(fmt::format("launch: restarting every rank ({} of {} restarts)", attempt + 1,
                         o.max_restarts));
@@ -180,6 +196,12 @@ int launch(const LaunchOptions& o, const std::vector<std::string>& command,
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+  if (code == kExitUsage) {
+    // The rank's own error line, as `kiln` itself would print it (main adds the prefix).
+    throw UserError(error.empty() ? std::string("a rank stopped with exit code 2 (a mistake in "
+                                                "the command): its output above says what")
+                                  : error);
+  }
   return code;
 }
 

@@ -20,6 +20,10 @@ namespace kiln {
 class Layer : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+  // Parameters registered under another layer that this one also uses (tied weights): a
+  // pipeline stage holding this layer keeps a replica of them and sums their gradients with
+  // the owner's stage.
+  virtual std::vector<torch::Tensor> borrowed_parameters() const { return {}; }
 };
 
 class Model : public torch::nn::Module {
@@ -50,6 +54,13 @@ class Model : public torch::nn::Module {
  private:
   std::vector<std::shared_ptr<Layer>> layers_;
 };
+
+// For model plugins, so that a size typo is one clear line rather than an allocation failure or
+// the OOM killer: `build()` runs only when `parameters` (counted in double before anything is
+// allocated) fit in this machine's memory as float32, and allocation failures while building
+// become a UserError. `description` names the model and its sizes ("a gpt with n_layer 12, ...").
+std::shared_ptr<Model> build_within_memory(double parameters, const std::string& description,
+                                           const std::function<std::shared_ptr<Model>()>& build);
 
 struct ModelKind {
   static constexpr const char* name = "model";

@@ -14,8 +14,13 @@ RunOptions run_options(const ResolvedConfig& config) {
 
 TrainOptions train_options(const ResolvedConfig& config) {
   const Params& p = config.params("train");
-  return TrainOptions{p.integer("steps"),        p.integer("micro_batch"), p.integer("seq_len"),
-                      p.integer("batch_tokens"), p.real("grad_clip"),      p.integer("log_every")};
+  return TrainOptions{p.integer("steps"),
+                      p.integer("micro_batch"),
+                      p.integer("seq_len"),
+                      p.integer("batch_tokens"),
+                      p.real("grad_clip"),
+                      p.integer("log_every"),
+                      p.text("on_nonfinite") == "abort"};
 }
 
 EvalOptions eval_options(const ResolvedConfig& config) {
@@ -39,7 +44,15 @@ int64_t TrainOptions::grad_accum(int world_size, const ResolvedConfig& config) c
         config.where("train.batch_tokens").str(), batch_tokens, micro_batch, seq_len, world_size,
         per_micro_step, lower));
   }
-  return batch_tokens / per_micro_step;
+  const int64_t micro_steps = batch_tokens / per_micro_step;
+  constexpr int64_t kMostMicroSteps = 1 << 16;
+  if (micro_steps > kMostMicroSteps) {
+    throw UserError(fmt::format(
+        "{}: train.batch_tokens = {} makes {} micro-steps per optimizer step (at most {}): raise "
+        "train.micro_batch or lower train.batch_tokens",
+        config.where("train.batch_tokens").str(), batch_tokens, micro_steps, kMostMicroSteps));
+  }
+  return micro_steps;
 }
 
 }  // namespace kiln

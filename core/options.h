@@ -26,6 +26,7 @@ struct TrainOptions {
   int64_t batch_tokens = 0;  // 0 = micro_batch x seq_len x world_size
   double grad_clip = 0;
   int64_t log_every = 1;
+  bool abort_on_nonfinite = true;  // train.on_nonfinite: "abort" or "skip"
 
   // Micro-steps per optimizer step on each rank; a UserError when batch_tokens does not divide.
   int64_t grad_accum(int world_size, const ResolvedConfig& config) const;

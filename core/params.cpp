@@ -29,7 +29,7 @@ std::string quote_toml(const std::string& s) {
       case '\t': out += "\\t"; break;
       case '\r': out += "\\r"; break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {  // TOML escapes DEL too
           out += fmt::format("\\u{:04x}", static_cast<int>(c));
         } else {
           out += c;

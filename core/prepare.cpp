@@ -29,6 +29,11 @@ std::vector<std::string> read_documents(const std::vector<std::string>& inputs) 
   std::vector<std::string> documents;
   size_t total = 0;
   for (const auto& path : inputs) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      throw UserError(fmt::format("'{}' is a directory: give the text files in it (e.g. {}/*.txt)",
+                                  path, path));
+    }
     std::ifstream in(path, std::ios::binary);
     if (!in) {
       throw UserError(fmt::format("cannot read text file '{}': {}: check the path", path,
@@ -108,8 +113,14 @@ int64_t write_split(const std::vector<uint16_t>& tokens, size_t begin, size_t en
                 std::vector<uint16_t>(tokens.begin() + at, tokens.begin() + stop));
   }
   for (const auto& stale : glob_files(fmt::format("{}/{}_*.bin", dir, split))) {
-    auto stem = std::filesystem::path(stale).stem().string();
-    if (std::stoll(stem.substr(split.size() + 1)) >= index) std::filesystem::remove(stale);
+    // Only the files this naming scheme writes: <split>_<digits>.bin.
+    const std::string digits =
+        std::filesystem::path(stale).stem().string().substr(split.size() + 1);
+    if (digits.empty() || digits.size() > 12 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    if (std::stoll(digits) >= index) std::filesystem::remove(stale);
   }
   return index;
 }

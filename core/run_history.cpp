@@ -14,6 +14,7 @@
 #include <toml++/toml.h>
 #include <nlohmann/json.hpp>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/text.h"
@@ -102,7 +103,8 @@ void kiln_config_function(sqlite3_context* ctx, int, sqlite3_value** argv) {
   if (config != cache->text) {
     cache->text = config;
     try {
-      cache->table = toml::parse(config);
+      // A store edited by hand may hold text the TOML parser cannot be trusted with.
+      cache->table = unsafe_toml_text(std::string(config)) ? toml::table{} : toml::parse(config);
     } catch (const toml::parse_error&) {
       cache->table = toml::table{};  // not a config Kiln wrote: it has no keys to match
     }
@@ -601,11 +603,12 @@ std::vector<RunRecord> list_runs(HistoryDb& db, const ListQuery& query) {
 }
 
 RunRecord find_run_record(HistoryDb& db, const std::string& name_or_id) {
-  auto found =
-      read_records(db, {summary_select(db) +
-                            " WHERE name = ?1 OR (?1 GLOB '[0-9]*' AND id = CAST(?1 AS INTEGER))"
-                            " ORDER BY name = ?1 DESC LIMIT 1",
-                        {name_or_id}});
+  auto found = read_records(
+      db,
+      {summary_select(db) +
+           " WHERE name = ?1 OR (?1 <> '' AND ?1 NOT GLOB '*[^0-9]*' AND id = CAST(?1 AS INTEGER))"
+           " ORDER BY name = ?1 DESC LIMIT 1",
+       {name_or_id}});
   if (found.empty()) {
     throw UserError(fmt::format("no run '{}' in '{}': `kiln runs list --db {}` lists them",
                                 name_or_id, db.path(), db.path()));
@@ -618,9 +621,9 @@ std::vector<RunRecord> match_runs(HistoryDb& db, const std::vector<std::string>&
   std::set<int64_t> seen;
   for (const auto& pattern : patterns) {
     std::vector<RunRecord> found =
-        read_records(db, {summary_select(db) +
-                              " WHERE name = ?1 OR (?1 GLOB '[0-9]*' AND id = CAST(?1 AS INTEGER))"
-                              " ORDER BY name = ?1 DESC LIMIT 1",
+        read_records(db, {summary_select(db) + " WHERE name = ?1 OR (?1 <> '' AND ?1 NOT GLOB "
+                                               "'*[^0-9]*' AND id = CAST(?1 AS INTEGER))"
+                                               " ORDER BY name = ?1 DESC LIMIT 1",
                           {pattern}});
     if (found.empty()) {
       found = read_records(
@@ -699,6 +702,7 @@ std::map<std::string, std::string> config_values(const std::string& config_toml)
   std::map<std::string, std::string> out;
   toml::table root;
   try {
+    if (unsafe_toml_text(config_toml)) return out;  // a store edited by hand: not Kiln's TOML
     root = toml::parse(config_toml);
   } catch (const toml::parse_error&) {
     return out;  // not a config Kiln wrote: it has no keys to show or compare

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/fault.h"
 #include "core/fs.h"
 
 namespace kiln {
@@ -78,7 +79,13 @@ const char* const kMigrations[] = {
     )sql",
     R"sql(
     ALTER TABLE metrics ADD COLUMN rank_skew_ms REAL;
+    ALTER TABLE metrics ADD COLUMN bubble REAL;
     )sql",
+};
+
+// A store from a newer kiln: its message needs no "cannot use" wrapping.
+struct NewerSchema : UserError {
+  using UserError::UserError;
 };
 
 class Statement {
@@ -147,22 +154,30 @@ RunStore::RunStore(const std::string& path) : path_(path) {
     // NORMAL in WAL mode: a power loss may drop the last commits, never corrupt the file.
     exec("PRAGMA synchronous = NORMAL");
     exec("PRAGMA foreign_keys = ON");
-    Statement version(db_, "PRAGMA user_version");
-    version.step();
-    const int64_t have = version.column_int(0);
     const int64_t want = static_cast<int64_t>(std::size(kMigrations));
-    if (have > want) {
-      throw UserError(
-          fmt::format("run store '{}' has schema version {}, newer than this kiln "
-                      "understands ({}): use a newer kiln or another run.db",
-                      path, have, want));
-    }
-    for (int64_t v = have; v < want; ++v) {
+    // Each migration reads the version inside its own write transaction: several processes
+    // opening a new db at once (a sweep's members) then apply each migration exactly once.
+    for (;;) {
       exec("BEGIN IMMEDIATE");
-      exec(kMigrations[v]);
-      exec(fmt::format("PRAGMA user_version = {}", v + 1).c_str());
+      const int64_t have = schema_version();
+      if (have >= want) {
+        exec("COMMIT");
+        if (have > want) {
+          throw NewerSchema(
+              fmt::format("run store '{}' has schema version {}, newer than this kiln "
+                          "understands ({}): use a newer kiln or another run.db",
+                          path, have, want));
+        }
+        break;
+      }
+      exec(kMigrations[have]);
+      exec(fmt::format("PRAGMA user_version = {}", have + 1).c_str());
       exec("COMMIT");
     }
+  } catch (const NewerSchema& e) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw UserError(e.what());  // says all there is to say
   } catch (const UserError& e) {
     sqlite3_close(db_);
     db_ = nullptr;
@@ -218,12 +233,18 @@ int64_t RunStore::create_run(const NewRun& run) {
 std::optional<RunInfo> RunStore::find_run(const std::string& name_or_id) {
   Statement query(db_, R"sql(
       SELECT id, name, status, config, config_hash, coalesce(error, '') FROM runs
-      WHERE name = ?1 OR (?1 GLOB '[0-9]*' AND id = CAST(?1 AS INTEGER))
+      WHERE name = ?1 OR (?1 <> '' AND ?1 NOT GLOB '*[^0-9]*' AND id = CAST(?1 AS INTEGER))
       ORDER BY name = ?1 DESC LIMIT 1)sql");
   query.bind(1, name_or_id);
   if (!query.step()) return std::nullopt;
   return RunInfo{query.column_int(0),  query.column_text(1), query.column_text(2),
                  query.column_text(3), query.column_text(4), query.column_text(5)};
+}
+
+int64_t RunStore::schema_version() {
+  Statement version(db_, "PRAGMA user_version");
+  version.step();
+  return version.column_int(0);
 }
 
 void RunStore::add_metric(int64_t run_id, const MetricRow& row) {
@@ -254,13 +275,14 @@ void RunStore::flush() {
     // old ones rather than duplicating them.
     Statement metric(db_, R"sql(
         INSERT OR REPLACE INTO metrics (run_id, step, loss, lr, grad_norm, tokens_per_sec,
-                                        dt_ms, tokens_seen, loss_scale, skipped, rank_skew_ms)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
+                                        dt_ms, tokens_seen, loss_scale, skipped, rank_skew_ms,
+                                        bubble)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
     for (const auto& [run_id, m] : pending_metrics_) {
       metric.bind(1, run_id).bind(2, m.step).bind(3, m.loss).bind(4, m.lr).bind(5, m.grad_norm);
       metric.bind(6, m.tokens_per_sec).bind(7, m.dt_ms).bind(8, m.tokens_seen);
       metric.bind(9, m.loss_scale).bind(10, static_cast<int64_t>(m.skipped));
-      metric.bind(11, m.rank_skew_ms);
+      metric.bind(11, m.rank_skew_ms).bind(12, m.bubble);
       metric.step();
       metric.reset();
     }
@@ -273,6 +295,7 @@ void RunStore::flush() {
       eval.step();
       eval.reset();
     }
+    fault_point("store.uncommitted");
     exec("COMMIT");
   } catch (...) {
     exec("ROLLBACK");

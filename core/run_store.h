@@ -39,6 +39,7 @@ struct MetricRow {
   double loss_scale = 1;  // the precision policy's loss scale for this step (1 = unscaled)
   bool skipped = false;   // the update was skipped (non-finite gradients)
   std::optional<double> rank_skew_ms;  // slowest minus fastest rank's step time; null: one rank
+  std::optional<double> bubble;        // pipelines: share of stage time spent waiting
 };
 
 struct EvalRow {
@@ -89,6 +90,7 @@ class RunStore {
 
  private:
   void exec(const char* sql);
+  int64_t schema_version();  // PRAGMA user_version: the migrations applied
   void maybe_flush();
 
   std::string path_;

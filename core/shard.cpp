@@ -106,7 +106,17 @@ Layout npy_layout(const std::string& path, int fd, int64_t bytes) {
     not_a_shard(path, fmt::format("the .npy array has shape {}, not 1-D", shape));
   }
   shape = shape.substr(1, shape.size() - 3);
-  return {header_at + header_len, std::stoll(shape)};
+  int64_t count = -1;
+  size_t used = 0;
+  try {
+    count = std::stoll(shape, &used);
+  } catch (const std::logic_error&) {
+    used = 0;  // not a number, or beyond int64
+  }
+  if (used == 0 || shape.find_first_not_of(' ', used) != std::string::npos || count < 0) {
+    not_a_shard(path, fmt::format("the .npy array has shape ({},), not a token count", shape));
+  }
+  return {header_at + header_len, count};
 }
 
 Layout raw_layout(const std::string& path, int64_t bytes) {
@@ -118,7 +128,8 @@ Layout raw_layout(const std::string& path, int64_t bytes) {
 }  // namespace
 
 ShardFile::ShardFile(const std::string& path, ShardFormat format) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO matched by the pattern must not hang the open (regular files ignore it).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     throw UserError(
         fmt::format("cannot open token shard '{}': {}: run `kiln prepare` or fix "
@@ -127,6 +138,11 @@ ShardFile::ShardFile(const std::string& path, ShardFormat format) : path_(path) 
   }
   struct stat st {};
   ::fstat(fd, &st);
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    not_a_shard(path, S_ISDIR(st.st_mode) ? "it is a directory: fix the data pattern"
+                                          : "it is not a regular file: fix the data pattern");
+  }
   const auto bytes = static_cast<int64_t>(st.st_size);
   if (format == ShardFormat::kAuto) {
     const bool npy = path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
@@ -142,13 +158,23 @@ ShardFile::ShardFile(const std::string& path, ShardFormat format) : path_(path) 
     throw;
   }
   count_ = layout.count;
-  const int64_t expected = layout.offset + 2 * count_;
-  if (count_ < 0 || bytes < expected) {
+  if (count_ < 0) {
     ::close(fd);
-    not_a_shard(path, fmt::format("truncated: its header promises {} tokens ({} bytes) but the "
-                                  "file has {} bytes; re-create it",
-                                  count_, expected, bytes));
+    not_a_shard(path, fmt::format("its header gives a negative token count ({}): the file is "
+                                  "corrupt; re-create it",
+                                  count_));
   }
+  // Compared without multiplying, so that no count in a header can overflow the check.
+  if (layout.offset > bytes || count_ > (bytes - layout.offset) / 2) {
+    ::close(fd);
+    not_a_shard(
+        path,
+        fmt::format("truncated: its header promises {} tokens ({:.0f} bytes) but "
+                    "the file has {} bytes; re-create it",
+                    count_, static_cast<double>(layout.offset) + 2.0 * static_cast<double>(count_),
+                    bytes));
+  }
+  const int64_t expected = layout.offset + 2 * count_;
   map_bytes_ = static_cast<size_t>(expected);
   map_ = map_bytes_ ? ::mmap(nullptr, map_bytes_, PROT_READ, MAP_SHARED, fd, 0) : nullptr;
   ::close(fd);

@@ -24,6 +24,7 @@
 #include <xxhash.h>
 
 #include "core/error.h"
+#include "core/fault.h"
 #include "core/fs.h"
 #include "core/model.h"
 
@@ -184,6 +185,21 @@ std::vector<SnapshotRef> list_snapshots(const std::string& dir) {
   return out;
 }
 
+namespace {
+
+// archive.save_to(path) would let a full disk abort the process from a destructor; written
+// through a SyncedFileWriter, it becomes a UserError after the archive is done.
+void save_archive(torch::serialize::OutputArchive& archive, const std::string& path) {
+  SyncedFileWriter file(path);
+  archive.save_to([&](const void* data, size_t bytes) {
+    file.write(data, bytes);
+    return bytes;
+  });
+  file.finish();
+}
+
+}  // namespace
+
 void write_snapshot(const std::string& dir, const std::string& label, const Model& model,
                     const torch::optim::Optimizer& optimizer, const SnapshotState& state) {
   const fs::path final_path = fs::path(dir) / label;
@@ -201,12 +217,13 @@ void write_snapshot(const std::string& dir, const std::string& label, const Mode
     {
       torch::serialize::OutputArchive archive;
       model.save(archive);
-      archive.save_to((tmp / "model.pt").string());
+      save_archive(archive, (tmp / "model.pt").string());
     }
+    fault_point("snapshot.partial");
     {
       torch::serialize::OutputArchive archive;
       optimizer.save(archive);
-      archive.save_to((tmp / "optimizer.pt").string());
+      save_archive(archive, (tmp / "optimizer.pt").string());
     }
     write_file_synced((tmp / "state.json").string(), state_to_json(state).dump(1) + "\n");
     nlohmann::json manifest = {{"format", 1}, {"files", nlohmann::json::object()}};
@@ -219,9 +236,11 @@ void write_snapshot(const std::string& dir, const std::string& label, const Mode
     }
     write_file_synced((tmp / "manifest.json").string(), manifest.dump(1) + "\n");
     sync_dir(tmp.string());
+    fault_point("snapshot.unpublished");
     fs::remove_all(final_path, ec);  // an older snapshot of the same step (a re-done step)
     fs::rename(tmp, final_path);
     sync_dir(dir);
+    fault_point("snapshot.published");
   } catch (const c10::Error& e) {
     fs::remove_all(tmp, ec);
     throw UserError(fmt::format("cannot write snapshot '{}': {}: check free disk space",
@@ -271,16 +290,25 @@ SnapshotRef select_snapshot(const std::string& dir, const std::string& which,
         fmt::format("no snapshot in '{}': the run took none (set checkpoint.every)", dir));
   }
   if (which == "latest") {
+    // The damaged ones are reported once an intact one is found; when none is, the error says
+    // what was wrong with each (one line: a command that fails says so once).
+    std::vector<std::string> damaged;
     for (auto it = all.rbegin(); it != all.rend(); ++it) {
       if (it->best) continue;
       try {
         verify_snapshot(*it);
+        for (const auto& why : damaged)
+          warn(why + "; using an older snapshot");
         return *it;
       } catch (const UserError& e) {
-        warn(std::string(e.what()) + "; trying an older snapshot");
+        damaged.push_back(e.what());
       }
     }
-    throw UserError(fmt::format("no intact snapshot in '{}'", dir));
+    if (damaged.empty()) {
+      throw UserError(
+          fmt::format("no regular snapshot in '{}', only best ones: use --checkpoint best", dir));
+    }
+    throw UserError(fmt::format("no intact snapshot in '{}': {}", dir, fmt::join(damaged, "; ")));
   }
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     const bool match =
@@ -303,21 +331,69 @@ SnapshotState load_snapshot(const SnapshotRef& snapshot, Model& model,
                             torch::optim::Optimizer* optimizer, bool restore) {
   const fs::path dir(snapshot.path);
   nlohmann::json state_json = read_json((dir / "state.json").string());
+  // LibTorch's archive reader gives a tensor of another shape to the parameter it replaces, so
+  // a snapshot of another model would load "fine" and fail at the first forward: compare.
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& p : model.named_parameters())
+    shapes[p.key()] = p.value().sizes().vec();
+  for (const auto& b : model.named_buffers())
+    shapes[b.key()] = b.value().sizes().vec();
   try {
     torch::serialize::InputArchive archive;
     archive.load_from((dir / "model.pt").string());
     model.load(archive);
-    if (optimizer) {
-      torch::serialize::InputArchive optimizer_archive;
-      optimizer_archive.load_from((dir / "optimizer.pt").string());
-      optimizer->load(optimizer_archive);
+    std::vector<std::string> mismatches;
+    auto compare = [&](const std::string& name, const at::Tensor& loaded) {
+      const auto& want = shapes[name];
+      if (loaded.sizes().vec() != want) {
+        mismatches.push_back(fmt::format("{} is [{}] in the snapshot, [{}] in the model", name,
+                                         fmt::join(loaded.sizes(), ", "), fmt::join(want, ", ")));
+      }
+    };
+    for (const auto& p : model.named_parameters())
+      compare(p.key(), p.value());
+    for (const auto& b : model.named_buffers())
+      compare(b.key(), b.value());
+    if (!mismatches.empty()) {
+      const size_t shown = std::min<size_t>(mismatches.size(), 3);
+      throw UserError(fmt::format(
+          "snapshot '{}' does not fit this model ({} tensor(s) differ: {}{}): it was taken with "
+          "another model config",
+          snapshot.path, mismatches.size(),
+          fmt::join(mismatches.begin(), mismatches.begin() + static_cast<std::ptrdiff_t>(shown),
+                    "; "),
+          shown < mismatches.size() ? "; ..." : ""));
     }
   } catch (const c10::Error& e) {
     throw UserError(fmt::format("snapshot '{}' does not fit this model: {}", snapshot.path,
                                 e.what_without_backtrace()));
   }
-  if (restore) restore_rng(state_json.at("rng"));
-  return state_from_json(state_json);
+  if (optimizer) {
+    try {
+      torch::serialize::InputArchive optimizer_archive;
+      optimizer_archive.load_from((dir / "optimizer.pt").string());
+      optimizer->load(optimizer_archive);
+    } catch (const c10::Error&) {
+      // LibTorch's own words here are an internal assertion: what matters is which state.
+      throw UserError(fmt::format(
+          "snapshot '{}' holds optimizer state this run's optimizer cannot load: it was taken "
+          "with another optimizer type or settings",
+          snapshot.path));
+    }
+  }
+  try {
+    if (restore) restore_rng(state_json.at("rng"));
+    return state_from_json(state_json);
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(fmt::format("snapshot '{}' has a state.json Kiln cannot read ({})",
+                                snapshot.path, e.what()));
+  } catch (const std::logic_error& e) {
+    throw UserError(fmt::format("snapshot '{}' has a state.json Kiln cannot read ({})",
+                                snapshot.path, e.what()));
+  } catch (const c10::Error& e) {
+    throw UserError(fmt::format("snapshot '{}' has RNG states Kiln cannot restore ({})",
+                                snapshot.path, e.what_without_backtrace()));
+  }
 }
 
 std::vector<SnapshotRef> prune_snapshots(const std::string& dir, int64_t keep) {

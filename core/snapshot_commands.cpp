@@ -1,6 +1,7 @@
 #include "core/snapshot_commands.h"
 
 #include <cmath>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <torch/utils.h>
@@ -25,6 +26,12 @@ struct OpenedSnapshot {
 };
 
 OpenedSnapshot open_snapshot(const SnapshotRequest& request) {
+  // These commands read a store; opening a path that is not one would create an empty one.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(request.db, ec)) {
+    throw UserError(
+        fmt::format("no run store at '{}': pass --db PATH, the run.db of the run", request.db));
+  }
   RunInfo info;
   {
     RunStore store(request.db);
@@ -40,9 +47,14 @@ OpenedSnapshot open_snapshot(const SnapshotRequest& request) {
   SnapshotRef snapshot = select_snapshot(dir, request.checkpoint, request.note);
   SnapshotState state = load_snapshot(snapshot, *run.model, nullptr, /*restore_rng=*/false);
   run.model->eval();
-  request.note(
-      fmt::format("run '{}': snapshot {} (step {})", info.name, snapshot.label, state.step));
   return {info, std::move(run), snapshot, state};
+}
+
+// Which snapshot a command used; said once the command's own checks passed, so that a command
+// that fails prints its one error line and nothing else.
+void announce(const SnapshotRequest& request, const OpenedSnapshot& opened) {
+  request.note(fmt::format("run '{}': snapshot {} (step {})", opened.info.name,
+                           opened.snapshot.label, opened.state.step));
 }
 
 }  // namespace
@@ -58,6 +70,7 @@ EvalReport evaluate_snapshot(const SnapshotRequest& request, const std::string& 
     throw UserError(fmt::format("run '{}' has no {} split: set data.{} in its experiment",
                                 opened.info.name, split, split));
   }
+  announce(request, opened);
   const int64_t count = batches > 0 ? batches : data->batches_per_pass();
   Trainer trainer(opened.run);
   EvalReport report;
@@ -88,6 +101,15 @@ std::string sample_snapshot(const SnapshotRequest& request, const SampleOptions&
   }
   Model& model = *opened.run.model;
   const int64_t vocab = model.vocab_size();
+  for (uint32_t id : ids) {
+    if (static_cast<int64_t>(id) >= vocab) {
+      throw UserError(fmt::format(
+          "the prompt encodes to token id {}, but the model of run '{}' has {} ids: use a "
+          "prompt in the text the run was trained on",
+          id, opened.info.name, vocab));
+    }
+  }
+  announce(request, opened);
   torch::manual_seed(static_cast<uint64_t>(options.seed));
   torch::NoGradGuard no_grad;
   auto context = torch::tensor(std::vector<int64_t>(ids.begin(), ids.end()), torch::kLong)
@@ -125,6 +147,7 @@ int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_p
                  {"kiln_run", opened.info.name},
                  {"kiln_snapshot", opened.snapshot.label},
                  {"kiln_config_hash", opened.info.config_hash}});
+  announce(request, opened);
   return static_cast<int64_t>(weights.size());
 }
 

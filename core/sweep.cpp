@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -96,6 +97,23 @@ void add_fixed(const std::string& file, const toml::table& table, const std::str
     }
   }
 }
+
+// Members are runs, and run names become folders under run.out_dir: the rules of `kiln run`,
+// checked before any member starts rather than by each member's process.
+void check_name(const std::string& what, const std::string& name) {
+  if (!is_contained_name(name)) {
+    throw UserError(fmt::format(
+        "{} '{}' cannot be used: members are runs named <sweep>/<key=value,...>, names become "
+        "folders under run.out_dir, so they take at most 200 characters, no '..', no empty "
+        "part, no leading '/' and no control characters: rename the sweep (name = \"...\" or "
+        "--name) or vary other values",
+        what, name));
+  }
+}
+
+// Far more runs than anyone sweeps by hand: a grid this big is a mistake, and expanding it would
+// take the machine's memory before the first member starts.
+constexpr size_t kMaxMembers = 10000;
 
 std::atomic<int> g_sweep_signal{0};
 void on_sweep_signal(int signal) {
@@ -192,10 +210,31 @@ std::string sweep_summary(const std::vector<RunRecord>& runs, const std::string&
 
 }  // namespace
 
+namespace {
+
+// The file's text, or nothing when it cannot be read.
+std::optional<std::string> read_text(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
 SweepSpec load_sweep_file(const std::string& path) {
+  const std::optional<std::string> text = read_text(path);
+  if (!text) throw UserError(fmt::format("cannot read sweep file '{}': check the path", path));
+  if (auto problem = unsafe_toml_text(*text)) {
+    throw UserError(fmt::format("{}:{}:{}: TOML syntax error: {}", path, problem->line,
+                                problem->column, problem->what));
+  }
   toml::table root;
   try {
-    root = toml::parse_file(path);
+    root = toml::parse(*text, path);
   } catch (const toml::parse_error& e) {
     throw UserError(
         fmt::format("{}: TOML syntax error: {}", where(path, e.source()), e.description()));
@@ -245,8 +284,11 @@ SweepSpec load_sweep_file(const std::string& path) {
 }
 
 bool is_sweep_file(const std::string& path) {
+  const std::optional<std::string> text = read_text(path);
+  // Unreadable or unsafe text: the experiment loader reports it, with its position.
+  if (!text || unsafe_toml_text(*text)) return false;
   try {
-    return toml::parse_file(path).contains("base");
+    return toml::parse(*text, path).contains("base");
   } catch (const toml::parse_error&) {
     return false;  // the experiment loader reports the syntax error with its position
   }
@@ -264,6 +306,9 @@ SweepAxis parse_axis(const std::string& argument) {
 }
 
 std::vector<SweepMember> expand_sweep(const SweepSpec& spec) {
+  // The base first: a mistake in it (a syntax error, say) is the one to report.
+  load_config(spec.base, spec.fixed);
+  check_name("sweep name", spec.name);
   if (spec.grid.empty() && spec.zip.empty()) {
     throw UserError("the sweep varies nothing: give [grid], [zip] or seeds (or --grid/--zip)");
   }
@@ -274,6 +319,15 @@ std::vector<SweepMember> expand_sweep(const SweepSpec& spec) {
           "has {}",
           spec.zip.front().key, spec.zip.front().values.size(), axis.key, axis.values.size()));
     }
+  }
+  double count = spec.zip.empty() ? 1.0 : static_cast<double>(spec.zip.front().values.size());
+  for (const auto& axis : spec.grid)
+    count *= static_cast<double>(axis.values.size());
+  if (count > static_cast<double>(kMaxMembers)) {
+    throw UserError(fmt::format(
+        "the sweep would have {:.0f} members, more than the {} a sweep may have: vary fewer keys "
+        "or fewer values",
+        count, kMaxMembers));
   }
   // Each combination: one value per grid axis (odometer order), then one zip position.
   std::vector<std::vector<std::pair<std::string, std::string>>> combos = {{}};
@@ -309,6 +363,7 @@ std::vector<SweepMember> expand_sweep(const SweepSpec& spec) {
       labels.push_back(key + "=" + label_of(value));
     }
     member.name = spec.name + "/" + join(labels, ",");
+    check_name("sweep member name", member.name);
     // Every member's config is checked now, so a typo stops the sweep before anything runs.
     load_config(spec.base, member.overrides);
     members.push_back(std::move(member));
@@ -340,6 +395,12 @@ int run_sweep(const SweepSpec& spec, const SweepOptions& options,
         queue.push_back(&m);
       }
     }
+  }
+  {
+    // --sort orders the summary at the end: a key it cannot sort by is reported now, not after
+    // every member has run.
+    HistoryDb history(db);
+    list_runs(history, ListQuery{"", options.sort, 1});
   }
   print(fmt::format(
       "sweep '{}': {} members, {} to run, {} at a time ({} CPU threads each); logs "

@@ -39,7 +39,12 @@ std::shared_ptr<Tokenizer> load_tokenizer(const std::string& dataset_dir) {
   }
   const std::string type = saved["type"];
   if (!Catalog::global().find(TokenizerKind::name, type)) throw_unknown(TokenizerKind::name, type);
-  return TokenizerRegistry::create(type, saved);
+  try {
+    return TokenizerRegistry::create(type, saved);
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(fmt::format("'{}' does not describe a {} tokenizer ({}): re-run `kiln prepare`",
+                                path, type, e.what()));
+  }
 }
 
 void save_tokenizer(const Tokenizer& tokenizer, const std::string& name,

@@ -1,6 +1,8 @@
 #include "core/trainer.h"
 
 #include <chrono>
+#include <cmath>
+#include <optional>
 
 #include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
@@ -46,6 +48,7 @@ MetricRow metric_row(const StepStats& stats, int world_size) {
   row.loss_scale = stats.loss_scale;
   row.skipped = stats.skipped;
   if (world_size > 1) row.rank_skew_ms = stats.rank_skew_ms;
+  row.bubble = stats.bubble;
   return row;
 }
 
@@ -56,10 +59,26 @@ at::Tensor Trainer::loss_of(const Batch& batch) {
 
 at::Tensor Trainer::forward_loss(const at::Tensor& inputs, const at::Tensor& targets) {
   auto scope = run_.precision->forward_scope();
-  at::Tensor logits = run_.model->forward(inputs);
+  return loss_from_logits(run_.model->forward(inputs), targets);
+}
+
+at::Tensor Trainer::loss_from_logits(at::Tensor logits, const at::Tensor& targets) const {
   const int64_t vocab = run_.model->vocab_size();
   if (logits.size(-1) != vocab) logits = logits.narrow(-1, 0, vocab);  // padded vocabulary
   return at::cross_entropy_loss(logits.reshape({-1, vocab}).to(at::kFloat), targets.reshape(-1));
+}
+
+PassContext Trainer::pass_context(DataSource& data, int64_t micro_batches, bool train) {
+  return PassContext{*run_.model,
+                     data,
+                     micro_batches,
+                     run_.device,
+                     train,
+                     [this](const at::Tensor& logits, const at::Tensor& targets) {
+                       return loss_from_logits(logits, targets);
+                     },
+                     [this]() -> std::shared_ptr<void> { return run_.precision->forward_scope(); },
+                     [this](const at::Tensor& loss) { return run_.precision->scale_loss(loss); }};
 }
 
 at::Tensor Trainer::clip_gradients(double max_norm) {
@@ -92,8 +111,11 @@ StepStats Trainer::train_step(int64_t step) {
 
   phases_ = PhaseTimes{};
   PhaseClock clock(profile_, run_.device);
-  at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(run_.device));
-  for (int64_t micro = 0; micro < run_.grad_accum; ++micro) {
+  PassContext passes = pass_context(*run_.train_data, run_.grad_accum, /*train=*/true);
+  std::optional<at::Tensor> piped = run_.parallel->run_passes(passes);
+  at::Tensor loss_sum = piped ? *piped : at::zeros({}, at::TensorOptions().device(run_.device));
+  if (piped) clock.lap(phases_.forward_ms);  // a pipeline's passes interleave both directions
+  for (int64_t micro = 0; !piped && micro < run_.grad_accum; ++micro) {
     run_.parallel->begin_micro_step(micro == run_.grad_accum - 1);
     Batch batch = run_.train_data->next();
     auto inputs = batch.inputs.to(run_.device, /*non_blocking=*/true);
@@ -112,28 +134,45 @@ StepStats Trainer::train_step(int64_t step) {
   stats.loss_scale = run_.precision->loss_scale();
   stats.skipped = !run_.precision->prepare_step(parameters_);
   at::Tensor norm = clip_gradients(run_.train.grad_clip);
+  // A non-finite norm means some gradient is inf or NaN (the norm is the same on every rank):
+  // the update would poison the weights, so it is never applied. Waiting for the norm here
+  // costs the device a short idle before the optimizer's kernels.
+  if (!stats.skipped && !std::isfinite(norm.item<double>())) stats.skipped = stats.nonfinite = true;
   if (!stats.skipped) optimizer.step();
   run_.parallel->finish_update(*run_.model);
   clock.lap(phases_.optimizer_ms);
 
-  // One all-reduce and one host transfer per step carry the loss, the norm and every rank's
-  // step time so far: [loss / world, norm / world, ms of rank 0, ms of rank 1, ...].
+  // One all-reduce and one host transfer per step carry the loss (each rank's share), the norm
+  // (the same on every rank) and per rank: the step time so far, and a pipeline's pass times.
   const int world = run_.parallel->world_size();
+  const int rank = run_.parallel->rank();
   const double local_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  at::Tensor own_ms = at::zeros({world}, loss_sum.options());
-  own_ms[run_.parallel->rank()] = local_ms;
-  at::Tensor host =
-      run_.parallel
-          ->sum(at::cat({at::stack({loss_sum, norm.to(loss_sum.dtype())}) / double(world), own_ms}))
-          .to(at::kDouble)
-          .cpu();  // the step's one host sync
+  const auto pass = run_.parallel->pass_times();
+  at::Tensor per_rank = at::zeros({4, world}, loss_sum.options());
+  per_rank[0][rank] = local_ms;
+  per_rank[1][rank] = pass.compute_ms;
+  per_rank[2][rank] = pass.total_ms;
+  per_rank[3][rank] = static_cast<double>(pass.peak_live);
+  at::Tensor host = run_.parallel
+                        ->sum(at::cat({at::stack({loss_sum * run_.parallel->loss_share(),
+                                                  norm.to(loss_sum.dtype()) / double(world)}),
+                                       per_rank.reshape(-1)}))
+                        .to(at::kDouble)
+                        .cpu();  // the step's one host sync
   clock.lap(phases_.communication_ms);
   stats.loss = host[0].item<double>();
-  stats.grad_norm = host[1].item<double>();  // the same on every rank: its mean is itself
-  if (world > 1) {
-    auto ms = host.narrow(0, 2, world);
-    stats.rank_skew_ms = (ms.max() - ms.min()).item<double>();
+  stats.grad_norm = host[1].item<double>();
+  auto times = host.narrow(0, 2, 4 * world).reshape({4, world});
+  if (world > 1) stats.rank_skew_ms = (times[0].max() - times[0].min()).item<double>();
+  if (const int stages = run_.parallel->stages(); stages > 1) {
+    // Stage s of the first replica is rank s.
+    auto compute = times[1].narrow(0, 0, stages), total = times[2].narrow(0, 0, stages);
+    for (int s = 0; s < stages; ++s) {
+      stats.stage_compute_ms.push_back(compute[s].item<double>());
+      stats.stage_peak_live.push_back(times[3][s].item<int64_t>());
+    }
+    stats.bubble = 1.0 - (compute.sum() / total.sum()).item<double>();
   }
   tokens_seen_ += run_.batch_tokens;
   stats.tokens_seen = tokens_seen_;
@@ -147,15 +186,16 @@ double Trainer::evaluate(DataSource& data, int64_t batches) {
   torch::NoGradGuard no_grad;
   run_.model->eval();
   data.reset();
-  at::Tensor total = at::zeros({}, at::TensorOptions().device(run_.device).dtype(at::kDouble));
-  for (int64_t i = 0; i < batches; ++i)
+  PassContext passes = pass_context(data, batches, /*train=*/false);
+  std::optional<at::Tensor> piped = run_.parallel->run_passes(passes);
+  at::Tensor total =
+      piped ? piped->to(at::kDouble)
+            : at::zeros({}, at::TensorOptions().device(run_.device).dtype(at::kDouble));
+  for (int64_t i = 0; !piped && i < batches; ++i)
     total += loss_of(data.next()).to(at::kDouble);
   run_.model->train();
-  return mean_over_ranks(total / static_cast<double>(batches)).item<double>();
-}
-
-at::Tensor Trainer::mean_over_ranks(const at::Tensor& value) {
-  return run_.parallel->sum(value) / static_cast<double>(run_.parallel->world_size());
+  const double share = run_.parallel->loss_share();
+  return run_.parallel->sum(total * (share / static_cast<double>(batches))).item<double>();
 }
 
 }  // namespace kiln

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/assemble.h"
@@ -21,11 +22,17 @@ struct StepStats {
   double dt_ms = 0;
   double tokens_per_sec = 0;
   int64_t tokens_seen = 0;
-  double loss_scale = 1;  // the precision policy's scale for this step's loss
-  bool skipped = false;   // the precision policy rejected the update (non-finite gradients)
+  double loss_scale = 1;   // the precision policy's scale for this step's loss
+  bool skipped = false;    // the update was not applied (non-finite gradients)
+  bool nonfinite = false;  // ... because they were inf/NaN beyond what the precision policy expects
   // With several ranks: the slowest rank's step time minus the fastest one's, the time up to
   // the step's closing all-reduce (how long the fastest rank waited for the others).
   double rank_skew_ms = 0;
+  // Pipelines: each stage's compute time in its passes, and the share of the stages' pass time
+  // spent waiting (the pipeline bubble).
+  std::vector<double> stage_compute_ms;
+  std::vector<int64_t> stage_peak_live;  // most micro-batches' activations each stage held
+  std::optional<double> bubble;
 };
 
 // The run store's row for a step; rank skew only when several ranks took it.
@@ -58,7 +65,8 @@ class Trainer {
   at::Tensor forward_loss(const at::Tensor& inputs, const at::Tensor& targets);
   // Global gradient norm (a tensor: no host sync); scales gradients down to `max_norm` if > 0.
   at::Tensor clip_gradients(double max_norm);
-  at::Tensor mean_over_ranks(const at::Tensor& value);
+  at::Tensor loss_from_logits(at::Tensor logits, const at::Tensor& targets) const;
+  PassContext pass_context(DataSource& data, int64_t micro_batches, bool train);
 
   AssembledRun& run_;
   std::vector<at::Tensor> parameters_;

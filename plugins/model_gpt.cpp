@@ -116,6 +116,9 @@ class Head : public Layer {
   torch::Tensor forward(const torch::Tensor& x) override {
     return torch::nn::functional::linear(ln_f(x), embedding_->wte->weight);
   }
+  std::vector<torch::Tensor> borrowed_parameters() const override {
+    return {embedding_->wte->weight};
+  }
 
   LayerNorm ln_f;
 
@@ -274,20 +277,34 @@ GptOptions options_from(const Params& p) {
 const bool registered = ModelRegistry::add(
     {"gpt",
      "GPT-2: learned positions, pre-LayerNorm blocks, causal attention, tanh-GELU MLP, tied head",
-     {ParamSpec::integer("n_layer", 12, "Transformer blocks").at_least(1),
-      ParamSpec::integer("n_head", 12, "attention heads per block").at_least(1),
+     {ParamSpec::integer("n_layer", 12, "Transformer blocks").at_least(1).at_most(10000),
+      ParamSpec::integer("n_head", 12, "attention heads per block").at_least(1).at_most(1 << 20),
       ParamSpec::integer("n_embd", 768, "width of the residual stream").at_least(1),
       ParamSpec::integer("block_size", 1024, "longest sequence (position embeddings)").at_least(1),
-      ParamSpec::integer("vocab_size", 50257, "token ids the data may contain").at_least(1),
+      ParamSpec::integer("vocab_size", 50257, "token ids the data may contain")
+          .at_least(1)
+          .at_most(INT32_MAX),
       ParamSpec::integer("vocab_multiple", 1,
                          "pad the embedding rows to a multiple of this (64: 50257 -> 50304) "
                          "for faster matmuls; padded ids are never targets")
-          .at_least(1),
+          .at_least(1)
+          .at_most(1 << 20),
       ParamSpec::real("dropout", 0.0, "dropout on embeddings, attention and residuals")
           .at_least(0)
           .at_most(0.95),
       ParamSpec::flag("bias", true, "biases in Linear and LayerNorm layers")}},
-    [](const Params& p) { return std::make_shared<Gpt>(options_from(p)); });
+    [](const Params& p) {
+      const GptOptions o = options_from(p);
+      const double c = static_cast<double>(o.n_embd);
+      const double parameters =
+          (static_cast<double>(o.padded_vocab) + static_cast<double>(o.block_size)) * c +
+          static_cast<double>(o.n_layer) * (12 * c * c + 13 * c) + 2 * c;
+      return build_within_memory(
+          parameters,
+          fmt::format("a gpt with n_layer {}, n_embd {}, block_size {} and {} vocabulary rows",
+                      o.n_layer, o.n_embd, o.block_size, o.padded_vocab),
+          [&] { return std::make_shared<Gpt>(o); });
+    });
 
 }  // namespace
 }  // namespace kiln

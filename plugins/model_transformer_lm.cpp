@@ -132,10 +132,12 @@ const bool registered = ModelRegistry::add(
     {"transformer_lm",
      "the PyTorch tutorial Transformer LM: scaled embedding, sinusoidal positions, post-LN "
      "encoder layers with a causal mask, linear decoder",
-     {ParamSpec::integer("vocab_size", 50257, "token ids the data may contain").at_least(1),
+     {ParamSpec::integer("vocab_size", 50257, "token ids the data may contain")
+          .at_least(1)
+          .at_most(INT32_MAX),
       ParamSpec::integer("d_model", 200, "embedding and model width").at_least(2),
-      ParamSpec::integer("nhead", 2, "attention heads per layer").at_least(1),
-      ParamSpec::integer("num_layers", 2, "encoder layers").at_least(1),
+      ParamSpec::integer("nhead", 2, "attention heads per layer").at_least(1).at_most(1 << 20),
+      ParamSpec::integer("num_layers", 2, "encoder layers").at_least(1).at_most(10000),
       ParamSpec::integer("dim_feedforward", 200, "width of the feed-forward layer").at_least(1),
       ParamSpec::integer("max_len", 512, "longest sequence (positional table)").at_least(1),
       ParamSpec::real("dropout", 0.2, "dropout on embeddings, attention and sublayers")
@@ -152,7 +154,17 @@ const bool registered = ModelRegistry::add(
                         "model.nhead = {}",
                         o.d_model, o.nhead));
       }
-      return std::make_shared<TransformerLm>(o);
+      const double d = static_cast<double>(o.d_model), ff = static_cast<double>(o.dim_feedforward);
+      const double vocab = static_cast<double>(o.vocab_size);
+      const double parameters =
+          2 * vocab * d + vocab + static_cast<double>(o.max_len) * d +
+          static_cast<double>(o.num_layers) * (4 * d * d + 2 * d * ff + ff + 9 * d);
+      return build_within_memory(
+          parameters,
+          fmt::format("a transformer_lm with num_layers {}, d_model {}, dim_feedforward {}, "
+                      "max_len {} and vocab_size {}",
+                      o.num_layers, o.d_model, o.dim_feedforward, o.max_len, o.vocab_size),
+          [&] { return std::make_shared<TransformerLm>(o); });
     });
 
 }  // namespace

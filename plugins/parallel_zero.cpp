@@ -9,17 +9,13 @@
 //            each rank keeps its shard), so gradients beyond the shard are freed before the update.
 // The gradient norm for clipping is summed over the shards. Snapshots hold the whole optimizer
 // state (rank 0 collects the shards first), so they resume at any world size and under ddp.
-#include <sstream>
 #include <unordered_set>
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
 
 #include "core/data_parallel.h"
 #include "core/model.h"
-#include "core/torch_compat.h"
 
 namespace kiln {
 namespace {
@@ -72,49 +68,16 @@ class ZeroRedundancy : public DataParallel {
     }
   }
 
-  void gather_optimizer_state(torch::optim::Optimizer& optimizer) override {
+  void gather_state(Model&, torch::optim::Optimizer& optimizer) override {
     if (world_size() == 1) return;
-    const std::string key = "zero/optimizer_state/";
-    if (rank() != 0) {
-      torch::serialize::OutputArchive archive;
-      optimizer.save(archive);
-      std::ostringstream bytes;
-      archive.save_to(bytes);
-      comm().put(key + std::to_string(rank()), bytes.str());
-      return;
-    }
-    // Load each rank's part into an emptied state and move the entries aside, so that this
-    // works whether a LibTorch version's load() merges into the state or replaces it.
-    auto& state = optimizer.state();
-    std::vector<std::pair<std::decay_t<decltype(state.begin()->first)>,
-                          std::decay_t<decltype(state.begin()->second)>>>
-        whole;
-    auto move_aside = [&] {
-      for (auto& [k, v] : state) {
-        if (v) whole.emplace_back(k, std::move(v));
-      }
-      state.clear();
-    };
-    move_aside();
-    const at::Device device = optimizer.param_groups().front().params().front().device();
-    for (int r = 1; r < world_size(); ++r) {
-      std::istringstream bytes(comm().take(key + std::to_string(r)));
-      torch::serialize::InputArchive archive;
-      archive.load_from(bytes, device);
-      optimizer.load(archive);
-      move_aside();
-    }
-    for (auto& [k, v] : whole)
-      state[k] = std::move(v);
+    std::vector<int> senders;
+    for (int r = 1; r < world_size(); ++r)
+      senders.push_back(r);
+    gather_optimizer_state(comm(), optimizer, senders, fmt::format("zero/{}/", gathers_++));
   }
 
-  void shard_optimizer_state(torch::optim::Optimizer& optimizer) override {
-    for (auto& group : optimizer.param_groups()) {
-      for (auto& p : group.params()) {
-        if (!owned_by_me_.count(p.unsafeGetTensorImpl()))
-          optimizer.state().erase(compat::optimizer_state_key(p));
-      }
-    }
+  void shard_state(Model&, torch::optim::Optimizer& optimizer) override {
+    keep_optimizer_state(optimizer, owned_by_me_);
   }
 
  private:
@@ -191,6 +154,7 @@ class ZeroRedundancy : public DataParallel {
   }
 
   int64_t stage_;
+  int64_t gathers_ = 0;  // snapshots so far: each gather's store keys are new
   std::vector<std::vector<at::Tensor>> owned_;  // by owning rank, in model order
   std::unordered_set<const void*> owned_by_me_;
   std::unique_ptr<OverlappedAllReduce> all_reduce_;  // stage 1

@@ -34,10 +34,11 @@ class CharTokenizer : public Tokenizer {
     ids.reserve(text.size());
     for (unsigned char c : text) {
       if (id_of_[c] < 0) {
-        throw UserError(
-            fmt::format("the char tokenizer has no id for byte 0x{:02x} ('{}'): it "
-                        "only knows the bytes of the corpus it was prepared from",
-                        c, static_cast<char>(c)));
+        throw UserError(fmt::format(
+            "the char tokenizer has no id for byte 0x{:02x}{}: it only knows the "
+            "bytes of the corpus it was prepared from",
+            c,
+            c >= 0x20 && c < 0x7f ? fmt::format(" ('{}')", static_cast<char>(c)) : std::string()));
       }
       ids.push_back(static_cast<uint32_t>(id_of_[c]));
     }

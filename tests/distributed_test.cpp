@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -164,11 +165,6 @@ std::vector<double> optimizer_state_mib(const std::string& output) {
   return sizes;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 double worst_difference(const std::vector<double>& a, const std::vector<double>& b) {
   double worst = 0;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
@@ -196,12 +192,12 @@ TEST_F(Distributed, ZeroStagesFollowTheSingleProcessCurveAndShardTheOptimizerSta
                                        "--set parallel.stage={} --set train.steps=20{}",
                                        exp, name, stage, same),
                            logs);
-    ASSERT_EQ(codes, (std::vector<int>{0, 0})) << read_file(logs + "0.log");
+    ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
     auto curve = losses(name);
     ASSERT_EQ(curve.size(), 20u);
     EXPECT_LT(worst_difference(ref, curve), 1e-4);
     // Each rank holds about half of what one process holds.
-    const auto sharded = optimizer_state_mib(read_file(logs + "0.log"));
+    const auto sharded = optimizer_state_mib(testing::read_file(logs + "0.log"));
     ASSERT_EQ(sharded.size(), 2u);
     for (double mib : sharded)
       EXPECT_LT(mib, 0.6 * whole[0]);
@@ -226,8 +222,8 @@ TEST_F(Distributed, ASnapshotTakenOnOneRankResumesOnTwo) {
   const std::string logs = dir_ / "w_rank";
   auto codes = run_ranks(2, "resume w --set train.steps=40 --db " + db(), logs);
   ASSERT_EQ(codes, (std::vector<int>{0, 0}))
-      << read_file(logs + "0.log") << read_file(logs + "1.log");
-  const std::string output = read_file(logs + "0.log");
+      << testing::read_file(logs + "0.log") << testing::read_file(logs + "1.log");
+  const std::string output = testing::read_file(logs + "0.log");
   EXPECT_NE(output.find("x 1 micro-steps x 2 rank(s)"), std::string::npos) << output;
   auto a = losses("ref"), b = losses("w");
   ASSERT_EQ(a.size(), 40u);
@@ -239,6 +235,122 @@ TEST_F(Distributed, ASnapshotTakenOnOneRankResumesOnTwo) {
                             "select count(rank_skew_ms) from metrics m join runs r on r.id = "
                             "m.run_id where r.name = 'w' and step > 20"),
             "20");
+}
+
+// "live micro-batches 4 | 4" -> 4: the most any stage held in the last logged step.
+int64_t most_live_micro_batches(const std::string& output) {
+  const std::string marker = "live micro-batches ";
+  auto at = output.rfind(marker);
+  if (at == std::string::npos) return -1;
+  const size_t from = at + marker.size();
+  std::istringstream in(output.substr(from, output.find('\n', from) - from));
+  int64_t most = -1;
+  for (std::string item; std::getline(in, item, '|');)
+    most = std::max<int64_t>(most, std::stoll(item));
+  return most;
+}
+
+// The same 512-token global batches as 4 micro-batches of 4 x 32 on one process.
+const std::string kPipelineBatch =
+    " --set train.micro_batch=4 --set train.batch_tokens=512 --set eval.every=10 "
+    "--set checkpoint.every=10";
+
+TEST_F(Distributed, TwoPipelineStagesFollowTheSingleProcessCurveAndOneFOneBHoldsLess) {
+  const std::string exp = experiment();
+  auto single = run_kiln("run " + exp + " --name ref --set train.steps=40" + kPipelineBatch);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  auto ref = losses("ref");
+  std::map<std::string, int64_t> live;
+  for (const std::string schedule : {"gpipe", "1f1b"}) {
+    SCOPED_TRACE(schedule);
+    const std::string logs = dir_ / (schedule + "_rank");
+    auto codes = run_ranks(2,
+                           fmt::format("run {} --name {} --set train.steps=20 --set "
+                                       "parallel.type=pipeline --set parallel.pp=2 --set "
+                                       "parallel.microbatches=4 --set parallel.schedule={}{}",
+                                       exp, schedule, schedule, kPipelineBatch),
+                           logs);
+    const std::string output = testing::read_file(logs + "0.log");
+    ASSERT_EQ(codes, (std::vector<int>{0, 0})) << output << testing::read_file(logs + "1.log");
+    auto curve = losses(schedule);
+    ASSERT_EQ(curve.size(), 20u);
+    EXPECT_LT(worst_difference(ref, curve), 1e-4);
+    EXPECT_NE(output.find("  pipeline: stage compute "), std::string::npos) << output;
+    live[schedule] = most_live_micro_batches(output);
+    EXPECT_EQ(testing::scalar(db(),
+                              "select count(bubble) from metrics m join runs r on r.id = "
+                              "m.run_id where r.name = '" +
+                                  schedule + "'"),
+              "20");
+  }
+  EXPECT_EQ(live["gpipe"], 4);  // every micro-batch of the step
+  EXPECT_EQ(live["1f1b"], 2);   // pp - stage on the first stage
+  // The snapshot is whole: one process continues the pipelined run.
+  auto resumed =
+      run_kiln("resume 1f1b --set train.steps=40 --set parallel.type=single --db " + db());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  auto curve = losses("1f1b");
+  ASSERT_EQ(curve.size(), 40u);
+  EXPECT_LT(worst_difference(ref, curve), 1e-4);
+}
+
+TEST_F(Distributed, ATwoByTwoMeshOfStagesAndReplicasFollowsTheSingleProcessCurve) {
+  const std::string exp = experiment();
+  auto single = run_kiln("run " + exp + " --name ref --set train.steps=20" + kPipelineBatch);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const std::string logs = dir_ / "mesh_rank";
+  auto codes = run_ranks(4,
+                         "run " + exp +
+                             " --name mesh --set train.steps=20 --set parallel.type=pipeline "
+                             "--set parallel.pp=2 --set parallel.dp=2 --set "
+                             "parallel.microbatches=2" +
+                             kPipelineBatch,
+                         logs);
+  ASSERT_EQ(codes, (std::vector<int>{0, 0, 0, 0})) << testing::read_file(logs + "0.log");
+  auto ref = losses("ref"), curve = losses("mesh");
+  ASSERT_EQ(curve.size(), 20u);
+  EXPECT_LT(worst_difference(ref, curve), 1e-4);
+  EXPECT_EQ(testing::scalar(db(), "select world_size from runs where name = 'mesh'"), "4");
+}
+
+TEST_F(Distributed, TheTransformerLmSplitsIntoStagesToo) {
+  const std::string exp = dir_ / "tlm.toml";
+  testing::write_text(exp, fmt::format(R"([run]
+db = "{}"
+out_dir = "{}"
+threads = 1
+[model]
+type = "transformer_lm"
+vocab_size = 64
+d_model = 32
+nhead = 2
+num_layers = 3
+dim_feedforward = 32
+max_len = 32
+dropout = 0.0
+[data]
+train = "{}/train_*.bin"
+val = "{}/val_*.bin"
+[train]
+seq_len = 32
+[optimizer]
+type = "sgd"
+lr = 0.5
+)",
+                                       db(), dir_ / "runs", dir_ / "data", dir_ / "data"));
+  const std::string same = " --set train.steps=15" + kPipelineBatch;
+  ASSERT_EQ(run_kiln("run " + exp + " --name tref" + same).exit_code, 0);
+  const std::string logs = dir_ / "tlm_rank";
+  auto codes = run_ranks(2,
+                         "run " + exp +
+                             " --name tpipe --set parallel.type=pipeline --set parallel.pp=2 "
+                             "--set parallel.microbatches=4 --set 'parallel.split_points=\"2\"'" +
+                             same,
+                         logs);
+  ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
+  auto ref = losses("tref"), curve = losses("tpipe");
+  ASSERT_EQ(curve.size(), 15u);
+  EXPECT_LT(worst_difference(ref, curve), 1e-4);
 }
 
 TEST_F(Distributed, AnIncompleteEnvironmentIsAClearError) {

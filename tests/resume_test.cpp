@@ -1,5 +1,5 @@
-// Snapshots and resume through the real binary: SIGKILL at random moments, damaged snapshots,
-// refused changes, eval / sample / export.
+// Snapshots and resume through the real binary: damaged snapshots, refused changes, eval /
+// sample / export. (Kills at random moments and at fault points: fault_test.cpp.)
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -7,11 +7,8 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <iostream>
-#include <random>
 #include <thread>
 
-#include "core/safetensors.h"
 #include "tiny_run.h"
 
 namespace kiln {
@@ -20,89 +17,6 @@ namespace {
 using testing::run_kiln;
 using testing::scalar;
 using Resume = testing::TinyRun;
-
-// Starts `kiln ARGS...` with its output discarded and SIGKILLs it after `delay` (unless it ended
-// first). Returns true when the process had to be killed.
-bool run_and_kill(const std::vector<std::string>& args, std::chrono::milliseconds delay) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> argv = {const_cast<char*>(KILN_BINARY)};
-    for (const auto& a : args)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::freopen("/dev/null", "w", stdout);
-    ::freopen("/dev/null", "w", stderr);
-    ::execv(KILN_BINARY, argv.data());
-    ::_exit(127);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + delay;
-  int status = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
-  return true;
-}
-
-std::vector<std::vector<char>> exported_tensors(const std::string& path) {
-  SafetensorsFile file(path);
-  std::vector<std::vector<char>> out;
-  for (const auto& t : file.tensors()) {
-    const char* data = static_cast<const char*>(t.data);
-    out.emplace_back(data, data + t.bytes);
-  }
-  return out;
-}
-
-// Dropout on, so the RNG state must survive the kill too.
-const std::string kSettings =
-    " --set train.steps=300 --set checkpoint.every=4 --set checkpoint.keep=2"
-    " --set model.dropout=0.1 --set eval.every=10";
-
-TEST_F(Resume, KilledAtRandomMomentsAndResumedGivesTheSameLossesAndWeightsBitForBit) {
-  const std::string exp = experiment();
-  auto ref = run_kiln("run " + exp + " --name ref" + kSettings);
-  ASSERT_EQ(ref.exit_code, 0) << ref.output;
-
-  std::vector<std::string> first = {"run", exp, "--name", "victim"};
-  for (const auto& word :
-       {"--set", "train.steps=300", "--set", "checkpoint.every=4", "--set", "checkpoint.keep=2",
-        "--set", "model.dropout=0.1", "--set", "eval.every=10"}) {
-    first.push_back(word);
-  }
-  const std::vector<std::string> again = {"resume", "victim", "--db", db()};
-  // Kill, resume, kill the resumed process... until five kills have landed or the run is done.
-  std::mt19937 rng(20241121);
-  std::uniform_int_distribution<int> delay_ms(250, 900);
-  auto status = [&] { return scalar(db(), "select status from runs where name = 'victim'"); };
-  int kills = 0;
-  while (kills < 5 && status() != "completed") {
-    kills +=
-        run_and_kill(status().empty() ? first : again, std::chrono::milliseconds(delay_ms(rng)));
-  }
-  if (status() != "completed") {
-    auto finish = status().empty() ? run_kiln("run " + exp + " --name victim" + kSettings)
-                                   : run_kiln("resume victim --db " + db());
-    ASSERT_EQ(finish.exit_code, 0) << finish.output;
-  }
-  EXPECT_GE(kills, 1) << "the run always finished before its kill: the test proved nothing";
-  std::cout << "victim killed " << kills << " times before it completed\n";
-
-  auto a = losses("ref"), b = losses("victim");
-  ASSERT_EQ(a.size(), 300u);
-  ASSERT_EQ(b.size(), 300u);
-  for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_EQ(a[i], b[i]) << "step " << i + 1;
-  EXPECT_EQ(scalar(db(), "select status from runs where name = 'victim'"), "completed");
-
-  ASSERT_EQ(run_kiln("export ref -o " + (dir_ / "ref.safetensors") + " --db " + db()).exit_code, 0);
-  ASSERT_EQ(
-      run_kiln("export victim -o " + (dir_ / "victim.safetensors") + " --db " + db()).exit_code, 0);
-  EXPECT_TRUE(exported_tensors(dir_ / "ref.safetensors") ==
-              exported_tensors(dir_ / "victim.safetensors"));
-}
 
 void damage(const std::string& path, bool truncate) {
   if (truncate) {
@@ -162,8 +76,8 @@ TEST_F(Resume, ChangesToTheModelOrDataAreRefusedWithTheKeys) {
 
 TEST_F(Resume, AnUnfinishedNameIsRefusedUnlessRestarted) {
   const std::string exp = experiment();
-  run_and_kill({"run", exp, "--name", "u", "--set", "train.steps=100000"},
-               std::chrono::milliseconds(1500));
+  testing::run_child({"run", exp, "--name", "u", "--set", "train.steps=100000"}, "/dev/null", "",
+                     std::chrono::milliseconds(1500));
   ASSERT_EQ(scalar(db(), "select status from runs where name = 'u'"), "running");
   auto refused = run_kiln("run " + exp + " --name u");
   EXPECT_EQ(refused.exit_code, 2);

@@ -3,12 +3,16 @@
 
 #include <sqlite3.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/fs.h"
@@ -20,6 +24,11 @@ using TempDir = kiln::ScratchDir;
 inline void write_text(const std::string& path, const std::string& text) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   std::ofstream(path, std::ios::binary) << text;
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 struct CommandResult {
@@ -39,6 +48,49 @@ inline CommandResult run_kiln(const std::string& args) {
   int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+struct Outcome {
+  bool killed = false;  // by SIGKILL, from the fault point or from us
+  int exit_code = -1;
+};
+
+// Runs `kiln ARGS...` (output to `log`) with KILN_FAULT = `fault` (if not empty), SIGKILLing it
+// after `kill_after` unless it ended first.
+inline Outcome run_child(const std::vector<std::string>& args, const std::string& log,
+                         const std::string& fault = "",
+                         std::chrono::milliseconds kill_after = std::chrono::minutes(10)) {
+  std::fflush(stdout);  // or the child would print what the parent has buffered
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> argv = {const_cast<char*>(KILN_BINARY)};
+    for (const auto& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    if (!fault.empty()) ::setenv("KILN_FAULT", fault.c_str(), 1);
+    ::freopen(log.c_str(), "w", stdout);
+    ::dup2(::fileno(stdout), ::fileno(stderr));
+    ::execv(KILN_BINARY, argv.data());
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kill_after;
+  int status = 0;
+  bool waited = false;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      waited = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (!waited) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  Outcome outcome;
+  outcome.killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+  if (WIFEXITED(status)) outcome.exit_code = WEXITSTATUS(status);
+  return outcome;
 }
 
 // Every row of a query, each column as text ("NULL" for null).

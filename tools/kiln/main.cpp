@@ -1,5 +1,5 @@
 // The kiln command line. Each subcommand parses its flags and calls into core/; the work
-// itself lives there. Exit codes: 0 ok, 1 internal error, 2 user mistake, 130 interrupted.
+// itself lives there. Exit codes: core/error.h.
 #include <malloc.h>
 
 #include <algorithm>
@@ -58,6 +58,32 @@ void list_plugins() {
   }
 }
 
+// An error is one line on stderr, whatever bytes it quotes (a key, a name, a file's text):
+// control characters come out escaped.
+std::string one_line(const std::string& message) {
+  std::string out;
+  for (unsigned char c : message) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20 && c != '\t') {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+// The names of `app`'s subcommands.
+std::vector<std::string> command_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const auto* sub : app.get_subcommands({}))
+    names.push_back(sub->get_name());
+  return names;
+}
+
 int finish(const kiln::RunSummary& summary) {
   if (summary.status == "interrupted") {
     std::cerr << fmt::format("kiln: run '{}' interrupted after step {}\n", summary.name,
@@ -67,9 +93,19 @@ int finish(const kiln::RunSummary& summary) {
   return kiln::kExitOk;
 }
 
+std::string toml_quoted(const std::string& text) {
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
 int run_command(const std::string& experiment, std::vector<std::string> overrides,
                 const std::string& name, bool restart) {
-  if (!name.empty()) overrides.push_back("run.name=" + name);
+  // Quoted, so that a name such as "nan", "42" or "true" stays a name and not a number.
+  if (!name.empty()) overrides.push_back("run.name=" + toml_quoted(name));
   kiln::ResolvedConfig config = kiln::load_config(experiment, overrides);
   kiln::install_stop_handlers();
   return finish(kiln::run_experiment(std::move(config), restart));
@@ -215,13 +251,26 @@ int dispatch(int argc, char** argv) {
 
   auto runs_cli = kiln::add_runs_commands(app);
 
-  if (argc > 1 && argv[1][0] != '-') {
-    std::vector<std::string> commands;
-    for (const auto* sub : app.get_subcommands({}))
-      commands.push_back(sub->get_name());
-    if (std::find(commands.begin(), commands.end(), argv[1]) == commands.end()) {
+  // CLI11 would report a stray first word as a missing subcommand: name it instead.
+  const std::vector<std::string> commands = command_names(app);
+  if (argc > 1) {
+    const std::string first = argv[1];
+    if (first[0] != '-' && std::find(commands.begin(), commands.end(), first) == commands.end()) {
       throw kiln::UserError(fmt::format("unknown command '{}': commands are {}; see `kiln --help`",
-                                        argv[1], fmt::join(commands, ", ")));
+                                        first, fmt::join(commands, ", ")));
+    }
+    if (first[0] == '-' && first != "-h" && first != "--help") {
+      throw kiln::UserError(fmt::format(
+          "unknown option '{}': kiln takes a command first, one of {}; see `kiln --help`", first,
+          fmt::join(commands, ", ")));
+    }
+  }
+  if (argc > 2 && std::string(argv[1]) == "runs" && argv[2][0] != '-') {
+    const std::vector<std::string> runs_commands = command_names(*app.get_subcommand("runs"));
+    if (std::find(runs_commands.begin(), runs_commands.end(), argv[2]) == runs_commands.end()) {
+      throw kiln::UserError(
+          fmt::format("unknown command 'runs {}': runs commands are {}; see `kiln runs --help`",
+                      argv[2], fmt::join(runs_commands, ", ")));
     }
   }
   try {
@@ -285,14 +334,17 @@ int main(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   try {
     return dispatch(argc, argv);
+  } catch (const kiln::DivergedError& e) {
+    std::cerr << "kiln: error: " << one_line(e.what()) << "\n";
+    return kiln::kExitDiverged;
   } catch (const kiln::UserError& e) {
-    std::cerr << "kiln: error: " << e.what() << "\n";
+    std::cerr << "kiln: error: " << one_line(e.what()) << "\n";
     return kiln::kExitUsage;
   } catch (const c10::Error& e) {
-    std::cerr << "kiln: internal error: LibTorch: " << e.what_without_backtrace() << "\n";
+    std::cerr << "kiln: internal error: LibTorch: " << one_line(e.what_without_backtrace()) << "\n";
     return kiln::kExitInternal;
   } catch (const std::exception& e) {
-    std::cerr << "kiln: internal error: " << e.what() << "\n";
+    std::cerr << "kiln: internal error: " << one_line(e.what()) << "\n";
     return kiln::kExitInternal;
   }
 }

@@ -41,6 +41,22 @@ struct RunsCli {
 
 namespace {
 
+// CLI11's NonNegativeNumber / PositiveNumber name the whole double range in their message;
+// these say what the option takes.
+CLI::Validator at_least(long long bound) {
+  return CLI::Validator(
+      [bound](std::string& text) -> std::string {
+        try {
+          size_t used = 0;
+          const long long value = std::stoll(text, &used);
+          if (used == text.size() && value >= bound) return "";
+        } catch (const std::exception&) {
+        }
+        return fmt::format("{} is not a whole number >= {}", text, bound);
+      },
+      fmt::format("INT >= {}", bound));
+}
+
 void add_db_option(CLI::App* sub, RunsCli& cli) {
   sub->add_option("--db", cli.db, "run store")->capture_default_str();
 }
@@ -51,8 +67,7 @@ void add_list(CLI::App* runs, RunsCli& cli) {
                        "filter, e.g. \"optimizer.lr < 1e-3 and status = completed\"");
   cli.list->add_option("--sort", cli.query.sort, "key to sort by; prefix '-' for descending")
       ->capture_default_str();
-  cli.list->add_option("--limit", cli.query.limit, "at most N runs; 0 = all")
-      ->check(CLI::NonNegativeNumber);
+  cli.list->add_option("--limit", cli.query.limit, "at most N runs; 0 = all")->check(at_least(0));
   cli.list->add_option("--format", cli.list_format, "table, csv or json")
       ->check(CLI::IsMember({"table", "csv", "json"}))
       ->capture_default_str();
@@ -93,7 +108,7 @@ void add_compare_plot(CLI::App* runs, RunsCli& cli) {
       ->check(CLI::IsMember({"step", "tokens", "time"}))
       ->capture_default_str();
   cli.plot->add_option("--smooth", cli.curve.smooth, "moving average over K points")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   cli.plot->add_flag("--log-y", cli.curve.log_y, "logarithmic y axis");
   cli.plot->add_option("-o,--output", cli.output, "curves.svg or curves.png")->required();

@@ -1,0 +1,446 @@
+// parallel "pipeline": the model's layer sequence (embedding, blocks, head) cut into `pp` stages,
+// one per rank, fed `microbatches` micro-batches per step so that the stages work at once, and
+// the whole pipeline replicated `dp` times. Ranks form a dp x pp mesh, rank = replica x pp +
+// stage. Activations go forward and their gradients back with c10d send/recv; the last stage
+// computes the loss. Within each stage, the replicas average their gradients with ddp's
+// bucketed all-reduce, overlapping the last micro-batch's backward.
+//   schedule "gpipe": every micro-batch forward, then every one backward: each stage holds all
+//                     micro-batches' activations at the end of the forwards.
+//   schedule "1f1b":  after pp - stage - 1 warm-up forwards, one forward, one backward: a stage
+//                     holds at most pp - stage micro-batches' activations.
+//
+// Every rank builds the whole model (rank 0's weights are broadcast) but computes and updates only
+// its stage's layers; layers it does not touch go back to host memory. A weight tied across
+// stages (gpt's token embedding, also its output projection) lives on both stages, and their
+// gradients are summed between the two, so both copies take the same update. Snapshots are
+// whole: before one, the first replica of every stage sends its weights and optimizer state to
+// rank 0, so a pipelined run resumes at any shape (or under ddp, or on one process) and kiln
+// eval / sample / export read its snapshots as any other.
+#include <chrono>
+#include <deque>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include "core/data_parallel.h"
+#include "core/data_source.h"
+#include "core/error.h"
+#include "core/model.h"
+#include "core/text.h"
+
+namespace kiln {
+namespace {
+
+// Point-to-point tags: per micro-batch an activation's shape, the activation, its gradient;
+// tied-weight gradients above all of those.
+enum Message { kShape = 0, kActivation = 1, kGradient = 2 };
+int tag(int64_t micro, Message kind) {
+  return static_cast<int>(micro * 3 + kind);
+}
+constexpr int kTiedTag = 1 << 24;
+constexpr int64_t kHeader = 8;  // [dtype, ndim, sizes...]
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+class Pipeline : public ParallelStrategy {
+ public:
+  explicit Pipeline(const Params& p)
+      : comm_(open_communicator(p)),
+        pp_(static_cast<int>(p.integer("pp"))),
+        dp_(static_cast<int>(p.integer("dp"))),
+        microbatches_(p.integer("microbatches")),
+        one_f_one_b_(p.text("schedule") == "1f1b"),
+        split_points_(p.text("split_points")),
+        bucket_bytes_(static_cast<int64_t>(p.real("bucket_mb") * (1 << 20))) {
+    if (pp_ * dp_ != comm_->size()) {
+      throw UserError(fmt::format(
+          "parallel.pp = {} x parallel.dp = {} makes {} processes, but this world has {} "
+          "(WORLD_SIZE): launch {} processes, e.g. kiln launch --nproc-per-node {} -- run ..., "
+          "or change pp and dp",
+          pp_, dp_, pp_ * dp_, comm_->size(), pp_ * dp_, pp_ * dp_));
+    }
+    stage_ = comm_->rank() % pp_;
+    replica_ = comm_->rank() / pp_;
+  }
+
+  int rank() const override { return comm_->rank(); }
+  int world_size() const override { return comm_->size(); }
+  int data_rank() const override { return replica_; }
+  int data_world() const override { return dp_; }
+  int64_t micro_batches() const override { return microbatches_; }
+  double loss_share() const override { return last() ? 1.0 / dp_ : 0.0; }
+  int stages() const override { return pp_; }
+  PassTimes pass_times() const override { return times_; }
+  bool replicates_gradients() const override { return pp_ == 1; }
+
+  void attach(Model& model) override {
+    broadcast_model(*comm_, model, bucket_bytes_);
+    const auto& layers = model.layers();
+    const std::vector<size_t> starts = stage_starts(layers);
+    std::unordered_map<const void*, int> owner;  // parameter -> the stage that registers it
+    for (int s = 0; s < pp_; ++s) {
+      for (size_t i = starts[s]; i < starts[s + 1]; ++i) {
+        for (auto& p : layers[i]->parameters())
+          owner[p.unsafeGetTensorImpl()] = s;
+      }
+    }
+    for (size_t i = starts[stage_]; i < starts[stage_ + 1]; ++i)
+      mine_.push_back(layers[i]);
+    std::unordered_set<const void*> lenders;  // layers whose weights my layers borrow
+    for (int s = 0; s < pp_; ++s) {
+      for (size_t i = starts[s]; i < starts[s + 1]; ++i) {
+        for (auto& b : layers[i]->borrowed_parameters()) {
+          const int from = owner.at(b.unsafeGetTensorImpl());
+          if (from == s) continue;
+          if (s == stage_) tied_.push_back({b, from, false});
+          if (from == stage_) tied_.push_back({b, s, true});
+        }
+      }
+    }
+    std::vector<at::Tensor> stage_parameters;
+    for (auto& layer : mine_) {
+      for (auto& p : layer->parameters())
+        stage_parameters.push_back(p);
+    }
+    for (auto& t : tied_) {
+      if (!t.owned) stage_parameters.push_back(t.parameter);
+    }
+    for (auto& p : stage_parameters)
+      keep_.insert(p.unsafeGetTensorImpl());
+    for (size_t i = 0; i < layers.size(); ++i) {
+      bool used = i >= starts[stage_] && i < starts[stage_ + 1];
+      for (auto& p : layers[i]->parameters())
+        used = used || keep_.count(p.unsafeGetTensorImpl());
+      if (!used) layers[i]->to(at::kCPU);
+    }
+    if (dp_ > 1) {
+      std::vector<int> replicas;
+      for (int r = 0; r < dp_; ++r)
+        replicas.push_back(r * pp_ + stage_);
+      stage_group_ = comm_->subgroup(fmt::format("stage{}", stage_), replicas);
+      all_reduce_ =
+          std::make_unique<OverlappedAllReduce>(*stage_group_, stage_parameters, bucket_bytes_);
+    }
+  }
+
+  std::optional<at::Tensor> run_passes(PassContext& context) override {
+    Passes passes(*this, context);
+    const int64_t m = context.micro_batches;
+    if (!context.train) {
+      for (int64_t i = 0; i < m; ++i)
+        passes.forward();
+    } else if (!one_f_one_b_) {
+      for (int64_t i = 0; i < m; ++i)
+        passes.forward();
+      for (int64_t i = 0; i < m; ++i)
+        passes.backward();
+    } else {
+      const int64_t warmup = std::min<int64_t>(pp_ - 1 - stage_, m);
+      for (int64_t i = 0; i < warmup; ++i)
+        passes.forward();
+      for (int64_t i = warmup; i < m; ++i) {
+        passes.forward();
+        passes.backward();
+      }
+      for (int64_t i = 0; i < warmup; ++i)
+        passes.backward();
+    }
+    return passes.finish();
+  }
+
+  void finish_gradients(Model&) override {
+    if (all_reduce_) all_reduce_->finish();
+    // Tied weights: each of the two stages adds the other's gradient to its own.
+    std::vector<Communicator::Pending> pending;
+    std::vector<at::Tensor> theirs;
+    for (size_t i = 0; i < tied_.size(); ++i) {
+      const at::Tensor& grad = tied_[i].parameter.grad();
+      const int peer = replica_ * pp_ + tied_[i].peer_stage;
+      theirs.push_back(at::empty_like(grad));
+      pending.push_back(comm_->start_send(grad, peer, kTiedTag + static_cast<int>(i)));
+      pending.push_back(comm_->start_recv(theirs.back(), peer, kTiedTag + static_cast<int>(i)));
+    }
+    for (auto& p : pending)
+      p.wait();
+    for (size_t i = 0; i < tied_.size(); ++i)
+      tied_[i].parameter.grad().add_(theirs[i]);
+  }
+
+  // Stages hold different gradients; a tied weight's second copy is not counted again, and
+  // the replicas of a stage hold the same ones.
+  at::Tensor global_norm(const at::Tensor& local_norm) override {
+    at::Tensor squares = local_norm * local_norm;
+    for (auto& t : tied_) {
+      if (!t.owned) squares = squares - t.parameter.grad().to(at::kFloat).norm().pow(2);
+    }
+    return (sum(squares.clamp_min(0)) / static_cast<double>(dp_)).sqrt();
+  }
+
+  at::Tensor sum(const at::Tensor& value) override {
+    std::vector<at::Tensor> one = {value.detach().clone()};
+    comm_->all_reduce_sum(one);
+    return one[0];
+  }
+
+  void gather_state(Model& model, torch::optim::Optimizer& optimizer) override {
+    if (world_size() == 1) return;
+    std::vector<at::Tensor> all = model.parameters();
+    const std::string key = fmt::format("pipeline/{}/", gathers_++);  // new keys every time
+    if (replica_ == 0 && stage_ > 0) {
+      torch::serialize::OutputArchive archive;
+      for (size_t i = 0; i < all.size(); ++i) {
+        if (keep_.count(all[i].unsafeGetTensorImpl())) archive.write(fmt::format("p{}", i), all[i]);
+      }
+      std::ostringstream bytes;
+      archive.save_to(bytes);
+      comm_->put(key + "weights/" + std::to_string(stage_), bytes.str());
+    } else if (rank() == 0) {
+      at::NoGradGuard no_grad;
+      for (int s = 1; s < pp_; ++s) {
+        std::istringstream bytes(comm_->take(key + "weights/" + std::to_string(s)));
+        torch::serialize::InputArchive archive;
+        archive.load_from(bytes);
+        for (size_t i = 0; i < all.size(); ++i) {
+          at::Tensor weight;
+          if (archive.try_read(fmt::format("p{}", i), weight)) all[i].copy_(weight);
+        }
+      }
+    }
+    std::vector<int> leaders;  // stage s of the first replica is rank s
+    for (int s = 1; s < pp_; ++s)
+      leaders.push_back(s);
+    gather_optimizer_state(*comm_, optimizer, leaders, key + "optimizer/");
+  }
+
+  void shard_state(Model&, torch::optim::Optimizer& optimizer) override {
+    keep_optimizer_state(optimizer, keep_);
+  }
+
+ private:
+  struct Tied {
+    at::Tensor parameter;
+    int peer_stage;
+    bool owned;  // registered by this stage's layers (else a replica of the peer's)
+  };
+
+  // One step's (or one evaluation's) passes on this stage.
+  class Passes {
+   public:
+    Passes(Pipeline& pipeline, PassContext& context)
+        : p_(pipeline),
+          c_(context),
+          start_(Clock::now()),
+          loss_sum_(at::zeros({}, at::TensorOptions().device(context.device))) {}
+
+    void forward() {
+      const int64_t micro = forwards_++;
+      Batch batch = c_.data.next();  // every stage reads, so all keep the same data position
+      at::Tensor input = p_.first() ? batch.inputs.to(c_.device) : receive(micro);
+      if (!p_.first() && c_.train) input.requires_grad_(true);
+      const auto start = Clock::now();
+      InFlight f{input, {}, {}};
+      {
+        auto scope = c_.forward_scope();
+        at::Tensor x = input;
+        for (auto& layer : p_.mine_)
+          x = layer->forward(x);
+        f.output = x;
+        if (p_.last()) {
+          const double per = c_.train ? static_cast<double>(c_.micro_batches) : 1.0;
+          f.loss = c_.loss(x, batch.targets.to(c_.device)) / per;
+        }
+      }
+      compute_ms_ += ms_since(start);
+      if (p_.last()) {
+        loss_sum_ += f.loss.detach();
+      } else {
+        send(f.output.detach(), micro);
+      }
+      if (!c_.train) return;
+      live_.push_back(std::move(f));
+      peak_ = std::max<int64_t>(peak_, static_cast<int64_t>(live_.size()));
+    }
+
+    void backward() {
+      const int64_t micro = backwards_++;
+      InFlight f = std::move(live_.front());
+      live_.pop_front();
+      if (p_.all_reduce_) p_.all_reduce_->arm(micro == c_.micro_batches - 1);
+      at::Tensor grad;
+      if (!p_.last()) {
+        grad = at::empty_like(f.output);
+        p_.comm_->start_recv(grad, p_.rank() + 1, tag(micro, kGradient)).wait();
+      }
+      const auto start = Clock::now();
+      if (p_.last()) {
+        c_.scale_loss(f.loss).backward();
+      } else {
+        f.output.backward(grad);
+      }
+      compute_ms_ += ms_since(start);
+      if (!p_.first()) {
+        sends_.push_back(p_.comm_->start_send(f.input.grad().contiguous(), p_.rank() - 1,
+                                              tag(micro, kGradient)));
+      }
+    }
+
+    at::Tensor finish() {
+      for (auto& s : sends_)
+        s.wait();
+      if (c_.train) p_.times_ = PassTimes{compute_ms_, ms_since(start_), peak_};
+      return loss_sum_;
+    }
+
+   private:
+    struct InFlight {
+      at::Tensor input, output, loss;
+    };
+
+    void send(const at::Tensor& activation, int64_t micro) {
+      at::Tensor header = at::zeros({kHeader}, at::kLong);
+      header[0] = static_cast<int64_t>(activation.scalar_type());
+      header[1] = activation.dim();
+      for (int64_t d = 0; d < activation.dim(); ++d)
+        header[2 + d] = activation.size(d);
+      const int next = p_.rank() + 1;
+      sends_.push_back(p_.comm_->start_send(header.to(c_.device), next, tag(micro, kShape)));
+      sends_.push_back(
+          p_.comm_->start_send(activation.contiguous(), next, tag(micro, kActivation)));
+    }
+
+    at::Tensor receive(int64_t micro) {
+      const int previous = p_.rank() - 1;
+      at::Tensor header =
+          at::empty({kHeader}, at::TensorOptions().dtype(at::kLong).device(c_.device));
+      p_.comm_->start_recv(header, previous, tag(micro, kShape)).wait();
+      header = header.cpu();
+      std::vector<int64_t> sizes;
+      for (int64_t d = 0; d < header[1].item<int64_t>(); ++d)
+        sizes.push_back(header[2 + d].item<int64_t>());
+      const auto dtype = static_cast<at::ScalarType>(header[0].item<int64_t>());
+      at::Tensor activation = at::empty(sizes, at::TensorOptions().dtype(dtype).device(c_.device));
+      p_.comm_->start_recv(activation, previous, tag(micro, kActivation)).wait();
+      return activation;
+    }
+
+    Pipeline& p_;
+    PassContext& c_;
+    Clock::time_point start_;
+    at::Tensor loss_sum_;
+    std::deque<InFlight> live_;
+    std::vector<Communicator::Pending> sends_;
+    int64_t forwards_ = 0, backwards_ = 0, peak_ = 0;
+    double compute_ms_ = 0;
+  };
+
+  bool first() const { return stage_ == 0; }
+  bool last() const { return stage_ == pp_ - 1; }
+
+  // Index of each stage's first layer, and the layer count at the end: the explicit
+  // split_points, or cuts that balance the stages' parameter counts.
+  std::vector<size_t> stage_starts(const std::vector<std::shared_ptr<Layer>>& layers) const {
+    const size_t n = layers.size();
+    if (static_cast<size_t>(pp_) > n) {
+      throw UserError(fmt::format(
+          "parallel.pp = {} stages but the model has {} layers (embedding, blocks, head): lower "
+          "parallel.pp or add layers",
+          pp_, n));
+    }
+    std::vector<size_t> starts = {0};
+    if (!split_points_.empty()) {
+      for (const auto& item : split(split_points_, ',')) {
+        size_t at = 0;
+        try {
+          at = std::stoul(item);
+        } catch (const std::exception&) {
+          at = 0;
+        }
+        if (at <= starts.back() || at >= n) {
+          throw UserError(fmt::format(
+              "parallel.split_points = \"{}\": each must be a layer index above the previous "
+              "one and below {} (the model's layer count), e.g. \"{}\" for 2 stages",
+              split_points_, n, n / 2));
+        }
+        starts.push_back(at);
+      }
+      if (starts.size() != static_cast<size_t>(pp_)) {
+        throw UserError(fmt::format(
+            "parallel.split_points = \"{}\" makes {} stages but parallel.pp = {}: give pp - 1 = "
+            "{} layer indices",
+            split_points_, starts.size(), pp_, pp_ - 1));
+      }
+    } else {
+      std::vector<double> prefix = {0};
+      for (auto& layer : layers) {
+        int64_t count = 0;
+        for (auto& p : layer->parameters())
+          count += p.numel();
+        prefix.push_back(prefix.back() + static_cast<double>(std::max<int64_t>(count, 1)));
+      }
+      for (int k = 1; k < pp_; ++k) {
+        const double target = prefix[n] * k / pp_;
+        size_t best = starts.back() + 1;
+        for (size_t b = best; b <= n - static_cast<size_t>(pp_ - k); ++b) {
+          if (std::abs(prefix[b] - target) < std::abs(prefix[best] - target)) best = b;
+        }
+        starts.push_back(best);
+      }
+    }
+    starts.push_back(n);
+    return starts;
+  }
+
+  std::unique_ptr<Communicator> comm_;
+  int pp_, dp_;
+  int64_t microbatches_;
+  bool one_f_one_b_;
+  std::string split_points_;
+  int64_t bucket_bytes_;
+  int stage_ = 0, replica_ = 0;
+  std::vector<std::shared_ptr<Layer>> mine_;
+  std::vector<Tied> tied_;
+  std::unordered_set<const void*> keep_;       // this stage's parameters, tied replicas included
+  std::unique_ptr<Communicator> stage_group_;  // the replicas of this stage
+  std::unique_ptr<OverlappedAllReduce> all_reduce_;
+  PassTimes times_;
+  int64_t gathers_ = 0;  // snapshots so far
+};
+
+std::vector<ParamSpec> pipeline_params() {
+  std::vector<ParamSpec> params = data_parallel_params();
+  params.push_back(ParamSpec::integer("pp", 2, "pipeline stages (ranks per replica)").at_least(1));
+  params.push_back(
+      ParamSpec::integer("dp", 1, "replicas of the pipeline (data parallel)").at_least(1));
+  params.push_back(ParamSpec::integer("microbatches", 8,
+                                      "micro-batches per step, each of train.micro_batch "
+                                      "sequences; train.batch_tokens must agree or be 0")
+                       .at_least(1));
+  params.push_back(ParamSpec::text("schedule", "1f1b",
+                                   "gpipe = all forwards then all backwards; 1f1b = alternate, "
+                                   "holding fewer activations")
+                       .one_of({"gpipe", "1f1b"}));
+  params.push_back(ParamSpec::text("split_points", "",
+                                   "layer indices where stages 2..pp start, e.g. \"3\"; empty = "
+                                   "balance the stages' parameter counts"));
+  return params;
+}
+
+const bool registered = ParallelRegistry::add(
+    {"pipeline",
+     "pipeline parallel: layers cut into pp stages fed micro-batches (gpipe or 1f1b), "
+     "replicated dp times",
+     pipeline_params()},
+    [](const Params& p) -> std::shared_ptr<ParallelStrategy> {
+      return std::make_shared<Pipeline>(p);
+    });
+
+}  // namespace
+}  // namespace kiln
