@@ -26,26 +26,6 @@ std::vector<ParamSpec> data_parallel_params() {
               .at_least(1)};
 }
 
-std::unique_ptr<Communicator> open_communicator(const Params& p) {
-  std::string backend = p.text("backend");
-  if (backend == "auto") backend = torch::cuda::is_available() ? "nccl" : "gloo";
-  return std::make_unique<Communicator>(read_world_env(), backend,
-                                        std::chrono::seconds(p.integer("timeout_s")));
-}
-
-void broadcast_model(Communicator& comm, Model& model, int64_t bucket_bytes) {
-  if (comm.size() == 1) return;
-  at::NoGradGuard no_grad;
-  std::vector<at::Tensor> tensors = model.parameters();
-  for (auto& b : model.buffers())
-    tensors.push_back(b);
-  for (auto& bucket : make_buckets(tensors, bucket_bytes)) {
-    std::vector<at::Tensor> flat = {flatten(bucket)};
-    comm.broadcast(flat, 0);
-    copy_from_flat(flat[0], bucket);
-  }
-}
-
 void gather_optimizer_state(Communicator& comm, torch::optim::Optimizer& optimizer,
                             const std::vector<int>& senders, const std::string& key) {
   if (comm.rank() != 0) {
@@ -91,12 +71,32 @@ void keep_optimizer_state(torch::optim::Optimizer& optimizer,
   }
 }
 
+namespace {
+
+std::unique_ptr<Communicator> open_communicator(const Params& p) {
+  std::string backend = p.text("backend");
+  if (backend == "auto") backend = torch::cuda::is_available() ? "nccl" : "gloo";
+  return std::make_unique<Communicator>(read_world_env(), backend,
+                                        std::chrono::seconds(p.integer("timeout_s")));
+}
+
+}  // namespace
+
 DataParallel::DataParallel(const Params& params)
     : comm_(open_communicator(params)),
       bucket_bytes_(static_cast<int64_t>(params.real("bucket_mb") * (1 << 20))) {}
 
 void DataParallel::attach(Model& model) {
-  broadcast_model(*comm_, model, bucket_bytes_);
+  if (comm_->size() == 1) return;
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> tensors = model.parameters();
+  for (auto& b : model.buffers())
+    tensors.push_back(b);
+  for (auto& bucket : make_buckets(tensors, bucket_bytes_)) {
+    std::vector<at::Tensor> flat = {flatten(bucket)};
+    comm_->broadcast(flat, 0);
+    copy_from_flat(flat[0], bucket);
+  }
 }
 
 at::Tensor DataParallel::sum(const at::Tensor& value) {

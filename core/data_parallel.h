@@ -18,10 +18,6 @@ namespace kiln {
 
 // The parameters every data-parallel plugin declares: backend, bucket_mb, timeout_s.
 std::vector<ParamSpec> data_parallel_params();
-// The world the environment describes (core/distributed.h), on the [parallel] backend.
-std::unique_ptr<Communicator> open_communicator(const Params& params);
-// Rank 0's parameters and buffers, copied to every rank in buckets.
-void broadcast_model(Communicator& comm, Model& model, int64_t bucket_bytes);
 
 // Optimizer state when each rank holds the state of its own parameters only: `senders` send
 // theirs to rank 0 through the store under keys starting with `key` (new for every gather: a
@@ -41,6 +37,7 @@ class DataParallel : public ParallelStrategy {
 
   int rank() const override { return comm_->rank(); }
   int world_size() const override { return comm_->size(); }
+  // Rank 0's parameters and buffers, copied to every rank in buckets.
   void attach(Model& model) override;
   at::Tensor sum(const at::Tensor& value) override;
 

@@ -53,31 +53,18 @@ namespace {
 }  // namespace
 
 void write_file_synced(const std::string& path, const std::string& contents) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail_io("create", path, errno);
-  size_t done = 0;
-  while (done < contents.size()) {
-    ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      fail_io("write", path, err);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    int err = errno;
-    ::close(fd);
-    fail_io("sync", path, err);
-  }
-  if (::close(fd) != 0) fail_io("close", path, errno);
+  SyncedFileWriter file(path);
+  file.write(contents.data(), contents.size());
+  file.finish();
 }
 
 SyncedFileWriter::SyncedFileWriter(std::string path) : path_(std::move(path)) {
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) fail_io("create", path_, errno);
-  if (fault_due("disk.full")) error_ = ENOSPC;
+  if (fault_due("disk.full")) {
+    error_ = ENOSPC;
+    failed_ = "write";
+  }
 }
 
 SyncedFileWriter::~SyncedFileWriter() {
@@ -91,6 +78,7 @@ void SyncedFileWriter::write(const void* data, size_t bytes) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       error_ = errno;
+      failed_ = "write";
       break;
     }
     p += n;
@@ -99,11 +87,17 @@ void SyncedFileWriter::write(const void* data, size_t bytes) {
 }
 
 void SyncedFileWriter::finish() {
-  if (error_ == 0 && ::fsync(fd_) != 0) error_ = errno;
+  if (error_ == 0 && ::fsync(fd_) != 0) {
+    error_ = errno;
+    failed_ = "sync";
+  }
   const int closed = ::close(fd_);
   fd_ = -1;
-  if (error_ == 0 && closed != 0) error_ = errno;
-  if (error_ != 0) fail_io("write", path_, error_);
+  if (error_ == 0 && closed != 0) {
+    error_ = errno;
+    failed_ = "close";
+  }
+  if (error_ != 0) fail_io(failed_, path_, error_);
 }
 
 bool is_contained_name(const std::string& name) {

@@ -38,7 +38,8 @@ class SyncedFileWriter {
  private:
   std::string path_;
   int fd_ = -1;
-  int error_ = 0;  // errno of the first failed write
+  int error_ = 0;                 // errno of the first failure
+  const char* failed_ = nullptr;  // what failed: write, sync, close
 };
 
 // fsync of a directory, so that a rename or a new entry in it survives a power loss.

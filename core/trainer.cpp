@@ -149,15 +149,15 @@ StepStats Trainer::train_step(int64_t step) {
   const double local_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   const auto pass = run_.parallel->pass_times();
-  at::Tensor per_rank = at::zeros({4, world}, loss_sum.options());
-  per_rank[0][rank] = local_ms;
-  per_rank[1][rank] = pass.compute_ms;
-  per_rank[2][rank] = pass.total_ms;
-  per_rank[3][rank] = static_cast<double>(pass.peak_live);
+  std::vector<float> per_rank(4 * static_cast<size_t>(world), 0.0f);  // built on the host
+  per_rank[0 * world + rank] = static_cast<float>(local_ms);
+  per_rank[1 * world + rank] = static_cast<float>(pass.compute_ms);
+  per_rank[2 * world + rank] = static_cast<float>(pass.total_ms);
+  per_rank[3 * world + rank] = static_cast<float>(pass.peak_live);
   at::Tensor host = run_.parallel
                         ->sum(at::cat({at::stack({loss_sum * run_.parallel->loss_share(),
                                                   norm.to(loss_sum.dtype()) / double(world)}),
-                                       per_rank.reshape(-1)}))
+                                       at::tensor(per_rank).to(loss_sum.device())}))
                         .to(at::kDouble)
                         .cpu();  // the step's one host sync
   clock.lap(phases_.communication_ms);

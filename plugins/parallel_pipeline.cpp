@@ -50,29 +50,26 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-class Pipeline : public ParallelStrategy {
+class Pipeline : public DataParallel {
  public:
   explicit Pipeline(const Params& p)
-      : comm_(open_communicator(p)),
+      : DataParallel(p),
         pp_(static_cast<int>(p.integer("pp"))),
         dp_(static_cast<int>(p.integer("dp"))),
         microbatches_(p.integer("microbatches")),
         one_f_one_b_(p.text("schedule") == "1f1b"),
-        split_points_(p.text("split_points")),
-        bucket_bytes_(static_cast<int64_t>(p.real("bucket_mb") * (1 << 20))) {
-    if (pp_ * dp_ != comm_->size()) {
+        split_points_(p.text("split_points")) {
+    if (pp_ * dp_ != comm().size()) {
       throw UserError(fmt::format(
           "parallel.pp = {} x parallel.dp = {} makes {} processes, but this world has {} "
           "(WORLD_SIZE): launch {} processes, e.g. kiln launch --nproc-per-node {} -- run ..., "
           "or change pp and dp",
-          pp_, dp_, pp_ * dp_, comm_->size(), pp_ * dp_, pp_ * dp_));
+          pp_, dp_, pp_ * dp_, comm().size(), pp_ * dp_, pp_ * dp_));
     }
-    stage_ = comm_->rank() % pp_;
-    replica_ = comm_->rank() / pp_;
+    stage_ = comm().rank() % pp_;
+    replica_ = comm().rank() / pp_;
   }
 
-  int rank() const override { return comm_->rank(); }
-  int world_size() const override { return comm_->size(); }
   int data_rank() const override { return replica_; }
   int data_world() const override { return dp_; }
   int64_t micro_batches() const override { return microbatches_; }
@@ -82,7 +79,7 @@ class Pipeline : public ParallelStrategy {
   bool replicates_gradients() const override { return pp_ == 1; }
 
   void attach(Model& model) override {
-    broadcast_model(*comm_, model, bucket_bytes_);
+    DataParallel::attach(model);  // rank 0's weights everywhere
     const auto& layers = model.layers();
     const std::vector<size_t> starts = stage_starts(layers);
     std::unordered_map<const void*, int> owner;  // parameter -> the stage that registers it
@@ -125,9 +122,9 @@ class Pipeline : public ParallelStrategy {
       std::vector<int> replicas;
       for (int r = 0; r < dp_; ++r)
         replicas.push_back(r * pp_ + stage_);
-      stage_group_ = comm_->subgroup(fmt::format("stage{}", stage_), replicas);
+      stage_group_ = comm().subgroup(fmt::format("stage{}", stage_), replicas);
       all_reduce_ =
-          std::make_unique<OverlappedAllReduce>(*stage_group_, stage_parameters, bucket_bytes_);
+          std::make_unique<OverlappedAllReduce>(*stage_group_, stage_parameters, bucket_bytes());
     }
   }
 
@@ -165,8 +162,8 @@ class Pipeline : public ParallelStrategy {
       const at::Tensor& grad = tied_[i].parameter.grad();
       const int peer = replica_ * pp_ + tied_[i].peer_stage;
       theirs.push_back(at::empty_like(grad));
-      pending.push_back(comm_->start_send(grad, peer, kTiedTag + static_cast<int>(i)));
-      pending.push_back(comm_->start_recv(theirs.back(), peer, kTiedTag + static_cast<int>(i)));
+      pending.push_back(comm().start_send(grad, peer, kTiedTag + static_cast<int>(i)));
+      pending.push_back(comm().start_recv(theirs.back(), peer, kTiedTag + static_cast<int>(i)));
     }
     for (auto& p : pending)
       p.wait();
@@ -184,12 +181,6 @@ class Pipeline : public ParallelStrategy {
     return (sum(squares.clamp_min(0)) / static_cast<double>(dp_)).sqrt();
   }
 
-  at::Tensor sum(const at::Tensor& value) override {
-    std::vector<at::Tensor> one = {value.detach().clone()};
-    comm_->all_reduce_sum(one);
-    return one[0];
-  }
-
   void gather_state(Model& model, torch::optim::Optimizer& optimizer) override {
     if (world_size() == 1) return;
     std::vector<at::Tensor> all = model.parameters();
@@ -201,11 +192,11 @@ class Pipeline : public ParallelStrategy {
       }
       std::ostringstream bytes;
       archive.save_to(bytes);
-      comm_->put(key + "weights/" + std::to_string(stage_), bytes.str());
+      comm().put(key + "weights/" + std::to_string(stage_), bytes.str());
     } else if (rank() == 0) {
       at::NoGradGuard no_grad;
       for (int s = 1; s < pp_; ++s) {
-        std::istringstream bytes(comm_->take(key + "weights/" + std::to_string(s)));
+        std::istringstream bytes(comm().take(key + "weights/" + std::to_string(s)));
         torch::serialize::InputArchive archive;
         archive.load_from(bytes);
         for (size_t i = 0; i < all.size(); ++i) {
@@ -217,7 +208,7 @@ class Pipeline : public ParallelStrategy {
     std::vector<int> leaders;  // stage s of the first replica is rank s
     for (int s = 1; s < pp_; ++s)
       leaders.push_back(s);
-    gather_optimizer_state(*comm_, optimizer, leaders, key + "optimizer/");
+    gather_optimizer_state(comm(), optimizer, leaders, key + "optimizer/");
   }
 
   void shard_state(Model&, torch::optim::Optimizer& optimizer) override {
@@ -277,7 +268,7 @@ class Pipeline : public ParallelStrategy {
       at::Tensor grad;
       if (!p_.last()) {
         grad = at::empty_like(f.output);
-        p_.comm_->start_recv(grad, p_.rank() + 1, tag(micro, kGradient)).wait();
+        p_.comm().start_recv(grad, p_.rank() + 1, tag(micro, kGradient)).wait();
       }
       const auto start = Clock::now();
       if (p_.last()) {
@@ -287,7 +278,7 @@ class Pipeline : public ParallelStrategy {
       }
       compute_ms_ += ms_since(start);
       if (!p_.first()) {
-        sends_.push_back(p_.comm_->start_send(f.input.grad().contiguous(), p_.rank() - 1,
+        sends_.push_back(p_.comm().start_send(f.input.grad().contiguous(), p_.rank() - 1,
                                               tag(micro, kGradient)));
       }
     }
@@ -305,29 +296,29 @@ class Pipeline : public ParallelStrategy {
     };
 
     void send(const at::Tensor& activation, int64_t micro) {
-      at::Tensor header = at::zeros({kHeader}, at::kLong);
+      std::vector<int64_t> header(kHeader, 0);
       header[0] = static_cast<int64_t>(activation.scalar_type());
       header[1] = activation.dim();
       for (int64_t d = 0; d < activation.dim(); ++d)
         header[2 + d] = activation.size(d);
       const int next = p_.rank() + 1;
-      sends_.push_back(p_.comm_->start_send(header.to(c_.device), next, tag(micro, kShape)));
       sends_.push_back(
-          p_.comm_->start_send(activation.contiguous(), next, tag(micro, kActivation)));
+          p_.comm().start_send(at::tensor(header).to(c_.device), next, tag(micro, kShape)));
+      sends_.push_back(
+          p_.comm().start_send(activation.contiguous(), next, tag(micro, kActivation)));
     }
 
     at::Tensor receive(int64_t micro) {
       const int previous = p_.rank() - 1;
       at::Tensor header =
           at::empty({kHeader}, at::TensorOptions().dtype(at::kLong).device(c_.device));
-      p_.comm_->start_recv(header, previous, tag(micro, kShape)).wait();
+      p_.comm().start_recv(header, previous, tag(micro, kShape)).wait();
       header = header.cpu();
-      std::vector<int64_t> sizes;
-      for (int64_t d = 0; d < header[1].item<int64_t>(); ++d)
-        sizes.push_back(header[2 + d].item<int64_t>());
-      const auto dtype = static_cast<at::ScalarType>(header[0].item<int64_t>());
+      const int64_t* h = header.data_ptr<int64_t>();
+      const std::vector<int64_t> sizes(h + 2, h + 2 + h[1]);
+      const auto dtype = static_cast<at::ScalarType>(h[0]);
       at::Tensor activation = at::empty(sizes, at::TensorOptions().dtype(dtype).device(c_.device));
-      p_.comm_->start_recv(activation, previous, tag(micro, kActivation)).wait();
+      p_.comm().start_recv(activation, previous, tag(micro, kActivation)).wait();
       return activation;
     }
 
@@ -398,12 +389,10 @@ class Pipeline : public ParallelStrategy {
     return starts;
   }
 
-  std::unique_ptr<Communicator> comm_;
   int pp_, dp_;
   int64_t microbatches_;
   bool one_f_one_b_;
   std::string split_points_;
-  int64_t bucket_bytes_;
   int stage_ = 0, replica_ = 0;
   std::vector<std::shared_ptr<Layer>> mine_;
   std::vector<Tied> tied_;

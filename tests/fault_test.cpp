@@ -208,9 +208,9 @@ TEST_F(Faults, ADiskFullDuringASnapshotIsAClearErrorAndThePreviousSnapshotResume
   const std::string log = dir_ / "full.log";
   auto args =
       with_settings({"run", exp, "--name", "full", "--set", "run.out_dir=" + small}, settings);
-  // Two files of each snapshot go through the writer that can be failed: the 6th is the third
-  // snapshot's second.
-  Outcome o = run_child(args, log, disk.mounted() ? "" : "disk.full:6");
+  // Each snapshot writes four files (model.pt, optimizer.pt, state.json, manifest.json): the 10th
+  // is the third snapshot's optimizer.pt.
+  Outcome o = run_child(args, log, disk.mounted() ? "" : "disk.full:10");
   const std::string output = testing::read_file(log);
   ASSERT_EQ(o.exit_code, 2) << output;
   const std::string last_line = output.substr(output.rfind("kiln: "));
