@@ -34,6 +34,17 @@ void apply_runtime_settings(const RunOptions& run) {
 
 namespace {
 
+// Builds a plugin, giving its ParamError the place where the config set that key.
+template <class Create>
+auto located(const ResolvedConfig& config, const std::string& section, Create create) {
+  try {
+    return create();
+  } catch (const ParamError& e) {
+    throw UserError(
+        fmt::format("{}: {}", config.where(section + "." + e.key()).str(), e.what()));
+  }
+}
+
 torch::Device pick_device(const ResolvedConfig& config, const std::string& wanted) {
   const bool have_cuda = torch::cuda::is_available();
   if (wanted == "cuda" && !have_cuda) {
@@ -94,12 +105,18 @@ AssembledRun assemble(const ResolvedConfig& config) {
   a.model->to(a.device);
   a.parallel->attach(*a.model);
 
-  a.optimizer = OptimizerRegistry::create(config.type("optimizer"), config.params("optimizer"),
-                                          a.model->parameters());
-  a.schedule = ScheduleRegistry::create(config.type("schedule"), config.params("schedule"),
-                                        configured_lr(*a.optimizer), a.train.steps);
-  a.precision = PrecisionRegistry::create(config.type("precision"), config.params("precision"),
-                                          a.device.type());
+  a.optimizer = located(config, "optimizer", [&] {
+    return OptimizerRegistry::create(config.type("optimizer"), config.params("optimizer"),
+                                     a.model->parameters());
+  });
+  a.schedule = located(config, "schedule", [&] {
+    return ScheduleRegistry::create(config.type("schedule"), config.params("schedule"),
+                                    configured_lr(*a.optimizer), a.train.steps);
+  });
+  a.precision = located(config, "precision", [&] {
+    return PrecisionRegistry::create(config.type("precision"), config.params("precision"),
+                                     a.device.type());
+  });
   if (a.precision->inspects_gradients() && !a.parallel->replicates_gradients()) {
     throw UserError(fmt::format(
         "{}: precision '{}' checks every gradient for overflow, but parallel '{}' leaves each "
@@ -131,7 +148,8 @@ std::shared_ptr<DataSource> open_split(const AssembledRun& run, const std::strin
                       run.train.seq_len,
                       run.parallel->data_rank(),
                       run.parallel->data_world(),
-                      run.model->vocab_size()};
+                      run.model->vocab_size(),
+                      run.device.is_cuda()};
   return DataRegistry::create(run.config.type("data"), run.config.params("data"), request);
 }
 

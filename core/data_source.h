@@ -20,10 +20,13 @@ struct DataRequest {
   int rank = 0;
   int world = 1;
   int64_t vocab_limit = 0;  // the model's vocabulary: larger token ids are an error
+  bool pinned = false;      // batches go to a CUDA device: hand them out in page-locked memory
 };
 
 struct Batch {
-  at::Tensor inputs;   // int64 [micro_batch, seq_len], on the CPU
+  // int64 [micro_batch, seq_len], on the CPU. Sources reuse these buffers once nothing holds
+  // them (core/batch_buffers.h): copy a batch's contents to keep them past its use.
+  at::Tensor inputs;
   at::Tensor targets;  // inputs shifted by one token
 };
 

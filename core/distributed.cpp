@@ -13,6 +13,7 @@
 #endif
 
 #include "core/error.h"
+#include "core/torch_compat.h"
 
 namespace kiln {
 
@@ -110,6 +111,7 @@ Communicator::Communicator(const WorldEnv& env, const std::string& backend,
     options.numWorkers = env.world_size;
     options.waitWorkers = true;
     options.timeout = timeout;
+    compat::use_classic_store_server(options);
     impl_->store = c10::make_intrusive<c10d::PrefixStore>(
         "kiln", c10::make_intrusive<c10d::TCPStore>(env.master_addr, options));
   } catch (const c10::Error& e) {

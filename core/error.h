@@ -12,6 +12,18 @@ class UserError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A plugin's objection to one of its own parameters. The plugin knows the key; the assembler,
+// which knows where the config set it, prefixes the file:line:col.
+class ParamError : public UserError {
+ public:
+  ParamError(std::string key, const std::string& message)
+      : UserError(message), key_(std::move(key)) {}
+  const std::string& key() const { return key_; }
+
+ private:
+  std::string key_;
+};
+
 // Training met non-finite gradients with train.on_nonfinite = "abort": not a mistake in the
 // input, but the message says what to change.
 class DivergedError : public UserError {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <sstream>
 #include <string>
 #include <type_traits>
 
@@ -11,7 +12,46 @@
 #include <torch/optim/optimizer.h>
 #include <torch/version.h>
 
+#define KILN_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||       \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
 namespace kiln::compat {
+
+// "1.13.1": the LibTorch this Kiln was compiled against, for messages.
+inline std::string torch_version() {
+  return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+         std::to_string(TORCH_VERSION_PATCH);
+}
+
+// AdamW's fused kernel (one launch for all parameters) came to CUDA in LibTorch 2.0 and to the
+// CPU in 2.4.
+inline bool has_fused_adamw(at::DeviceType device) {
+#if KILN_TORCH_AT_LEAST(2, 4)
+  return device == at::kCUDA || device == at::kCPU;
+#elif KILN_TORCH_AT_LEAST(2, 0)
+  return device == at::kCUDA;
+#else
+  (void)device;
+  return false;
+#endif
+}
+
+// One AdamW step over lists of parameters with the fused kernel; `steps` are float32 scalars on
+// the parameters' device holding each parameter's step count after this step. Call only where
+// has_fused_adamw() holds.
+inline void fused_adamw(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                        at::TensorList exp_avg_sqs, at::TensorList steps, double lr, double beta1,
+                        double beta2, double weight_decay, double eps) {
+#if KILN_TORCH_AT_LEAST(2, 0)
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr,
+                    beta1, beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+#else
+  (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)lr,
+      (void)beta1, (void)beta2, (void)weight_decay, (void)eps;
+  TORCH_CHECK(false, "fused AdamW needs LibTorch 2.0 or later");
+#endif
+}
 
 // Causal self-attention over [batch, heads, time, head_dim] tensors. LibTorch 2 has
 // scaled_dot_product_attention (flash / memory-efficient kernels on CUDA); 1.13 has not, so
@@ -31,6 +71,18 @@ inline at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, con
 #endif
 }
 
+// TCPStore's server: LibTorch 2.4 made the libuv one the default, and Debian's LibTorch is built
+// without it (joining then fails). The classic server is ample for the handful of ranks a Kiln
+// run has. A template, so that this header need not include c10d's.
+template <class TCPStoreOptions>
+void use_classic_store_server(TCPStoreOptions& options) {
+#if KILN_TORCH_AT_LEAST(2, 2)
+  options.useLibUV = false;
+#else
+  (void)options;
+#endif
+}
+
 // The key of a parameter's entry in Optimizer::state(): its TensorImpl's address, spelled as a
 // string in LibTorch 1.x and as the pointer itself in 2.x. Deduced from the map's type, so no
 // version number has to be guessed.
@@ -39,15 +91,14 @@ auto optimizer_state_key(const Tensor& parameter) {
   using Key =
       typename std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
   if constexpr (std::is_same_v<Key, std::string>) {
-    return c10::guts::to_string(parameter.unsafeGetTensorImpl());
+    std::ostringstream address;  // as 1.x's c10::guts::to_string spelled it
+    address << parameter.unsafeGetTensorImpl();
+    return address.str();
   } else {
     return static_cast<Key>(parameter.unsafeGetTensorImpl());
   }
 }
 
-#define KILN_TORCH_AT_LEAST(major, minor) \
-  (TORCH_VERSION_MAJOR > (major) ||       \
-   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 // Autocast for one device type while alive, restoring what was there before. LibTorch 2.4
 // replaced the per-device functions (set_cpu_enabled, set_autocast_gpu_dtype, ...) with ones

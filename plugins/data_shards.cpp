@@ -4,8 +4,8 @@
 #include <filesystem>
 
 #include <fmt/format.h>
-#include <torch/types.h>
 
+#include "core/batch_buffers.h"
 #include "core/data_source.h"
 #include "core/error.h"
 #include "core/fs.h"
@@ -15,18 +15,16 @@ namespace {
 
 class ShardSource : public DataSource {
  public:
-  ShardSource(std::string pattern, TokenLoaderOptions options)
+  ShardSource(std::string pattern, TokenLoaderOptions options, bool pinned)
       : pattern_(std::move(pattern)),
         first_file_(options.files.front()),
-        rows_(options.micro_batch),
-        cols_(options.seq_len),
+        buffers_(options.micro_batch, options.seq_len, pinned),
         loader_(std::move(options)) {}
 
   Batch next() override {
-    auto inputs = torch::empty({rows_, cols_}, torch::kLong);
-    auto targets = torch::empty({rows_, cols_}, torch::kLong);
-    loader_.next(inputs.data_ptr<int64_t>(), targets.data_ptr<int64_t>());
-    return {inputs, targets};
+    Batch batch = buffers_.acquire();
+    loader_.next(batch.inputs.data_ptr<int64_t>(), batch.targets.data_ptr<int64_t>());
+    return batch;
   }
   void reset() override { loader_.reset(); }
   LoaderPosition position() const override { return loader_.position(); }
@@ -43,7 +41,7 @@ class ShardSource : public DataSource {
  private:
   std::string pattern_;
   std::string first_file_;
-  int64_t rows_, cols_;
+  BatchBuffers buffers_;
   TokenLoader loader_;
 };
 
@@ -66,7 +64,8 @@ std::shared_ptr<DataSource> open_split(const Params& p, const DataRequest& reque
   return std::make_shared<ShardSource>(
       pattern,
       TokenLoaderOptions{files, request.micro_batch, request.seq_len, request.rank, request.world,
-                         request.vocab_limit, parse_shard_format(p.text("format"))});
+                         request.vocab_limit, parse_shard_format(p.text("format"))},
+      request.pinned);
 }
 
 const bool registered = DataRegistry::add(

@@ -54,8 +54,8 @@ class Lion : public torch::optim::Optimizer {
                   std::make_unique<LionOptions>(defaults)) {}
 
   torch::Tensor step(LossClosure closure = nullptr) override {
+    torch::Tensor loss = closure ? closure() : torch::Tensor();  // with autograd, before the guard
     torch::NoGradGuard no_grad;
-    torch::Tensor loss = closure ? closure() : torch::Tensor();
     for (auto& group : param_groups_) {
       const auto& o = static_cast<const LionOptions&>(group.options());
       for (auto& p : group.params()) {

@@ -17,7 +17,7 @@ const bool registered = OptimizerRegistry::add(
     [](const Params& p,
        const std::vector<torch::Tensor>& params) -> std::shared_ptr<torch::optim::Optimizer> {
       if (p.flag("nesterov") && p.real("momentum") <= 0) {
-        throw UserError("optimizer.nesterov = true needs optimizer.momentum > 0");
+        throw ParamError("nesterov", "optimizer.nesterov = true needs optimizer.momentum > 0");
       }
       return std::make_shared<torch::optim::SGD>(params, torch::optim::SGDOptions(p.real("lr"))
                                                              .momentum(p.real("momentum"))

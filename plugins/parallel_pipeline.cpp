@@ -234,7 +234,7 @@ class Pipeline : public DataParallel {
     void forward() {
       const int64_t micro = forwards_++;
       Batch batch = c_.data.next();  // every stage reads, so all keep the same data position
-      at::Tensor input = p_.first() ? batch.inputs.to(c_.device) : receive(micro);
+      at::Tensor input = p_.first() ? batch.inputs.to(c_.device, /*non_blocking=*/true) : receive(micro);
       if (!p_.first() && c_.train) input.requires_grad_(true);
       const auto start = Clock::now();
       InFlight f{input, {}, {}};
@@ -246,7 +246,7 @@ class Pipeline : public DataParallel {
         f.output = x;
         if (p_.last()) {
           const double per = c_.train ? static_cast<double>(c_.micro_batches) : 1.0;
-          f.loss = c_.loss(x, batch.targets.to(c_.device)) / per;
+          f.loss = c_.loss(x, batch.targets.to(c_.device, /*non_blocking=*/true)) / per;
         }
       }
       compute_ms_ += ms_since(start);

@@ -39,7 +39,8 @@ const bool registered = ScheduleRegistry::add(
     [](const Params& p, double base_lr, int64_t total_steps) -> std::shared_ptr<Schedule> {
       const int64_t warmup = p.integer("warmup");
       if (warmup >= total_steps) {
-        throw UserError(
+        throw ParamError(
+            "warmup",
             fmt::format("schedule.warmup = {} must be smaller than train.steps = {} "
                         "for the cosine to have steps to decay over",
                         warmup, total_steps));

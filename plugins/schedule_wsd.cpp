@@ -46,7 +46,8 @@ const bool registered = ScheduleRegistry::add(
           static_cast<int64_t>(std::llround(p.real("decay_fraction") * static_cast<double>(steps)));
       const int64_t decay_start = steps - decay_steps;
       if (decay_start < warmup) {
-        throw UserError(
+        throw ParamError(
+            "warmup",
             fmt::format("schedule.warmup = {} overlaps the decay, which starts at step "
                         "{}: lower warmup or decay_fraction",
                         warmup, decay_start));

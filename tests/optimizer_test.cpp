@@ -3,7 +3,9 @@
 #include <torch/serialize/output-archive.h>
 
 #include "core/config.h"
+#include "core/error.h"
 #include "core/optimizer.h"
+#include "core/torch_compat.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -73,6 +75,64 @@ TEST(Optimizer, AdamWDecaysOnlyMatricesAndEveryKindTakesTheScheduleLr) {
     set_lr(*opt, 0.125);
     EXPECT_DOUBLE_EQ(configured_lr(*opt), 0.125) << type;
   }
+}
+
+// Where LibTorch has the fused kernel for the CPU (2.4+) it must follow torch::optim::AdamW step
+// by step and keep AdamW's state, so that snapshots move between the two; elsewhere asking for
+// it is an error that says why.
+TEST(Optimizer, FusedAdamWFollowsAdamWOrSaysWhyItCannot) {
+  torch::manual_seed(0);
+  const auto weight = torch::randn({16, 8}), bias = torch::randn({8});
+  auto params = [&] {
+    return std::vector<torch::Tensor>{weight.clone().requires_grad_(),
+                                      bias.clone().requires_grad_()};
+  };
+  const std::vector<std::string> sets = {"optimizer.lr=0.01", "optimizer.weight_decay=0.1"};
+  auto with_fused = sets;
+  with_fused.push_back("optimizer.fused=true");
+  auto fused_params = params();
+  if (!compat::has_fused_adamw(torch::kCPU)) {
+    try {
+      make("adamw", with_fused, fused_params);
+      FAIL() << "fused AdamW was built without a fused kernel";
+    } catch (const ParamError& e) {
+      EXPECT_EQ(e.key(), "fused");
+      EXPECT_NE(std::string(e.what()).find(compat::torch_version()), std::string::npos) << e.what();
+    }
+    return;
+  }
+  auto fused = make("adamw", with_fused, fused_params);
+  auto plain_params = params();
+  auto plain = make("adamw", sets, plain_params);
+  auto step_both = [&](torch::optim::Optimizer& a, torch::optim::Optimizer& b) {
+    for (size_t i = 0; i < fused_params.size(); ++i) {
+      auto grad = torch::randn(fused_params[i].sizes());
+      fused_params[i].mutable_grad() = grad.clone();
+      plain_params[i].mutable_grad() = grad.clone();
+    }
+    a.step();
+    b.step();
+    for (size_t i = 0; i < fused_params.size(); ++i) {
+      EXPECT_TRUE(torch::allclose(fused_params[i], plain_params[i], 1e-5, 1e-6))
+          << (fused_params[i] - plain_params[i]).abs().max();
+    }
+  };
+  for (int step = 0; step < 10; ++step) step_both(*fused, *plain);
+  EXPECT_GT((fused_params[0] - weight).abs().max().item<double>(), 0.05) << "it did train";
+
+  // The fused optimizer's snapshot resumes a plain one: both keep going in step.
+  torch::serialize::OutputArchive out;
+  fused->save(out);
+  std::ostringstream bytes;
+  out.save_to(bytes);
+  auto resumed = make("adamw", sets, plain_params);
+  std::istringstream in_bytes(bytes.str());
+  torch::serialize::InputArchive in;
+  in.load_from(in_bytes);
+  resumed->load(in);
+  for (size_t i = 0; i < fused_params.size(); ++i)
+    plain_params[i].detach().copy_(fused_params[i].detach());
+  for (int step = 0; step < 5; ++step) step_both(*fused, *resumed);
 }
 
 }  // namespace

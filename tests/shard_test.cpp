@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <ATen/ATen.h>
+
+#include "core/batch_buffers.h"
 #include "core/error.h"
 #include "core/shard.h"
 #include "core/token_loader.h"
@@ -35,6 +38,30 @@ TEST(Shard, WritesAndReadsBackTheLlmcFormat) {
   EXPECT_EQ(shard.tokens()[0], 7);
   EXPECT_EQ(shard.tokens()[999], 1006);
   EXPECT_EQ(std::filesystem::file_size(dir / "a.bin"), 1024u + 2000u);
+}
+
+TEST(BatchBuffers, AreReusedOnlyOnceNothingHoldsThem) {
+  BatchBuffers buffers(2, 3, /*pinned=*/false);
+  const void* first;
+  {
+    Batch batch = buffers.acquire();
+    EXPECT_EQ(batch.inputs.sizes(), (at::IntArrayRef{2, 3}));
+    EXPECT_EQ(batch.targets.scalar_type(), at::kLong);
+    first = batch.inputs.data_ptr();
+  }
+  Batch held = buffers.acquire();
+  EXPECT_EQ(held.inputs.data_ptr(), first) << "a released buffer is handed out again";
+  Batch second = buffers.acquire();
+  EXPECT_NE(second.inputs.data_ptr(), first) << "a held buffer is never handed out twice";
+
+  // What autograd keeps is a view or a shallow copy, not the Batch: it must keep the buffer too.
+  at::Tensor view = held.targets.reshape(-1);
+  const void* held_targets = held.targets.data_ptr();
+  held = Batch{};
+  second = Batch{};
+  Batch third = buffers.acquire();
+  EXPECT_NE(third.targets.data_ptr(), held_targets);
+  EXPECT_EQ(buffers.pooled(), 2u);
 }
 
 TEST(Shard, TruncatedFileIsAClearError) {

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds Kiln against LibTorch 2.x and runs the test suite there, on this CPU machine.
+# Debian 12 ships LibTorch 1.13; Debian 13 (trixie) ships 2.6, which has what 1.13 lacks and the
+# GPU build relies on: scaled_dot_product_attention, the fused AdamW kernel (CPU since 2.4), the
+# device-type autocast API, pointer-keyed optimizer state, TCPStore's libuv default. This puts a
+# minimal trixie in a chroot (debootstrap, ~1.5 GB, made once), mounts the source tree in it at
+# /kiln and builds into build-torch2/. Needs root.
+#   tools/torch2.sh                 # build, then every test
+#   tools/torch2.sh -R Optimizer    # build, then the tests ctest -R selects
+# KILN_TORCH2_ROOT picks the chroot's folder (default /var/cache/kiln/trixie).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=${KILN_TORCH2_ROOT:-/var/cache/kiln/trixie}
+[[ $(id -u) -eq 0 ]] || { echo "torch2: error: needs root (debootstrap, chroot, mount)" >&2; exit 2; }
+
+packages=(build-essential cmake ninja-build libtorch-dev libgloo-dev libopenblas0-openmp
+          libtomlplusplus-dev libfmt-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
+          googletest libgtest-dev libgmock-dev libxxhash-dev libpcre2-dev pkgconf sqlite3)
+version_h=$root/usr/include/torch/csrc/api/include/torch/version.h
+if [[ ! -f "$version_h" ]]; then
+  command -v debootstrap >/dev/null ||
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap
+  echo "torch2: making a Debian 13 chroot with LibTorch 2.x in $root"
+  mkdir -p "$root"
+  debootstrap --variant=minbase trixie "$root" http://deb.debian.org/debian >/dev/null
+  cp /etc/resolv.conf "$root/etc/resolv.conf"
+  chroot "$root" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive chroot "$root" \
+    apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+fi
+
+mounts=()
+cleanup() {
+  for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount -l "${mounts[i]}" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+bind() {
+  mkdir -p "$root$2"
+  mount --rbind "$1" "$root$2"
+  mounts+=("$root$2")
+}
+bind /proc /proc
+bind /dev /dev  # /dev/shm included: Gloo's ranks share memory through it
+bind "$PWD" /kiln
+
+echo "torch2: LibTorch $(awk '/define TORCH_VERSION_(MAJOR|MINOR|PATCH)/ {printf "%s%s", sep, $3; sep="."}' "$version_h")"
+chroot "$root" bash -c "cd /kiln &&
+  cmake -S . -B build-torch2 -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=ON >/dev/null &&
+  cmake --build build-torch2 -j $(nproc) &&
+  ctest --test-dir build-torch2 --output-on-failure -j $(nproc) $*"
