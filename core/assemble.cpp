@@ -40,8 +40,7 @@ auto located(const ResolvedConfig& config, const std::string& section, Create cr
   try {
     return create();
   } catch (const ParamError& e) {
-    throw UserError(
-        fmt::format("{}: {}", config.where(section + "." + e.key()).str(), e.what()));
+    throw UserError(fmt::format("{}: {}", config.where(section + "." + e.key()).str(), e.what()));
   }
 }
 

@@ -44,11 +44,11 @@ inline void fused_adamw(at::TensorList params, at::TensorList grads, at::TensorL
                         at::TensorList exp_avg_sqs, at::TensorList steps, double lr, double beta1,
                         double beta2, double weight_decay, double eps) {
 #if KILN_TORCH_AT_LEAST(2, 0)
-  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr,
-                    beta1, beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1,
+                    beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
 #else
-  (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)lr,
-      (void)beta1, (void)beta2, (void)weight_decay, (void)eps;
+  (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)lr, (void)beta1,
+      (void)beta2, (void)weight_decay, (void)eps;
   TORCH_CHECK(false, "fused AdamW needs LibTorch 2.0 or later");
 #endif
 }
@@ -98,7 +98,6 @@ auto optimizer_state_key(const Tensor& parameter) {
     return static_cast<Key>(parameter.unsafeGetTensorImpl());
   }
 }
-
 
 // Autocast for one device type while alive, restoring what was there before. LibTorch 2.4
 // replaced the per-device functions (set_cpu_enabled, set_autocast_gpu_dtype, ...) with ones

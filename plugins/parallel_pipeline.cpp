@@ -234,7 +234,8 @@ class Pipeline : public DataParallel {
     void forward() {
       const int64_t micro = forwards_++;
       Batch batch = c_.data.next();  // every stage reads, so all keep the same data position
-      at::Tensor input = p_.first() ? batch.inputs.to(c_.device, /*non_blocking=*/true) : receive(micro);
+      at::Tensor input =
+          p_.first() ? batch.inputs.to(c_.device, /*non_blocking=*/true) : receive(micro);
       if (!p_.first() && c_.train) input.requires_grad_(true);
       const auto start = Clock::now();
       InFlight f{input, {}, {}};

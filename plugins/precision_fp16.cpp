@@ -53,10 +53,9 @@ const bool registered = PrecisionRegistry::add(
       ParamSpec::real("min_scale", 1.0, "the scale never falls below this").at_least(0)}},
     [](const Params& p, c10::DeviceType device) -> std::shared_ptr<PrecisionPolicy> {
       if (device != c10::DeviceType::CUDA) {
-        throw ParamError(
-            "type",
-            "precision fp16 needs a CUDA device (LibTorch's CPU autocast has no "
-            "float16 kernels): use precision.type = \"bf16\" or \"fp32\" on the CPU");
+        throw ParamError("type",
+                         "precision fp16 needs a CUDA device (LibTorch's CPU autocast has no "
+                         "float16 kernels): use precision.type = \"bf16\" or \"fp32\" on the CPU");
       }
       LossScalerOptions options{p.real("init_scale"), p.real("growth_factor"),
                                 p.real("backoff_factor"), p.integer("growth_interval"),

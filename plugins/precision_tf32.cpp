@@ -12,10 +12,9 @@ const bool registered = PrecisionRegistry::add(
     {"tf32", "fp32 with TF32 tensor-core matmuls on CUDA (Ampere and later)", {}},
     [](const Params&, c10::DeviceType device) -> std::shared_ptr<PrecisionPolicy> {
       if (device != c10::DeviceType::CUDA) {
-        throw ParamError(
-            "type",
-            "precision tf32 is a CUDA tensor-core mode: use precision.type = "
-            "\"fp32\" (or \"bf16\") on the CPU");
+        throw ParamError("type",
+                         "precision tf32 is a CUDA tensor-core mode: use precision.type = "
+                         "\"fp32\" (or \"bf16\") on the CPU");
       }
       at::globalContext().setFloat32MatmulPrecision("high");
       at::globalContext().setAllowTF32CuDNN(true);

@@ -39,11 +39,10 @@ const bool registered = ScheduleRegistry::add(
     [](const Params& p, double base_lr, int64_t total_steps) -> std::shared_ptr<Schedule> {
       const int64_t warmup = p.integer("warmup");
       if (warmup >= total_steps) {
-        throw ParamError(
-            "warmup",
-            fmt::format("schedule.warmup = {} must be smaller than train.steps = {} "
-                        "for the cosine to have steps to decay over",
-                        warmup, total_steps));
+        throw ParamError("warmup",
+                         fmt::format("schedule.warmup = {} must be smaller than train.steps = {} "
+                                     "for the cosine to have steps to decay over",
+                                     warmup, total_steps));
       }
       return std::make_shared<Cosine>(base_lr, base_lr * p.real("min_lr_ratio"), warmup,
                                       total_steps);

@@ -47,10 +47,9 @@ const bool registered = ScheduleRegistry::add(
       const int64_t decay_start = steps - decay_steps;
       if (decay_start < warmup) {
         throw ParamError(
-            "warmup",
-            fmt::format("schedule.warmup = {} overlaps the decay, which starts at step "
-                        "{}: lower warmup or decay_fraction",
-                        warmup, decay_start));
+            "warmup", fmt::format("schedule.warmup = {} overlaps the decay, which starts at step "
+                                  "{}: lower warmup or decay_fraction",
+                                  warmup, decay_start));
       }
       return std::make_shared<WarmupStableDecay>(base_lr, p.real("min_lr_ratio"), warmup,
                                                  decay_start, steps);

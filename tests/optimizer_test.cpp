@@ -117,7 +117,8 @@ TEST(Optimizer, FusedAdamWFollowsAdamWOrSaysWhyItCannot) {
           << (fused_params[i] - plain_params[i]).abs().max();
     }
   };
-  for (int step = 0; step < 10; ++step) step_both(*fused, *plain);
+  for (int step = 0; step < 10; ++step)
+    step_both(*fused, *plain);
   EXPECT_GT((fused_params[0] - weight).abs().max().item<double>(), 0.05) << "it did train";
 
   // The fused optimizer's snapshot resumes a plain one: both keep going in step.
@@ -132,7 +133,8 @@ TEST(Optimizer, FusedAdamWFollowsAdamWOrSaysWhyItCannot) {
   resumed->load(in);
   for (size_t i = 0; i < fused_params.size(); ++i)
     plain_params[i].detach().copy_(fused_params[i].detach());
-  for (int step = 0; step < 5; ++step) step_both(*fused, *resumed);
+  for (int step = 0; step < 5; ++step)
+    step_both(*fused, *resumed);
 }
 
 }  // namespace

@@ -5,8 +5,9 @@ Why it exists
 -------------
 Kiln trains in C++ on LibTorch. To say whether that is faster than "just using PyTorch", we need
 a Python program that does exactly the same work as `build/kiln run EXPERIMENT.toml`: the same
-GPT-2 model (plugins/model_gpt.cpp), attention computed as core/torch_compat.h does on LibTorch
-1.13 (explicit matmul, masked_fill with an upper-triangular mask, softmax, dropout, matmul), the
+GPT-2 model (plugins/model_gpt.cpp), attention computed as core/torch_compat.h does (on PyTorch 2
+scaled_dot_product_attention; on 1.13 explicit matmul, masked_fill with an upper-triangular mask,
+softmax, dropout, matmul), the
 same data windows (core/token_loader.cpp), the same step (core/trainer.cpp: gradient
 accumulation with loss / accum, clipping as clip_grad_norm_, AdamW with decay on 2-D+ parameters
 only, cosine lr set every step) and the same threads and seed (core/assemble.cpp). Only the
@@ -14,6 +15,9 @@ language around the LibTorch kernels differs, so the step times can be compared.
 
 Even the initialisation matches: modules are built and parameters initialised in the same order
 as the C++ model, so both programs draw the same numbers from the same seeded CPU generator.
+
+`--compile` wraps the model in torch.compile (PyTorch 2), the reference Kiln has to beat on
+speed; `--set optimizer.fused=true` uses PyTorch's fused AdamW, as kiln's option of that name.
 
 It supports what the comparison needs: model "gpt", optimizer "adamw", schedule "cosine",
 precision "fp32", parallel "single", data "shards" in llm.c's format, on the CPU. Anything else
@@ -30,6 +34,8 @@ and compare with
 
     build/kiln run experiments/kjv_char.toml --set train.steps=30 --set eval.every=0 \
         --set checkpoint.every=0 --name NAME
+
+On Debian 13 (LibTorch 2.6), tools/torch2.sh's chroot has python3-torch 2.6 as well.
 
 `--steps N` is the same as `--set train.steps=N` (the cosine schedule then ends at step N, as in
 kiln); `--warmup W` leaves the first W steps out of the mean step time (allocator and thread-pool
@@ -82,7 +88,7 @@ DEFAULTS = {
     "train": {"steps": 1000, "micro_batch": 8, "seq_len": 256, "batch_tokens": 0,
               "grad_clip": 1.0},
     "optimizer": {"type": "adamw", "lr": 6e-4, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8,
-                  "weight_decay": 0.1},
+                  "weight_decay": 0.1, "fused": False},
     "schedule": {"type": "cosine", "warmup": 0, "min_lr_ratio": 0.1},
     "precision": {"type": "fp32"},
     "parallel": {"type": "single"},
@@ -233,9 +239,15 @@ class Embedding(nn.Module):
         return self.drop(self.wte(tokens) + self.wpe(positions))
 
 
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+
+
 def causal_attention(q, k, v, dropout, training):
-    """core/torch_compat.h on LibTorch 1.13: scores, upper-triangular mask, softmax, dropout."""
+    """core/torch_compat.h: scaled_dot_product_attention on PyTorch 2; on 1.13 scores,
+    upper-triangular mask, softmax, dropout."""
     p = dropout if training else 0.0
+    if TORCH2:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
     t = q.size(-2)
     scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(float(q.size(-1))))
     future = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)
@@ -351,8 +363,8 @@ class Cosine:
 
 
 def make_adamw(o, params):
-    """Decay on parameters of 2+ dimensions only: two groups, as kiln's adamw plugin. PyTorch
-    1.13's AdamW defaults to its per-parameter loop (foreach=False), as LibTorch's AdamW."""
+    """Decay on parameters of 2+ dimensions only: two groups, as kiln's adamw plugin. Unfused,
+    PyTorch's AdamW on the CPU runs its per-parameter loop (foreach=False), as LibTorch's AdamW."""
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     groups = []
@@ -360,8 +372,11 @@ def make_adamw(o, params):
         groups.append({"params": decay, "weight_decay": float(o["weight_decay"])})
     if no_decay:
         groups.append({"params": no_decay, "weight_decay": 0.0})
+    if o["fused"] and not TORCH2:
+        fail(f"optimizer.fused = true needs PyTorch 2 (this is {torch.__version__})")
+    fused = {"fused": True} if o["fused"] else {}  # PyTorch 1.13 has no such argument
     return torch.optim.AdamW(groups, lr=float(o["lr"]), betas=(float(o["beta1"]),
-                             float(o["beta2"])), eps=float(o["eps"]), weight_decay=0.0)
+                             float(o["beta2"])), eps=float(o["eps"]), weight_decay=0.0, **fused)
 
 
 # --------------------------------------------------------------------------------------------
@@ -393,6 +408,8 @@ def main():
     parser.add_argument("--steps", type=int, help="optimizer steps (= --set train.steps=N)")
     parser.add_argument("--warmup", type=int, default=5,
                         help="first steps left out of the mean step time (default 5)")
+    parser.add_argument("--compile", action="store_true",
+                        help="torch.compile the model (PyTorch 2; compiles in the first steps)")
     args = parser.parse_args()
     if args.steps is not None:
         args.overrides.append(f"train.steps={args.steps}")
@@ -426,6 +443,10 @@ def main():
         fail(f"train.seq_len = {seq_len} is longer than model.block_size = {o['block_size']}")
     params = list(model.parameters())
     optimizer = make_adamw(config["optimizer"], params)
+    if args.compile:
+        if not TORCH2:
+            fail(f"--compile needs PyTorch 2 (this is {torch.__version__})")
+        model = torch.compile(model)
     sched = config["schedule"]
     if sched["warmup"] >= steps:
         fail(f"schedule.warmup = {sched['warmup']} must be smaller than train.steps = {steps}")
@@ -433,7 +454,7 @@ def main():
     schedule = Cosine(base_lr, base_lr * float(sched["min_lr_ratio"]), sched["warmup"], steps)
     data = TokenLoader(config["data"]["train"], micro_batch, seq_len, o["vocab_size"])
 
-    print(f"pytorch {torch.__version__} | model gpt: {sum(p.numel() for p in params) / 1e6:.2f}M "
+    print(f"pytorch {torch.__version__}{' (torch.compile)' if args.compile else ''} | model gpt: {sum(p.numel() for p in params) / 1e6:.2f}M "
           f"parameters, context {o['block_size']} | cpu | {torch.get_num_threads()} threads")
     print(f"data: {sum(len(s) for s in data.shards)} tokens in {len(data.shards)} shard(s) "
           f"matching {config['data']['train']}")
@@ -448,7 +469,7 @@ def main():
         lr = schedule.lr(step - 1)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        optimizer.zero_grad()  # zeroes, as LibTorch 1.13's zero_grad (set_to_none=False)
+        optimizer.zero_grad(set_to_none=TORCH2)  # as LibTorch's zero_grad: 2.x frees, 1.13 zeroes
 
         loss_sum = torch.zeros(())
         for _ in range(accum):
