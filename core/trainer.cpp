@@ -134,16 +134,12 @@ StepStats Trainer::train_step(int64_t step) {
   stats.loss_scale = run_.precision->loss_scale();
   stats.skipped = !run_.precision->prepare_step(parameters_);
   at::Tensor norm = clip_gradients(run_.train.grad_clip);
-  // A non-finite norm means some gradient is inf or NaN (the norm is the same on every rank):
-  // the update would poison the weights, so it is never applied. Waiting for the norm here
-  // costs the device a short idle before the optimizer's kernels.
-  if (!stats.skipped && !std::isfinite(norm.item<double>())) stats.skipped = stats.nonfinite = true;
-  if (!stats.skipped) optimizer.step();
-  run_.parallel->finish_update(*run_.model);
   clock.lap(phases_.optimizer_ms);
 
   // One all-reduce and one host transfer per step carry the loss (each rank's share), the norm
-  // (the same on every rank) and per rank: the step time so far, and a pipeline's pass times.
+  // (the same on every rank) and per rank: the time to here, and a pipeline's pass times. It
+  // comes before the update because the update needs it: a non-finite norm means some gradient
+  // is inf or NaN, and that update would poison the weights, so it is never applied.
   const int world = run_.parallel->world_size();
   const int rank = run_.parallel->rank();
   const double local_ms =
@@ -161,8 +157,13 @@ StepStats Trainer::train_step(int64_t step) {
                         .to(at::kDouble)
                         .cpu();  // the step's one host sync
   clock.lap(phases_.communication_ms);
-  stats.loss = host[0].item<double>();
   stats.grad_norm = host[1].item<double>();
+  if (!stats.skipped && !std::isfinite(stats.grad_norm)) stats.skipped = stats.nonfinite = true;
+  if (!stats.skipped) optimizer.step();
+  run_.parallel->finish_update(*run_.model);
+  clock.lap(phases_.optimizer_ms);
+
+  stats.loss = host[0].item<double>();
   auto times = host.narrow(0, 2, 4 * world).reshape({4, world});
   if (world > 1) stats.rank_skew_ms = (times[0].max() - times[0].min()).item<double>();
   if (const int stages = run_.parallel->stages(); stages > 1) {
