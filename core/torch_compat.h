@@ -18,7 +18,7 @@
 
 namespace kiln::compat {
 
-// "1.13.1": the LibTorch this Kiln was compiled against, for messages.
+// "2.6.0": the LibTorch this Kiln was compiled against, for messages.
 inline std::string torch_version() {
   return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
          std::to_string(TORCH_VERSION_PATCH);
