@@ -20,8 +20,10 @@ as the C++ model, so both programs draw the same numbers from the same seeded CP
 speed; `--set optimizer.fused=true` uses PyTorch's fused AdamW, as kiln's option of that name.
 
 It supports what the comparison needs: model "gpt", optimizer "adamw", schedule "cosine",
-precision "fp32", parallel "single", data "shards" in llm.c's format, on the CPU. Anything else
-is refused with a message rather than silently run differently.
+precision "fp32", "bf16" (autocast over forward and loss, as plugins/precision_bf16.cpp) or
+"tf32" (CUDA), parallel "single", data "shards" in llm.c's format, on the CPU or one CUDA device
+(run.device as kiln: "auto" takes CUDA when there is one). Anything else is refused with a
+message rather than silently run differently.
 
 How to run it
 -------------
@@ -47,6 +49,7 @@ Each step prints a line like kiln's; the last line is
 """
 
 import argparse
+import contextlib
 import glob
 import math
 import os
@@ -99,11 +102,11 @@ SUPPORTED = {
     "model.type": ["gpt"],
     "optimizer.type": ["adamw"],
     "schedule.type": ["cosine"],
-    "precision.type": ["fp32"],
+    "precision.type": ["fp32", "bf16", "tf32"],
     "parallel.type": ["single"],
     "data.type": ["shards"],
     "data.format": ["auto", "llmc"],
-    "run.device": ["auto", "cpu"],
+    "run.device": ["auto", "cpu", "cuda"],
     "model.init_from": [""],
 }
 
@@ -383,11 +386,34 @@ def make_adamw(o, params):
 # The step (core/trainer.cpp Trainer::train_step).
 # --------------------------------------------------------------------------------------------
 
-def loss_of(model, vocab, inputs, targets):
-    logits = model(inputs)
-    if logits.size(-1) != vocab:
-        logits = logits.narrow(-1, 0, vocab)  # padded vocabulary
-    return F.cross_entropy(logits.reshape(-1, vocab).float(), targets.reshape(-1))
+def loss_of(model, vocab, inputs, targets, autocast):
+    """Forward and loss, under autocast for bf16 (core/trainer.cpp forward_loss)."""
+    with autocast():
+        logits = model(inputs)
+        if logits.size(-1) != vocab:
+            logits = logits.narrow(-1, 0, vocab)  # padded vocabulary
+        return F.cross_entropy(logits.reshape(-1, vocab).float(), targets.reshape(-1))
+
+
+def pick_device(wanted):
+    """core/assemble.cpp pick_device: "auto" is CUDA when this PyTorch sees a device."""
+    have_cuda = torch.cuda.is_available()
+    if wanted == "cuda" and not have_cuda:
+        fail('run.device = "cuda" but this PyTorch sees no CUDA device: use "cpu" or "auto"')
+    return torch.device("cuda" if wanted == "cuda" or (wanted == "auto" and have_cuda) else "cpu")
+
+
+def precision_context(kind, device):
+    """The precision plugins: bf16 autocasts forward and loss; tf32 lets CUDA matmuls and
+    convolutions use TF32 (plugins/precision_tf32.cpp); fp32 changes nothing."""
+    if kind == "tf32":
+        if device.type != "cuda":
+            fail('precision tf32 is a CUDA tensor-core mode: use precision.type = "fp32" on the CPU')
+        torch.set_float32_matmul_precision("high")
+        torch.backends.cudnn.allow_tf32 = True
+    if kind == "bf16":
+        return lambda: torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext
 
 
 def clip_gradients(params, max_norm):
@@ -437,8 +463,10 @@ def main():
         accum = train["batch_tokens"] // per_micro_step
     batch_tokens = accum * per_micro_step
 
+    device = pick_device(run["device"])
+    autocast = precision_context(config["precision"]["type"], device)
     o = model_options(config["model"])
-    model = Gpt(o)
+    model = Gpt(o).to(device)
     if seq_len > o["block_size"]:
         fail(f"train.seq_len = {seq_len} is longer than model.block_size = {o['block_size']}")
     params = list(model.parameters())
@@ -455,7 +483,8 @@ def main():
     data = TokenLoader(config["data"]["train"], micro_batch, seq_len, o["vocab_size"])
 
     print(f"pytorch {torch.__version__}{' (torch.compile)' if args.compile else ''} | model gpt: {sum(p.numel() for p in params) / 1e6:.2f}M "
-          f"parameters, context {o['block_size']} | cpu | {torch.get_num_threads()} threads")
+          f"parameters, context {o['block_size']} | {device} | {torch.get_num_threads()} threads | "
+          f"precision {config['precision']['type']}")
     print(f"data: {sum(len(s) for s in data.shards)} tokens in {len(data.shards)} shard(s) "
           f"matching {config['data']['train']}")
     print(f"batch: {batch_tokens} tokens per step = micro_batch {micro_batch} x seq_len "
@@ -471,11 +500,13 @@ def main():
             group["lr"] = lr
         optimizer.zero_grad(set_to_none=TORCH2)  # as LibTorch's zero_grad: 2.x frees, 1.13 zeroes
 
-        loss_sum = torch.zeros(())
+        loss_sum = torch.zeros((), device=device)
         for _ in range(accum):
-            inputs, targets = data.next()
+            # Page-locked for a CUDA device, as kiln's batch buffers, so the copies are async.
+            inputs, targets = (t.pin_memory().to(device, non_blocking=True) if device.type ==
+                               "cuda" else t for t in data.next())
             # Each micro-batch's mean loss over accum: the summed gradients are one big batch's.
-            loss = loss_of(model, o["vocab_size"], inputs, targets) / float(accum)
+            loss = loss_of(model, o["vocab_size"], inputs, targets, autocast) / float(accum)
             loss_sum += loss.detach()
             loss.backward()
         norm = clip_gradients(params, float(train["grad_clip"]))
