@@ -10,12 +10,16 @@
 #   tools/torch2.sh --if-possible   # as CI: where no chroot can be made (not root, no mounts,
 #                                   # no Debian 13 mirror) say so and succeed; failures to build
 #                                   # or test still fail
+#   tools/torch2.sh --run 'CMD'     # build, then run CMD in /kiln instead of the tests; adds
+#                                   # python3-torch 2.6 for tools/bench/pytorch_reference.py
 # KILN_TORCH2_ROOT picks the chroot's folder (default /var/cache/kiln/trixie).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=${KILN_TORCH2_ROOT:-/var/cache/kiln/trixie}
 optional=false
 [[ "${1:-}" == "--if-possible" ]] && { optional=true; shift; }
+run_command=""
+[[ "${1:-}" == "--run" ]] && { run_command=${2:?usage: tools/torch2.sh --run 'COMMAND'}; shift 2; }
 cannot() {
   if $optional; then echo "torch2: skipped: $1"; exit 0; fi
   echo "torch2: error: $1" >&2
@@ -41,6 +45,15 @@ if [[ ! -f "$version_h" ]]; then
     cannot "installing LibTorch 2.x and the build's packages in $root failed"
 fi
 
+# The PyTorch reference's needs: torch, numpy, and for torch.compile's C++ kernels setuptools
+# and the Python headers.
+if [[ -n "$run_command" && ! -d "$root/usr/lib/python3/dist-packages/torch" ]]; then
+  echo "torch2: adding python3-torch 2.6 to $root for the PyTorch reference"
+  DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -qq --no-install-recommends \
+    python3-torch python3-numpy python3-setuptools python3-dev >/dev/null 2>&1 ||
+    { echo "torch2: error: installing python3-torch in $root failed" >&2; exit 1; }
+fi
+
 mounts=()
 cleanup() {
   for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount -l "${mounts[i]}" 2>/dev/null || true; done
@@ -58,7 +71,7 @@ bind /dev /dev  # /dev/shm included: Gloo's ranks share memory through it
 bind "$PWD" /kiln
 
 echo "torch2: LibTorch $(awk '/define TORCH_VERSION_(MAJOR|MINOR|PATCH)/ {printf "%s%s", sep, $3; sep="."}' "$version_h")"
+then=${run_command:-ctest --test-dir build-torch2 --output-on-failure -j $(nproc) ${*@Q}}
 chroot "$root" bash -c "cd /kiln &&
   cmake -S . -B build-torch2 -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=ON >/dev/null &&
-  cmake --build build-torch2 -j $(nproc) &&
-  ctest --test-dir build-torch2 --output-on-failure -j $(nproc) ${*@Q}"
+  cmake --build build-torch2 -j $(nproc) && $then"
