@@ -31,11 +31,16 @@ packages=(build-essential cmake ninja-build libtorch-dev libgloo-dev libopenblas
           libtomlplusplus-dev libfmt-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
           googletest libgtest-dev libgmock-dev libxxhash-dev libpcre2-dev pkgconf sqlite3)
 version_h=$root/usr/include/torch/csrc/api/include/torch/version.h
+marker=$root/.made-by-kiln-torch2  # what may be deleted and made anew: only a chroot of ours
 if [[ ! -f "$version_h" ]]; then
+  if [[ -n "$(ls -A "$root" 2>/dev/null)" && ! -f "$marker" ]]; then
+    cannot "$root is not empty and was not made by tools/torch2.sh: set KILN_TORCH2_ROOT to a new folder"
+  fi
   command -v debootstrap >/dev/null ||
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap ||
+    cannot "debootstrap is not installed and apt-get could not install it"
   echo "torch2: making a Debian 13 chroot with LibTorch 2.x in $root"
-  rm -rf "$root" && mkdir -p "$root"  # a half-made one from an interrupted run is made anew
+  rm -rf "$root" && mkdir -p "$root" && touch "$marker"  # a half-made one is made anew
   debootstrap --variant=minbase trixie "$root" http://deb.debian.org/debian >/dev/null ||
     cannot "debootstrap of Debian 13 into $root failed (is deb.debian.org reachable?)"
   cp /etc/resolv.conf "$root/etc/resolv.conf"
