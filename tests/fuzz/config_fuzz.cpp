@@ -68,7 +68,9 @@ void register_catalog() {
                                   P::real("eps", 1e-8, "eps").at_least(0),
                                   P::real("weight_decay", decay, "wd").at_least(0)};
   };
-  add("optimizer", "adamw", true, adam_like(6e-4, 0.95, 0.1));
+  auto adamw = adam_like(6e-4, 0.95, 0.1);
+  adamw.push_back(P::flag("fused", false, "fused kernel"));
+  add("optimizer", "adamw", true, adamw);
   add("optimizer", "adam", false, adam_like(1e-3, 0.999, 0.0));
   add("optimizer", "sgd", false,
       {P::real("lr", 0.1, "lr").at_least(0), ratio("momentum", 0.0),
