@@ -1,14 +1,15 @@
-// data "shards": token shards in llm.c's format (see core/shard.h), read sequentially through
+// data "shards": token shards in llm.c's format (see core/data/shard.h), read sequentially through
 // memory maps. `train` and `val` are glob patterns; the shards a pattern matches are read in
 // sorted order.
 #include <filesystem>
 
 #include <fmt/format.h>
 
-#include "core/batch_buffers.h"
-#include "core/data_source.h"
-#include "core/error.h"
-#include "core/fs.h"
+#include "core/data/batch_buffers.h"
+#include "core/api/data_source.h"
+#include "core/data/token_loader.h"
+#include "core/util/error.h"
+#include "core/util/fs.h"
 
 namespace kiln {
 namespace {

@@ -12,9 +12,9 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
-#include "core/error.h"
-#include "core/model.h"
-#include "core/torch_compat.h"
+#include "core/util/error.h"
+#include "core/api/model.h"
+#include "core/util/torch_compat.h"
 
 namespace kiln {
 namespace {

@@ -2,7 +2,7 @@
 // (coupled, unlike adamw's decoupled decay).
 #include <torch/optim/adam.h>
 
-#include "core/optimizer.h"
+#include "core/api/optimizer.h"
 
 namespace kiln {
 namespace {

@@ -5,9 +5,9 @@
 #include <fmt/format.h>
 #include <torch/optim/adamw.h>
 
-#include "core/error.h"
-#include "core/optimizer.h"
-#include "core/torch_compat.h"
+#include "core/util/error.h"
+#include "core/api/optimizer.h"
+#include "core/util/torch_compat.h"
 
 namespace kiln {
 namespace {

@@ -5,8 +5,8 @@
 #include <torch/optim/optimizer.h>
 #include <torch/optim/serialize.h>
 
-#include "core/optimizer.h"
-#include "core/torch_compat.h"
+#include "core/api/optimizer.h"
+#include "core/util/torch_compat.h"
 
 namespace kiln {
 namespace {

@@ -1,8 +1,8 @@
 // optimizer "sgd": stochastic gradient descent with optional (Nesterov) momentum.
 #include <torch/optim/sgd.h>
 
-#include "core/error.h"
-#include "core/optimizer.h"
+#include "core/util/error.h"
+#include "core/api/optimizer.h"
 
 namespace kiln {
 namespace {

@@ -27,11 +27,11 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
-#include "core/data_parallel.h"
-#include "core/data_source.h"
-#include "core/error.h"
-#include "core/model.h"
-#include "core/text.h"
+#include "core/dist/data_parallel.h"
+#include "core/api/data_source.h"
+#include "core/util/error.h"
+#include "core/api/model.h"
+#include "core/util/text.h"
 
 namespace kiln {
 namespace {

@@ -1,5 +1,5 @@
 // parallel "single": one process, one device; nothing to synchronise.
-#include "core/parallel.h"
+#include "core/api/parallel.h"
 
 namespace kiln {
 namespace {

@@ -2,8 +2,8 @@
 // convolutions in bf16, reductions and norms kept in fp32 by autocast's op lists), with fp32
 // weights, gradients and optimizer state. bf16 has fp32's exponent range, so no loss scaling.
 // Works on CUDA and on the CPU.
-#include "core/precision.h"
-#include "core/torch_compat.h"
+#include "core/api/precision.h"
+#include "core/util/torch_compat.h"
 
 namespace kiln {
 namespace {
@@ -14,11 +14,12 @@ class Bf16 : public PrecisionPolicy {
 
   std::unique_ptr<Scope> forward_scope() override {
     struct Autocast : Scope {
-      explicit Autocast(c10::DeviceType d) : guard(d, at::kBFloat16) {}
+      Autocast(c10::DeviceType d, at::ScalarType dtype) : guard(d, dtype) {}
       compat::AutocastGuard guard;
     };
-    return std::make_unique<Autocast>(device_);
+    return std::make_unique<Autocast>(device_, compute_dtype());
   }
+  at::ScalarType compute_dtype() const override { return at::kBFloat16; }
 
  private:
   c10::DeviceType device_;

@@ -1,13 +1,13 @@
-// precision "fp16": autocast to float16 plus dynamic loss scaling (core/loss_scaler.h).
+// precision "fp16": autocast to float16 plus dynamic loss scaling (core/train/loss_scaler.h).
 // Gradients are unscaled before clipping, so grad_clip and the logged norm mean the same as in
 // fp32; a step with inf/NaN gradients is skipped and recorded. CUDA only: LibTorch's CPU
 // autocast has no float16 kernels.
 #include <fmt/format.h>
 
-#include "core/error.h"
-#include "core/loss_scaler.h"
-#include "core/precision.h"
-#include "core/torch_compat.h"
+#include "core/api/precision.h"
+#include "core/train/loss_scaler.h"
+#include "core/util/error.h"
+#include "core/util/torch_compat.h"
 
 namespace kiln {
 namespace {
@@ -18,11 +18,12 @@ class Fp16 : public PrecisionPolicy {
 
   std::unique_ptr<Scope> forward_scope() override {
     struct Autocast : Scope {
-      explicit Autocast(c10::DeviceType d) : guard(d, at::kHalf) {}
+      Autocast(c10::DeviceType d, at::ScalarType dtype) : guard(d, dtype) {}
       compat::AutocastGuard guard;
     };
-    return std::make_unique<Autocast>(device_);
+    return std::make_unique<Autocast>(device_, compute_dtype());
   }
+  at::ScalarType compute_dtype() const override { return at::kHalf; }
   at::Tensor scale_loss(const at::Tensor& loss) override { return scaler_.scale(loss); }
   bool prepare_step(const std::vector<at::Tensor>& parameters) override {
     return scaler_.unscale_and_update(parameters);

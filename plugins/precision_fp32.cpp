@@ -1,6 +1,6 @@
 // precision "fp32": weights, activations, gradients and optimizer state in float32. The
 // reference every mixed-precision policy is compared against.
-#include "core/precision.h"
+#include "core/api/precision.h"
 
 namespace kiln {
 namespace {

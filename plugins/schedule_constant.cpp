@@ -1,5 +1,5 @@
 // schedule "constant": the base lr at every step, after an optional linear warmup.
-#include "core/schedule.h"
+#include "core/api/schedule.h"
 
 namespace kiln {
 namespace {

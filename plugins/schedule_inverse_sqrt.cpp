@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/schedule.h"
+#include "core/api/schedule.h"
 
 namespace kiln {
 namespace {

@@ -2,7 +2,7 @@
 // train.steps (the BERT / Hugging Face default).
 #include <algorithm>
 
-#include "core/schedule.h"
+#include "core/api/schedule.h"
 
 namespace kiln {
 namespace {

@@ -3,7 +3,7 @@
 // once per epoch.
 #include <cmath>
 
-#include "core/schedule.h"
+#include "core/api/schedule.h"
 
 namespace kiln {
 namespace {

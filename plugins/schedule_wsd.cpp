@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
-#include "core/schedule.h"
+#include "core/util/error.h"
+#include "core/api/schedule.h"
 
 namespace kiln {
 namespace {

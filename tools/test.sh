@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The whole test suite: set-up (packages, build with tests), every test through ctest, then a
-# minute of fuzzing the config loader (tools/fuzz.sh; any finding fails the suite).
+# The whole test suite: set-up (packages, build with tests), every test through ctest (the fast
+# unit tests first, then the end-to-end ones that drive the kiln binary), then a minute of fuzzing
+# the config loader (tools/fuzz.sh; any finding fails the suite).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh --tests
-ctest --test-dir build --output-on-failure -j "$(nproc)"
+ctest --test-dir build --output-on-failure -j "$(nproc)" -L unit
+ctest --test-dir build --output-on-failure -j "$(nproc)" -L e2e
 tools/fuzz.sh 60

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
-#include "core/error.h"
-#include "core/registry.h"
+#include "core/config/config.h"
+#include "core/util/error.h"
+#include "core/config/registry.h"
 
 namespace {
 

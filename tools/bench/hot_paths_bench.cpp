@@ -8,14 +8,14 @@
 #include <filesystem>
 #include <numeric>
 
-#include "core/config.h"
-#include "core/fs.h"
-#include "core/model.h"
-#include "core/optimizer.h"
-#include "core/run_store.h"
-#include "core/shard.h"
-#include "core/snapshot.h"
-#include "core/token_loader.h"
+#include "core/config/config.h"
+#include "core/util/fs.h"
+#include "core/api/model.h"
+#include "core/api/optimizer.h"
+#include "core/store/run_store.h"
+#include "core/data/shard.h"
+#include "core/checkpoint/snapshot.h"
+#include "core/data/token_loader.h"
 
 namespace kiln {
 namespace {

@@ -5,12 +5,12 @@ Why it exists
 -------------
 Kiln trains in C++ on LibTorch. To say whether that is faster than "just using PyTorch", we need
 a Python program that does exactly the same work as `build/kiln run EXPERIMENT.toml`: the same
-GPT-2 model (plugins/model_gpt.cpp), attention computed as core/torch_compat.h does (on PyTorch 2
+GPT-2 model (plugins/model_gpt.cpp), attention computed as core/util/torch_compat.h does (on PyTorch 2
 scaled_dot_product_attention; on 1.13 explicit matmul, masked_fill with an upper-triangular mask,
 softmax, dropout, matmul), the
-same data windows (core/token_loader.cpp), the same step (core/trainer.cpp: gradient
+same data windows (core/data/token_loader.cpp), the same step (core/train/trainer.cpp: gradient
 accumulation with loss / accum, clipping as clip_grad_norm_, AdamW with decay on 2-D+ parameters
-only, cosine lr set every step) and the same threads and seed (core/assemble.cpp). Only the
+only, cosine lr set every step) and the same threads and seed (core/train/assemble.cpp). Only the
 language around the LibTorch kernels differs, so the step times can be compared.
 
 Even the initialisation matches: modules are built and parameters initialised in the same order
@@ -81,7 +81,7 @@ except ImportError:  # Debian's python3-toml on older Pythons
 # Configuration: the experiment file, kiln's defaults for the keys used here, --set overrides.
 # --------------------------------------------------------------------------------------------
 
-# Defaults as declared in core/config.cpp and the plugins' registrations.
+# Defaults as declared in core/config/config.cpp and the plugins' registrations.
 DEFAULTS = {
     "run": {"seed": 1337, "threads": 0, "device": "auto"},
     "model": {"type": "gpt", "n_layer": 12, "n_head": 12, "n_embd": 768, "block_size": 1024,
@@ -156,7 +156,7 @@ def load_config(path, overrides):
 
 
 # --------------------------------------------------------------------------------------------
-# Data: llm.c shards, memory-mapped, read in sequential windows (core/token_loader.cpp).
+# Data: llm.c shards, memory-mapped, read in sequential windows (core/data/token_loader.cpp).
 # --------------------------------------------------------------------------------------------
 
 SHARD_MAGIC = 20240520
@@ -246,7 +246,7 @@ TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 
 
 def causal_attention(q, k, v, dropout, training):
-    """core/torch_compat.h: scaled_dot_product_attention on PyTorch 2; on 1.13 scores,
+    """core/util/torch_compat.h: scaled_dot_product_attention on PyTorch 2; on 1.13 scores,
     upper-triangular mask, softmax, dropout."""
     p = dropout if training else 0.0
     if TORCH2:
@@ -383,11 +383,11 @@ def make_adamw(o, params):
 
 
 # --------------------------------------------------------------------------------------------
-# The step (core/trainer.cpp Trainer::train_step).
+# The step (core/train/trainer.cpp Trainer::train_step).
 # --------------------------------------------------------------------------------------------
 
 def loss_of(model, vocab, inputs, targets, autocast):
-    """Forward and loss, under autocast for bf16 (core/trainer.cpp forward_loss)."""
+    """Forward and loss, under autocast for bf16 (core/train/trainer.cpp forward_loss)."""
     with autocast():
         logits = model(inputs)
         if logits.size(-1) != vocab:
@@ -396,7 +396,7 @@ def loss_of(model, vocab, inputs, targets, autocast):
 
 
 def pick_device(wanted):
-    """core/assemble.cpp pick_device: "auto" is CUDA when this PyTorch sees a device."""
+    """core/train/assemble.cpp pick_device: "auto" is CUDA when this PyTorch sees a device."""
     have_cuda = torch.cuda.is_available()
     if wanted == "cuda" and not have_cuda:
         fail('run.device = "cuda" but this PyTorch sees no CUDA device: use "cpu" or "auto"')
@@ -448,7 +448,7 @@ def main():
     if not 0 <= args.warmup < steps:
         fail(f"--warmup {args.warmup} must be at least 0 and below train.steps = {steps}")
 
-    # core/assemble.cpp: threads (0 = all cores, as std::thread::hardware_concurrency), seed.
+    # core/train/assemble.cpp: threads (0 = all cores, as std::thread::hardware_concurrency), seed.
     threads = run["threads"] if run["threads"] > 0 else (os.cpu_count() or 1)
     torch.set_num_threads(threads)
     torch.manual_seed(run["seed"])

@@ -9,12 +9,12 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "core/error.h"
-#include "core/fs.h"
-#include "core/plot_svg.h"
-#include "core/report.h"
-#include "core/run_history.h"
-#include "core/text.h"
+#include "core/app/plot_svg.h"
+#include "core/app/report.h"
+#include "core/app/runs_views.h"
+#include "core/util/error.h"
+#include "core/util/fs.h"
+#include "core/util/text.h"
 
 namespace kiln {
 

@@ -1,0 +1,70 @@
+// Data sources hand the trainer micro-batches of token ids for one split.
+//
+// Over a run: assemble() asks the factory once per split ("train", "val", "test") on every rank,
+// after the model and the parallel strategy's attach(), with this rank's share of the data
+// (the strategy's data_rank and data_world). The trainer then reads the train source one
+// micro-batch per micro-step, and each evaluation resets a source and reads from its start.
+// Snapshots record the train source's position; a resume seeks to it before the first step.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+#include "core/api/data_position.h"
+#include "core/config/registry.h"
+
+namespace kiln {
+
+struct DataRequest {
+  std::string split;  // "train", "val" or "test"
+  int64_t micro_batch = 1;
+  int64_t seq_len = 1;
+  int rank = 0;
+  int world = 1;
+  int64_t vocab_limit = 0;  // the model's vocabulary: larger token ids are an error
+  bool pinned = false;      // batches go to a CUDA device: hand them out in page-locked memory
+};
+
+struct Batch {
+  // int64 [micro_batch, seq_len], on the CPU. Sources reuse these buffers once nothing holds
+  // them (core/data/batch_buffers.h): copy a batch's contents to keep them past its use.
+  at::Tensor inputs;
+  at::Tensor targets;  // inputs shifted by one token
+};
+
+class DataSource {
+ public:
+  virtual ~DataSource() = default;
+  // This rank's next micro-batch; never runs out (a pass over the split wraps to the next
+  // epoch). Called by the trainer once per micro-step and per evaluation batch, on every rank
+  // (every pipeline stage reads too, so that all keep the same position).
+  virtual Batch next() = 0;
+  // Back to the start of the split: called before every evaluation, so each one reads the same
+  // batches.
+  virtual void reset() = 0;
+  // Where the next global batch starts (rank 0's window in it), so that it holds at any world
+  // size. Read on rank 0 for each snapshot, between steps.
+  virtual LoaderPosition position() const = 0;
+  // Goes to a position() saved by a run of any world size (rank r reads r windows further).
+  // Called on every rank when a run resumes, before its first step.
+  virtual void seek(const LoaderPosition& position) = 0;
+  virtual std::string describe() const = 0;  // one line for the run's header on the console
+  // Micro-batches in one pass over the split: what the closing test pass and `kiln eval` read.
+  virtual int64_t batches_per_pass() const = 0;
+  // Where the tokenizer that made this data lives (tokenizer.json), for `kiln sample`.
+  virtual std::string tokenizer_dir() const = 0;
+};
+
+struct DataKind {
+  static constexpr const char* name = "data";
+  using Product = DataSource;
+  // Returns null when the plugin has no data for the split (e.g. no validation files).
+  using Factory = std::function<std::shared_ptr<DataSource>(const Params&, const DataRequest&)>;
+};
+using DataRegistry = Registry<DataKind>;
+
+}  // namespace kiln

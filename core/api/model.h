@@ -1,0 +1,89 @@
+// The model interface. A model is an ordered sequence of layers (embedding, blocks, head) so
+// that the framework can cut it into pipeline stages or shard it; running every layer in order
+// is the whole forward pass, tokens [batch, time] -> logits [batch, time, vocab].
+//
+// Over a run: assemble() creates the model on every rank (on the CPU, freshly initialised), lets
+// it import model.init_from weights, moves it to the run's device and hands it to the parallel
+// strategy's attach(); the optimizer is built over its parameters() after that. Snapshots save
+// and load its parameters and buffers by their registered names, so those names are part of
+// the snapshot format.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/nn/module.h>
+
+#include "core/config/registry.h"
+
+namespace kiln {
+
+class Layer : public torch::nn::Module {
+ public:
+  // The previous layer's output (the first layer gets the int64 token ids) to this layer's.
+  // Called by Model::forward, or by a pipeline stage for its own layers, inside the precision
+  // policy's forward scope (autocast); in training with autograd on, in evaluation and sampling
+  // under NoGradGuard with the module in eval mode.
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+  // Parameters registered under another layer that this one also uses (tied weights): a
+  // pipeline stage holding this layer keeps a replica of them and sums their gradients with
+  // the owner's stage. Asked once, by the pipeline strategy's attach().
+  virtual std::vector<torch::Tensor> borrowed_parameters() const { return {}; }
+};
+
+class Model : public torch::nn::Module {
+ public:
+  // Token ids the model predicts (logits may be wider when the vocabulary is padded): data
+  // holding larger ids is refused (assemble), and the trainer's loss and sampling read only
+  // this many logits. Asked at any time after construction; it never changes.
+  virtual int64_t vocab_size() const = 0;
+  // Longest sequence the model accepts: assemble() refuses a longer train.seq_len, and sampling
+  // feeds at most this many tokens. Fixed from construction on.
+  virtual int64_t context_length() const = 0;
+  // Training FLOPs per token (forward + backward), for MFU in `kiln bench`; 6 x parameters
+  // unless overridden.
+  virtual double flops_per_token(int64_t seq_len) const;
+
+  // The weights under the model's interchange names (Hugging Face's, for gpt), in the layout
+  // that naming expects: what `kiln export` writes and `model.init_from` reads. Models without
+  // an interchange format keep the defaults, which say so. Called by `kiln export` on a model
+  // that a snapshot was loaded into.
+  virtual std::vector<std::pair<std::string, torch::Tensor>> export_weights() const;
+  // Copies `weights` in; a UserError listing every missing, unexpected or misshapen tensor.
+  // Called by assemble() for model.init_from, before the model moves to its device and before
+  // any optimizer exists; the tensors are on the CPU.
+  virtual void import_weights(const std::map<std::string, torch::Tensor>& weights);
+
+  const std::vector<std::shared_ptr<Layer>>& layers() const { return layers_; }
+  torch::Tensor forward(const torch::Tensor& tokens);
+  int64_t parameter_count() const;
+
+ protected:
+  // Appends to the layer sequence; registering it as a submodule stays the subclass's business
+  // so that it controls parameter names.
+  void append_layer(std::shared_ptr<Layer> layer) { layers_.push_back(std::move(layer)); }
+
+ private:
+  std::vector<std::shared_ptr<Layer>> layers_;
+};
+
+// For model plugins, so that a size typo is one clear line rather than an allocation failure or
+// the OOM killer: `build()` runs only when `parameters` (counted in double before anything is
+// allocated) fit in this machine's memory as float32, and allocation failures while building
+// become a UserError. `description` names the model and its sizes ("a gpt with n_layer 12, ...").
+std::shared_ptr<Model> build_within_memory(double parameters, const std::string& description,
+                                           const std::function<std::shared_ptr<Model>()>& build);
+
+struct ModelKind {
+  static constexpr const char* name = "model";
+  using Product = Model;
+  using Factory = std::function<std::shared_ptr<Model>(const Params&)>;
+};
+using ModelRegistry = Registry<ModelKind>;
+
+}  // namespace kiln

@@ -1,0 +1,146 @@
+// Parallelism strategies: how many processes share a step and how their gradients meet.
+// Assembly, the trainer and the session call these hooks at fixed points of a run (the order is
+// at the top of ParallelStrategy); `single` (one process) leaves every one at its default.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "core/config/registry.h"
+
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace kiln {
+
+class Model;
+class DataSource;
+
+// What a strategy that runs the model's passes itself (a pipeline) needs from the trainer.
+struct PassContext {
+  Model& model;
+  DataSource& data;       // the split being read: micro_batches batches are due from it
+  int64_t micro_batches;  // grad_accum in training; the eval batch count otherwise
+  c10::Device device;
+  bool train;  // forward and backward, each loss / micro_batches; else forward only
+  // The trainer's loss (mean cross-entropy, fp32) of logits against targets.
+  std::function<at::Tensor(const at::Tensor& logits, const at::Tensor& targets)> loss;
+  std::function<std::shared_ptr<void>()> forward_scope;          // held around forward (autocast)
+  std::function<at::Tensor(const at::Tensor& loss)> scale_loss;  // before backward
+};
+
+// The order of the calls over a run (every rank makes the same calls in the same order):
+//
+//   construction        ParallelRegistry::create in assemble() (core/train/assemble.cpp), once
+//                       per process; a multi-process strategy joins its world here.
+//   data_world, micro_batches    assemble(), to size the step (grad_accum, batch_tokens)
+//   attach(model)       assemble(), once: the model is built, initialised and on its device; the
+//                       optimizer does not exist yet
+//   replicates_gradients         assemble(), against the precision policy
+//   data_rank, data_world        assemble(), opening the train, val and test splits
+//   shard_state         Session::restore (via SnapshotPolicy), on a resume: after every rank
+//                       loaded the whole snapshot into its model and optimizer
+//   per step (Trainer::train_step):
+//     run_passes(train)        if it returns nothing, the trainer's own micro-steps, each:
+//       begin_micro_step(final)  then forward, loss, backward
+//     finish_gradients(model)  always, after the last backward
+//     global_norm(local_norm)  after the precision policy unscaled the gradients
+//     pass_times, loss_share, sum   the step's one collective sum of loss, norm and timings
+//     finish_update(model)     after the optimizer step, also when the update was skipped
+//     stages                   for the step's statistics
+//   sum                 once after the session's first step (the optimizer-state report)
+//   per evaluation (Trainer::evaluate: every eval.every steps, the test split, `kiln eval`):
+//     run_passes(eval) or the trainer's forward passes, then loss_share and sum
+//   per snapshot (SnapshotPolicy::save, between steps): gather_state, rank 0 writes the files,
+//     shard_state
+//   rank, world_size    at any time after construction; they never change
+//
+// Hooks marked "collective" must be called by every rank at the same point: a strategy may
+// communicate in them, and they must not return before the others reach them.
+class ParallelStrategy {
+ public:
+  virtual ~ParallelStrategy() = default;
+  // This process's place in the world and the world's size; fixed from construction on.
+  virtual int rank() const { return 0; }
+  virtual int world_size() const { return 1; }
+  // The ranks that read different data (all of them, but for pipeline stages of one replica):
+  // assemble() opens each split with them and sizes the global batch by data_world.
+  virtual int data_rank() const { return rank(); }
+  virtual int data_world() const { return world_size(); }
+  // Micro-batches per step the strategy needs (a pipeline's); 0 = whatever train.batch_tokens
+  // makes. Asked once by assemble(), before the model exists.
+  virtual int64_t micro_batches() const { return 0; }
+  // This rank's share of the run's loss in sum() over all ranks: the mean over ranks, unless
+  // only some ranks compute the loss. Asked by the trainer after every step's and eval's passes.
+  virtual double loss_share() const { return 1.0 / world_size(); }
+  // Collective. Strategies that cut the model across ranks run a step's (or an evaluation's)
+  // passes themselves, reading context.micro_batches batches from context.data, and return
+  // this rank's summed loss; nullopt = the trainer's own loop over micro-batches. Called at the
+  // start of every step (after zero_grad and the lr update) and of every evaluation (model in
+  // eval mode, no grad).
+  virtual std::optional<at::Tensor> run_passes(PassContext& context) {
+    (void)context;
+    return std::nullopt;
+  }
+  // A pipeline's last training pass: ms spent computing, and ms the passes took in all (with
+  // waits). Asked by the trainer once per step, after finish_gradients.
+  struct PassTimes {
+    double compute_ms = 0, total_ms = 0;
+    int64_t peak_live = 0;  // most micro-batches whose activations were held at once
+  };
+  virtual PassTimes pass_times() const { return {}; }
+  // Pipeline stages (1 otherwise); stage s of the first replica is rank s. Asked once per step.
+  virtual int stages() const { return 1; }
+  // Collective. Once, by assemble(), after the model is built, initialised (model.init_from)
+  // and moved to its device, before the optimizer exists: e.g. broadcast rank 0's weights, hook
+  // the gradient accumulators, move layers this rank never runs off the device.
+  virtual void attach(Model& model) { (void)model; }
+  // At the start of each micro-step of the trainer's own loop (not when run_passes returned a
+  // loss), before its forward and backward: gradients need syncing only on the final one.
+  virtual void begin_micro_step(bool final_micro_step) { (void)final_micro_step; }
+  // Collective. After the last backward of every step, before the precision policy unscales
+  // and the trainer clips: the gradients are still scaled by the loss scale.
+  virtual void finish_gradients(Model& model) { (void)model; }
+  // False when, after finish_gradients, each rank holds only its own shard of the gradients:
+  // then no rank alone can tell whether all of them are finite. Asked once by assemble().
+  virtual bool replicates_gradients() const { return true; }
+  // Collective. The global gradient norm from `local_norm`, this rank's L2 norm (a 0-d float
+  // tensor on the device) of the gradients it holds after finish_gradients and unscaling; the
+  // result must be the same on every rank, since each clips by it. Once per step.
+  virtual at::Tensor global_norm(const at::Tensor& local_norm) { return local_norm; }
+  // Collective. Once per step after the optimizer update, and in its place when the update was
+  // skipped (non-finite gradients): ranks that updated only their shard share it here.
+  virtual void finish_update(Model& model) { (void)model; }
+  // Collective. Element-wise sum over ranks of a tensor on the run's device, returned on it; no
+  // host sync. The trainer and session call it once per step, per evaluation and after the
+  // first step; every rank passes a tensor of the same shape.
+  virtual at::Tensor sum(const at::Tensor& value) { return value; }
+  // Collective. For strategies where ranks hold parts of the training state (zero: optimizer
+  // state; pipeline: the weights of their stage too). gather_state: before a snapshot, between
+  // two steps; ranks send their parts and rank 0 holds the whole when it returns. shard_state:
+  // after the snapshot was written, and after a resume loaded the whole snapshot on every rank;
+  // each rank keeps only its part. Neither is called by `kiln eval`, `sample` or `export`,
+  // which load a snapshot into a model without an optimizer.
+  virtual void gather_state(Model& model, torch::optim::Optimizer& optimizer) {
+    (void)model;
+    (void)optimizer;
+  }
+  virtual void shard_state(Model& model, torch::optim::Optimizer& optimizer) {
+    (void)model;
+    (void)optimizer;
+  }
+};
+
+struct ParallelKind {
+  static constexpr const char* name = "parallel";
+  using Product = ParallelStrategy;
+  using Factory = std::function<std::shared_ptr<ParallelStrategy>(const Params&)>;
+};
+using ParallelRegistry = Registry<ParallelKind>;
+
+}  // namespace kiln

@@ -1,0 +1,58 @@
+#include "core/api/tokenizer.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/util/error.h"
+#include "core/util/fs.h"
+
+namespace kiln {
+
+std::shared_ptr<Tokenizer> new_tokenizer(const std::string& name) {
+  if (!Catalog::global().find(TokenizerKind::name, name)) {
+    throw_unknown(TokenizerKind::name, name);
+  }
+  return TokenizerRegistry::create(name, nlohmann::json::object());
+}
+
+std::shared_ptr<Tokenizer> load_tokenizer(const std::string& dataset_dir) {
+  const std::string path = dataset_dir + "/tokenizer.json";
+  std::ifstream in(path);
+  if (!in) {
+    throw UserError(
+        fmt::format("no tokenizer at '{}': the data directory was not made by "
+                    "`kiln prepare`",
+                    path));
+  }
+  nlohmann::json saved;
+  try {
+    in >> saved;
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(
+        fmt::format("'{}' is not valid JSON ({}): re-run `kiln prepare`", path, e.what()));
+  }
+  if (!saved.is_object() || !saved.contains("type") || !saved["type"].is_string()) {
+    throw UserError(fmt::format("'{}' names no tokenizer type: re-run `kiln prepare`", path));
+  }
+  const std::string type = saved["type"];
+  if (!Catalog::global().find(TokenizerKind::name, type)) throw_unknown(TokenizerKind::name, type);
+  try {
+    return TokenizerRegistry::create(type, saved);
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(fmt::format("'{}' does not describe a {} tokenizer ({}): re-run `kiln prepare`",
+                                path, type, e.what()));
+  }
+}
+
+void save_tokenizer(const Tokenizer& tokenizer, const std::string& name,
+                    const std::string& dataset_dir) {
+  nlohmann::json saved = tokenizer.save();
+  saved["type"] = name;
+  saved["vocab_size"] = tokenizer.vocab_size();
+  write_file_atomic(dataset_dir + "/tokenizer.json", saved.dump(1) + "\n");
+}
+
+}  // namespace kiln

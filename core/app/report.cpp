@@ -1,0 +1,133 @@
+#include "core/app/report.h"
+
+#include <cmath>
+#include <ctime>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "core/app/plot_svg.h"
+#include "core/app/runs_views.h"
+#include "core/util/error.h"
+
+namespace kiln {
+
+namespace {
+
+const std::map<std::string, std::string>& metric_labels() {
+  static const std::map<std::string, std::string> labels = {
+      {"loss", "training loss (nats)"},
+      {"val_loss", "validation loss (nats)"},
+      {"lr", "learning rate"},
+      {"grad_norm", "gradient norm (before clipping)"},
+      {"tokens_per_sec", "tokens/s"}};
+  return labels;
+}
+
+const std::map<std::string, std::string>& x_labels() {
+  static const std::map<std::string, std::string> labels = {
+      {"step", "optimizer step"}, {"tokens", "tokens seen"}, {"time", "training time (s)"}};
+  return labels;
+}
+
+bool has_point(const Curve& curve) {
+  for (double y : curve.y) {
+    if (std::isfinite(y)) return true;
+  }
+  return false;
+}
+
+std::string html_table(const Table& table) {
+  auto row = [&](const std::vector<std::string>& cells, const char* tag) {
+    std::string out = "<tr>";
+    for (size_t i = 0; i < cells.size(); ++i) {
+      out += fmt::format("<{0}{1}>{2}</{0}>", tag, table.numeric[i] ? " class=\"n\"" : "",
+                         escape_xml(cells[i]));
+    }
+    return out + "</tr>\n";
+  };
+  std::string out = "<table>\n" + row(table.header, "th");
+  for (const auto& cells : table.rows)
+    out += row(cells, "td");
+  return out + "</table>\n";
+}
+
+std::string figure(HistoryDb& db, const std::vector<RunRecord>& runs, const std::string& metric) {
+  try {
+    return plot_runs(db, runs, CurveRequest{metric, "step", 1, false});
+  } catch (const UserError&) {
+    // A section without data says so instead of failing the whole report.
+    return fmt::format("<p>No run has a {} value.</p>\n", escape_xml(metric_labels().at(metric)));
+  }
+}
+
+std::string utc_now() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+constexpr const char* kStyle = R"(
+body { font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; color: #222; max-width: 1100px;
+       margin: 2em auto; padding: 0 1em; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.2em; margin-top: 2em; }
+.meta { color: #666; }
+table { border-collapse: collapse; font-size: 13px; }
+th, td { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: left; white-space: nowrap; }
+th { background: #f4f4f4; }
+.n { text-align: right; font-variant-numeric: tabular-nums; }
+svg { max-width: 100%; height: auto; display: block; }
+)";
+
+}  // namespace
+
+std::string plot_runs(HistoryDb& db, const std::vector<RunRecord>& runs,
+                      const CurveRequest& request) {
+  if (request.smooth < 1) {
+    throw UserError(
+        fmt::format("--smooth {}: the window must be 1 or more points", request.smooth));
+  }
+  std::vector<Series> series;
+  bool any = false;
+  for (const auto& run : runs) {
+    Curve curve = load_curve(db, run, request.metric, request.x);
+    any = any || has_point(curve);
+    // A run without data stays in the legend, marked, rather than silently missing.
+    series.push_back({has_point(curve) ? run.name : run.name + " (no data)", std::move(curve.x),
+                      moving_average(curve.y, request.smooth)});
+  }
+  if (!any) {
+    throw UserError(fmt::format("no run given has a {} value to plot{}", request.metric,
+                                request.metric == "val_loss"
+                                    ? ": validation needs [eval] every > 0 and a data.val split"
+                                    : ""));
+  }
+  PlotStyle style;
+  style.x_label = x_labels().at(request.x);
+  style.y_label = metric_labels().at(request.metric);
+  style.title = style.y_label + " by " + style.x_label;
+  if (request.smooth > 1) style.title += fmt::format(", mean of {} points", request.smooth);
+  style.log_y = request.log_y;
+  return render_svg(series, style);
+}
+
+std::string render_report(HistoryDb& db, const std::vector<RunRecord>& runs,
+                          const std::string& title) {
+  std::string out = fmt::format(
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      "<title>Kiln report: {0}</title>\n<style>{1}</style>\n</head>\n<body>\n"
+      "<h1>Kiln report: {0}</h1>\n<p class=\"meta\">{2} run(s) from {3}, {4}.</p>\n",
+      escape_xml(title), kStyle, runs.size(), escape_xml(db.path()), utc_now());
+  out += "<h2>Runs</h2>\n" + html_table(run_list_table(runs));
+  const Table config = differing_config_table(runs);
+  out += "<h2>Config keys that differ</h2>\n" +
+         (config.rows.empty() ? "<p>None besides run.name.</p>\n" : html_table(config));
+  out += "<h2>Training loss</h2>\n" + figure(db, runs, "loss");
+  out += "<h2>Validation loss</h2>\n" + figure(db, runs, "val_loss");
+  return out + "</body>\n</html>\n";
+}
+
+}  // namespace kiln

@@ -1,0 +1,28 @@
+// `kiln run` and `kiln resume`: a resolved config becomes an assembled run, a row in the run
+// store, snapshots and a trained model (core/train/session.h does the training). The run row is
+// created only after assembly succeeded, and is always closed: completed, failed (with the
+// error) or interrupted. While one trains, its folder's lock (core/store/run_paths.h) keeps a
+// second kiln process off it. A stop signal ends the session after its current step and a
+// snapshot: the caller holds the StopSignal (core/util/stop_signal.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/config/config.h"
+#include "core/train/session_outcome.h"
+
+namespace kiln {
+
+// `restart`: a run of the same name is deleted (rows and snapshots) and started afresh;
+// otherwise an existing name is refused (with a hint to resume an unfinished run).
+SessionOutcome run_experiment(ResolvedConfig config, bool restart);
+
+// Continues a run from its latest intact snapshot to its configured steps. `overrides` may
+// change only keys that leave the model, data and optimisation unchanged (steps, eval and
+// checkpoint frequency, threads, the parallel strategy); anything else is refused with the list
+// of keys.
+SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
+                          const std::vector<std::string>& overrides);
+
+}  // namespace kiln

@@ -1,0 +1,149 @@
+#include "core/app/snapshot_commands.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <torch/utils.h>
+
+#include "core/api/tokenizer.h"
+#include "core/checkpoint/snapshot.h"
+#include "core/checkpoint/weights_io.h"
+#include "core/store/run_paths.h"
+#include "core/store/run_store.h"
+#include "core/train/assemble.h"
+#include "core/train/trainer.h"
+#include "core/util/error.h"
+
+namespace kiln {
+
+namespace {
+
+struct OpenedSnapshot {
+  RunRecord info;
+  AssembledRun run;
+  SnapshotRef snapshot;
+  SnapshotState state;
+};
+
+OpenedSnapshot open_snapshot(const SnapshotRequest& request) {
+  // These commands read a store; opening a path that is not one would create an empty one.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(request.db, ec)) {
+    throw UserError(
+        fmt::format("no run store at '{}': pass --db PATH, the run.db of the run", request.db));
+  }
+  const RunRecord info = RunStore(request.db).require_run(request.run);
+  ResolvedConfig config =
+      load_config_text(info.config, fmt::format("run '{}' (stored config)", info.name), {});
+  config.experiment = info.name;
+  AssembledRun run = assemble(config);
+  SnapshotRef snapshot = select_snapshot(RunPaths(run.options.out_dir, info.name).snapshots(),
+                                         request.checkpoint, request.note);
+  SnapshotState state = load_snapshot(snapshot, *run.model, nullptr, /*restore_rng=*/false);
+  run.model->eval();
+  return {info, std::move(run), snapshot, state};
+}
+
+// Which snapshot a command used; said once the command's own checks passed, so that a command
+// that fails prints its one error line and nothing else.
+void announce(const SnapshotRequest& request, const OpenedSnapshot& opened) {
+  request.note(fmt::format("run '{}': snapshot {} (step {})", opened.info.name,
+                           opened.snapshot.label, opened.state.step));
+}
+
+}  // namespace
+
+EvalReport evaluate_snapshot(const SnapshotRequest& request, const std::string& split,
+                             int64_t batches) {
+  if (split != "train" && split != "val" && split != "test") {
+    throw UserError(fmt::format("--split {} is not a split: use val, test or train", split));
+  }
+  OpenedSnapshot opened = open_snapshot(request);
+  auto data = open_split(opened.run, split);
+  if (!data) {
+    throw UserError(fmt::format("run '{}' has no {} split: set data.{} in its experiment",
+                                opened.info.name, split, split));
+  }
+  announce(request, opened);
+  const int64_t count = batches > 0 ? batches : data->batches_per_pass();
+  Trainer trainer(opened.run);
+  EvalReport report;
+  report.run = opened.info.name;
+  report.checkpoint = opened.snapshot.label;
+  report.split = split;
+  report.step = opened.state.step;
+  report.batches = count;
+  report.tokens = count * opened.run.train.micro_batch * opened.run.train.seq_len;
+  report.loss = trainer.evaluate(*data, count);
+  report.perplexity = std::exp(report.loss);
+  RunStore store(request.db);
+  store.add_eval(opened.info.id, EvalRow{report.step, split, report.loss, report.checkpoint});
+  store.flush();
+  return report;
+}
+
+std::string sample_snapshot(const SnapshotRequest& request, const SampleOptions& options) {
+  if (options.tokens < 1) throw UserError("--tokens must be at least 1");
+  if (options.temperature < 0) throw UserError("--temperature must be >= 0");
+  if (options.top_k < 0) throw UserError("--top-k must be >= 0 (0 = no cut)");
+  OpenedSnapshot opened = open_snapshot(request);
+  auto tokenizer = load_tokenizer(opened.run.train_data->tokenizer_dir());
+  std::vector<uint32_t> ids = tokenizer->encode(options.prompt);
+  if (ids.empty()) {
+    auto start = tokenizer->end_of_text();
+    ids = start ? std::vector<uint32_t>{*start} : tokenizer->encode("\n");
+  }
+  Model& model = *opened.run.model;
+  const int64_t vocab = model.vocab_size();
+  for (uint32_t id : ids) {
+    if (static_cast<int64_t>(id) >= vocab) {
+      throw UserError(fmt::format(
+          "the prompt encodes to token id {}, but the model of run '{}' has {} ids: use a "
+          "prompt in the text the run was trained on",
+          id, opened.info.name, vocab));
+    }
+  }
+  announce(request, opened);
+  torch::manual_seed(static_cast<uint64_t>(options.seed));
+  torch::NoGradGuard no_grad;
+  auto context = torch::tensor(std::vector<int64_t>(ids.begin(), ids.end()), torch::kLong)
+                     .unsqueeze(0)
+                     .to(opened.run.device);
+  std::vector<uint32_t> generated;
+  for (int64_t i = 0; i < options.tokens; ++i) {
+    const int64_t t = std::min(context.size(1), model.context_length());
+    auto logits = model.forward(context.narrow(1, context.size(1) - t, t))
+                      .select(1, t - 1)
+                      .narrow(-1, 0, vocab)
+                      .to(torch::kFloat);
+    torch::Tensor next;
+    if (options.temperature == 0) {
+      next = logits.argmax(-1, /*keepdim=*/true);
+    } else {
+      logits = logits / options.temperature;
+      if (options.top_k > 0 && options.top_k < vocab) {
+        auto kth = std::get<0>(logits.topk(options.top_k, -1)).narrow(-1, options.top_k - 1, 1);
+        logits = logits.masked_fill(logits < kth, -INFINITY);
+      }
+      next = torch::multinomial(torch::softmax(logits, -1), 1);
+    }
+    context = torch::cat({context, next}, 1);
+    generated.push_back(static_cast<uint32_t>(next.item<int64_t>()));
+  }
+  return options.prompt + tokenizer->decode(generated);
+}
+
+int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_path) {
+  OpenedSnapshot opened = open_snapshot(request);
+  auto weights = opened.run.model->export_weights();
+  write_weights(out_path, weights,
+                {{"format", "pt"},
+                 {"kiln_run", opened.info.name},
+                 {"kiln_snapshot", opened.snapshot.label},
+                 {"kiln_config_hash", opened.info.config_hash}});
+  announce(request, opened);
+  return static_cast<int64_t>(weights.size());
+}
+
+}  // namespace kiln

@@ -1,0 +1,261 @@
+#include "core/app/sweep_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/app/runs_views.h"
+#include "core/config/canonical.h"
+#include "core/config/config.h"
+#include "core/config/options.h"
+#include "core/store/run_paths.h"
+#include "core/store/run_queries.h"
+#include "core/store/run_store.h"
+#include "core/util/fs.h"
+#include "core/util/process.h"
+#include "core/util/stop_signal.h"
+#include "core/util/table.h"
+#include "core/util/text.h"
+
+namespace kiln {
+
+namespace {
+
+// What starting any member of this sweep needs.
+struct SweepRun {
+  const SweepSpec& spec;
+  std::string db;
+  std::string out_dir;  // the base experiment's run.out_dir: members' folders and logs
+  int jobs = 1;
+  int threads = 1;                 // CPU threads per member when several run at once
+  std::vector<std::string> extra;  // --set values every new member gets after its own
+};
+
+struct Child {
+  Process process;
+  const SweepMember* member = nullptr;
+  std::string log;
+  std::chrono::steady_clock::time_point started;
+};
+
+std::string last_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
+// A member that failed before its run row existed (say, assembly found its data too small):
+// the sweep records it as failed, with the member's own error line, so the store has every
+// member.
+void record_early_failure(RunStore& store, const SweepRun& sweep, const SweepMember& member,
+                          const std::string& log) {
+  std::vector<std::string> overrides = member.overrides;
+  overrides.insert(overrides.end(), sweep.extra.begin(), sweep.extra.end());
+  overrides.push_back("run.name=" + format_value(member.name));
+  ResolvedConfig config = load_config(sweep.spec.base, overrides);
+  const RunOptions run = run_options(config);
+  const int64_t id =
+      store.create_run(NewRun{member.name, sweep.spec.base, config.to_toml(), config.hash(),
+                              run.seed, 1, train_options(config).steps, "", "", run.sweep});
+  std::string error = last_line(log);
+  if (error.empty()) error = "the member's process ended before it created its run";
+  store.finish_run(id, "failed", error);
+}
+
+// The members not yet completed, in order; a line for each one skipped.
+std::vector<const SweepMember*> members_to_run(
+    const std::string& db, const std::vector<SweepMember>& members,
+    const std::function<void(const std::string&)>& print) {
+  std::vector<const SweepMember*> queue;
+  RunStore store(db);
+  for (const auto& m : members) {
+    auto existing = store.find_run(m.name);
+    if (existing && existing->status == "completed") {
+      print(fmt::format("skip {} (completed)", m.name));
+    } else {
+      queue.push_back(&m);
+    }
+  }
+  return queue;
+}
+
+// `kiln resume` for a member with a run row (interrupted or failed), `kiln run` otherwise.
+std::vector<std::string> member_command(const SweepRun& sweep, const SweepMember& m, bool exists) {
+  std::vector<std::string> args = {"kiln"};
+  if (exists) {
+    args.insert(args.end(), {"resume", m.name, "--db", sweep.db});
+    if (sweep.jobs > 1) {
+      args.insert(args.end(), {"--set", fmt::format("run.threads={}", sweep.threads)});
+    }
+    return args;
+  }
+  args.insert(args.end(), {"run", sweep.spec.base, "--name", m.name});
+  for (const auto& o : m.overrides)
+    args.insert(args.end(), {"--set", o});
+  for (const auto& o : sweep.extra)
+    args.insert(args.end(), {"--set", o});
+  return args;
+}
+
+Child start_member(const SweepRun& sweep, const SweepMember& m,
+                   const std::function<void(const std::string&)>& print) {
+  bool exists = false;
+  {
+    RunStore store(sweep.db);
+    exists = store.find_run(m.name).has_value();
+  }
+  ProcessOptions options;
+  options.program = "/proc/self/exe";
+  options.argv = member_command(sweep, m, exists);
+  options.output = ProcessOptions::Output::kFile;
+  options.output_file = RunPaths(sweep.out_dir, m.name).console_log();
+  options.own_process_group = true;  // a Ctrl-C reaches the sweep, which passes it on once
+  options.what = "a sweep member";
+  ensure_parent_dir(options.output_file);
+  Child child{Process::start(options), &m, options.output_file, std::chrono::steady_clock::now()};
+  print(fmt::format("start {} ({})", m.name, exists ? "resume" : "new"));
+  return child;
+}
+
+// The member's state as its run row says (or failed, recorded now, when it has no row).
+void report_finished(const SweepRun& sweep, const Child& child, size_t finished, size_t total,
+                     const std::function<void(const std::string&)>& print) {
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - child.started).count();
+  std::string state = "failed";
+  {
+    RunStore store(sweep.db);
+    if (auto r = store.find_run(child.member->name)) {
+      state = r->status;
+    } else {
+      record_early_failure(store, sweep, *child.member, child.log);
+    }
+  }
+  print(fmt::format("[{}/{}] {} {} in {}", finished, total, child.member->name, state,
+                    format_duration(seconds)));
+}
+
+// Runs the queue, `jobs` members at a time. A SIGINT or SIGTERM starts no new member and is
+// passed on to the running ones, which snapshot and stop.
+void run_members(const SweepRun& sweep, const std::vector<const SweepMember*>& queue,
+                 const std::function<void(const std::string&)>& print) {
+  const StopSignal stop;
+  int forwarded = 0;
+  std::vector<Child> running;
+  size_t next = 0, finished = 0;
+  while (next < queue.size() || !running.empty()) {
+    while (!StopSignal::requested() && next < queue.size() &&
+           static_cast<int>(running.size()) < sweep.jobs) {
+      running.push_back(start_member(sweep, *queue[next++], print));
+    }
+    if (running.empty()) break;  // stopped before the rest of the queue started
+    std::vector<Process*> processes;
+    for (auto& c : running)
+      processes.push_back(&c.process);
+    const std::optional<size_t> ended = Process::wait_any(processes);
+    if (!ended) {  // a signal interrupted the wait
+      if (StopSignal::requested() && forwarded != StopSignal::received()) {
+        forwarded = StopSignal::received();
+        print(
+            "stopping: members finish their current step, snapshot and stop; re-run the sweep "
+            "to resume them");
+        for (const auto& c : running)
+          c.process.signal(forwarded);
+      }
+      continue;
+    }
+    report_finished(sweep, running[*ended], ++finished, queue.size(), print);
+    running.erase(running.begin() + static_cast<std::ptrdiff_t>(*ended));
+  }
+}
+
+// The members side by side: what varies, then how each did, best first by `sort`.
+std::string sweep_summary(const std::vector<RunRecord>& runs, const std::string& sort) {
+  if (runs.empty()) return "no member of the sweep is in the run store";
+  Table table;
+  const auto varied = differing_config(runs);
+  for (const auto& [key, _] : varied) {
+    table.header.push_back(key);
+    table.numeric.push_back(true);
+  }
+  for (const char* column : {"final_loss", "best_val", "tok/s", "steps", "status"}) {
+    table.header.push_back(column);
+    table.numeric.push_back(std::string(column) != "status");
+  }
+  auto number = [](const std::optional<double>& v, const char* spec) {
+    return v ? fmt::format(fmt::runtime(spec), *v) : std::string("-");
+  };
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::vector<std::string> row;
+    for (const auto& [_, values] : varied)
+      row.push_back(values[i].empty() ? "-" : values[i]);
+    const RunRecord& r = runs[i];
+    row.push_back(number(r.final_loss, "{:.4f}"));
+    row.push_back(number(r.best_val, "{:.4f}"));
+    row.push_back(number(r.tokens_per_sec, "{:.0f}"));
+    row.push_back(fmt::format("{}/{}", r.steps, r.planned_steps));
+    row.push_back(r.status);
+    table.rows.push_back(std::move(row));
+  }
+  return fmt::format("sorted by {}\n{}", sort, render_text_table(table));
+}
+
+// The summary table of the sweep's runs; returns the number of members that did not complete.
+int print_summary(const SweepRun& sweep, const std::vector<SweepMember>& members,
+                  const std::string& sort, const std::function<void(const std::string&)>& print) {
+  HistoryDb history(sweep.db);
+  std::vector<RunRecord> records;
+  for (const auto& r : list_runs(history, ListQuery{"", sort, 0})) {
+    if (r.sweep == sweep.spec.name) records.push_back(r);
+  }
+  int incomplete = 0;
+  for (const auto& m : members) {
+    auto r = std::find_if(records.begin(), records.end(),
+                          [&](const RunRecord& x) { return x.name == m.name; });
+    if (r == records.end() || r->status != "completed") ++incomplete;
+  }
+  print("");
+  print(sweep_summary(records, sort));
+  return incomplete;
+}
+
+}  // namespace
+
+int run_sweep(const SweepSpec& spec, const SweepOptions& options,
+              const std::function<void(const std::string&)>& print) {
+  const std::vector<SweepMember> members = expand_sweep(spec);
+  const RunOptions base = run_options(load_config(spec.base, spec.fixed));
+  const int jobs = std::max(1, options.jobs);
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const int threads = std::max(1, static_cast<int>(cores) / jobs);
+  std::vector<std::string> extra = {"run.sweep=" + format_value(spec.name)};
+  if (!options.db.empty()) extra.push_back("run.db=" + format_value(options.db));
+  if (jobs > 1) extra.push_back(fmt::format("run.threads={}", threads));
+  const SweepRun sweep{spec, options.db.empty() ? base.db : options.db, base.out_dir, jobs, threads,
+                       extra};
+
+  const std::vector<const SweepMember*> queue = members_to_run(sweep.db, members, print);
+  {
+    // --sort orders the summary at the end: a key it cannot sort by is reported now, not after
+    // every member has run.
+    HistoryDb history(sweep.db);
+    list_runs(history, ListQuery{"", options.sort, 1});
+  }
+  print(
+      fmt::format("sweep '{}': {} members, {} to run, {} at a time ({} CPU threads each); logs "
+                  "in {}/<member>/console.log",
+                  spec.name, members.size(), queue.size(), jobs,
+                  jobs > 1 ? static_cast<unsigned>(threads) : cores, base.out_dir));
+  run_members(sweep, queue, print);
+  return print_summary(sweep, members, options.sort, print);
+}
+
+}  // namespace kiln

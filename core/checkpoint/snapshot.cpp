@@ -1,0 +1,396 @@
+#include "core/checkpoint/snapshot.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/cuda.h>
+#include <torch/optim/optimizer.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "core/api/model.h"
+#include "core/util/error.h"
+#include "core/util/fault.h"
+#include "core/util/fs.h"
+#include "core/util/mapped_file.h"
+
+namespace kiln {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// XXH3-64 of a whole file, read through a memory map (snapshots can be gigabytes).
+std::string file_checksum(const std::string& path, int64_t* bytes_out) {
+  const MappedFile file(path, {"snapshot file", "", true});
+  if (bytes_out) *bytes_out = static_cast<int64_t>(file.size());
+  return fmt::format("{:016x}", XXH3_64bits(file.data(), file.size()));
+}
+
+void fsync_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    int err = errno;
+    if (fd >= 0) ::close(fd);
+    throw UserError(
+        fmt::format("cannot sync '{}': {}: check free disk space", path, std::strerror(err)));
+  }
+  ::close(fd);
+}
+
+std::string to_hex(const at::Tensor& bytes) {
+  auto contiguous = bytes.contiguous();
+  const auto* data = contiguous.data_ptr<uint8_t>();
+  std::string out;
+  out.reserve(2 * static_cast<size_t>(contiguous.numel()));
+  for (int64_t i = 0; i < contiguous.numel(); ++i)
+    out += fmt::format("{:02x}", data[i]);
+  return out;
+}
+
+at::Tensor from_hex(const std::string& hex) {
+  auto out = at::empty({static_cast<int64_t>(hex.size() / 2)}, at::kByte);
+  auto* data = out.data_ptr<uint8_t>();
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    data[i / 2] = static_cast<uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  }
+  return out;
+}
+
+std::vector<at::Generator> generators() {
+  std::vector<at::Generator> out = {at::detail::getDefaultCPUGenerator()};
+  for (size_t i = 0; i < torch::cuda::device_count(); ++i) {
+    out.push_back(at::globalContext().defaultGenerator(
+        at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(i))));
+  }
+  return out;
+}
+
+nlohmann::json capture_rng() {
+  nlohmann::json states = nlohmann::json::array();
+  for (auto& gen : generators()) {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    states.push_back(to_hex(gen.get_state()));
+  }
+  return states;
+}
+
+void restore_rng(const nlohmann::json& states) {
+  auto gens = generators();
+  for (size_t i = 0; i < gens.size() && i < states.size(); ++i) {
+    std::lock_guard<std::mutex> lock(gens[i].mutex());
+    gens[i].set_state(from_hex(states[i].get<std::string>()));
+  }
+}
+
+nlohmann::json state_to_json(const SnapshotState& s) {
+  nlohmann::json positions = nlohmann::json::array();
+  for (const auto& p : s.data_positions) {
+    positions.push_back({{"shard", p.shard}, {"offset", p.offset}, {"epoch", p.epoch}});
+  }
+  nlohmann::json j = {{"step", s.step},
+                      {"tokens_seen", s.tokens_seen},
+                      {"world_size", s.world_size},
+                      {"data_positions", positions},
+                      {"precision", s.precision},
+                      {"config_hash", s.config_hash},
+                      {"config", s.config_toml},
+                      {"rng", capture_rng()}};
+  j["best_val_loss"] = s.best_val_loss ? nlohmann::json(*s.best_val_loss) : nlohmann::json();
+  return j;
+}
+
+SnapshotState state_from_json(const nlohmann::json& j) {
+  SnapshotState s;
+  s.step = j.at("step");
+  s.tokens_seen = j.at("tokens_seen");
+  s.world_size = j.at("world_size");
+  for (const auto& p : j.at("data_positions")) {
+    s.data_positions.push_back({p.at("shard"), p.at("offset"), p.at("epoch")});
+  }
+  if (!j.at("best_val_loss").is_null()) s.best_val_loss = j.at("best_val_loss").get<double>();
+  s.precision = j.at("precision");
+  s.config_hash = j.at("config_hash");
+  s.config_toml = j.at("config");
+  return s;
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UserError(fmt::format("'{}' is missing", path));
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(fmt::format("'{}' is not valid JSON ({})", path, e.what()));
+  }
+}
+
+}  // namespace
+
+std::string regular_label(int64_t step) {
+  return fmt::format("step_{:06}", step);
+}
+std::string best_label(int64_t step) {
+  return fmt::format("best_{:06}", step);
+}
+
+std::vector<SnapshotRef> list_snapshots(const std::string& dir) {
+  std::vector<SnapshotRef> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool best = name.rfind("best_", 0) == 0;
+    if (!entry.is_directory() || !(best || name.rfind("step_", 0) == 0)) continue;
+    if (name.find('.') != std::string::npos) continue;  // a .tmp left by a crash mid-write
+    const std::string digits = name.substr(5);
+    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
+    out.push_back({entry.path().string(), name, std::stoll(digits), best});
+  }
+  std::sort(out.begin(), out.end(), [](const SnapshotRef& a, const SnapshotRef& b) {
+    return a.step != b.step ? a.step < b.step : a.best < b.best;
+  });
+  return out;
+}
+
+namespace {
+
+// archive.save_to(path) would let a full disk abort the process from a destructor; written
+// through a SyncedFileWriter, it becomes a UserError after the archive is done.
+void save_archive(torch::serialize::OutputArchive& archive, const std::string& path) {
+  SyncedFileWriter file(path);
+  archive.save_to([&](const void* data, size_t bytes) {
+    file.write(data, bytes);
+    return bytes;
+  });
+  file.finish();
+}
+
+}  // namespace
+
+void write_snapshot(const std::string& dir, const std::string& label, const Model& model,
+                    const torch::optim::Optimizer& optimizer, const SnapshotState& state) {
+  const fs::path final_path = fs::path(dir) / label;
+  const fs::path tmp = fs::path(dir) / (label + ".tmp");
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec) {
+    throw UserError(
+        fmt::format("cannot create snapshot directory '{}': {}: set run.out_dir to a "
+                    "writable path",
+                    tmp.string(), ec.message()));
+  }
+  try {
+    {
+      torch::serialize::OutputArchive archive;
+      model.save(archive);
+      save_archive(archive, (tmp / "model.pt").string());
+    }
+    fault_point("snapshot.partial");
+    {
+      torch::serialize::OutputArchive archive;
+      optimizer.save(archive);
+      save_archive(archive, (tmp / "optimizer.pt").string());
+    }
+    write_file_synced((tmp / "state.json").string(), state_to_json(state).dump(1) + "\n");
+    nlohmann::json manifest = {{"format", 1}, {"files", nlohmann::json::object()}};
+    for (const char* file : {"model.pt", "optimizer.pt", "state.json"}) {
+      const std::string path = (tmp / file).string();
+      fsync_file(path);
+      int64_t bytes = 0;
+      std::string sum = file_checksum(path, &bytes);
+      manifest["files"][file] = {{"bytes", bytes}, {"xxh3", sum}};
+    }
+    write_file_synced((tmp / "manifest.json").string(), manifest.dump(1) + "\n");
+    sync_dir(tmp.string());
+    fault_point("snapshot.unpublished");
+    fs::remove_all(final_path, ec);  // an older snapshot of the same step (a re-done step)
+    fs::rename(tmp, final_path);
+    sync_dir(dir);
+    fault_point("snapshot.published");
+  } catch (const c10::Error& e) {
+    fs::remove_all(tmp, ec);
+    throw UserError(fmt::format("cannot write snapshot '{}': {}: check free disk space",
+                                final_path.string(), e.what_without_backtrace()));
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+void verify_snapshot(const SnapshotRef& snapshot) {
+  const fs::path dir(snapshot.path);
+  nlohmann::json manifest;
+  try {
+    manifest = read_json((dir / "manifest.json").string());
+    for (const auto& [file, expected] : manifest.at("files").items()) {
+      const std::string path = (dir / file).string();
+      if (!fs::exists(path)) throw UserError(fmt::format("'{}' is missing", file));
+      int64_t bytes = 0;
+      std::string sum = file_checksum(path, &bytes);
+      if (bytes != expected.at("bytes").get<int64_t>()) {
+        throw UserError(fmt::format("'{}' has {} bytes, the manifest says {}", file, bytes,
+                                    expected.at("bytes").get<int64_t>()));
+      }
+      if (sum != expected.at("xxh3").get<std::string>()) {
+        throw UserError(fmt::format("'{}' fails its checksum", file));
+      }
+    }
+    for (const char* required : {"model.pt", "optimizer.pt", "state.json"}) {
+      if (!manifest.at("files").contains(required)) {
+        throw UserError(fmt::format("the manifest does not list '{}'", required));
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(
+        fmt::format("snapshot '{}' is damaged: bad manifest ({})", snapshot.path, e.what()));
+  } catch (const UserError& e) {
+    throw UserError(fmt::format("snapshot '{}' is damaged: {}", snapshot.path, e.what()));
+  }
+}
+
+SnapshotRef select_snapshot(const std::string& dir, const std::string& which,
+                            const std::function<void(const std::string&)>& warn) {
+  auto all = list_snapshots(dir);
+  if (all.empty()) {
+    throw UserError(
+        fmt::format("no snapshot in '{}': the run took none (set checkpoint.every)", dir));
+  }
+  if (which == "latest") {
+    // The damaged ones are reported once an intact one is found; when none is, the error says
+    // what was wrong with each (one line: a command that fails says so once).
+    std::vector<std::string> damaged;
+    for (auto it = all.rbegin(); it != all.rend(); ++it) {
+      if (it->best) continue;
+      try {
+        verify_snapshot(*it);
+        for (const auto& why : damaged)
+          warn(why + "; using an older snapshot");
+        return *it;
+      } catch (const UserError& e) {
+        damaged.push_back(e.what());
+      }
+    }
+    if (damaged.empty()) {
+      throw UserError(
+          fmt::format("no regular snapshot in '{}', only best ones: use --checkpoint best", dir));
+    }
+    throw UserError(fmt::format("no intact snapshot in '{}': {}", dir, fmt::join(damaged, "; ")));
+  }
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    const bool match =
+        which == "best" ? it->best : (!which.empty() && which == std::to_string(it->step));
+    if (match) {
+      verify_snapshot(*it);
+      return *it;
+    }
+  }
+  std::vector<std::string> labels;
+  for (const auto& s : all)
+    labels.push_back(s.label);
+  throw UserError(
+      fmt::format("no snapshot '{}' in '{}': use latest, best or one of the steps of "
+                  "{}",
+                  which, dir, fmt::join(labels, ", ")));
+}
+
+SnapshotState load_snapshot(const SnapshotRef& snapshot, Model& model,
+                            torch::optim::Optimizer* optimizer, bool restore) {
+  const fs::path dir(snapshot.path);
+  nlohmann::json state_json = read_json((dir / "state.json").string());
+  // LibTorch's archive reader gives a tensor of another shape to the parameter it replaces, so
+  // a snapshot of another model would load "fine" and fail at the first forward: compare.
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& p : model.named_parameters())
+    shapes[p.key()] = p.value().sizes().vec();
+  for (const auto& b : model.named_buffers())
+    shapes[b.key()] = b.value().sizes().vec();
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from((dir / "model.pt").string());
+    model.load(archive);
+    std::vector<std::string> mismatches;
+    auto compare = [&](const std::string& name, const at::Tensor& loaded) {
+      const auto& want = shapes[name];
+      if (loaded.sizes().vec() != want) {
+        mismatches.push_back(fmt::format("{} is [{}] in the snapshot, [{}] in the model", name,
+                                         fmt::join(loaded.sizes(), ", "), fmt::join(want, ", ")));
+      }
+    };
+    for (const auto& p : model.named_parameters())
+      compare(p.key(), p.value());
+    for (const auto& b : model.named_buffers())
+      compare(b.key(), b.value());
+    if (!mismatches.empty()) {
+      const size_t shown = std::min<size_t>(mismatches.size(), 3);
+      throw UserError(fmt::format(
+          "snapshot '{}' does not fit this model ({} tensor(s) differ: {}{}): it was taken with "
+          "another model config",
+          snapshot.path, mismatches.size(),
+          fmt::join(mismatches.begin(), mismatches.begin() + static_cast<std::ptrdiff_t>(shown),
+                    "; "),
+          shown < mismatches.size() ? "; ..." : ""));
+    }
+  } catch (const c10::Error& e) {
+    throw UserError(fmt::format("snapshot '{}' does not fit this model: {}", snapshot.path,
+                                e.what_without_backtrace()));
+  }
+  if (optimizer) {
+    try {
+      torch::serialize::InputArchive optimizer_archive;
+      optimizer_archive.load_from((dir / "optimizer.pt").string());
+      optimizer->load(optimizer_archive);
+    } catch (const c10::Error&) {
+      // LibTorch's own words here are an internal assertion: what matters is which state.
+      throw UserError(fmt::format(
+          "snapshot '{}' holds optimizer state this run's optimizer cannot load: it was taken "
+          "with another optimizer type or settings",
+          snapshot.path));
+    }
+  }
+  try {
+    if (restore) restore_rng(state_json.at("rng"));
+    return state_from_json(state_json);
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(fmt::format("snapshot '{}' has a state.json Kiln cannot read ({})",
+                                snapshot.path, e.what()));
+  } catch (const std::logic_error& e) {
+    throw UserError(fmt::format("snapshot '{}' has a state.json Kiln cannot read ({})",
+                                snapshot.path, e.what()));
+  } catch (const c10::Error& e) {
+    throw UserError(fmt::format("snapshot '{}' has RNG states Kiln cannot restore ({})",
+                                snapshot.path, e.what_without_backtrace()));
+  }
+}
+
+std::vector<SnapshotRef> prune_snapshots(const std::string& dir, int64_t keep) {
+  auto all = list_snapshots(dir);
+  std::vector<SnapshotRef> regular, best, removed;
+  for (const auto& s : all)
+    (s.best ? best : regular).push_back(s);
+  auto drop_oldest = [&](std::vector<SnapshotRef>& list, size_t keep_count) {
+    for (size_t i = 0; i + keep_count < list.size(); ++i) {
+      std::error_code ec;
+      fs::remove_all(list[i].path, ec);
+      removed.push_back(list[i]);
+    }
+  };
+  drop_oldest(regular, static_cast<size_t>(keep));
+  drop_oldest(best, 1);
+  return removed;
+}
+
+}  // namespace kiln

@@ -1,0 +1,66 @@
+#include "core/checkpoint/snapshot_policy.h"
+
+#include <chrono>
+#include <utility>
+
+#include "core/api/model.h"
+#include "core/api/parallel.h"
+#include "core/store/run_store.h"
+
+namespace kiln {
+
+SnapshotPolicy::SnapshotPolicy(const CheckpointOptions& options, int64_t total_steps,
+                               SnapshotParts parts, RunPaths paths, RunStore* store, int64_t run_id)
+    : options_(options),
+      total_steps_(total_steps),
+      parts_(parts),
+      paths_(std::move(paths)),
+      store_(store),
+      run_id_(run_id) {}
+
+SnapshotState SnapshotPolicy::restore(const SnapshotRef& snapshot) {
+  SnapshotState state =
+      load_snapshot(snapshot, parts_.model, &parts_.optimizer, /*restore_rng=*/true);
+  parts_.parallel.shard_state(parts_.model, parts_.optimizer);
+  best_val_ = state.best_val_loss;
+  last_step_ = state.step;
+  return state;
+}
+
+bool SnapshotPolicy::due(int64_t step, bool interrupted) const {
+  const int64_t every = options_.every;
+  return interrupted || (every > 0 && (step % every == 0 || step == total_steps_));
+}
+
+bool SnapshotPolicy::best_due(double val_loss) {
+  if (best_val_ && val_loss >= *best_val_) return false;
+  best_val_ = val_loss;
+  return options_.every > 0;
+}
+
+void SnapshotPolicy::save(int64_t step, bool best, SnapshotState run_state) {
+  // Ranks that hold a shard of the training state send it to rank 0 first.
+  parts_.parallel.gather_state(parts_.model, parts_.optimizer);
+  if (store_) write(step, best, std::move(run_state));
+  parts_.parallel.shard_state(parts_.model, parts_.optimizer);
+  last_step_ = step;  // on every rank, so that each names the same snapshot in its messages
+}
+
+// Rank 0 only: after gather_state it holds the whole training state.
+void SnapshotPolicy::write(int64_t step, bool best, SnapshotState state) {
+  const auto start = std::chrono::steady_clock::now();
+  state.step = step;
+  state.best_val_loss = best_val_;
+  const std::string label = best ? best_label(step) : regular_label(step);
+  // Rows up to the snapshot's step are committed before the snapshot exists: a resume from it
+  // then never lacks one.
+  store_->flush();
+  write_snapshot(paths_.snapshots(), label, parts_.model, parts_.optimizer, state);
+  store_->add_snapshot(run_id_, step, label, paths_.snapshot(label));
+  for (const auto& removed : prune_snapshots(paths_.snapshots(), options_.keep)) {
+    store_->remove_snapshot(run_id_, removed.label);
+  }
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace kiln

@@ -1,0 +1,75 @@
+// The snapshot policy: when a run snapshots, which validation loss earns a best snapshot, and
+// what taking or loading one involves (the parallel strategy's gather and shard around it, the
+// files, the run store's rows, pruning to checkpoint.keep). The session's loop asks it, as
+// torchtitan's train loop asks its CheckpointManager, and keeps none of this state itself.
+// Every rank holds one, because gathering and sharding are collective; only rank 0, the one
+// given a store, writes files and rows.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "core/checkpoint/snapshot.h"
+#include "core/config/options.h"
+#include "core/store/run_paths.h"
+
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace kiln {
+
+class Model;
+class ParallelStrategy;
+class RunStore;
+
+// What a snapshot is taken of and loaded into.
+struct SnapshotParts {
+  Model& model;
+  torch::optim::Optimizer& optimizer;
+  ParallelStrategy& parallel;
+};
+
+class SnapshotPolicy {
+ public:
+  // `total_steps`: train.steps, whose step always snapshots when checkpoint.every > 0.
+  // `store`: null on ranks other than 0.
+  SnapshotPolicy(const CheckpointOptions& options, int64_t total_steps, SnapshotParts parts,
+                 RunPaths paths, RunStore* store, int64_t run_id);
+
+  // Loads `snapshot` into the model and optimizer (each rank then keeps only its part), takes up
+  // its step and best validation loss, and returns its state for the rest of the run. Collective.
+  SnapshotState restore(const SnapshotRef& snapshot);
+
+  // Save now? After every checkpoint.every-th step and the last one (never when it is 0), and
+  // after the step at which the run was interrupted, whatever checkpoint.every says.
+  bool due(int64_t step, bool interrupted) const;
+  // Records a validation loss; true when it beats every earlier one and snapshots are on
+  // (checkpoint.every > 0), so a best snapshot is due.
+  bool best_due(double val_loss);
+
+  // Writes the regular (or best) snapshot of `step` from `run_state` (tokens, data position,
+  // precision, config: the step and best loss are the policy's), records it in the store and
+  // prunes older ones. Collective; `run_state` is read on rank 0 only.
+  void save(int64_t step, bool best, SnapshotState run_state);
+
+  // The step of the latest snapshot, this session's or the one resumed from; 0 when none.
+  int64_t last_step() const { return last_step_; }
+  // Wall time spent in save() this session.
+  double seconds() const { return seconds_; }
+
+ private:
+  void write(int64_t step, bool best, SnapshotState state);
+
+  CheckpointOptions options_;
+  int64_t total_steps_;
+  SnapshotParts parts_;
+  RunPaths paths_;
+  RunStore* store_;
+  int64_t run_id_;
+  std::optional<double> best_val_;
+  int64_t last_step_ = 0;
+  double seconds_ = 0;
+};
+
+}  // namespace kiln

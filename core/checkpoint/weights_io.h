@@ -1,0 +1,20 @@
+// Model weights in and out of safetensors files (core/checkpoint/safetensors.h), as LibTorch tensors.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace kiln {
+
+// Every tensor of the file, copied out of the map (so the file may go away afterwards).
+std::map<std::string, at::Tensor> read_weights(const std::string& path);
+
+void write_weights(const std::string& path,
+                   const std::vector<std::pair<std::string, at::Tensor>>& weights,
+                   const std::map<std::string, std::string>& metadata);
+
+}  // namespace kiln

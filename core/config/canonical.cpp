@@ -1,0 +1,112 @@
+#include "core/config/canonical.h"
+
+#include <fmt/format.h>
+
+#include "core/config/config.h"
+#include "core/config/registry.h"
+#include "core/config/toml_text.h"
+
+namespace kiln {
+
+std::string quote_toml(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {  // TOML escapes DEL too
+          out += fmt::format("\\u{:04x}", static_cast<int>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+namespace {
+
+// Shortest text that reads back to the same double, always recognisable as a TOML float.
+std::string format_float(double v) {
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+}  // namespace
+
+std::string format_value(const ParamValue& value) {
+  struct Visitor {
+    std::string operator()(int64_t v) const { return std::to_string(v); }
+    std::string operator()(double v) const { return format_float(v); }
+    std::string operator()(bool v) const { return v ? "true" : "false"; }
+    std::string operator()(const std::string& v) const { return quote_toml(v); }
+  };
+  return std::visit(Visitor{}, value);
+}
+
+std::map<std::string, std::string> flatten_config(const std::string& toml_text) {
+  std::map<std::string, std::string> out;
+  const std::optional<toml::table> root = try_parse_toml(toml_text);
+  if (!root) return out;
+  for (const auto& [section, node] : *root) {
+    if (!node.is_table()) continue;
+    for (const auto& [key, value] : *node.as_table()) {
+      if (auto v = scalar_value(value)) {
+        out[std::string(section.str()) + "." + std::string(key.str())] = format_value(*v);
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+bool is_hashed(const std::string& section, const std::string& type, const std::string& key) {
+  for (const auto& schema : config_sections()) {
+    if (schema.name != section) continue;
+    for (const auto& p : schema.params) {
+      if (p.name == key) return p.hashed;
+    }
+    const PluginSpec* plugin = Catalog::global().find(section, type);
+    for (const auto& p : plugin ? plugin->params : std::vector<ParamSpec>{}) {
+      if (p.name == key) return p.hashed;
+    }
+  }
+  return true;
+}
+
+std::string render(const ResolvedConfig& config, bool hashed_only) {
+  std::string out;
+  for (const auto& section : config.sections) {
+    out += "[" + section.name + "]\n";
+    if (!section.type.empty()) out += "type = " + format_value(section.type) + "\n";
+    for (const auto& [key, value] : section.params.values()) {
+      if (hashed_only && !is_hashed(section.name, section.type, key)) continue;
+      out += key + " = " + format_value(value) + "\n";
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string ResolvedConfig::to_toml() const {
+  return render(*this, false);
+}
+
+std::string ResolvedConfig::hash() const {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a 64: stable across builds and machines
+  for (unsigned char c : render(*this, true)) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+}  // namespace kiln

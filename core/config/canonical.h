@@ -1,0 +1,29 @@
+// The canonical text of config values, the one way Kiln writes them: a resolved config's TOML
+// (ResolvedConfig::to_toml, config.h), the values `kiln plugins` and error messages show, the
+// `--set` values a sweep writes, and a stored config flattened for `kiln runs` and resume.
+// Strings are quoted and escaped as TOML basic strings; floats are the shortest text that reads
+// back to the same double and always reads as a float. No toml++ here: callers that only format
+// a value stay light.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "core/config/params.h"
+
+namespace kiln {
+
+// `s` as a TOML basic string: quoted, with `"`, `\` and every control character escaped, so
+// that any name or path reads back as the same string (never as a number or a boolean).
+std::string quote_toml(const std::string& s);
+
+// A value as canonical TOML writes it: 3, 0.003, 1.0, true, "adamw".
+std::string format_value(const ParamValue& value);
+
+// A config's TOML text flattened: "optimizer.lr" -> "0.003", "optimizer.type" -> "\"adamw\"",
+// every value in the form format_value gives it. Only section.key pairs with a number, boolean
+// or string value are kept (the only kind Kiln writes); text that is not TOML (a run store
+// edited by hand) gives an empty map.
+std::map<std::string, std::string> flatten_config(const std::string& toml_text);
+
+}  // namespace kiln

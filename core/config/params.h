@@ -1,0 +1,61 @@
+// Typed parameters: what a config section or a plugin declares (ParamSpec) and the validated,
+// defaults-filled values handed to it (Params). No LibTorch here: the config loader, the
+// registry listing and the tests use it without paying for torch headers.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace kiln {
+
+enum class ParamType { kInt, kFloat, kBool, kString };
+const char* type_name(ParamType type);
+
+using ParamValue = std::variant<int64_t, double, bool, std::string>;  // canonical.h writes it
+
+struct ParamSpec {
+  std::string name;
+  ParamType type = ParamType::kInt;
+  ParamValue default_value;
+  std::string doc;
+  std::optional<double> min;  // inclusive bounds for numbers
+  std::optional<double> max;
+  std::vector<std::string> choices;  // allowed strings; empty = any
+  bool hashed = true;  // false for keys that name or place a run but cannot change its numbers
+
+  static ParamSpec integer(std::string name, int64_t def, std::string doc);
+  static ParamSpec real(std::string name, double def, std::string doc);
+  static ParamSpec flag(std::string name, bool def, std::string doc);
+  static ParamSpec text(std::string name, std::string def, std::string doc);
+
+  ParamSpec&& at_least(double bound) &&;
+  ParamSpec&& at_most(double bound) &&;
+  ParamSpec&& one_of(std::vector<std::string> allowed) &&;
+  ParamSpec&& unhashed() &&;
+
+  // Why `value` is not acceptable, or nothing when it is.
+  std::optional<std::string> check(const ParamValue& value) const;
+  std::string describe_range() const;
+};
+
+// The resolved values of one section: every declared key present, types already checked.
+class Params {
+ public:
+  void set(const std::string& key, ParamValue value) { values_[key] = std::move(value); }
+  bool has(const std::string& key) const { return values_.count(key) > 0; }
+  int64_t integer(const std::string& key) const;
+  double real(const std::string& key) const;
+  bool flag(const std::string& key) const;
+  const std::string& text(const std::string& key) const;
+  const ParamValue& value(const std::string& key) const;
+  const std::map<std::string, ParamValue>& values() const { return values_; }
+
+ private:
+  std::map<std::string, ParamValue> values_;
+};
+
+}  // namespace kiln

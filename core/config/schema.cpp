@@ -1,0 +1,76 @@
+#include "core/config/schema.h"
+
+namespace kiln {
+
+const std::vector<SectionSchema>& config_sections() {
+  using P = ParamSpec;
+  static const std::vector<SectionSchema> sections = {
+      {"run",
+       false,
+       "what the run is called, where it goes, how it is seeded",
+       {P::text("name", "", "run name, unique in the db; empty = <experiment>-<UTC time>")
+            .unhashed(),
+        P::integer("seed", 1337, "seeds every random stream: init, dropout, sampling").at_least(0),
+        P::text("out_dir", "runs", "directory for snapshots, one folder per run").unhashed(),
+        P::text("db", "runs/kiln.db", "SQLite run store shared by all runs").unhashed(),
+        P::text("sweep", "", "the sweep this run belongs to (kiln sweep sets it)").unhashed(),
+        P::integer("threads", 0,
+                   "CPU threads for LibTorch; 0 = the cores / processes on this machine")
+            .at_least(0)
+            .at_most(1024),
+        P::text("device", "auto", "where to train; auto = cuda when present, else cpu")
+            .one_of({"auto", "cpu", "cuda"})}},
+      {"model",
+       true,
+       "the network; type picks a model plugin",
+       {P::text("init_from", "",
+                "safetensors weights to start from (e.g. GPT-2 in Hugging Face names); "
+                "empty = the model's own initialisation")}},
+      {"data", true, "where the tokens come from; type picks a data plugin", {}},
+      {"train",
+       false,
+       "the optimisation loop",
+       {P::integer("steps", 1000, "optimizer steps to run").at_least(1),
+        // Upper bounds far beyond any real batch keep micro_batch x seq_len x world_size (and
+        // the token counts derived from it) well inside int64.
+        P::integer("micro_batch", 8, "sequences per forward/backward on each rank")
+            .at_least(1)
+            .at_most(1 << 20),
+        P::integer("seq_len", 256, "tokens per sequence").at_least(1).at_most(1 << 24),
+        P::integer("batch_tokens", 0,
+                   "tokens per optimizer step over all ranks and micro-steps; "
+                   "0 = micro_batch x seq_len x world_size (no accumulation)")
+            .at_least(0)
+            .at_most(static_cast<double>(int64_t{1} << 40)),
+        P::real("grad_clip", 1.0, "clip the global gradient norm to this; 0 = no clipping")
+            .at_least(0),
+        P::integer("log_every", 1, "print a console line every N steps (the db gets every step)")
+            .at_least(1)
+            .unhashed(),
+        P::text("on_nonfinite", "abort",
+                "a step whose gradients are inf/NaN is never applied; then: abort = stop the "
+                "run (its last snapshot stays the last good one), skip = go on with the next "
+                "batch. Both are recorded in the db (metrics.skipped, runs.error)")
+            .one_of({"abort", "skip"})
+            .unhashed()}},
+      {"optimizer", true, "the update rule; type picks an optimizer plugin", {}},
+      {"schedule", true, "the learning rate over steps; type picks a schedule plugin", {}},
+      {"precision", true, "number formats of compute and weights; type picks a policy", {}},
+      {"parallel", true, "how work is spread over processes; type picks a strategy", {}},
+      {"eval",
+       false,
+       "validation during training",
+       {P::integer("every", 0, "evaluate every N steps and at the end; 0 = never").at_least(0),
+        P::integer("steps", 20, "validation batches per evaluation").at_least(1),
+        P::flag("final_test", true,
+                "at the end of the run, evaluate the whole test split when the data has one")}},
+      {"checkpoint",
+       false,
+       "snapshots for resuming",
+       {P::integer("every", 0, "snapshot every N steps and at the end; 0 = never").at_least(0),
+        P::integer("keep", 3, "latest snapshots kept on disk").at_least(1)}},
+  };
+  return sections;
+}
+
+}  // namespace kiln

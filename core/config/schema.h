@@ -1,0 +1,26 @@
+// The config sections core declares: their order, their documentation and, for core sections,
+// their keys. A plugin section's keys come from the plugin its `type` names (registry.h). The
+// loader validates against this, the canonical form and the hash follow its order, and
+// `kiln plugins` prints it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/config/params.h"
+
+namespace kiln {
+
+// The config sections in the order a resolved config lists them. A plugin section's `type`
+// picks a plugin of the same kind as the section's name.
+struct SectionSchema {
+  std::string name;
+  bool is_plugin = false;
+  std::string doc;
+  // A core section's keys; for a plugin section, keys every plugin of the kind takes besides
+  // its own (e.g. model.init_from).
+  std::vector<ParamSpec> params;
+};
+const std::vector<SectionSchema>& config_sections();
+
+}  // namespace kiln

@@ -1,0 +1,194 @@
+#include "core/data/shard.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "core/util/error.h"
+#include "core/util/fs.h"
+
+namespace kiln {
+
+ShardFormat parse_shard_format(const std::string& name) {
+  if (name == "auto") return ShardFormat::kAuto;
+  if (name == "llmc") return ShardFormat::kLlmc;
+  if (name == "npy") return ShardFormat::kNpy;
+  if (name == "raw") return ShardFormat::kRaw;
+  throw std::logic_error("unknown shard format " + name);  // the config allows only the above
+}
+
+namespace {
+
+struct Layout {
+  int64_t offset = 0;  // bytes before the first token
+  int64_t count = 0;   // tokens
+};
+
+[[noreturn]] void not_a_shard(const std::string& path, const std::string& why) {
+  throw UserError(fmt::format("'{}' is not a usable token shard: {}", path, why));
+}
+
+Layout llmc_layout(const std::string& path, const MappedFile& file) {
+  const auto bytes = static_cast<int64_t>(file.size());
+  int32_t header[kShardHeaderInts] = {};
+  if (bytes < kShardHeaderBytes) {
+    not_a_shard(path, fmt::format("{} bytes, too short for the {}-byte header: the file is "
+                                  "truncated or not a shard; re-run `kiln prepare`",
+                                  bytes, kShardHeaderBytes));
+  }
+  std::memcpy(header, file.data(), kShardHeaderBytes);
+  if (header[0] != kShardMagic) {
+    not_a_shard(path, fmt::format("magic number {} instead of {} (llm.c format); re-create it "
+                                  "with `kiln prepare`, or set data.format for .npy or raw files",
+                                  header[0], kShardMagic));
+  }
+  if (header[1] != kShardVersion) {
+    not_a_shard(path, fmt::format("version {}, Kiln reads version {} (uint16 tokens); re-create "
+                                  "it with `kiln prepare`",
+                                  header[1], kShardVersion));
+  }
+  return {kShardHeaderBytes, header[2]};
+}
+
+// NumPy's format: "\x93NUMPY", major and minor version bytes, the header length (uint16 for
+// version 1, uint32 after), then a Python dict literal describing the array.
+Layout npy_layout(const std::string& path, const MappedFile& file) {
+  const auto bytes = static_cast<int64_t>(file.size());
+  if (bytes < 10 || std::memcmp(file.data(), "\x93NUMPY", 6) != 0) {
+    not_a_shard(path, "no .npy magic (\\x93NUMPY)");
+  }
+  char prefix[12] = {};  // a version-1 header is 10 bytes: the last two stay zero
+  std::memcpy(prefix, file.data(), std::min(file.size(), sizeof prefix));
+  const int major = static_cast<unsigned char>(prefix[6]);
+  int64_t header_len = 0, header_at = 0;
+  if (major == 1) {
+    header_len = static_cast<unsigned char>(prefix[8]) | static_cast<unsigned char>(prefix[9]) << 8;
+    header_at = 10;
+  } else {
+    uint32_t len = 0;
+    std::memcpy(&len, prefix + 8, 4);
+    header_len = len;
+    header_at = 12;
+  }
+  if (header_at + header_len > bytes) not_a_shard(path, "the .npy header runs past the file");
+  const std::string header(file.data() + header_at, static_cast<size_t>(header_len));
+  // The text after "'key':" up to the next ',' or '}' outside parentheses.
+  auto value_of = [&](const std::string& key) {
+    auto at = header.find("'" + key + "'");
+    if (at == std::string::npos) not_a_shard(path, "the .npy header has no '" + key + "'");
+    at = header.find(':', at) + 1;
+    int depth = 0;
+    size_t end = at;
+    for (; end < header.size(); ++end) {
+      const char c = header[end];
+      if (c == '(') ++depth;
+      if (c == ')') --depth;
+      if (depth == 0 && (c == ',' || c == '}')) break;
+    }
+    std::string value = header.substr(at, end - at);
+    value.erase(0, value.find_first_not_of(' '));
+    return value;
+  };
+  const std::string descr = value_of("descr");
+  if (descr != "'<u2'" && descr != "'|u2'") {
+    not_a_shard(path, fmt::format("the .npy array has dtype {}, not uint16 ('<u2'); convert it "
+                                  "with numpy's .astype(np.uint16)",
+                                  descr));
+  }
+  if (value_of("fortran_order") != "False") not_a_shard(path, "the .npy array is in Fortran order");
+  std::string shape = value_of("shape");  // "(12345,)" for a 1-D array
+  if (shape.size() < 4 || shape.front() != '(' || shape.substr(shape.size() - 2) != ",)") {
+    not_a_shard(path, fmt::format("the .npy array has shape {}, not 1-D", shape));
+  }
+  shape = shape.substr(1, shape.size() - 3);
+  int64_t count = -1;
+  size_t used = 0;
+  try {
+    count = std::stoll(shape, &used);
+  } catch (const std::logic_error&) {
+    used = 0;  // not a number, or beyond int64
+  }
+  if (used == 0 || shape.find_first_not_of(' ', used) != std::string::npos || count < 0) {
+    not_a_shard(path, fmt::format("the .npy array has shape ({},), not a token count", shape));
+  }
+  return {header_at + header_len, count};
+}
+
+Layout raw_layout(const std::string& path, int64_t bytes) {
+  if (bytes % 2 != 0)
+    not_a_shard(path, fmt::format("{} bytes is not a whole number of uint16 tokens", bytes));
+  return {0, bytes / 2};
+}
+
+// The shard's bytes. A directory or a FIFO where a shard was expected is a mistake in the data
+// pattern, said as such before the map's own error.
+MappedFile map_shard(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(status)) {
+    if (std::filesystem::is_directory(status)) {
+      not_a_shard(path, "it is a directory: fix the data pattern");
+    }
+    if (!std::filesystem::is_regular_file(status)) {
+      not_a_shard(path, "it is not a regular file: fix the data pattern");
+    }
+  }  // else the map reports the missing file
+  return MappedFile(path, {"token shard", "run `kiln prepare` or fix the data path", true});
+}
+
+}  // namespace
+
+ShardFile::ShardFile(const std::string& path, ShardFormat format)
+    : path_(path), map_(map_shard(path)) {
+  const auto bytes = static_cast<int64_t>(map_.size());
+  if (format == ShardFormat::kAuto) {
+    const bool npy = path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
+    format = npy ? ShardFormat::kNpy : ShardFormat::kLlmc;
+  }
+  const Layout layout = format == ShardFormat::kNpy   ? npy_layout(path, map_)
+                        : format == ShardFormat::kRaw ? raw_layout(path, bytes)
+                                                      : llmc_layout(path, map_);
+  count_ = layout.count;
+  if (count_ < 0) {
+    not_a_shard(path, fmt::format("its header gives a negative token count ({}): the file is "
+                                  "corrupt; re-create it",
+                                  count_));
+  }
+  // Compared without multiplying, so that no count in a header can overflow the check.
+  if (layout.offset > bytes || count_ > (bytes - layout.offset) / 2) {
+    not_a_shard(
+        path,
+        fmt::format("truncated: its header promises {} tokens ({:.0f} bytes) but "
+                    "the file has {} bytes; re-create it",
+                    count_, static_cast<double>(layout.offset) + 2.0 * static_cast<double>(count_),
+                    bytes));
+  }
+  tokens_ = reinterpret_cast<const uint16_t*>(map_.data() + layout.offset);
+}
+
+ShardFile::ShardFile(ShardFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      map_(std::move(other.map_)),
+      tokens_(other.tokens_),
+      count_(other.count_) {
+  other.tokens_ = nullptr;
+}
+
+void write_shard(const std::string& path, const std::vector<uint16_t>& tokens) {
+  if (tokens.size() > static_cast<size_t>(INT32_MAX)) {
+    throw UserError(
+        fmt::format("shard '{}' would hold {} tokens, more than the format's int32 "
+                    "count allows: use a smaller --shard-tokens",
+                    path, tokens.size()));
+  }
+  int32_t header[kShardHeaderInts] = {kShardMagic, kShardVersion,
+                                      static_cast<int32_t>(tokens.size())};
+  std::string bytes(reinterpret_cast<const char*>(header), kShardHeaderBytes);
+  bytes.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(uint16_t));
+  write_file_atomic(path, bytes);
+}
+
+}  // namespace kiln

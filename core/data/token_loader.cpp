@@ -1,0 +1,93 @@
+#include "core/data/token_loader.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/util/error.h"
+
+namespace kiln {
+
+TokenLoader::TokenLoader(TokenLoaderOptions options) : options_(std::move(options)) {
+  if (options_.files.empty()) throw UserError("no token shards given");
+  window_ = options_.micro_batch * options_.seq_len;
+  stride_ = window_ * options_.world;
+  shards_.reserve(options_.files.size());
+  for (const auto& file : options_.files) {
+    shards_.emplace_back(file, options_.format);
+    if (shards_.back().size() < stride_ + 1) {
+      throw UserError(fmt::format(
+          "token shard '{}' holds {} tokens, fewer than one round of windows needs "
+          "(micro_batch {} x seq_len {} x world {} + 1 = {}): lower train.micro_batch or "
+          "train.seq_len, or prepare more data",
+          file, shards_.back().size(), options_.micro_batch, options_.seq_len, options_.world,
+          stride_ + 1));
+    }
+  }
+  vocab_checked_.assign(shards_.size(), false);
+  seek(LoaderPosition{});
+}
+
+void TokenLoader::seek(const LoaderPosition& position) {
+  if (position.shard < 0 || position.shard >= static_cast<int64_t>(shards_.size()) ||
+      position.offset < 0 || position.offset + stride_ + 1 > shards_[position.shard].size()) {
+    throw UserError(
+        fmt::format("data position (shard {}, offset {}) does not exist in these {} "
+                    "shards: the data changed since the position was saved",
+                    position.shard, position.offset, shards_.size()));
+  }
+  position_ = position;
+  check_vocab(static_cast<size_t>(position_.shard));
+}
+
+void TokenLoader::check_vocab(size_t shard) {
+  if (options_.vocab_limit <= 0 || vocab_checked_[shard]) return;
+  const ShardFile& file = shards_[shard];
+  const uint16_t* begin = file.tokens();
+  const uint16_t* top = std::max_element(begin, begin + file.size());
+  if (*top >= options_.vocab_limit) {
+    throw UserError(
+        fmt::format("token shard '{}' holds token id {} at position {}, but the "
+                    "model's vocabulary has {} ids: raise model.vocab_size or use "
+                    "data prepared with this model's tokenizer",
+                    file.path(), *top, top - begin, options_.vocab_limit));
+  }
+  vocab_checked_[shard] = true;
+}
+
+void TokenLoader::next(int64_t* inputs, int64_t* targets) {
+  const uint16_t* tokens =
+      shards_[position_.shard].tokens() + position_.offset + window_ * options_.rank;
+  for (int64_t i = 0; i < window_; ++i) {
+    inputs[i] = tokens[i];
+    targets[i] = tokens[i + 1];
+  }
+  position_.offset += stride_;
+  if (position_.offset + stride_ + 1 > shards_[position_.shard].size()) {
+    position_.offset = 0;
+    position_.shard += 1;
+    if (position_.shard == static_cast<int64_t>(shards_.size())) {
+      position_.shard = 0;
+      position_.epoch += 1;
+    }
+    check_vocab(static_cast<size_t>(position_.shard));
+  }
+}
+
+int64_t TokenLoader::windows_per_pass() const {
+  // A shard is left when the next round would not fit: rounds start at 0, stride, 2 stride...
+  // while start + stride + 1 <= size.
+  int64_t windows = 0;
+  for (const auto& s : shards_)
+    windows += (s.size() - 1) / stride_;
+  return windows;
+}
+
+int64_t TokenLoader::total_tokens() const {
+  int64_t total = 0;
+  for (const auto& s : shards_)
+    total += s.size();
+  return total;
+}
+
+}  // namespace kiln

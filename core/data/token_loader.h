@@ -1,0 +1,54 @@
+// Sequential reader of token windows across a list of shards, in the manner of llm.c's
+// DataLoaderLite. Each call yields one micro-batch of micro_batch x seq_len inputs and the
+// targets shifted by one token. Ranks interleave: with world size W, rank r reads the r-th window
+// of every W consecutive ones, so the union over ranks of a step's windows is the same tokens
+// whatever W is. When the next round of windows would not fit in a shard, all ranks move to the
+// next shard; after the last shard they wrap to the first (a new epoch).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/api/data_position.h"
+#include "core/data/shard.h"
+
+namespace kiln {
+
+struct TokenLoaderOptions {
+  std::vector<std::string> files;
+  int64_t micro_batch = 1;
+  int64_t seq_len = 1;
+  int rank = 0;
+  int world = 1;
+  int64_t vocab_limit = 0;  // tokens must be < this; 0 = unchecked
+  ShardFormat format = ShardFormat::kAuto;
+};
+
+class TokenLoader {
+ public:
+  explicit TokenLoader(TokenLoaderOptions options);
+
+  // Writes micro_batch x seq_len token ids to each of `inputs` and `targets`.
+  void next(int64_t* inputs, int64_t* targets);
+  void reset() { seek(LoaderPosition{}); }
+  LoaderPosition position() const { return position_; }
+  void seek(const LoaderPosition& position);
+  int64_t total_tokens() const;
+  // Calls of next() that read every shard once, from the start.
+  int64_t windows_per_pass() const;
+  size_t shard_count() const { return shards_.size(); }
+
+ private:
+  void check_vocab(size_t shard);
+
+  TokenLoaderOptions options_;
+  std::vector<ShardFile> shards_;
+  std::vector<bool> vocab_checked_;
+  LoaderPosition position_;
+  int64_t window_ = 0;  // micro_batch x seq_len
+  int64_t stride_ = 0;  // window_ x world
+};
+
+}  // namespace kiln

@@ -1,0 +1,282 @@
+#include "core/dist/distributed.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include "core/util/error.h"
+#include "core/util/torch_compat.h"
+
+namespace kiln {
+
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+int env_int(const char* name, const char* value) {
+  try {
+    size_t used = 0;
+    int n = std::stoi(value, &used);
+    if (used == std::string(value).size()) return n;
+  } catch (const std::exception&) {
+  }
+  throw UserError(fmt::format("environment variable {}='{}' is not an integer", name, value));
+}
+
+}  // namespace
+
+WorldEnv read_world_env() {
+  WorldEnv w;
+  const char* rank = env("RANK");
+  const char* size = env("WORLD_SIZE");
+  const char* local = env("LOCAL_RANK");
+  const char* rank_name = "RANK";
+  const char* size_name = "WORLD_SIZE";
+  if (!rank && !size && env("SLURM_PROCID")) {  // srun without torchrun
+    rank = env("SLURM_PROCID");
+    size = env("SLURM_NTASKS");
+    local = env("SLURM_LOCALID");
+    rank_name = "SLURM_PROCID";
+    size_name = "SLURM_NTASKS";
+  }
+  if (!rank && !size) return w;
+  if (!rank || !size) {
+    throw UserError(
+        fmt::format("{} is set but {} is not: launch with torchrun, kiln launch or "
+                    "srun, which set both (and MASTER_ADDR, MASTER_PORT)",
+                    rank ? rank_name : size_name, rank ? size_name : rank_name));
+  }
+  w.rank = env_int(rank_name, rank);
+  w.world_size = env_int(size_name, size);
+  w.local_rank = local ? env_int("LOCAL_RANK", local) : w.rank;
+  if (w.world_size < 1 || w.rank < 0 || w.rank >= w.world_size) {
+    throw UserError(
+        fmt::format("{}={} does not fit {}={}", rank_name, w.rank, size_name, w.world_size));
+  }
+  if (w.world_size > 1) {
+    const char* addr = env("MASTER_ADDR");
+    const char* port = env("MASTER_PORT");
+    if (!addr || !port) {
+      throw UserError(
+          fmt::format("a world of {} needs MASTER_ADDR and MASTER_PORT (the address "
+                      "of rank 0's rendezvous): {} missing",
+                      w.world_size, addr ? "MASTER_PORT" : "MASTER_ADDR"));
+    }
+    w.master_addr = addr;
+    w.master_port = env_int("MASTER_PORT", port);
+  }
+  return w;
+}
+
+struct Communicator::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+  std::chrono::milliseconds timeout{0};
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+#ifdef USE_C10D_NCCL
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
+#endif
+
+  // Calls fn(process group) and waits for the work it returns.
+  template <class Fn>
+  void run(Fn&& fn) {
+#ifdef USE_C10D_NCCL
+    if (nccl) {
+      fn(*nccl);
+      return;
+    }
+#endif
+    fn(*gloo);
+  }
+};
+
+Communicator::Communicator(const WorldEnv& env, const std::string& backend,
+                           std::chrono::milliseconds timeout)
+    : env_(env), backend_(backend), impl_(std::make_unique<Impl>()) {
+  if (env.world_size == 1) return;  // nothing to talk to: no store, no port, no-op collectives
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<uint16_t>(env.master_port);
+    options.isServer = env.rank == 0;
+    options.numWorkers = env.world_size;
+    options.waitWorkers = true;
+    options.timeout = timeout;
+    compat::use_classic_store_server(options);
+    impl_->store = c10::make_intrusive<c10d::PrefixStore>(
+        "kiln", c10::make_intrusive<c10d::TCPStore>(env.master_addr, options));
+  } catch (const c10::Error& e) {
+    throw UserError(
+        fmt::format("rank {} of {} could not join the others at {}:{} within {} s: "
+                    "{} (is every rank started, and the port free?)",
+                    env.rank, env.world_size, env.master_addr, env.master_port,
+                    timeout.count() / 1000, e.what_without_backtrace()));
+  }
+  join(timeout);
+}
+
+Communicator::Communicator(const WorldEnv& env, const std::string& backend,
+                           std::unique_ptr<Impl> impl)
+    : env_(env), backend_(backend), impl_(std::move(impl)) {}
+
+// The process group over impl_->store, for env_'s rank and size.
+void Communicator::join(std::chrono::milliseconds timeout) {
+  impl_->timeout = timeout;
+  try {
+    if (backend_ == "nccl") {
+#ifdef USE_C10D_NCCL
+      auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+      nccl_options->timeout = timeout;
+      impl_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, env_.rank,
+                                                                env_.world_size, nccl_options);
+      return;
+#else
+      throw UserError(
+          "parallel.backend = \"nccl\" but this LibTorch was built without NCCL: use "
+          "\"gloo\"");
+#endif
+    }
+    auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
+    gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    impl_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env_.rank,
+                                                              env_.world_size, gloo_options);
+  } catch (const c10::Error& e) {
+    throw UserError(fmt::format("rank {} of {} could not set up its {} process group: {}",
+                                env_.rank, env_.world_size, backend_, e.what_without_backtrace()));
+  }
+}
+
+std::unique_ptr<Communicator> Communicator::subgroup(const std::string& name,
+                                                     const std::vector<int>& ranks) {
+  WorldEnv env = env_;
+  env.world_size = static_cast<int>(ranks.size());
+  env.rank = static_cast<int>(std::find(ranks.begin(), ranks.end(), env_.rank) - ranks.begin());
+  if (env.rank == env.world_size) throw std::logic_error("subgroup without this rank");
+  auto impl = std::make_unique<Impl>();
+  std::unique_ptr<Communicator> group(new Communicator(env, backend_, std::move(impl)));
+  if (env.world_size == 1) return group;
+  group->impl_->store = c10::make_intrusive<c10d::PrefixStore>(name, impl_->store);
+  group->join(impl_->timeout);
+  return group;
+}
+
+Communicator::~Communicator() = default;
+
+void Communicator::Pending::wait() {
+  for (auto& w : waits_)
+    w();
+  waits_.clear();
+}
+
+// c10d's tensor lists mean one tensor per local device, so each tensor is its own collective:
+// all are launched, then all awaited, so they overlap in the backend's threads.
+Communicator::Pending Communicator::start_all_reduce_sum(std::vector<at::Tensor>& tensors) {
+  Pending pending;
+  if (env_.world_size == 1) return pending;
+  impl_->run([&](auto& group) {
+    for (auto& t : tensors) {
+      std::vector<at::Tensor> one = {t};
+      pending.add([work = group.allreduce(one)] { work->wait(); });
+    }
+  });
+  return pending;
+}
+
+void Communicator::all_reduce_max(std::vector<at::Tensor>& tensors) {
+  if (env_.world_size == 1) return;
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::MAX;
+  impl_->run([&](auto& group) {
+    for (auto& t : tensors) {
+      std::vector<at::Tensor> one = {t};
+      group.allreduce(one, options)->wait();
+    }
+  });
+}
+
+void Communicator::broadcast(std::vector<at::Tensor>& tensors, int root) {
+  if (env_.world_size == 1) return;
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  Pending pending;
+  impl_->run([&](auto& group) {
+    for (auto& t : tensors) {
+      std::vector<at::Tensor> one = {t};
+      pending.add([work = group.broadcast(one, options)] { work->wait(); });
+    }
+  });
+  pending.wait();
+}
+
+Communicator::Pending Communicator::start_reduce_scatter_sum(const at::Tensor& input,
+                                                             const at::Tensor& output) {
+  Pending pending;
+  const int64_t chunk = output.numel();
+  if (env_.world_size == 1) {
+    output.copy_(input.narrow(0, 0, chunk));
+    return pending;
+  }
+#ifdef USE_C10D_NCCL
+  if (impl_->nccl) {
+    std::vector<at::Tensor> outputs = {output};
+    std::vector<std::vector<at::Tensor>> inputs(1);
+    for (int r = 0; r < env_.world_size; ++r)
+      inputs[0].push_back(input.narrow(0, r * chunk, chunk));
+    pending.add([work = impl_->nccl->reduce_scatter(outputs, inputs)] { work->wait(); });
+    return pending;
+  }
+#endif
+  std::vector<at::Tensor> whole = {input};
+  auto work = impl_->gloo->allreduce(whole);
+  pending.add([work, input, output, offset = env_.rank * chunk, chunk] {
+    work->wait();
+    output.copy_(input.narrow(0, offset, chunk));
+  });
+  return pending;
+}
+
+void Communicator::barrier() {
+  if (env_.world_size == 1) return;
+  impl_->run([&](auto& group) { group.barrier()->wait(); });
+}
+
+Communicator::Pending Communicator::start_send(const at::Tensor& tensor, int peer, int tag) {
+  Pending pending;
+  std::vector<at::Tensor> one = {tensor};
+  impl_->run([&](auto& group) {
+    pending.add([work = group.send(one, peer, tag), keep = tensor] { work->wait(); });
+  });
+  return pending;
+}
+
+Communicator::Pending Communicator::start_recv(const at::Tensor& tensor, int peer, int tag) {
+  Pending pending;
+  std::vector<at::Tensor> one = {tensor};
+  impl_->run([&](auto& group) {
+    pending.add([work = group.recv(one, peer, tag), keep = tensor] { work->wait(); });
+  });
+  return pending;
+}
+
+void Communicator::put(const std::string& key, const std::string& bytes) {
+  if (env_.world_size == 1) throw std::logic_error("Communicator::put in a world of one");
+  impl_->store->set(key, std::vector<uint8_t>(bytes.begin(), bytes.end()));
+}
+
+std::string Communicator::take(const std::string& key) {
+  if (env_.world_size == 1) throw std::logic_error("Communicator::take in a world of one");
+  std::vector<uint8_t> bytes = impl_->store->get(key);  // waits up to the store's timeout
+  impl_->store->deleteKey(key);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+}  // namespace kiln

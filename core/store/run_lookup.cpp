@@ -1,0 +1,86 @@
+#include "core/store/run_lookup.h"
+
+#include <fmt/format.h>
+
+#include "core/util/error.h"
+
+namespace kiln {
+
+std::string run_summary_select(bool has_sweep_column) {
+  // The sweep expression is one of two fixed strings: runs.sweep exists only in newer stores.
+  return fmt::format(R"sql(
+      WITH summary AS (
+        SELECT r.id AS id, r.name AS name, r.status AS status, {} AS sweep,
+               r.created_at AS created_at, coalesce(r.finished_at, '') AS finished_at,
+               coalesce(r.experiment, '') AS experiment, r.config AS config,
+               r.config_hash AS config_hash, coalesce(r.git_commit, '') AS git_commit,
+               coalesce(r.host, '') AS host, coalesce(r.error, '') AS error,
+               r.steps AS planned_steps,
+               coalesce((SELECT max(step) FROM metrics WHERE run_id = r.id), 0) AS steps,
+               (SELECT loss FROM metrics WHERE run_id = r.id ORDER BY step DESC LIMIT 1)
+                 AS final_loss,
+               (SELECT min(loss) FROM metrics WHERE run_id = r.id) AS best_loss,
+               (SELECT min(loss) FROM evals WHERE run_id = r.id AND split = 'val') AS best_val,
+               (SELECT avg(tokens_per_sec) FROM metrics WHERE run_id = r.id AND step > 1)
+                 AS tokens_per_sec,
+               (julianday(r.finished_at) - julianday(r.created_at)) * 86400.0 AS duration
+        FROM runs r)
+      SELECT id, name, status, sweep, created_at, finished_at, experiment, config, config_hash,
+             git_commit, host, error, planned_steps, steps, final_loss, best_loss, best_val,
+             tokens_per_sec, duration
+      FROM summary)sql",
+                     has_sweep_column ? "coalesce(r.sweep, '')" : "''");
+}
+
+std::vector<RunRecord> read_run_records(Connection& db, const SqlFragment& query) {
+  Statement q(db, query.sql, query.params);
+  std::vector<RunRecord> out;
+  while (q.step()) {
+    RunRecord r;
+    r.id = q.integer(0);
+    r.name = q.text(1);
+    r.status = q.text(2);
+    r.sweep = q.text(3);
+    r.created_at = q.text(4);
+    r.finished_at = q.text(5);
+    r.experiment = q.text(6);
+    r.config = q.text(7);
+    r.config_hash = q.text(8);
+    r.git_commit = q.text(9);
+    r.host = q.text(10);
+    r.error = q.text(11);
+    r.planned_steps = q.integer(12);
+    r.steps = q.integer(13);
+    r.final_loss = q.maybe_real(14);
+    r.best_loss = q.maybe_real(15);
+    r.best_val = q.maybe_real(16);
+    r.tokens_per_sec = q.maybe_real(17);
+    r.duration_s = q.maybe_real(18);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::optional<RunRecord> lookup_run(Connection& db, const std::string& name_or_id,
+                                    bool has_sweep_column) {
+  // An id only when the text is all digits ("12abc" is no id), and a run named "12" wins over
+  // the run with id 12.
+  auto found = read_run_records(
+      db, {run_summary_select(has_sweep_column) +
+               " WHERE name = ?1 OR (?1 <> '' AND ?1 NOT GLOB '*[^0-9]*' AND id = CAST(?1 AS "
+               "INTEGER)) ORDER BY name = ?1 DESC LIMIT 1",
+           {name_or_id}});
+  if (found.empty()) return std::nullopt;
+  return std::move(found[0]);
+}
+
+RunRecord require_run(Connection& db, const std::string& name_or_id, bool has_sweep_column) {
+  auto found = lookup_run(db, name_or_id, has_sweep_column);
+  if (!found) {
+    throw UserError(fmt::format("no run '{}' in '{}': `kiln runs list --db {}` lists them",
+                                name_or_id, db.path(), db.path()));
+  }
+  return std::move(*found);
+}
+
+}  // namespace kiln

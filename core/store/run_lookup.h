@@ -1,0 +1,43 @@
+// Finding runs in a run store: the one RunRecord every lookup returns, the one query that reads
+// it (each run with the summary of its metrics), and the one message for a run that is not
+// there. RunStore (writing) and HistoryDb (reading) both look runs up through these.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/store/sqlite.h"
+
+namespace kiln {
+
+// A run with the summary of its metrics: one row of `kiln runs list`.
+struct RunRecord {
+  int64_t id = 0;
+  std::string name, status, sweep, created_at, finished_at, experiment;
+  std::string config;  // the resolved config as stored: canonical TOML text
+  std::string config_hash, git_commit, host, error;
+  int64_t steps = 0;  // optimizer steps done (the last metrics row)
+  int64_t planned_steps = 0;
+  std::optional<double> final_loss;      // loss of the last step
+  std::optional<double> best_loss;       // lowest training loss
+  std::optional<double> best_val;        // lowest validation loss (evals, split 'val')
+  std::optional<double> tokens_per_sec;  // mean over the steps after the first (warm-up)
+  std::optional<double> duration_s;      // finished_at - created_at; none while unfinished
+};
+
+// Every run with its summary, as a query the caller extends with WHERE / ORDER BY / LIMIT on the
+// RunRecord field names (duration for duration_s). runs.sweep arrives with the sweep runner's
+// migration: without that column (an older store) every run's sweep is "".
+std::string run_summary_select(bool has_sweep_column);
+// The rows of a query built on run_summary_select().
+std::vector<RunRecord> read_run_records(Connection& db, const SqlFragment& query);
+
+// By name, or by id when no run has that name.
+std::optional<RunRecord> lookup_run(Connection& db, const std::string& name_or_id,
+                                    bool has_sweep_column);
+// lookup_run, or a UserError: "no run 'X' in 'DB': `kiln runs list --db DB` lists them".
+RunRecord require_run(Connection& db, const std::string& name_or_id, bool has_sweep_column);
+
+}  // namespace kiln

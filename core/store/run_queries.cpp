@@ -1,0 +1,348 @@
+#include "core/store/run_queries.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "core/config/toml_text.h"
+#include "core/store/run_paths.h"
+#include "core/store/where_expr.h"
+#include "core/util/error.h"
+#include "core/util/fs.h"
+#include "core/util/text.h"
+
+namespace kiln {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string value_text(const toml::node& node) {
+  if (node.is_string()) return node.as_string()->get();
+  if (node.is_integer()) return std::to_string(node.as_integer()->get());
+  if (node.is_boolean()) return node.as_boolean()->get() ? "true" : "false";
+  if (node.is_floating_point()) {
+    // As the canonical TOML writes it, so 1.0 stays visibly a float.
+    std::string s = fmt::format("{}", node.as_floating_point()->get());
+    return s.find_first_of(".eEn") == std::string::npos ? s + ".0" : s;
+  }
+  return "";
+}
+
+// The keys --where and --sort can name besides config keys; the SQL is the summary's column.
+const KeySpace& summary_keys() {
+  static const KeySpace keys{{{"id", "id"},
+                              {"name", "name"},
+                              {"status", "status"},
+                              {"sweep", "sweep"},
+                              {"created_at", "created_at"},
+                              {"finished_at", "finished_at"},
+                              {"experiment", "experiment"},
+                              {"host", "host"},
+                              {"config_hash", "config_hash"},
+                              {"steps", "steps"},
+                              {"planned_steps", "planned_steps"},
+                              {"final_loss", "final_loss"},
+                              {"best_loss", "best_loss"},
+                              {"best_val", "best_val"},
+                              {"tokens_per_sec", "tokens_per_sec"},
+                              {"duration", "duration"}},
+                             "kiln_config(config, ?)"};
+  return keys;
+}
+
+std::vector<RunRecord> read_records(HistoryDb& db, const std::string& clauses,
+                                    const std::vector<SqlValue>& params) {
+  return read_run_records(db.connection(),
+                          {run_summary_select(db.has_sweep_column()) + clauses, params});
+}
+
+// A config key no stored run has is a typo, not a filter that happens to match nothing.
+void check_config_keys(HistoryDb& db, const std::vector<KeyUse>& uses, const std::string& where) {
+  if (uses.empty()) return;
+  std::set<std::string> known;
+  Statement configs(db.connection(), "SELECT DISTINCT config FROM runs");
+  while (configs.step()) {
+    for (const auto& entry : config_values(configs.text(0)))
+      known.insert(entry.first);
+  }
+  if (known.empty()) return;  // no run yet: nothing to match, nothing to check against
+  for (const auto& use : uses) {
+    if (known.count(use.key)) continue;
+    const std::string guess = nearest(use.key, {known.begin(), known.end()});
+    throw UserError(fmt::format(
+        "{}: no run has the config key '{}'{}: {}`kiln runs show RUN` lists a run's config", where,
+        use.key, use.column ? fmt::format(" (column {})", use.column) : "",
+        guess.empty() ? "" : fmt::format("did you mean '{}'? ", guess)));
+  }
+}
+
+std::vector<StepLoss> loss_rows(HistoryDb& db, int64_t run_id) {
+  Statement q(db.connection(), "SELECT step, loss FROM metrics WHERE run_id = ? ORDER BY step",
+              {run_id});
+  std::vector<StepLoss> rows;
+  while (q.step())
+    rows.push_back({q.integer(0), q.maybe_real(1)});
+  return rows;
+}
+
+std::optional<StepLoss> lowest_loss(HistoryDb& db, const std::string& sql, int64_t run_id) {
+  Statement q(db.connection(), sql, {run_id});
+  if (!q.step()) return std::nullopt;
+  return StepLoss{q.integer(0), q.maybe_real(1)};
+}
+
+const char* const kSelectMetrics =
+    "SELECT step, loss, lr, grad_norm, tokens_per_sec, dt_ms, tokens_seen FROM metrics "
+    "WHERE run_id = ?";
+
+std::vector<MetricRecord> read_metrics(HistoryDb& db, const std::string& sql, int64_t run_id) {
+  Statement q(db.connection(), sql, {run_id});
+  std::vector<MetricRecord> rows;
+  while (q.step()) {
+    rows.push_back({q.integer(0), q.maybe_real(1), q.maybe_real(2), q.maybe_real(3),
+                    q.maybe_real(4), q.maybe_real(5), q.maybe_integer(6)});
+  }
+  return rows;
+}
+
+std::string out_dir_of(const RunRecord& run) {
+  auto values = config_values(run.config);
+  return values.count("run.out_dir") ? values.at("run.out_dir") : "runs";
+}
+
+// None for a name that could reach outside out_dir: `kiln run` accepts no such name, but a store
+// edited by hand could hold one, and rm must never reach outside out_dir.
+std::optional<RunPaths> paths_of(const RunRecord& run) {
+  if (!is_contained_name(run.name)) return std::nullopt;
+  return RunPaths(out_dir_of(run), run.name);
+}
+
+}  // namespace
+
+std::map<std::string, std::string> config_values(const std::string& config_toml) {
+  std::map<std::string, std::string> out;
+  const std::optional<toml::table> root = try_parse_toml(config_toml);
+  if (!root) return out;  // not a config Kiln wrote: it has no keys to show or compare
+  for (const auto& [section, node] : *root) {
+    if (!node.is_table()) continue;
+    for (const auto& [key, value] : *node.as_table())
+      out[std::string(section.str()) + "." + std::string(key.str())] = value_text(value);
+  }
+  return out;
+}
+
+std::vector<RunRecord> list_runs(HistoryDb& db, const ListQuery& query) {
+  const KeySpace& keys = summary_keys();
+  SqlFragment sql;
+  if (query.where.find_first_not_of(" \t\n") != std::string::npos) {
+    auto ast = parse_where(query.where, keys);
+    check_config_keys(db, config_keys_of(*ast), fmt::format("--where \"{}\"", query.where));
+    sql = where_sql(*ast, keys);
+    sql.sql = " WHERE " + sql.sql;
+  }
+  const std::string key = sort_key(query.sort, keys);
+  if (is_config_key(key)) check_config_keys(db, {{key, 0}}, fmt::format("--sort '{}'", query.sort));
+  SqlFragment order = sort_sql(query.sort, keys);
+  sql.sql += " ORDER BY " + order.sql + ", id";
+  sql.params.insert(sql.params.end(), order.params.begin(), order.params.end());
+  if (query.limit > 0) {
+    sql.sql += " LIMIT ?";
+    sql.params.emplace_back(query.limit);
+  }
+  return read_records(db, sql.sql, sql.params);
+}
+
+RunRecord find_run_record(HistoryDb& db, const std::string& name_or_id) {
+  return require_run(db.connection(), name_or_id, db.has_sweep_column());
+}
+
+std::vector<RunRecord> match_runs(HistoryDb& db, const std::vector<std::string>& patterns) {
+  std::vector<RunRecord> out;
+  std::set<int64_t> seen;
+  for (const auto& pattern : patterns) {
+    std::vector<RunRecord> found;
+    if (auto run = lookup_run(db.connection(), pattern, db.has_sweep_column())) {
+      found.push_back(std::move(*run));
+    } else {
+      found = read_records(db, " WHERE sweep = ?1 OR name GLOB ?1 ORDER BY id", {pattern});
+    }
+    if (found.empty()) {
+      throw UserError(
+          fmt::format("'{}' is no run name, id, sweep or glob of names in '{}': `kiln runs list "
+                      "--db {}` lists the runs",
+                      pattern, db.path(), db.path()));
+    }
+    for (auto& r : found) {
+      if (seen.insert(r.id).second) out.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
+std::vector<MetricRecord> run_metrics(HistoryDb& db, int64_t run_id) {
+  return read_metrics(db, std::string(kSelectMetrics) + " ORDER BY step", run_id);
+}
+
+std::optional<MetricRecord> last_metrics(HistoryDb& db, int64_t run_id) {
+  auto rows = read_metrics(db, std::string(kSelectMetrics) + " ORDER BY step DESC LIMIT 1", run_id);
+  if (rows.empty()) return std::nullopt;
+  return rows[0];
+}
+
+std::vector<EvalRecord> run_evals(HistoryDb& db, int64_t run_id) {
+  Statement q(db.connection(),
+              "SELECT step, split, checkpoint, loss, perplexity FROM evals WHERE run_id = ? "
+              "ORDER BY step, split, checkpoint",
+              {run_id});
+  std::vector<EvalRecord> rows;
+  while (q.step())
+    rows.push_back({q.integer(0), q.text(1), q.text(2), q.maybe_real(3), q.maybe_real(4)});
+  return rows;
+}
+
+std::vector<SnapshotRecord> run_snapshots(HistoryDb& db, int64_t run_id) {
+  Statement q(db.connection(),
+              "SELECT label, step, path, created_at FROM snapshots WHERE run_id = ? "
+              "ORDER BY step, label",
+              {run_id});
+  std::vector<SnapshotRecord> rows;
+  while (q.step())
+    rows.push_back({q.text(0), q.integer(1), q.text(2), q.text(3)});
+  return rows;
+}
+
+std::vector<ResumeRecord> run_resumes(HistoryDb& db, int64_t run_id) {
+  Statement q(db.connection(),
+              "SELECT from_step, coalesce(changes, ''), created_at FROM resumes WHERE run_id = ? "
+              "ORDER BY created_at, rowid",
+              {run_id});
+  std::vector<ResumeRecord> rows;
+  while (q.step())
+    rows.push_back({q.integer(0), q.text(1), q.text(2)});
+  return rows;
+}
+
+std::optional<StepLoss> best_train_loss(HistoryDb& db, int64_t run_id) {
+  return lowest_loss(db,
+                     "SELECT step, loss FROM metrics WHERE run_id = ? AND loss IS NOT NULL "
+                     "ORDER BY loss, step LIMIT 1",
+                     run_id);
+}
+
+std::optional<StepLoss> best_val_loss(HistoryDb& db, int64_t run_id) {
+  return lowest_loss(db,
+                     "SELECT step, loss FROM evals WHERE run_id = ? AND split = 'val' "
+                     "ORDER BY loss, step LIMIT 1",
+                     run_id);
+}
+
+CurveComparison compare_loss_curves(HistoryDb& db, int64_t run_a, int64_t run_b) {
+  const std::vector<StepLoss> a = loss_rows(db, run_a), b = loss_rows(db, run_b);
+  CurveComparison c;
+  size_t i = 0, j = 0;
+  for (; i < a.size() && j < b.size(); ++i, ++j) {
+    if (a[i].step != b[j].step || a[i].loss != b[j].loss) break;
+    ++c.common_steps;
+  }
+  if (i == a.size() && j == b.size()) {
+    c.identical = true;
+    return c;
+  }
+  // The first step where they part: a differing loss, or a step only one of them has.
+  constexpr int64_t kNoStep = std::numeric_limits<int64_t>::max();
+  const int64_t step_a = i < a.size() ? a[i].step : kNoStep;
+  const int64_t step_b = j < b.size() ? b[j].step : kNoStep;
+  c.first_difference = std::min(step_a, step_b);
+  if (step_a == c.first_difference) c.loss_a = a[i].loss.value_or(NAN);
+  if (step_b == c.first_difference) c.loss_b = b[j].loss.value_or(NAN);
+  return c;
+}
+
+Curve load_curve(HistoryDb& db, const RunRecord& run, const std::string& metric,
+                 const std::string& x_axis) {
+  static const std::map<std::string, std::string> columns = {{"loss", "loss"},
+                                                             {"val_loss", "NULL"},
+                                                             {"lr", "lr"},
+                                                             {"grad_norm", "grad_norm"},
+                                                             {"tokens_per_sec", "tokens_per_sec"}};
+  if (!columns.count(metric)) {
+    throw UserError(fmt::format(
+        "--metric {} is not a metric: use loss, val_loss, lr, grad_norm or tokens_per_sec",
+        metric));
+  }
+  if (x_axis != "step" && x_axis != "tokens" && x_axis != "time") {
+    throw UserError(fmt::format("--x {} is not an axis: use step, tokens or time", x_axis));
+  }
+  Statement q(db.connection(),
+              "SELECT step, tokens_seen, dt_ms, " + columns.at(metric) +
+                  " FROM metrics WHERE run_id = ? ORDER BY step",
+              {run.id});
+  Curve curve;
+  std::map<int64_t, double> x_at;  // step -> x, for the evals
+  double seconds = 0;
+  while (q.step()) {
+    seconds += q.is_null(2) ? 0.0 : q.real(2) / 1000.0;
+    const double x = x_axis == "step"     ? static_cast<double>(q.integer(0))
+                     : x_axis == "tokens" ? q.real(1)
+                                          : seconds;
+    x_at[q.integer(0)] = x;
+    if (metric == "val_loss") continue;
+    curve.x.push_back(x);
+    curve.y.push_back(q.real(3));
+  }
+  if (metric != "val_loss") return curve;
+  Statement evals(db.connection(),
+                  "SELECT step, loss FROM evals WHERE run_id = ? AND split = 'val' AND "
+                  "checkpoint = '' ORDER BY step",
+                  {run.id});
+  while (evals.step()) {
+    const int64_t step = evals.integer(0);
+    if (!x_at.count(step) && x_axis != "step") continue;
+    curve.x.push_back(x_at.count(step) ? x_at[step] : static_cast<double>(step));
+    curve.y.push_back(evals.real(1));
+  }
+  return curve;
+}
+
+std::string run_folder(const RunRecord& run) {
+  const auto paths = paths_of(run);
+  return paths ? paths->folder() : "";
+}
+
+std::string remove_run(HistoryDb& db, const RunRecord& run) {
+  const auto paths = paths_of(run);
+  std::optional<FileLock> lock;
+  if (paths && fs::is_directory(paths->folder())) {
+    // The lock `kiln run` and `kiln resume` hold while they train.
+    lock.emplace(paths->lock(),
+                 fmt::format("run '{}' is being trained by a kiln process right now: stop it "
+                             "before removing it",
+                             run.name));
+  }
+  Statement(db.connection(), "DELETE FROM runs WHERE id = ?", {run.id}).step();
+  if (!lock) return "";
+  const std::string folder = paths->folder();
+  std::error_code ec;
+  fs::remove_all(folder, ec);
+  if (ec) {
+    throw UserError(
+        fmt::format("removed run '{}' from the store but not its folder '{}': {}: "
+                    "delete the folder by hand",
+                    run.name, folder, ec.message()));
+  }
+  // A sweep member lives in <out_dir>/<sweep>/<member>: the last member out removes the sweep's
+  // folder too (never out_dir itself: only the folders the name adds).
+  fs::path dir = fs::path(folder).parent_path();
+  for (size_t depth = split(run.name, '/').size(); depth > 1; --depth, dir = dir.parent_path()) {
+    if (!fs::is_empty(dir, ec) || ec || !fs::remove(dir, ec)) break;
+  }
+  return folder;
+}
+
+}  // namespace kiln

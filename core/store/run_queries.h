@@ -1,0 +1,95 @@
+// What `kiln runs ...`, `kiln report` and the sweep summary ask of a run store, and the one thing
+// they change (`kiln runs rm`): all the SQL of the read side, returning plain records that
+// core/app/runs_views.h turns into text. No LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/store/history_db.h"
+#include "core/store/run_lookup.h"
+
+namespace kiln {
+
+struct ListQuery {
+  std::string where;        // core/store/where_expr.h; empty = every run
+  std::string sort = "id";  // a key; '-' prefix = descending
+  int64_t limit = 0;        // 0 = no limit
+};
+
+std::vector<RunRecord> list_runs(HistoryDb& db, const ListQuery& query);
+// By name, or by id when no run has that name; the one "no run" UserError when neither exists.
+RunRecord find_run_record(HistoryDb& db, const std::string& name_or_id);
+// Each argument is a run name or id, a sweep, or a glob on names; in argument order, each run
+// once; a UserError for an argument that matches nothing.
+std::vector<RunRecord> match_runs(HistoryDb& db, const std::vector<std::string>& patterns);
+
+// The resolved config flattened: "optimizer.lr" -> "0.003" (strings unquoted); empty for text
+// Kiln did not write. To be merged with flatten_config (core/config/canonical.h), which quotes
+// strings.
+std::map<std::string, std::string> config_values(const std::string& config_toml);
+
+// A run's rows, read back; a value the row lacks is empty.
+struct MetricRecord {
+  int64_t step = 0;
+  std::optional<double> loss, lr, grad_norm, tokens_per_sec, dt_ms;
+  std::optional<int64_t> tokens_seen;
+};
+struct EvalRecord {
+  int64_t step = 0;
+  std::string split, checkpoint;
+  std::optional<double> loss, perplexity;
+};
+struct SnapshotRecord {
+  std::string label;
+  int64_t step = 0;
+  std::string path, created_at;
+};
+struct ResumeRecord {
+  int64_t from_step = 0;
+  std::string changes, created_at;
+};
+struct StepLoss {
+  int64_t step = 0;
+  std::optional<double> loss;
+};
+
+std::vector<MetricRecord> run_metrics(HistoryDb& db, int64_t run_id);  // by step
+std::optional<MetricRecord> last_metrics(HistoryDb& db, int64_t run_id);
+std::vector<EvalRecord> run_evals(HistoryDb& db, int64_t run_id);  // by step, split, checkpoint
+std::vector<SnapshotRecord> run_snapshots(HistoryDb& db, int64_t run_id);  // by step, label
+std::vector<ResumeRecord> run_resumes(HistoryDb& db, int64_t run_id);      // oldest first
+// The lowest training loss and the lowest validation loss, each with its step (the first step
+// on a tie); none without such a row.
+std::optional<StepLoss> best_train_loss(HistoryDb& db, int64_t run_id);
+std::optional<StepLoss> best_val_loss(HistoryDb& db, int64_t run_id);
+
+// Loss curves compared bit for bit, step by step.
+struct CurveComparison {
+  bool identical = false;                // over every step either run has
+  int64_t common_steps = 0;              // steps both runs have, up to the first difference
+  int64_t first_difference = 0;          // the step, when not identical
+  std::optional<double> loss_a, loss_b;  // at that step; none when the run has no such row
+};
+CurveComparison compare_loss_curves(HistoryDb& db, int64_t run_a, int64_t run_b);
+
+// One metric of one run as points: metric loss | val_loss | lr | grad_norm | tokens_per_sec,
+// x step | tokens | time (seconds of step time so far). A missing value is NaN.
+struct Curve {
+  std::vector<double> x, y;
+};
+Curve load_curve(HistoryDb& db, const RunRecord& run, const std::string& metric,
+                 const std::string& x_axis);
+
+// `<run.out_dir>/<name>` (core/store/run_paths.h): where the run keeps its snapshots and lock;
+// "" for a name that could reach outside run.out_dir (never one `kiln run` accepts).
+std::string run_folder(const RunRecord& run);
+// Deletes the run's row (its metrics, evals, snapshots and resumes rows cascade) and its folder;
+// a UserError, changing nothing, while a kiln process is training it. Returns the folder it
+// removed, or "" when the run had none.
+std::string remove_run(HistoryDb& db, const RunRecord& run);
+
+}  // namespace kiln

@@ -1,0 +1,97 @@
+// The run store: one SQLite file (WAL mode) holding every run, its resolved config, and one
+// metrics row per optimizer step. Rows are buffered and written in one transaction about once a
+// second (or every 64 rows), so the store costs a negligible share of step time and a crash loses
+// at most those rows; SQLite's journal guarantees the file itself is never corrupted.
+// The schema is documented in README.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/store/run_lookup.h"
+#include "core/store/sqlite.h"
+
+namespace kiln {
+
+struct NewRun {
+  std::string name;
+  std::string experiment;
+  std::string config_toml;
+  std::string config_hash;
+  int64_t seed = 0;
+  int64_t world_size = 1;
+  int64_t planned_steps = 0;
+  std::string git_commit;  // empty = unknown
+  std::string host;
+  std::string sweep;  // empty = not part of a sweep
+};
+
+struct MetricRow {
+  int64_t step = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  double tokens_per_sec = 0;
+  double dt_ms = 0;
+  int64_t tokens_seen = 0;
+  double loss_scale = 1;  // the precision policy's loss scale for this step (1 = unscaled)
+  bool skipped = false;   // the update was skipped (non-finite gradients)
+  std::optional<double> rank_skew_ms;  // slowest minus fastest rank's step time; null: one rank
+  std::optional<double> bubble;        // pipelines: share of stage time spent waiting
+};
+
+struct EvalRow {
+  int64_t step = 0;
+  std::string split;
+  double loss = 0;
+  std::string checkpoint;  // the snapshot `kiln eval` loaded; empty for evals during training
+};
+
+class RunStore {
+ public:
+  // Opens or creates the db (and its directory); a UserError when it cannot be used.
+  explicit RunStore(const std::string& path);
+  ~RunStore();  // flushes
+  RunStore(const RunStore&) = delete;
+  RunStore& operator=(const RunStore&) = delete;
+
+  // A UserError when the name is taken: run names are unique.
+  int64_t create_run(const NewRun& run);
+  // By name, or by id when no run has that name (core/store/run_lookup.h).
+  std::optional<RunRecord> find_run(const std::string& name_or_id);
+  // find_run, or a UserError: "no run 'X' in 'DB': `kiln runs list --db DB` lists them".
+  RunRecord require_run(const std::string& name_or_id);
+
+  // Buffered; written by flush(), which add_* call themselves about once a second.
+  void add_metric(int64_t run_id, const MetricRow& row);
+  void add_eval(int64_t run_id, const EvalRow& row);
+  void flush();
+  void finish_run(int64_t run_id, const std::string& status, const std::string& error = "");
+  // A resumed run: rows after `from_step` are dropped, the status is running again, the
+  // (possibly changed) config replaces the old one and the resume is recorded with `changes`.
+  void reopen_run(int64_t run_id, int64_t from_step, const std::string& changes,
+                  const std::string& config_toml, const std::string& config_hash);
+  void delete_run(int64_t run_id);  // with its metrics, evals and snapshot rows
+  void add_snapshot(int64_t run_id, int64_t step, const std::string& label,
+                    const std::string& path);
+  void remove_snapshot(int64_t run_id, const std::string& label);
+
+  const std::string& path() const { return db_.path(); }
+  double seconds_spent() const { return seconds_spent_; }  // inside add_*/flush, for reports
+
+ private:
+  void migrate();
+  int64_t schema_version();  // PRAGMA user_version: the migrations applied
+  void maybe_flush();
+
+  Connection db_;
+  std::vector<std::pair<int64_t, MetricRow>> pending_metrics_;
+  std::vector<std::pair<int64_t, EvalRow>> pending_evals_;
+  std::chrono::steady_clock::time_point last_flush_;
+  double seconds_spent_ = 0;
+};
+
+}  // namespace kiln

@@ -1,0 +1,30 @@
+// The eval policy: when a run measures its validation loss, and whether it closes with a pass
+// over the test split. The session's loop asks it; the answers follow from [eval] alone.
+#pragma once
+
+#include <cstdint>
+
+#include "core/config/options.h"
+
+namespace kiln {
+
+class EvalPolicy {
+ public:
+  // `total_steps`: train.steps, whose step is always evaluated when eval.every > 0.
+  EvalPolicy(const EvalOptions& options, int64_t total_steps)
+      : options_(options), total_steps_(total_steps) {}
+
+  // Evaluate now? After every eval.every-th step and the last one; never when it is 0.
+  bool due(int64_t step) const {
+    return options_.every > 0 && (step % options_.every == 0 || step == total_steps_);
+  }
+  // The closing test pass (eval.final_test): only after a run that completed, not one that was
+  // interrupted. The data may still have no test split.
+  bool final_test(bool completed) const { return completed && options_.final_test; }
+
+ private:
+  EvalOptions options_;
+  int64_t total_steps_;
+};
+
+}  // namespace kiln

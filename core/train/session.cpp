@@ -1,0 +1,253 @@
+#include "core/train/session.h"
+
+#include <cmath>
+#include <map>
+#include <ostream>
+#include <stdexcept>
+#include <streambuf>
+#include <utility>
+#include <vector>
+
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/serialize/output-archive.h>
+
+#include "core/util/error.h"
+#include "core/util/stop_signal.h"
+#include "core/util/text.h"
+
+namespace kiln {
+
+namespace {
+
+// Bytes of `optimizer` serialized, counted without keeping them.
+int64_t serialized_bytes(const torch::optim::Optimizer& optimizer) {
+  struct Counter : std::streambuf {
+    int64_t count = 0;
+    std::streamsize xsputn(const char*, std::streamsize n) override {
+      count += n;
+      return n;
+    }
+    int_type overflow(int_type c) override {
+      ++count;
+      return c;
+    }
+  } counter;
+  std::ostream out(&counter);
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  archive.save_to(out);
+  return counter.count;
+}
+
+// "  pipeline: stage compute 10.1 | 9.7 ms, bubble 38%, live micro-batches 2 | 1": each stage's
+// forward and backward time in the step, the share of the stages' pass time spent waiting, and
+// the most micro-batches whose activations each stage held at once.
+std::string pipeline_line(const StepStats& stats) {
+  return fmt::format("  pipeline: stage compute {:.1f} ms, bubble {:.0f}%, live micro-batches {}",
+                     fmt::join(stats.stage_compute_ms, " | "), 100 * *stats.bubble,
+                     fmt::join(stats.stage_peak_live, " | "));
+}
+
+}  // namespace
+
+MetricRow metric_row(const StepStats& stats, int world_size) {
+  MetricRow row;
+  row.step = stats.step;
+  row.loss = stats.loss;
+  row.lr = stats.lr;
+  row.grad_norm = stats.grad_norm;
+  row.tokens_per_sec = stats.tokens_per_sec;
+  row.dt_ms = stats.dt_ms;
+  row.tokens_seen = stats.tokens_seen;
+  row.loss_scale = stats.loss_scale;
+  row.skipped = stats.skipped;
+  if (world_size > 1) row.rank_skew_ms = stats.rank_skew_ms;
+  row.bubble = stats.bubble;
+  return row;
+}
+
+Session::Session(AssembledRun& run, RunPaths paths, RunStore* store, int64_t run_id)
+    : run_(run),
+      store_(store),
+      run_id_(run_id),
+      name_(paths.name()),
+      trainer_(run),
+      console_(run.train.steps),
+      evals_(run.eval, run.train.steps),
+      snapshots_(run.checkpoint, run.train.steps,
+                 SnapshotParts{*run.model, *run.optimizer, *run.parallel}, std::move(paths), store,
+                 run_id) {}
+
+void Session::restore(const SnapshotRef& snapshot) {
+  SnapshotState state = snapshots_.restore(snapshot);
+  if (state.data_positions.empty()) {
+    throw UserError(
+        fmt::format("snapshot '{}' holds no data position: it is damaged; resume "
+                    "from an earlier one (kiln runs show)",
+                    snapshot.path));
+  }
+  // A position names the next global batch (rank 0's window in it; rank r reads r windows
+  // further), so it holds at any world size.
+  run_.train_data->seek(state.data_positions.front());
+  trainer_.set_tokens_seen(state.tokens_seen);
+  try {
+    run_.precision->load_state(state.precision.get<std::map<std::string, double>>());
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(
+        fmt::format("snapshot '{}': its precision state is not a map of numbers "
+                    "({}): resume from an earlier snapshot",
+                    snapshot.path, e.what()));
+  }
+  start_step_ = state.step;
+}
+
+void Session::print_header() {
+  if (!store_) return;
+  const auto& config = run_.config;
+  console_.line(fmt::format("run '{}' (id {}) in {} | config hash {}", name_, run_id_,
+                            store_->path(), config.hash()));
+  console_.line(
+      fmt::format("model {}: {:.2f}M parameters, context {} | device {} | {} CPU threads",
+                  config.type("model"), static_cast<double>(run_.model->parameter_count()) / 1e6,
+                  run_.model->context_length(), run_.device.str(), at::get_num_threads()));
+  console_.line("data: " + run_.train_data->describe());
+  console_.line(fmt::format(
+      "batch: {} tokens per step = micro_batch {} x seq_len {} x {} micro-steps x {} rank(s) | "
+      "{} steps",
+      run_.batch_tokens, run_.train.micro_batch, run_.train.seq_len, run_.grad_accum,
+      run_.parallel->world_size(), run_.train.steps));
+  if (start_step_ > 0) {
+    console_.line(fmt::format("resuming after step {} ({} tokens seen)", start_step_,
+                              trainer_.tokens_seen()));
+  }
+  console_.legend();
+}
+
+SessionOutcome Session::train() {
+  SessionOutcome outcome{run_id_, name_, "completed", start_step_, 0};
+  try {
+    train_steps(outcome);
+    if (evals_.final_test(outcome.status == "completed")) test_at_end(outcome.steps_done);
+  } catch (const c10::Error& e) {
+    std::string message = e.what_without_backtrace();
+    if (store_) store_->finish_run(run_id_, "failed", message);
+    throw std::runtime_error("LibTorch: " + message);
+  } catch (const std::exception& e) {
+    if (store_) store_->finish_run(run_id_, "failed", e.what());
+    throw;
+  }
+  if (!store_) return outcome;
+  store_->finish_run(run_id_, outcome.status);
+  print_closing(outcome);
+  return outcome;
+}
+
+void Session::train_steps(SessionOutcome& outcome) {
+  for (int64_t step = start_step_ + 1; step <= run_.train.steps; ++step) {
+    StepStats stats = trainer_.train_step(step);
+    train_seconds_ += stats.dt_ms / 1000.0;
+    if (step == start_step_ + 1) report_optimizer_state();
+    if (store_) store_->add_metric(run_id_, metric_row(stats, run_.parallel->world_size()));
+    if (stats.nonfinite) handle_nonfinite(stats);
+    if (store_) print_step(stats);
+    outcome.steps_done = step;
+    outcome.final_loss = stats.loss;
+    if (evals_.due(step)) evaluate(step);
+    const bool interrupted = StopSignal::requested();
+    if (snapshots_.due(step, interrupted)) snapshot(step, /*best=*/false);
+    if (interrupted) {
+      outcome.status = "interrupted";
+      return;
+    }
+  }
+}
+
+// Every train.log_every steps, and the session's first and the run's last step.
+void Session::print_step(const StepStats& stats) {
+  const int64_t step = stats.step;
+  const bool print =
+      step == start_step_ + 1 || step == run_.train.steps || step % run_.train.log_every == 0;
+  console_.step(stats, print);
+  if (print && stats.bubble) console_.line(pipeline_line(stats));
+}
+
+void Session::evaluate(int64_t step) {
+  const double loss = trainer_.evaluate(*run_.val_data, run_.eval.steps);
+  if (store_) {
+    store_->add_eval(run_id_, EvalRow{step, "val", loss, ""});
+    console_.eval(step, "val", loss);
+  }
+  if (snapshots_.best_due(loss)) snapshot(step, /*best=*/true);
+}
+
+// The seed recipe's closing number: loss and perplexity over the whole test split.
+void Session::test_at_end(int64_t step) {
+  if (!run_.test_data) return;
+  const double loss = trainer_.evaluate(*run_.test_data, run_.test_data->batches_per_pass());
+  if (!store_) return;
+  store_->add_eval(run_id_, EvalRow{step, "test", loss, ""});
+  console_.eval(step, "test", loss);
+}
+
+// What the snapshot policy cannot know: where the run is and what it was configured with.
+void Session::snapshot(int64_t step, bool best) {
+  SnapshotState state;
+  if (store_) {
+    state.tokens_seen = trainer_.tokens_seen();
+    state.world_size = run_.parallel->world_size();
+    state.data_positions.assign(static_cast<size_t>(state.world_size), run_.train_data->position());
+    state.precision = run_.precision->state();
+    state.config_toml = run_.config.to_toml();
+    state.config_hash = run_.config.hash();
+  }
+  snapshots_.save(step, best, std::move(state));
+}
+
+// The step was not applied (Trainer); abort or say so, as train.on_nonfinite asks.
+void Session::handle_nonfinite(const StepStats& stats) {
+  const std::string what = fmt::format(
+      "step {}: the gradients are not finite (norm {}, loss {}), so the update was not applied",
+      stats.step, std::fabs(stats.grad_norm), std::fabs(stats.loss));  // "nan", not "-nan"
+  if (!run_.train.abort_on_nonfinite) {
+    if (store_) console_.line(what + " (train.on_nonfinite = \"skip\")");
+    return;
+  }
+  const int64_t last = snapshots_.last_step();
+  const std::string from = last > 0 ? fmt::format("its last snapshot (step {})", last)
+                                    : std::string("step 0 (it has no snapshot)");
+  throw DivergedError(fmt::format(
+      "{} and the run stopped (train.on_nonfinite = \"abort\"): `kiln resume {}` continues "
+      "from {}; add --set train.on_nonfinite=skip to step over such batches, or start again "
+      "with a lower optimizer.lr or a train.grad_clip",
+      what, name_, from));
+}
+
+// The optimizer's state, as bytes serialized, on each rank once the first step created it:
+// what sharding it (parallel.type = "zero") saves.
+void Session::report_optimizer_state() {
+  const int world = run_.parallel->world_size();
+  std::vector<double> mine(static_cast<size_t>(world), 0.0);
+  mine[static_cast<size_t>(run_.parallel->rank())] =
+      static_cast<double>(serialized_bytes(*run_.optimizer));
+  at::Tensor all = run_.parallel->sum(at::tensor(mine, at::kDouble).to(run_.device)).cpu();
+  if (!store_) return;
+  std::string sizes;
+  for (int r = 0; r < world; ++r) {
+    sizes += fmt::format("{}{:.2f}", r ? ", " : "", all[r].item<double>() / (1 << 20));
+  }
+  console_.line(fmt::format("optimizer state per rank: {} MiB", sizes));
+}
+
+void Session::print_closing(const SessionOutcome& outcome) {
+  console_.line(fmt::format(
+      "{} {} of {} steps; {} of training this session | final loss {:.6f} | run store {:.1f} "
+      "ms ({:.3f}% of step time) | snapshots {:.1f} ms",
+      outcome.status, outcome.steps_done, run_.train.steps, format_duration(train_seconds_),
+      outcome.final_loss, store_->seconds_spent() * 1000.0,
+      train_seconds_ > 0 ? 100.0 * store_->seconds_spent() / train_seconds_ : 0.0,
+      snapshots_.seconds() * 1000.0));
+}
+
+}  // namespace kiln

@@ -1,0 +1,62 @@
+// A training session: the loop around a Trainer for one `kiln run` or `kiln resume`, from the
+// step after the one it starts from to train.steps or a stop signal. It records metrics and evals
+// in the run store, prints the console lines, handles non-finite steps and reports the optimizer
+// state's size; after each step it asks EvalPolicy "evaluate now?" and SnapshotPolicy "save now?"
+// / "best so far?", which own those decisions and their state. Every rank runs a session (the
+// evals and snapshots are collective); only rank 0, the one given a store, prints, records and
+// writes snapshots.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/checkpoint/snapshot_policy.h"
+#include "core/store/run_paths.h"
+#include "core/store/run_store.h"
+#include "core/train/console.h"
+#include "core/train/eval_policy.h"
+#include "core/train/session_outcome.h"
+#include "core/train/trainer.h"
+
+namespace kiln {
+
+// The run store's row for a step; rank skew only when several ranks took it.
+MetricRow metric_row(const StepStats& stats, int world_size);
+
+class Session {
+ public:
+  // `store`: null on ranks other than 0; `run_id`: the run's row, already in the store.
+  Session(AssembledRun& run, RunPaths paths, RunStore* store, int64_t run_id);
+
+  Console& console() { return console_; }
+  // Continues after `snapshot`: weights, optimizer, data position, RNG, counters. Collective.
+  void restore(const SnapshotRef& snapshot);
+  // Rank 0: the run, model, data and batch, and the legend of the step lines.
+  void print_header();
+  // Trains to train.steps or a stop signal, then closes the run's row: completed, interrupted,
+  // or failed with the error (which is rethrown, a LibTorch one as std::runtime_error).
+  SessionOutcome train();
+
+ private:
+  void train_steps(SessionOutcome& outcome);
+  void print_step(const StepStats& stats);
+  void evaluate(int64_t step);
+  void test_at_end(int64_t step);
+  void snapshot(int64_t step, bool best);
+  void handle_nonfinite(const StepStats& stats);
+  void report_optimizer_state();
+  void print_closing(const SessionOutcome& outcome);
+
+  AssembledRun& run_;
+  RunStore* store_;  // null on ranks other than 0
+  int64_t run_id_;
+  std::string name_;
+  Trainer trainer_;
+  Console console_;
+  EvalPolicy evals_;
+  SnapshotPolicy snapshots_;
+  int64_t start_step_ = 0;    // the step this session starts after: 0, or the snapshot's
+  double train_seconds_ = 0;  // in train_step, this session
+};
+
+}  // namespace kiln

@@ -1,0 +1,186 @@
+#include "core/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <optional>
+
+#include <torch/cuda.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/utils.h>
+
+namespace kiln {
+
+Trainer::Trainer(AssembledRun& run) : run_(run), parameters_(run.model->parameters()) {}
+
+namespace {
+
+// Splits a step's wall time into phases for `kiln bench`. Off during training: measuring on a
+// GPU means waiting for the device at every phase boundary, which costs the overlap it measures.
+class PhaseClock {
+ public:
+  PhaseClock(bool enabled, const torch::Device& device)
+      : enabled_(enabled), cuda_(device.is_cuda()), last_(std::chrono::steady_clock::now()) {}
+
+  void lap(double& slot_ms) {
+    if (!enabled_) return;
+    if (cuda_) torch::cuda::synchronize();
+    const auto now = std::chrono::steady_clock::now();
+    slot_ms += std::chrono::duration<double, std::milli>(now - last_).count();
+    last_ = now;
+  }
+
+ private:
+  bool enabled_, cuda_;
+  std::chrono::steady_clock::time_point last_;
+};
+
+}  // namespace
+
+at::Tensor Trainer::loss_of(const Batch& batch) {
+  return forward_loss(batch.inputs.to(run_.device, /*non_blocking=*/true),
+                      batch.targets.to(run_.device, /*non_blocking=*/true));
+}
+
+at::Tensor Trainer::forward_loss(const at::Tensor& inputs, const at::Tensor& targets) {
+  auto scope = run_.precision->forward_scope();
+  return loss_from_logits(run_.model->forward(inputs), targets);
+}
+
+at::Tensor Trainer::loss_from_logits(at::Tensor logits, const at::Tensor& targets) const {
+  const int64_t vocab = run_.model->vocab_size();
+  if (logits.size(-1) != vocab) logits = logits.narrow(-1, 0, vocab);  // padded vocabulary
+  return at::cross_entropy_loss(logits.reshape({-1, vocab}).to(at::kFloat), targets.reshape(-1));
+}
+
+PassContext Trainer::pass_context(DataSource& data, int64_t micro_batches, bool train) {
+  return PassContext{*run_.model,
+                     data,
+                     micro_batches,
+                     run_.device,
+                     train,
+                     [this](const at::Tensor& logits, const at::Tensor& targets) {
+                       return loss_from_logits(logits, targets);
+                     },
+                     [this]() -> std::shared_ptr<void> { return run_.precision->forward_scope(); },
+                     [this](const at::Tensor& loss) { return run_.precision->scale_loss(loss); }};
+}
+
+at::Tensor Trainer::clip_gradients(double max_norm) {
+  std::vector<at::Tensor> norms;
+  for (const auto& p : parameters_) {
+    if (p.grad().defined()) norms.push_back(p.grad().detach().to(at::kFloat).norm(2));
+  }
+  // Ranks that hold only a shard of the gradients (zero) see none at all in a small model.
+  at::Tensor local = norms.empty() ? at::zeros({}, at::TensorOptions().device(run_.device))
+                                   : at::stack(norms).norm(2);
+  at::Tensor total = run_.parallel->global_norm(local);
+  if (max_norm > 0) {
+    // As torch.nn.utils.clip_grad_norm_: scale by max_norm / norm only when that is below 1.
+    at::Tensor coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
+    for (auto& p : parameters_) {
+      if (p.grad().defined()) p.grad().detach().mul_(coef.to(p.grad().dtype()));
+    }
+  }
+  return total;
+}
+
+StepStats Trainer::train_step(int64_t step) {
+  const auto start = std::chrono::steady_clock::now();
+  auto& optimizer = *run_.optimizer;
+  StepStats stats;
+  stats.step = step;
+  stats.lr = run_.schedule->lr(step - 1);
+  set_lr(optimizer, stats.lr);
+  optimizer.zero_grad();
+
+  phases_ = PhaseTimes{};
+  PhaseClock clock(profile_, run_.device);
+  PassContext passes = pass_context(*run_.train_data, run_.grad_accum, /*train=*/true);
+  std::optional<at::Tensor> piped = run_.parallel->run_passes(passes);
+  at::Tensor loss_sum = piped ? *piped : at::zeros({}, at::TensorOptions().device(run_.device));
+  if (piped) clock.lap(phases_.forward_ms);  // a pipeline's passes interleave both directions
+  for (int64_t micro = 0; !piped && micro < run_.grad_accum; ++micro) {
+    run_.parallel->begin_micro_step(micro == run_.grad_accum - 1);
+    Batch batch = run_.train_data->next();
+    auto inputs = batch.inputs.to(run_.device, /*non_blocking=*/true);
+    auto targets = batch.targets.to(run_.device, /*non_blocking=*/true);
+    clock.lap(phases_.data_ms);
+    // Each micro-batch's mean loss is divided by the number of micro-batches, so the summed
+    // gradients equal those of one big batch.
+    at::Tensor loss = forward_loss(inputs, targets) / static_cast<double>(run_.grad_accum);
+    loss_sum += loss.detach();
+    clock.lap(phases_.forward_ms);
+    run_.precision->scale_loss(loss).backward();
+    clock.lap(phases_.backward_ms);
+  }
+  run_.parallel->finish_gradients(*run_.model);
+  clock.lap(phases_.communication_ms);
+  stats.loss_scale = run_.precision->loss_scale();
+  stats.skipped = !run_.precision->prepare_step(parameters_);
+  at::Tensor norm = clip_gradients(run_.train.grad_clip);
+  clock.lap(phases_.optimizer_ms);
+
+  // One all-reduce and one host transfer per step carry the loss (each rank's share), the norm
+  // (the same on every rank) and per rank: the time to here, and a pipeline's pass times. It
+  // comes before the update because the update needs it: a non-finite norm means some gradient
+  // is inf or NaN, and that update would poison the weights, so it is never applied.
+  const int world = run_.parallel->world_size();
+  const int rank = run_.parallel->rank();
+  const double local_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const auto pass = run_.parallel->pass_times();
+  std::vector<float> per_rank(4 * static_cast<size_t>(world), 0.0f);  // built on the host
+  per_rank[0 * world + rank] = static_cast<float>(local_ms);
+  per_rank[1 * world + rank] = static_cast<float>(pass.compute_ms);
+  per_rank[2 * world + rank] = static_cast<float>(pass.total_ms);
+  per_rank[3 * world + rank] = static_cast<float>(pass.peak_live);
+  at::Tensor host = run_.parallel
+                        ->sum(at::cat({at::stack({loss_sum * run_.parallel->loss_share(),
+                                                  norm.to(loss_sum.dtype()) / double(world)}),
+                                       at::tensor(per_rank).to(loss_sum.device())}))
+                        .to(at::kDouble)
+                        .cpu();  // the step's one host sync
+  clock.lap(phases_.communication_ms);
+  stats.grad_norm = host[1].item<double>();
+  if (!stats.skipped && !std::isfinite(stats.grad_norm)) stats.skipped = stats.nonfinite = true;
+  if (!stats.skipped) optimizer.step();
+  run_.parallel->finish_update(*run_.model);
+  clock.lap(phases_.optimizer_ms);
+
+  stats.loss = host[0].item<double>();
+  auto times = host.narrow(0, 2, 4 * world).reshape({4, world});
+  if (world > 1) stats.rank_skew_ms = (times[0].max() - times[0].min()).item<double>();
+  if (const int stages = run_.parallel->stages(); stages > 1) {
+    // Stage s of the first replica is rank s.
+    auto compute = times[1].narrow(0, 0, stages), total = times[2].narrow(0, 0, stages);
+    for (int s = 0; s < stages; ++s) {
+      stats.stage_compute_ms.push_back(compute[s].item<double>());
+      stats.stage_peak_live.push_back(times[3][s].item<int64_t>());
+    }
+    stats.bubble = 1.0 - (compute.sum() / total.sum()).item<double>();
+  }
+  tokens_seen_ += run_.batch_tokens;
+  stats.tokens_seen = tokens_seen_;
+  stats.dt_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  stats.tokens_per_sec = static_cast<double>(run_.batch_tokens) / (stats.dt_ms / 1000.0);
+  return stats;
+}
+
+double Trainer::evaluate(DataSource& data, int64_t batches) {
+  torch::NoGradGuard no_grad;
+  run_.model->eval();
+  data.reset();
+  PassContext passes = pass_context(data, batches, /*train=*/false);
+  std::optional<at::Tensor> piped = run_.parallel->run_passes(passes);
+  at::Tensor total =
+      piped ? piped->to(at::kDouble)
+            : at::zeros({}, at::TensorOptions().device(run_.device).dtype(at::kDouble));
+  for (int64_t i = 0; !piped && i < batches; ++i)
+    total += loss_of(data.next()).to(at::kDouble);
+  run_.model->train();
+  const double share = run_.parallel->loss_share();
+  return run_.parallel->sum(total * (share / static_cast<double>(batches))).item<double>();
+}
+
+}  // namespace kiln

@@ -1,0 +1,74 @@
+// The training step and evaluation, for an assembled run. One step:
+//   lr from the schedule -> grad_accum micro-steps of forward, loss / grad_accum, backward ->
+//   gradient sync (parallel strategy) -> unscale / finiteness check (precision policy) ->
+//   global-norm clip -> optimizer update.
+// The loss and the pre-clip norm come back to the host in one transfer per step.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/train/assemble.h"
+
+namespace kiln {
+
+struct StepStats {
+  int64_t step = 0;  // 1-based: the number of updates done once this one is applied
+  double loss = 0;   // mean cross-entropy over the step's tokens (all ranks)
+  double lr = 0;
+  double grad_norm = 0;  // global L2 norm before clipping
+  double dt_ms = 0;
+  double tokens_per_sec = 0;
+  int64_t tokens_seen = 0;
+  double loss_scale = 1;   // the precision policy's scale for this step's loss
+  bool skipped = false;    // the update was not applied (non-finite gradients)
+  bool nonfinite = false;  // ... because they were inf/NaN beyond what the precision policy expects
+  // With several ranks: the slowest rank's step time minus the fastest one's, the time up to
+  // the step's closing all-reduce (how long the fastest rank waited for the others).
+  double rank_skew_ms = 0;
+  // Pipelines: each stage's compute time in its passes, and the share of the stages' pass time
+  // spent waiting (the pipeline bubble).
+  std::vector<double> stage_compute_ms;
+  std::vector<int64_t> stage_peak_live;  // most micro-batches' activations each stage held
+  std::optional<double> bubble;
+};
+
+// Where a step's wall time went, when the trainer is profiling (kiln bench).
+struct PhaseTimes {
+  double data_ms = 0;     // next batch from the loader, copy to the device
+  double forward_ms = 0;  // forward pass and loss
+  double backward_ms = 0;
+  double communication_ms = 0;  // gradient sync across ranks, the loss to the host
+  double optimizer_ms = 0;      // unscale, clip, update
+};
+
+class Trainer {
+ public:
+  explicit Trainer(AssembledRun& run);
+
+  StepStats train_step(int64_t step);
+  // Mean loss over `batches` micro-batches of `data` from its start, without gradients.
+  double evaluate(DataSource& data, int64_t batches);
+  int64_t tokens_seen() const { return tokens_seen_; }
+  // Profiling waits for the device between phases so that last_phases() is exact.
+  void set_profiling(bool on) { profile_ = on; }
+  const PhaseTimes& last_phases() const { return phases_; }
+  void set_tokens_seen(int64_t tokens) { tokens_seen_ = tokens; }
+
+ private:
+  at::Tensor loss_of(const Batch& batch);
+  at::Tensor forward_loss(const at::Tensor& inputs, const at::Tensor& targets);
+  // Global gradient norm (a tensor: no host sync); scales gradients down to `max_norm` if > 0.
+  at::Tensor clip_gradients(double max_norm);
+  at::Tensor loss_from_logits(at::Tensor logits, const at::Tensor& targets) const;
+  PassContext pass_context(DataSource& data, int64_t micro_batches, bool train);
+
+  AssembledRun& run_;
+  std::vector<at::Tensor> parameters_;
+  int64_t tokens_seen_ = 0;
+  bool profile_ = false;
+  PhaseTimes phases_;
+};
+
+}  // namespace kiln

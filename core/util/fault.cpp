@@ -1,0 +1,38 @@
+#include "core/util/fault.h"
+
+#include <csignal>
+#include <cstdlib>
+#include <string>
+
+namespace kiln {
+
+namespace {
+
+struct Fault {
+  std::string name;  // empty: no fault asked for
+  long remaining = 0;
+};
+
+Fault parse(const char* spec) {
+  Fault fault;
+  if (!spec || !*spec) return fault;
+  const std::string text(spec);
+  const auto colon = text.rfind(':');
+  fault.name = text.substr(0, colon);
+  fault.remaining = colon == std::string::npos ? 1 : std::atol(text.c_str() + colon + 1);
+  return fault;
+}
+
+}  // namespace
+
+bool fault_due(const char* name) {
+  static Fault fault = parse(std::getenv("KILN_FAULT"));
+  if (fault.name.empty() || fault.name != name) return false;
+  return --fault.remaining == 0;
+}
+
+void fault_point(const char* name) {
+  if (fault_due(name)) std::raise(SIGKILL);
+}
+
+}  // namespace kiln

@@ -1,0 +1,19 @@
+// Fault injection for the crash tests: named points in the code where a test can make the
+// process fail as a power cut or a full disk would. KILN_FAULT="NAME:N" fires the point NAME the
+// N-th time the process reaches it (N = 1 when left out). Unset, a point costs one branch.
+//
+// Crash points (SIGKILL): snapshot.partial (model.pt written, the rest not), snapshot.unpublished
+// (every file written and synced, not yet renamed into place), snapshot.published (renamed, not
+// yet in the db), store.uncommitted (rows inserted, COMMIT not yet run).
+// disk.full: the N-th file written through SyncedFileWriter (core/util/fs.h) fails with ENOSPC, for
+// machines where a test cannot mount a small tmpfs.
+#pragma once
+
+namespace kiln {
+
+// True when this is the visit to `name` that KILN_FAULT asks to fail.
+bool fault_due(const char* name);
+// SIGKILLs the process when fault_due(name).
+void fault_point(const char* name);
+
+}  // namespace kiln

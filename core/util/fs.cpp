@@ -1,0 +1,162 @@
+#include "core/util/fs.h"
+
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/util/error.h"
+#include "core/util/fault.h"
+#include "core/util/text.h"
+
+namespace kiln {
+
+std::vector<std::string> glob_files(const std::string& pattern) {
+  glob_t g{};
+  std::vector<std::string> out;
+  if (::glob(pattern.c_str(), 0, nullptr, &g) == 0) {
+    for (size_t i = 0; i < g.gl_pathc; ++i)
+      out.emplace_back(g.gl_pathv[i]);
+  }
+  globfree(&g);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void ensure_parent_dir(const std::string& path) {
+  auto parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(parent, ec);
+  if (ec) {
+    throw UserError(fmt::format("cannot create directory '{}': {}: choose a writable location",
+                                parent.string(), ec.message()));
+  }
+}
+
+namespace {
+
+[[noreturn]] void fail_io(const char* what, const std::string& path, int err) {
+  throw UserError(
+      fmt::format("cannot {} '{}': {}: check the path, its permissions and free disk "
+                  "space",
+                  what, path, std::strerror(err)));
+}
+
+}  // namespace
+
+void write_file_synced(const std::string& path, const std::string& contents) {
+  SyncedFileWriter file(path);
+  file.write(contents.data(), contents.size());
+  file.finish();
+}
+
+SyncedFileWriter::SyncedFileWriter(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail_io("create", path_, errno);
+  if (fault_due("disk.full")) {
+    error_ = ENOSPC;
+    failed_ = "write";
+  }
+}
+
+SyncedFileWriter::~SyncedFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void SyncedFileWriter::write(const void* data, size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  while (error_ == 0 && bytes > 0) {
+    ssize_t n = ::write(fd_, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      error_ = errno;
+      failed_ = "write";
+      break;
+    }
+    p += n;
+    bytes -= static_cast<size_t>(n);
+  }
+}
+
+void SyncedFileWriter::finish() {
+  if (error_ == 0 && ::fsync(fd_) != 0) {
+    error_ = errno;
+    failed_ = "sync";
+  }
+  const int closed = ::close(fd_);
+  fd_ = -1;
+  if (error_ == 0 && closed != 0) {
+    error_ = errno;
+    failed_ = "close";
+  }
+  if (error_ != 0) fail_io(failed_, path_, error_);
+}
+
+bool is_contained_name(const std::string& name) {
+  bool bad = name.empty() || name.front() == '/' || name.size() > 200;
+  for (const auto& part : split(name, '/'))
+    bad = bad || part.empty() || part == "." || part == "..";
+  for (unsigned char c : name)
+    bad = bad || c < 0x20 || c == 0x7f || c == '\\';
+  return !bad;
+}
+
+void sync_dir(const std::string& path) {
+  int fd = ::open(path.empty() ? "." : path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) fail_io("open directory", path, errno);
+  ::fsync(fd);  // some file systems refuse fsync on directories; the rename is still atomic
+  ::close(fd);
+}
+
+void write_file_atomic(const std::string& path, const std::string& contents) {
+  ensure_parent_dir(path);
+  const std::string tmp = path + ".tmp";
+  try {
+    write_file_synced(tmp, contents);
+  } catch (const UserError&) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    fail_io("rename into place", path, err);
+  }
+  sync_dir(std::filesystem::path(path).parent_path().string());
+}
+
+ScratchDir::ScratchDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "kiln-XXXXXX").string();
+  if (!::mkdtemp(pattern.data())) fail_io("create a temporary directory in", pattern, errno);
+  path_ = pattern;
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+FileLock::FileLock(const std::string& path, const std::string& busy_message) {
+  ensure_parent_dir(path);
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail_io("create lock file", path, errno);
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+    throw UserError(busy_message);
+  }
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+}  // namespace kiln

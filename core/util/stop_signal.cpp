@@ -1,0 +1,49 @@
+#include "core/util/stop_signal.h"
+
+#include <unistd.h>
+
+#include <atomic>
+
+namespace kiln {
+
+namespace {
+
+// Read and written from the signal handler: lock-free atomics are async-signal-safe.
+std::atomic<int> g_received{0};
+std::atomic<bool> g_exit_on_second{false};
+int g_installed = 0;  // StopSignals alive; changed only by their constructors and destructors
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free);
+
+void on_stop_signal(int signal) {
+  if (g_received.exchange(signal) != 0 && g_exit_on_second.load()) ::_exit(128 + signal);
+}
+
+}  // namespace
+
+StopSignal::StopSignal(Second second) {
+  // A fresh start for the outermost one: a signal recorded under an earlier StopSignal (an
+  // earlier sweep in the same test process) must not stop this one. A nested one keeps what
+  // the enclosing one recorded.
+  if (g_installed++ == 0) g_received = 0;
+  previous_second_ =
+      g_exit_on_second.exchange(second == Second::kExit) ? Second::kExit : Second::kRecord;
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = 0;  // no SA_RESTART: a blocking call returns EINTR, so its loop sees the stop
+  sigaction(SIGINT, &action, &previous_int_);
+  sigaction(SIGTERM, &action, &previous_term_);
+}
+
+StopSignal::~StopSignal() {
+  sigaction(SIGINT, &previous_int_, nullptr);
+  sigaction(SIGTERM, &previous_term_, nullptr);
+  g_exit_on_second = previous_second_ == Second::kExit;
+  --g_installed;
+}
+
+int StopSignal::received() {
+  return g_received.load();
+}
+
+}  // namespace kiln

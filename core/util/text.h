@@ -1,0 +1,20 @@
+// Small string helpers shared by the config loader, the CLI and the console.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+std::string join(const std::vector<std::string>& parts, const std::string& sep);
+std::vector<std::string> split(const std::string& s, char sep);
+size_t edit_distance(const std::string& a, const std::string& b);
+// The candidate closest to `word`, or "" when none is close enough to be a plausible typo.
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
+// "1h02m", "3m05s", "12s": how long an ETA or a run takes, readable at a glance.
+std::string format_duration(double seconds);
+// Whether `s` is well-formed UTF-8: no stray continuation byte, overlong form, surrogate or
+// code point past U+10FFFF.
+bool is_valid_utf8(const std::string& s);
+
+}  // namespace kiln

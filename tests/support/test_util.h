@@ -1,0 +1,147 @@
+// Helpers shared by the tests: scratch directories, running the kiln binary, reading SQLite.
+#pragma once
+
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/util/fs.h"
+
+namespace kiln::testing {
+
+using TempDir = kiln::ScratchDir;
+
+inline void write_text(const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `kiln ARGS` from the source tree, as a user would.
+inline CommandResult run_kiln(const std::string& args) {
+  CommandResult result;
+  std::string command = std::string("'") + KILN_BINARY + "' " + args + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0)
+    result.output.append(buf, n);
+  int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+struct Outcome {
+  bool killed = false;  // by SIGKILL, from the fault point or from us
+  int exit_code = -1;
+};
+
+// Runs `kiln ARGS...` (output to `log`) with KILN_FAULT = `fault` (if not empty), SIGKILLing it
+// as soon as `kill_now()` says so (asked every 5 ms) unless it ended first.
+inline Outcome run_child_until(const std::vector<std::string>& args, const std::string& log,
+                               const std::string& fault, const std::function<bool()>& kill_now) {
+  std::fflush(stdout);  // or the child would print what the parent has buffered
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> argv = {const_cast<char*>(KILN_BINARY)};
+    for (const auto& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    if (!fault.empty()) ::setenv("KILN_FAULT", fault.c_str(), 1);
+    ::freopen(log.c_str(), "w", stdout);
+    ::dup2(::fileno(stdout), ::fileno(stderr));
+    ::execv(KILN_BINARY, argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  bool waited = false;
+  while (!kill_now()) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      waited = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (!waited) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  Outcome outcome;
+  outcome.killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+  if (WIFEXITED(status)) outcome.exit_code = WEXITSTATUS(status);
+  return outcome;
+}
+
+// The same, SIGKILLing it after `kill_after`.
+inline Outcome run_child(const std::vector<std::string>& args, const std::string& log,
+                         const std::string& fault = "",
+                         std::chrono::milliseconds kill_after = std::chrono::minutes(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + kill_after;
+  return run_child_until(args, log, fault,
+                         [deadline] { return std::chrono::steady_clock::now() >= deadline; });
+}
+
+// Every row of a query, each column as text ("NULL" for null).
+inline std::vector<std::vector<std::string>> query(const std::string& db_path,
+                                                   const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  std::vector<std::vector<std::string>> rows;
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK) {
+    while (sqlite3_step(stmt) == SQLITE_ROW) {
+      std::vector<std::string> row;
+      for (int i = 0; i < sqlite3_column_count(stmt); ++i) {
+        auto* text = sqlite3_column_text(stmt, i);
+        row.emplace_back(text ? reinterpret_cast<const char*>(text) : "NULL");
+      }
+      rows.push_back(std::move(row));
+    }
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return rows;
+}
+
+// The first column of every row as a double, exactly as stored (no text round trip).
+inline std::vector<double> query_doubles(const std::string& db_path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  std::vector<double> out;
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK) {
+    while (sqlite3_step(stmt) == SQLITE_ROW)
+      out.push_back(sqlite3_column_double(stmt, 0));
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return out;
+}
+
+// The first column of the first row, or "" when the query returns nothing (or no db exists).
+inline std::string scalar(const std::string& db_path, const std::string& sql) {
+  auto rows = query(db_path, sql);
+  return rows.empty() || rows[0].empty() ? "" : rows[0][0];
+}
+
+}  // namespace kiln::testing

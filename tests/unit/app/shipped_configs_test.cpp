@@ -1,0 +1,131 @@
+// Every config a user is shown must load: each file in experiments/ (sweep files through the
+// sweep loader, every member expanded and checked) and each ```toml example in README.md. The
+// files are found by listing the folder and scanning the README here, so a new experiment or
+// example is covered without touching this test.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "core/app/sweep_spec.h"
+#include "core/config/config.h"
+#include "core/util/error.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Sweep files name their base experiment relative to the source tree, as users run kiln there.
+class InSourceTree {
+ public:
+  InSourceTree() : before_(fs::current_path()) { fs::current_path(KILN_SOURCE_DIR); }
+  ~InSourceTree() { fs::current_path(before_); }
+
+ private:
+  fs::path before_;
+};
+
+// A sweep file by what it says, independently of Kiln's own is_sweep_file(): a top-level
+// `base = ...` line, or "sweep" in its name.
+bool looks_like_sweep(const std::string& file_name, const std::string& text) {
+  static const std::regex base_line(R"((^|\n)[ \t]*base[ \t]*=)");
+  return file_name.find("sweep") != std::string::npos || std::regex_search(text, base_line);
+}
+
+// Loads a sweep file and expands it: every member's config is validated against the base.
+void expect_sweep_loads(const std::string& path) {
+  SCOPED_TRACE(path);
+  EXPECT_TRUE(is_sweep_file(path));
+  try {
+    const SweepSpec spec = load_sweep_file(path);
+    const std::vector<SweepMember> members = expand_sweep(spec);
+    EXPECT_FALSE(members.empty());
+    for (const auto& member : members)
+      EXPECT_EQ(member.name.rfind(spec.name + "/", 0), 0u) << member.name;
+  } catch (const UserError& e) {
+    ADD_FAILURE() << e.what();
+  }
+}
+
+TEST(ShippedConfigs, EveryExperimentFileLoads) {
+  InSourceTree here;
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator("experiments")) {
+    if (entry.path().extension() == ".toml") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  int experiments = 0, sweeps = 0;
+  for (const auto& file : files) {
+    const std::string path = file.string();
+    if (looks_like_sweep(file.filename().string(), testing::read_file(path))) {
+      expect_sweep_loads(path);
+      ++sweeps;
+      continue;
+    }
+    SCOPED_TRACE(path);
+    EXPECT_FALSE(is_sweep_file(path));
+    try {
+      EXPECT_FALSE(load_config(path, {}).type("model").empty());
+    } catch (const UserError& e) {
+      ADD_FAILURE() << e.what();
+    }
+    ++experiments;
+  }
+  // Guards against an empty listing passing vacuously.
+  EXPECT_GE(experiments, 1);
+  EXPECT_GE(sweeps, 1);
+  std::cout << experiments << " experiment files and " << sweeps << " sweep files loaded\n";
+}
+
+struct TomlBlock {
+  int line = 0;  // of the opening fence in README.md
+  std::string text;
+};
+
+std::vector<TomlBlock> readme_toml_blocks() {
+  const std::string readme = testing::read_file(std::string(KILN_SOURCE_DIR) + "/README.md");
+  std::vector<TomlBlock> blocks;
+  const std::string open = "```toml\n";
+  for (size_t at = readme.find(open); at != std::string::npos; at = readme.find(open, at + 1)) {
+    const size_t body = at + open.size();
+    const size_t close = readme.find("\n```", body - 1);
+    if (close == std::string::npos) break;
+    const int line = static_cast<int>(std::count(readme.begin(), readme.begin() + at, '\n')) + 1;
+    blocks.push_back({line, readme.substr(body, close + 1 - body)});
+  }
+  return blocks;
+}
+
+TEST(ShippedConfigs, EveryTomlExampleInTheReadmeLoads) {
+  InSourceTree here;
+  testing::TempDir scratch;
+  const auto blocks = readme_toml_blocks();
+  ASSERT_GE(blocks.size(), 2u) << "no ```toml examples found in README.md";
+  for (const auto& block : blocks) {
+    const std::string where = "README.md:" + std::to_string(block.line);
+    SCOPED_TRACE(where);
+    if (looks_like_sweep("", block.text)) {
+      const std::string path = scratch / ("readme_" + std::to_string(block.line) + ".toml");
+      testing::write_text(path, block.text);
+      expect_sweep_loads(path);
+      continue;
+    }
+    // A fragment (a section or two) is completed with the one section that has no default.
+    const bool fragment = block.text.find("[model]") == std::string::npos;
+    const std::string text = fragment ? block.text + "\n[model]\ntype = \"gpt\"\n" : block.text;
+    try {
+      EXPECT_FALSE(load_config_text(text, where, {}).type("model").empty());
+    } catch (const UserError& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln

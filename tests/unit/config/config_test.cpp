@@ -1,0 +1,176 @@
+#include "core/config/config.h"
+
+#include <gtest/gtest.h>
+
+#include "core/config/options.h"
+#include "core/util/error.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+const char* kMinimal = R"(
+[model]
+type = "gpt"
+n_layer = 2
+
+[train]
+steps = 10
+micro_batch = 4
+seq_len = 16
+)";
+
+// Appends the one section without a default, so that each test meets only its own mistake.
+std::string with_model(const std::string& text) {
+  return text + "\n[model]\ntype = \"gpt\"\n";
+}
+
+std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  try {
+    load_config_text(text.find("[model]") == std::string::npos ? with_model(text) : text,
+                     "exp.toml", overrides);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Config, FillsDefaultsFromSectionsAndPlugins) {
+  ResolvedConfig c = load_config_text(kMinimal, "exp.toml", {});
+  EXPECT_EQ(c.params("train").integer("steps"), 10);
+  EXPECT_EQ(c.params("model").integer("n_layer"), 2);
+  EXPECT_EQ(c.params("model").integer("n_head"), 12);  // gpt's declared default
+  EXPECT_EQ(c.type("optimizer"), "adamw");             // the plugin that declares itself default
+  EXPECT_EQ(c.type("precision"), "fp32");
+  EXPECT_DOUBLE_EQ(c.params("train").real("grad_clip"), 1.0);
+}
+
+TEST(Config, TypoNamesFileLineColumnAndSuggestsTheNearestKey) {
+  std::string e = error_of("[train]\nsteps = 5\nstpes = 10\n");
+  EXPECT_NE(e.find("exp.toml:3:1"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown key 'train.stpes'"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'train.steps'?"), std::string::npos) << e;
+}
+
+TEST(Config, UnknownSectionSuggestsTheNearestSection) {
+  std::string e = error_of("[trian]\nsteps = 5\n");
+  EXPECT_NE(e.find("exp.toml:1:2"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean [train]?"), std::string::npos) << e;
+}
+
+TEST(Config, PluginKeysAreCheckedAgainstTheChosenPlugin) {
+  std::string e = error_of("[model]\ntype = \"gpt\"\nn_layers = 3\n");
+  EXPECT_NE(e.find("exp.toml:3:1: unknown key 'model.n_layers': did you mean 'model.n_layer'?"),
+            std::string::npos)
+      << e;
+}
+
+TEST(Config, WrongTypeIsAnError) {
+  std::string e = error_of("[train]\nsteps = \"ten\"\n");
+  EXPECT_NE(e.find("exp.toml:2:9"), std::string::npos) << e;
+  EXPECT_NE(e.find("'train.steps' must be int"), std::string::npos) << e;
+  EXPECT_NE(error_of("[train]\nsteps = 2.5\n").find("must be int"), std::string::npos);
+}
+
+TEST(Config, IntegersAreAcceptedWhereFloatsAreDeclared) {
+  ResolvedConfig c = load_config_text(with_model("[optimizer]\nlr = 1\n"), "exp.toml", {});
+  EXPECT_DOUBLE_EQ(c.params("optimizer").real("lr"), 1.0);
+}
+
+TEST(Config, OutOfRangeIsAnError) {
+  std::string e = error_of("[train]\nsteps = 0\n");
+  EXPECT_NE(e.find("'train.steps' is 0, out of range: must be >= 1"), std::string::npos) << e;
+  e = error_of("[model]\ntype = \"gpt\"\ndropout = 1.5\n");
+  EXPECT_NE(e.find("'model.dropout' is 1.5, out of range"), std::string::npos) << e;
+  e = error_of("[run]\ndevice = \"tpu\"\n");
+  EXPECT_NE(e.find("must be one of \"auto\", \"cpu\", \"cuda\""), std::string::npos) << e;
+}
+
+TEST(Config, UnknownPluginListsTheAvailableOnes) {
+  std::string e = error_of("[optimizer]\ntype = \"adamw2\"\n");
+  EXPECT_NE(e.find("exp.toml:2:8: unknown optimizer plugin 'adamw2'"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'adamw'?"), std::string::npos) << e;
+  EXPECT_NE(e.find("sgd"), std::string::npos) << e;
+}
+
+TEST(Config, ModelNeedsAType) {
+  try {
+    load_config_text("[train]\nsteps = 3\n", "exp.toml", {});
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("[model] needs a type"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Config, SyntaxErrorsCarryLineAndColumn) {
+  std::string e = error_of("[train]\nsteps = = 5\n");
+  EXPECT_NE(e.find("exp.toml:2:"), std::string::npos) << e;
+  EXPECT_NE(e.find("TOML syntax error"), std::string::npos) << e;
+}
+
+TEST(Config, MissingFileIsAClearError) {
+  try {
+    load_config("/nonexistent/exp.toml", {});
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot open experiment file '/nonexistent/exp.toml'"),
+              std::string::npos);
+  }
+}
+
+TEST(Config, OverridesWinOverTheFileAndLaterOverridesWinOverEarlier) {
+  ResolvedConfig c = load_config_text(
+      kMinimal, "exp.toml",
+      {"train.steps=20", "optimizer.lr=3e-3", "train.steps=30", "run.name=lr3e-3"});
+  EXPECT_EQ(c.params("train").integer("steps"), 30);
+  EXPECT_DOUBLE_EQ(c.params("optimizer").real("lr"), 3e-3);
+  EXPECT_EQ(c.params("run").text("name"), "lr3e-3");  // not TOML: taken as a bare string
+  EXPECT_EQ(c.where("train.steps").str(), "--set train.steps=30");
+  EXPECT_EQ(c.where("model.n_layer").str(), "exp.toml:4:11");
+}
+
+TEST(Config, OverridesAreValidatedLikeTheFile) {
+  std::string e = error_of(kMinimal, {"train.stpes=5"});
+  EXPECT_NE(e.find("--set train.stpes=5: unknown key 'train.stpes': did you mean 'train.steps'?"),
+            std::string::npos)
+      << e;
+  e = error_of(kMinimal, {"train.steps=many"});
+  EXPECT_NE(e.find("--set train.steps=many: 'train.steps' must be int"), std::string::npos) << e;
+  EXPECT_NE(error_of(kMinimal, {"steps"}).find("expected section.key=value"), std::string::npos);
+}
+
+TEST(Config, CanonicalTextReloadsToTheSameConfigAndHash) {
+  ResolvedConfig a = load_config_text(kMinimal, "exp.toml", {"optimizer.lr=0.1"});
+  ResolvedConfig b = load_config_text(a.to_toml(), "stored", {});
+  EXPECT_EQ(a.to_toml(), b.to_toml());
+  EXPECT_EQ(a.hash(), b.hash());
+  EXPECT_EQ(a.hash().size(), 16u);
+}
+
+TEST(Config, HashIgnoresNamesAndPathsButNotNumbers) {
+  ResolvedConfig a = load_config_text(kMinimal, "exp.toml", {});
+  EXPECT_EQ(a.hash(),
+            load_config_text(kMinimal, "exp.toml", {"run.name=x", "run.db=/tmp/x.db"}).hash());
+  EXPECT_NE(a.hash(), load_config_text(kMinimal, "exp.toml", {"run.seed=1"}).hash());
+  EXPECT_NE(a.hash(), load_config_text(kMinimal, "exp.toml", {"optimizer.lr=1e-3"}).hash());
+}
+
+TEST(Config, GradientAccumulationMustDivideExactly) {
+  ResolvedConfig c = load_config_text(kMinimal, "exp.toml", {"train.batch_tokens=256"});
+  EXPECT_EQ(train_options(c).grad_accum(1, c), 4);  // 256 / (4 x 16)
+  EXPECT_EQ(train_options(c).grad_accum(2, c), 2);
+  ResolvedConfig bad = load_config_text(kMinimal, "exp.toml", {"train.batch_tokens=100"});
+  try {
+    train_options(bad).grad_accum(1, bad);
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("--set train.batch_tokens=100"), std::string::npos) << m;
+    EXPECT_NE(m.find("not a multiple of micro_batch x seq_len x world_size = 4 x 16 x 1 = 64"),
+              std::string::npos)
+        << m;
+  }
+}
+
+}  // namespace
+}  // namespace kiln

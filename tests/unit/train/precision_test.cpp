@@ -1,0 +1,94 @@
+#include <cmath>
+
+#include <gtest/gtest.h>
+#include <torch/nn/modules/linear.h>
+
+#include "core/api/precision.h"
+#include "core/config/config.h"
+#include "core/train/loss_scaler.h"
+#include "core/util/error.h"
+
+namespace kiln {
+namespace {
+
+std::vector<at::Tensor> params_with_grads(const std::vector<float>& grads) {
+  std::vector<at::Tensor> params;
+  for (float g : grads) {
+    auto p = at::zeros({3});
+    p.mutable_grad() = at::full({3}, g);
+    params.push_back(p);
+  }
+  return params;
+}
+
+TEST(LossScaler, UnscalesCleanGradientsAndGrowsAfterTheInterval) {
+  LossScaler scaler({1024.0, 2.0, 0.5, 3, 1.0});
+  EXPECT_DOUBLE_EQ(scaler.scale(at::ones({})).item<double>(), 1024.0);
+  for (int step = 1; step <= 3; ++step) {
+    auto params = params_with_grads({2048.0f, -512.0f});
+    ASSERT_TRUE(scaler.unscale_and_update(params));
+    EXPECT_FLOAT_EQ(params[0].grad()[0].item<float>(), 2048.0f / 1024.0f);
+    EXPECT_FLOAT_EQ(params[1].grad()[2].item<float>(), -0.5f);
+  }
+  EXPECT_DOUBLE_EQ(scaler.current_scale(), 2048.0);  // 3 clean steps: doubled
+  EXPECT_EQ(scaler.clean_steps(), 0);
+}
+
+TEST(LossScaler, SkipsAndBacksOffOnInfOrNan) {
+  LossScaler scaler({1024.0, 2.0, 0.5, 3, 1.0});
+  auto clean = params_with_grads({1.0f});
+  ASSERT_TRUE(scaler.unscale_and_update(clean));
+  EXPECT_EQ(scaler.clean_steps(), 1);
+  for (float bad : {INFINITY, -INFINITY, NAN}) {
+    auto params = params_with_grads({1.0f, bad});
+    const double before = scaler.current_scale();
+    EXPECT_FALSE(scaler.unscale_and_update(params)) << bad;
+    EXPECT_DOUBLE_EQ(scaler.current_scale(), before / 2) << bad;
+    EXPECT_EQ(scaler.clean_steps(), 0);
+    EXPECT_FLOAT_EQ(params[0].grad()[0].item<float>(), 1.0f);  // left as it was: step skipped
+  }
+}
+
+TEST(LossScaler, NeverFallsBelowTheMinimumAndRoundTripsItsState) {
+  LossScaler scaler({4.0, 2.0, 0.5, 2000, 1.0});
+  for (int i = 0; i < 5; ++i)
+    scaler.unscale_and_update(params_with_grads({NAN}));
+  EXPECT_DOUBLE_EQ(scaler.current_scale(), 1.0);
+  scaler.unscale_and_update(params_with_grads({1.0f}));
+  LossScaler restored({65536.0, 2.0, 0.5, 2000, 1.0});
+  restored.load_state(scaler.state());
+  EXPECT_DOUBLE_EQ(restored.current_scale(), 1.0);
+  EXPECT_EQ(restored.clean_steps(), 1);
+}
+
+std::shared_ptr<PrecisionPolicy> policy(const std::string& type) {
+  ResolvedConfig c =
+      load_config_text("[model]\ntype = \"gpt\"\n", "t.toml", {"precision.type=" + type});
+  return PrecisionRegistry::create(type, c.params("precision"), c10::DeviceType::CPU);
+}
+
+TEST(Precision, Bf16AutocastsMatmulsOnTheCpuOnlyInsideItsScope) {
+  torch::nn::Linear linear(8, 4);
+  auto x = torch::randn({2, 8});
+  auto bf16 = policy("bf16");
+  {
+    auto scope = bf16->forward_scope();
+    EXPECT_EQ(linear(x).scalar_type(), at::kBFloat16);
+  }
+  EXPECT_EQ(linear(x).scalar_type(), at::kFloat);
+  EXPECT_EQ(linear->weight.scalar_type(), at::kFloat);  // master weights stay fp32
+}
+
+TEST(Precision, CudaOnlyPoliciesRefuseTheCpuWithAHint) {
+  for (const char* type : {"fp16", "tf32"}) {
+    try {
+      policy(type);
+      FAIL() << type;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("on the CPU"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln

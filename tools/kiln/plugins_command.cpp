@@ -1,0 +1,60 @@
+// `kiln plugins`: every config section and every registered plugin, with their keys, types,
+// defaults and meanings. The reference an experiment file is written against.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "core/config/config.h"
+#include "core/config/registry.h"
+#include "core/util/error.h"
+#include "tools/kiln/commands.h"
+
+namespace kiln {
+
+namespace {
+
+void print_params(const std::vector<ParamSpec>& params) {
+  for (const auto& p : params) {
+    std::string range = p.describe_range();
+    std::cout << fmt::format("    {:<16} {:<7} {:<14} {}{}\n", p.name, type_name(p.type),
+                             format_value(p.default_value), p.doc,
+                             range == "any value" ? "" : " (" + range + ")");
+  }
+}
+
+void list_plugins() {
+  std::cout << "Config sections. Core sections take the keys listed; a plugin section takes "
+               "`type` and the keys of the plugin it names.\n"
+               "Columns: key, type, default, meaning (allowed values).\n\n";
+  for (const auto& section : config_sections()) {
+    std::cout << fmt::format("[{}]  {}\n", section.name, section.doc);
+    print_params(section.params);
+  }
+  const auto& catalog = Catalog::global();
+  for (const auto& kind : catalog.kinds()) {
+    std::cout << fmt::format("\n{} plugins\n", kind);
+    for (const auto* plugin : catalog.plugins(kind)) {
+      std::cout << fmt::format("  {}{}  {}\n", plugin->name, plugin->is_default ? " (default)" : "",
+                               plugin->doc);
+      print_params(plugin->params);
+    }
+  }
+}
+
+}  // namespace
+
+ChosenCommand add_plugins_command(CLI::App& app) {
+  CLI::App* plugins =
+      app.add_subcommand("plugins", "list config sections and plugins with their keys");
+  return [plugins]() -> std::optional<int> {
+    if (!*plugins) return std::nullopt;
+    list_plugins();
+    return kExitOk;
+  };
+}
+
+}  // namespace kiln

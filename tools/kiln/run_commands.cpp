@@ -1,0 +1,74 @@
+// `kiln run` and `kiln resume`: train an experiment, or go on with a run from its latest
+// snapshot. While either trains, SIGINT/SIGTERM stop it after the current step and a snapshot
+// (exit code kExitInterrupted); a second signal ends the process at once.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "core/app/run_command.h"
+#include "core/config/config.h"
+#include "core/util/error.h"
+#include "core/util/stop_signal.h"
+#include "tools/kiln/commands.h"
+
+namespace kiln {
+
+namespace {
+
+struct RunArgs {
+  std::string experiment, name, run_ref;
+  std::string db = "runs/kiln.db";
+  std::vector<std::string> overrides;
+  bool restart = false;
+};
+
+int finish(const SessionOutcome& outcome) {
+  if (outcome.status == "interrupted") {
+    std::cerr << fmt::format("kiln: run '{}' interrupted after step {}\n", outcome.name,
+                             outcome.steps_done);
+    return kExitInterrupted;
+  }
+  return kExitOk;
+}
+
+int run_command(const RunArgs& args) {
+  std::vector<std::string> overrides = args.overrides;
+  // Quoted, so that a name such as "nan", "42" or "true" stays a name and not a number.
+  if (!args.name.empty()) overrides.push_back("run.name=" + quote_toml(args.name));
+  ResolvedConfig config = load_config(args.experiment, overrides);
+  StopSignal stop(StopSignal::Second::kExit);
+  return finish(run_experiment(std::move(config), args.restart));
+}
+
+int resume_command(const RunArgs& args) {
+  StopSignal stop(StopSignal::Second::kExit);
+  return finish(resume_run(args.db, args.run_ref, args.overrides));
+}
+
+}  // namespace
+
+ChosenCommand add_run_commands(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* run = app.add_subcommand("run", "train the experiment a TOML file describes");
+  run->add_option("experiment", args->experiment, "experiment TOML file")->required();
+  run->add_option("--set", args->overrides, "override a key: --set optimizer.lr=3e-3 (repeatable)");
+  run->add_option("--name", args->name, "run name (same as --set run.name=NAME)");
+  run->add_flag("--restart", args->restart, "replace a run of the same name, snapshots included");
+
+  CLI::App* resume = app.add_subcommand("resume", "continue a run from its latest intact snapshot");
+  resume->add_option("run", args->run_ref, "run name or id")->required();
+  resume->add_option("--set", args->overrides, "change steps, eval or checkpoint settings");
+  resume->add_option("--db", args->db, "run store")->capture_default_str();
+
+  return [run, resume, args]() -> std::optional<int> {
+    if (*run) return run_command(*args);
+    if (*resume) return resume_command(*args);
+    return std::nullopt;
+  };
+}
+
+}  // namespace kiln

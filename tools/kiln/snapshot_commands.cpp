@@ -1,0 +1,86 @@
+// `kiln eval`, `kiln sample` and `kiln export`: the commands that read one snapshot of a run
+// (core/app/snapshot_commands.h). They share the run, --checkpoint and --db options.
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "core/app/snapshot_commands.h"
+#include "core/util/error.h"
+#include "tools/kiln/commands.h"
+
+namespace kiln {
+
+namespace {
+
+struct SnapshotArgs {
+  SnapshotRequest request;
+  std::string split = "val";
+  int64_t eval_batches = 0;
+  SampleOptions sampling;
+  std::string export_path;
+};
+
+int eval_command(const SnapshotArgs& args) {
+  const EvalReport r = evaluate_snapshot(args.request, args.split, args.eval_batches);
+  std::cout << fmt::format(
+      "{} {} step {} | {} loss {:.6f} | perplexity {:.4f} | {} batches, "
+      "{} tokens\n",
+      r.run, r.checkpoint, r.step, r.split, r.loss, r.perplexity, r.batches, r.tokens);
+  return kExitOk;
+}
+
+int sample_command(const SnapshotArgs& args) {
+  std::cout << sample_snapshot(args.request, args.sampling) << std::endl;
+  return kExitOk;
+}
+
+int export_command(const SnapshotArgs& args) {
+  const int64_t tensors = export_snapshot(args.request, args.export_path);
+  std::cout << fmt::format("wrote {} tensors to {}\n", tensors, args.export_path);
+  return kExitOk;
+}
+
+}  // namespace
+
+ChosenCommand add_snapshot_commands(CLI::App& app) {
+  auto args = std::make_shared<SnapshotArgs>();
+  args->request.note = [](const std::string& line) { std::cerr << "kiln: " << line << "\n"; };
+  auto add_snapshot_options = [&](CLI::App* sub) {
+    sub->add_option("run", args->request.run, "run name or id")->required();
+    sub->add_option("--checkpoint", args->request.checkpoint, "latest, best or a step number")
+        ->capture_default_str();
+    sub->add_option("--db", args->request.db, "run store")->capture_default_str();
+  };
+  CLI::App* eval = app.add_subcommand("eval", "loss and perplexity of a snapshot on a data split");
+  add_snapshot_options(eval);
+  eval->add_option("--split", args->split, "val, test or train")->capture_default_str();
+  eval->add_option("--steps", args->eval_batches, "micro-batches to evaluate; 0 = the whole split")
+      ->capture_default_str();
+
+  CLI::App* sample = app.add_subcommand("sample", "generate text from a snapshot");
+  add_snapshot_options(sample);
+  SampleOptions& sampling = args->sampling;
+  sample->add_option("--prompt", sampling.prompt, "text to continue")->capture_default_str();
+  sample->add_option("--tokens", sampling.tokens, "tokens to generate")->capture_default_str();
+  sample->add_option("--temperature", sampling.temperature, "0 = greedy")->capture_default_str();
+  sample->add_option("--top-k", sampling.top_k, "sample among the k likeliest; 0 = all")
+      ->capture_default_str();
+  sample->add_option("--seed", sampling.seed, "sampling seed")->capture_default_str();
+
+  CLI::App* exporter = app.add_subcommand("export", "write a snapshot's weights as safetensors");
+  add_snapshot_options(exporter);
+  exporter->add_option("-o,--output", args->export_path, "output .safetensors file")->required();
+
+  return [eval, sample, exporter, args]() -> std::optional<int> {
+    if (*eval) return eval_command(*args);
+    if (*sample) return sample_command(*args);
+    if (*exporter) return export_command(*args);
+    return std::nullopt;
+  };
+}
+
+}  // namespace kiln
