@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/config/canonical.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
 
@@ -303,7 +304,7 @@ std::vector<std::pair<std::string, std::vector<std::string>>> differing_config(
   std::vector<std::map<std::string, std::string>> configs;
   std::set<std::string> keys;
   for (const auto& r : runs) {
-    configs.push_back(config_values(r.config));
+    configs.push_back(flatten_config(r.config));
     for (const auto& entry : configs.back())
       keys.insert(entry.first);
   }
@@ -312,7 +313,7 @@ std::vector<std::pair<std::string, std::vector<std::string>>> differing_config(
     if (key == "run.name") continue;
     std::vector<std::string> values;
     for (const auto& c : configs)
-      values.push_back(!c.count(key) ? "-" : c.at(key).empty() ? "\"\"" : c.at(key));
+      values.push_back(c.count(key) ? c.at(key) : "-");
     if (std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) != values.end()) {
       out.emplace_back(key, std::move(values));
     }

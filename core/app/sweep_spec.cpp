@@ -4,12 +4,12 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <utility>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "core/config/canonical.h"
 #include "core/config/config.h"
 #include "core/config/toml_text.h"
 #include "core/util/error.h"
@@ -24,13 +24,15 @@ std::string where(const std::string& file, const toml::source_region& region) {
   return fmt::format("{}:{}:{}", file, region.begin.line, region.begin.column);
 }
 
-// A TOML value as --set takes it (strings keep their quotes, so "1e-3" stays a string).
-std::string toml_text(const toml::node& node) {
-  std::ostringstream out;
-  node.visit([&](auto&& v) {
-    if constexpr (toml::is_value<decltype(v)>) out << v;
-  });
-  return out.str();
+// A TOML value as --set takes it, in canonical form (format_value): strings keep their quotes,
+// so "1e-3" stays a string, and a float is its shortest exact text (3e-3 -> 0.003).
+std::string toml_text(const std::string& file, const toml::node& node) {
+  const std::optional<ParamValue> value = scalar_value(node);
+  if (!value) {
+    throw UserError(fmt::format("{}: a sweep value must be a number, a string or a boolean",
+                                where(file, node.source())));
+  }
+  return format_value(*value);
 }
 
 // The label of a value in a member's name: strings without their quotes.
@@ -64,7 +66,7 @@ void flatten_axes(const std::string& file, const toml::table& table, const std::
         throw UserError(fmt::format("{}: the values of '{}' must be numbers, strings or booleans",
                                     where(file, element.source()), path));
       }
-      axis.values.push_back(toml_text(element));
+      axis.values.push_back(toml_text(file, element));
     }
     out.push_back(std::move(axis));
   }
@@ -81,7 +83,7 @@ void add_fixed(const std::string& file, const toml::table& table, const std::str
       throw UserError(fmt::format("{}: [set] takes single values; put lists of '{}' under [grid]",
                                   where(file, node.source()), path));
     } else {
-      out.push_back(path + "=" + toml_text(node));
+      out.push_back(path + "=" + toml_text(file, node));
     }
   }
 }
@@ -162,7 +164,7 @@ SweepSpec load_sweep_file(const std::string& path) {
       if (!s.is_integer()) {
         throw UserError(fmt::format("{}: seeds must be integers", where(path, s.source())));
       }
-      axis.values.push_back(toml_text(s));
+      axis.values.push_back(toml_text(path, s));
     }
     spec.grid.push_back(std::move(axis));
   }

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "core/config/canonical.h"
 #include "core/config/toml_text.h"
 #include "core/store/run_paths.h"
 #include "core/store/where_expr.h"
@@ -21,18 +22,6 @@ namespace kiln {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string value_text(const toml::node& node) {
-  if (node.is_string()) return node.as_string()->get();
-  if (node.is_integer()) return std::to_string(node.as_integer()->get());
-  if (node.is_boolean()) return node.as_boolean()->get() ? "true" : "false";
-  if (node.is_floating_point()) {
-    // As the canonical TOML writes it, so 1.0 stays visibly a float.
-    std::string s = fmt::format("{}", node.as_floating_point()->get());
-    return s.find_first_of(".eEn") == std::string::npos ? s + ".0" : s;
-  }
-  return "";
-}
 
 // The keys --where and --sort can name besides config keys; the SQL is the summary's column.
 const KeySpace& summary_keys() {
@@ -68,7 +57,7 @@ void check_config_keys(HistoryDb& db, const std::vector<KeyUse>& uses, const std
   std::set<std::string> known;
   Statement configs(db.connection(), "SELECT DISTINCT config FROM runs");
   while (configs.step()) {
-    for (const auto& entry : config_values(configs.text(0)))
+    for (const auto& entry : flatten_config(configs.text(0)))
       known.insert(entry.first);
   }
   if (known.empty()) return;  // no run yet: nothing to match, nothing to check against
@@ -112,8 +101,10 @@ std::vector<MetricRecord> read_metrics(HistoryDb& db, const std::string& sql, in
 }
 
 std::string out_dir_of(const RunRecord& run) {
-  auto values = config_values(run.config);
-  return values.count("run.out_dir") ? values.at("run.out_dir") : "runs";
+  const std::optional<toml::table> root = try_parse_toml(run.config);
+  const std::optional<std::string> out_dir =
+      root ? (*root)["run"]["out_dir"].value<std::string>() : std::nullopt;
+  return out_dir.value_or("runs");
 }
 
 // None for a name that could reach outside out_dir: `kiln run` accepts no such name, but a store
@@ -124,18 +115,6 @@ std::optional<RunPaths> paths_of(const RunRecord& run) {
 }
 
 }  // namespace
-
-std::map<std::string, std::string> config_values(const std::string& config_toml) {
-  std::map<std::string, std::string> out;
-  const std::optional<toml::table> root = try_parse_toml(config_toml);
-  if (!root) return out;  // not a config Kiln wrote: it has no keys to show or compare
-  for (const auto& [section, node] : *root) {
-    if (!node.is_table()) continue;
-    for (const auto& [key, value] : *node.as_table())
-      out[std::string(section.str()) + "." + std::string(key.str())] = value_text(value);
-  }
-  return out;
-}
 
 std::vector<RunRecord> list_runs(HistoryDb& db, const ListQuery& query) {
   const KeySpace& keys = summary_keys();

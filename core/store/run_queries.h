@@ -27,11 +27,6 @@ RunRecord find_run_record(HistoryDb& db, const std::string& name_or_id);
 // once; a UserError for an argument that matches nothing.
 std::vector<RunRecord> match_runs(HistoryDb& db, const std::vector<std::string>& patterns);
 
-// The resolved config flattened: "optimizer.lr" -> "0.003" (strings unquoted); empty for text
-// Kiln did not write. To be merged with flatten_config (core/config/canonical.h), which quotes
-// strings.
-std::map<std::string, std::string> config_values(const std::string& config_toml);
-
 // A run's rows, read back; a value the row lacks is empty.
 struct MetricRecord {
   int64_t step = 0;

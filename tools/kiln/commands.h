@@ -22,6 +22,6 @@ ChosenCommand add_bench_command(CLI::App& app);      // bench (bench_command.cpp
 ChosenCommand add_snapshot_commands(CLI::App& app);  // eval, sample, export (snapshot_commands.cpp)
 ChosenCommand add_plugins_command(CLI::App& app);    // plugins (plugins_command.cpp)
 ChosenCommand add_prepare_command(CLI::App& app);    // prepare (data_command.cpp)
-// runs ... and report: runs_command.h.
+ChosenCommand add_runs_commands(CLI::App& app);      // runs ..., report (runs_command.cpp)
 
 }  // namespace kiln

@@ -1,6 +1,6 @@
-// The kiln command line: the app, its command groups (one file each, tools/kiln/commands.h and
-// runs_command.h) and the one place an error becomes a line on stderr and an exit code
-// (core/util/error.h). The work itself lives in core/.
+// The kiln command line: the app, its command groups (one file each, tools/kiln/commands.h) and the
+// one place an error becomes a line on stderr and an exit code (core/util/error.h). The work itself
+// lives in core/.
 #include <malloc.h>
 
 #include <algorithm>
@@ -16,7 +16,6 @@
 
 #include "core/util/error.h"
 #include "tools/kiln/commands.h"
-#include "tools/kiln/runs_command.h"
 
 namespace {
 
@@ -79,8 +78,7 @@ int dispatch(int argc, char** argv) {
       kiln::add_run_commands(app),      kiln::add_sweep_command(app),
       kiln::add_launch_command(app),    kiln::add_bench_command(app),
       kiln::add_snapshot_commands(app), kiln::add_plugins_command(app),
-      kiln::add_prepare_command(app)};
-  auto runs_cli = kiln::add_runs_commands(app);
+      kiln::add_prepare_command(app),   kiln::add_runs_commands(app)};
 
   refuse_unknown_command(app, argc, argv);
   try {
@@ -92,7 +90,6 @@ int dispatch(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     throw kiln::UserError(std::string(e.what()) + ": see `kiln --help`");
   }
-  if (auto code = kiln::run_runs_commands(*runs_cli)) return *code;
   for (const auto& chosen : groups) {
     if (auto code = chosen()) return *code;
   }

@@ -1,4 +1,4 @@
-#include "tools/kiln/runs_command.h"
+#include "tools/kiln/commands.h"
 
 #include <unistd.h>
 
@@ -187,9 +187,21 @@ int runs_command(const RunsCli& cli) {
   return kExitOk;
 }
 
+// After parsing: the exit code when `report` or a `runs` command was chosen, nothing otherwise.
+std::optional<int> run_chosen(const RunsCli& cli) {
+  if (*cli.report) {
+    HistoryDb db(cli.db);
+    write_file_atomic(cli.output, render_report(db, match_runs(db, cli.refs), join(cli.refs, " ")));
+    std::cout << fmt::format("wrote {}\n", cli.output);
+    return kExitOk;
+  }
+  if (*cli.runs) return runs_command(cli);
+  return std::nullopt;
+}
+
 }  // namespace
 
-std::shared_ptr<RunsCli> add_runs_commands(CLI::App& app) {
+ChosenCommand add_runs_commands(CLI::App& app) {
   auto cli = std::make_shared<RunsCli>();
   cli->runs = app.add_subcommand("runs", "run history: list, show, compare, export, rm, plot");
   cli->runs->require_subcommand(1);
@@ -201,18 +213,7 @@ std::shared_ptr<RunsCli> add_runs_commands(CLI::App& app) {
   cli->report->add_option("runs", cli->refs, "run names, ids, sweeps or name globs")->required();
   cli->report->add_option("-o,--output", cli->output, "report.html")->required();
   add_db_option(cli->report, *cli);
-  return cli;
-}
-
-std::optional<int> run_runs_commands(const RunsCli& cli) {
-  if (*cli.report) {
-    HistoryDb db(cli.db);
-    write_file_atomic(cli.output, render_report(db, match_runs(db, cli.refs), join(cli.refs, " ")));
-    std::cout << fmt::format("wrote {}\n", cli.output);
-    return kExitOk;
-  }
-  if (*cli.runs) return runs_command(cli);
-  return std::nullopt;
+  return [cli] { return run_chosen(*cli); };
 }
 
 }  // namespace kiln
