@@ -241,18 +241,22 @@ TEST_F(Faults, NonFiniteGradientsAreSkippedAndRecordedWhenAsked) {
 
   // The weights never took a non-finite update: each step's snapshot, exported and read back
   // here, holds only finite numbers; a skipped step leaves the weights exactly as the step
-  // before it left them, while an applied one (step 2: its loss is huge but finite) moves them.
+  // before it left them, while an applied one moves them.
   std::map<int, std::map<std::string, std::string>> weights;
   for (int step = 1; step <= 12; ++step) {
     weights[step] = exported_weights("skip", std::to_string(step));
     ASSERT_FALSE(weights[step].empty()) << "step " << step;
     EXPECT_EQ(non_finite_values(weights[step]), 0u) << "step " << step;
   }
-  ASSERT_EQ(skipped.count(2), 0u) << "step 2 was skipped: the test's premise changed";
-  EXPECT_FALSE(weights[2] == weights[1]) << "an applied step left the weights unchanged";
-  for (int step : skipped) {
-    if (step == 1) continue;  // no snapshot before the first step
-    EXPECT_TRUE(weights[step] == weights[step - 1]) << "skipped step " << step << " moved them";
+  // Which steps blow up depends on the LibTorch build's numerics (1.13 applies step 2, 2.6 skips
+  // it): every step after the first is checked against the one before, whichever it is.
+  for (int step = 2; step <= 12; ++step) {
+    if (skipped.count(step)) {
+      EXPECT_TRUE(weights[step] == weights[step - 1]) << "skipped step " << step << " moved them";
+    } else {
+      EXPECT_FALSE(weights[step] == weights[step - 1]) << "applied step " << step
+                                                       << " left the weights unchanged";
+    }
   }
 }
 
