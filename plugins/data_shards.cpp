@@ -1,6 +1,6 @@
-// data "shards": token shards in llm.c's format (see core/data/shard.h), read sequentially through
-// memory maps. `train` and `val` are glob patterns; the shards a pattern matches are read in
-// sorted order.
+// data "shards": token shards in llm.c's format (see core/data/shard.h), read sequentially, each
+// window copied with pread (a shard truncated underneath is an error, not SIGBUS). `train` and
+// `val` are glob patterns; the shards a pattern matches are read in sorted order.
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -71,7 +71,7 @@ std::shared_ptr<DataSource> open_split(const Params& p, const DataRequest& reque
 
 const bool registered = DataRegistry::add(
     {"shards",
-     "uint16 token shards (llm.c, .npy or raw), memory-mapped and read in order",
+     "uint16 token shards (llm.c, .npy or raw), read in order, each window copied with pread",
      {ParamSpec::text("train", "", "glob of training shards, e.g. data/kjv_char/train_*.bin"),
       ParamSpec::text("val", "", "glob of validation shards; empty = no validation"),
       ParamSpec::text("test", "", "glob of test shards, for `kiln eval --split test`"),

@@ -67,7 +67,7 @@ std::string run_bench(const ResolvedConfig& config, const BenchOptions& options)
   RunStore store(scratch / "bench.db");
   const int64_t run_id =
       store.create_run(NewRun{"bench", config.experiment, config.to_toml(), config.hash(),
-                              run.options.seed, 1, options.steps, "", "", ""});
+                              run.options.seed, 1, options.steps, "", "", "", "", ""});
   Console console(options.steps);
 
   for (int64_t step = 1; step <= options.warmup; ++step)
@@ -97,7 +97,7 @@ std::string run_bench(const ResolvedConfig& config, const BenchOptions& options)
   const auto snapshot_start = Clock::now();
   SnapshotState state;
   state.step = options.steps;
-  const RunPaths paths(scratch.str(), "bench");
+  const RunPaths paths = RunPaths::in_folder(scratch.str(), "bench");
   write_snapshot(paths.snapshots(), "step_bench", *run.model, *run.optimizer, state);
   const double snapshot_ms = ms_since(snapshot_start);
   uintmax_t snapshot_bytes = 0;

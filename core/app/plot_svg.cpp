@@ -4,8 +4,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -338,28 +339,29 @@ void write_plot(const std::string& svg, const std::string& path) {
     throw UserError(
         fmt::format("-o {}: a plot is written as .svg or .png: end the name in one", path));
   }
-  ensure_parent_dir(path);
-  const std::string temp = path + ".svg.tmp";
-  write_file_atomic(temp, svg);
+  // rsvg-convert renders in a scratch folder; the PNG reaches `path` as every output does, by
+  // an atomic write, so that a failed or killed rendering leaves no half-written file there.
+  ScratchDir scratch;
+  const std::string svg_file = scratch / "plot.svg", png_file = scratch / "plot.png";
+  write_file_atomic(svg_file, svg);
   ProcessOptions convert;
   convert.program = "rsvg-convert";
-  convert.argv = {"rsvg-convert", "--format", "png", "--background-color",
-                  "white",        "--output", path,  temp};
+  convert.argv = {"rsvg-convert", "--format", "png",    "--background-color",
+                  "white",        "--output", png_file, svg_file};
   ExitStatus status;
   try {
     status = Process::start(convert).wait();
   } catch (const ProcessStartError& e) {
-    std::filesystem::remove(temp);
     throw UserError(fmt::format(
         "cannot write '{}': a .png needs rsvg-convert ({}): install it with `apt-get install "
         "librsvg2-bin`, or write an .svg",
         path, std::strerror(e.error())));
   }
-  std::filesystem::remove(temp);
-  if (!status.success()) {
-    throw UserError(
-        fmt::format("rsvg-convert failed to write '{}': check that the path is writable", path));
+  std::ifstream png(png_file, std::ios::binary);
+  if (!status.success() || !png) {
+    throw UserError(fmt::format("rsvg-convert failed to render '{}': write an .svg instead", path));
   }
+  write_file_atomic(path, std::string(std::istreambuf_iterator<char>(png), {}));
 }
 
 }  // namespace kiln

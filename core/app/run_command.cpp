@@ -15,7 +15,9 @@
 
 #include "core/config/canonical.h"
 #include "core/config/toml_text.h"
+#include "core/store/history_db.h"
 #include "core/store/run_paths.h"
+#include "core/store/run_queries.h"
 #include "core/store/run_store.h"
 #include "core/train/assemble.h"
 #include "core/train/session.h"
@@ -40,7 +42,12 @@ std::string default_run_name(const std::string& experiment) {
   gmtime_r(&now, &utc);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &utc);
-  return std::filesystem::path(experiment).stem().string() + "-" + stamp;
+  // The file's name, with what a run name does not take (spaces, say) made '_'.
+  std::string stem = std::filesystem::path(experiment).stem().string().substr(0, 180);
+  for (char& c : stem) {
+    if (c != '.' && !is_run_name(std::string(1, c))) c = '_';
+  }
+  return stem + "-" + stamp;
 }
 
 std::string host_name() {
@@ -49,9 +56,9 @@ std::string host_name() {
   return buf;
 }
 
-void set_run_name(ResolvedConfig& config, const std::string& name) {
+void set_run_option(ResolvedConfig& config, const std::string& key, const std::string& value) {
   for (auto& section : config.sections) {
-    if (section.name == "run") section.params.set("name", name);
+    if (section.name == "run") section.params.set(key, value);
   }
 }
 
@@ -142,45 +149,95 @@ std::unique_ptr<FileLock> lock_run(const RunPaths& paths) {
                                 paths.name()));
 }
 
-// Rank 0 of a new run: refuses a name in use unless `restart`, which deletes the old run's rows
-// and snapshots. Returns the new run's id.
-int64_t create_run_row(RunStore& store, const AssembledRun& run, const RunPaths& paths,
-                       bool restart) {
-  const std::string& name = paths.name();
-  if (auto existing = store.find_run(name)) {
-    if (!restart && existing->status != "completed") {
-      throw UserError(
-          fmt::format("run '{}' already exists and is {}: continue it with `kiln "
-                      "resume {}`, or start it afresh with --restart",
-                      name, existing->status, name));
-    }
-    if (!restart) {
-      throw UserError(
-          fmt::format("a run named '{}' already exists (completed) in '{}': pick "
-                      "another --name, or replace it with --restart",
-                      name, store.path()));
-    }
-    store.delete_run(existing->id);
-    std::filesystem::remove_all(paths.snapshots());
+// Rank 0 of a new run: a name in use is refused unless `restart`, which removes that run as
+// `kiln runs rm` does (its folder only when marked as its own). Returns what the removal left.
+std::vector<std::string> make_way(RunStore& store, const std::string& name, bool restart) {
+  const std::optional<RunRecord> existing = store.find_run(name);
+  if (!existing) return {};
+  if (!restart && existing->status != "completed") {
+    throw UserError(
+        fmt::format("run '{}' already exists and is {}: continue it with `kiln "
+                    "resume {}`, or start it afresh with --restart",
+                    name, existing->status, name));
   }
-  const ResolvedConfig& config = run.config;
-  return store.create_run(NewRun{name, config.experiment, config.to_toml(), config.hash(),
-                                 run.options.seed, run.parallel->world_size(), run.train.steps,
-                                 build_git_commit(), host_name(), run.options.sweep});
+  if (!restart) {
+    throw UserError(
+        fmt::format("a run named '{}' already exists (completed) in '{}': pick "
+                    "another --name, or replace it with --restart",
+                    name, store.path()));
+  }
+  std::vector<std::string> left;
+  HistoryDb history(store.path());
+  remove_run(history, *existing, [&](const std::string& w) { left.push_back("warning: " + w); });
+  return left;
 }
 
-// Restores the latest intact snapshot, if any; returns its step (0 without one).
-int64_t restore_latest(Session& session, const RunPaths& paths, const AssembledRun& run,
-                       bool main_rank) {
+// The new run's identity: the one its sweep chose (kChosenRunUuid, so that the member's
+// console.log is in its folder from the first line), or a fresh one whose folder is not taken.
+std::string new_identity(const std::string& out_dir, const std::string& name) {
+  if (const char* chosen = std::getenv(kChosenRunUuid)) {
+    const std::string uuid = chosen;
+    ::unsetenv(kChosenRunUuid);  // this run's alone: nothing this process starts inherits it
+    if (!is_run_uuid(uuid)) {
+      throw UserError(fmt::format("{}='{}' is not a run uuid: unset it (kiln sweep sets it)",
+                                  kChosenRunUuid, uuid));
+    }
+    return uuid;
+  }
+  for (;;) {
+    std::string uuid = new_run_uuid();
+    if (!std::filesystem::exists(RunPaths::for_new_run(out_dir, name, uuid).folder())) return uuid;
+  }
+}
+
+// Rank 0 of a new run, holding its folder's lock: the folder's marker and the run's row.
+// Returns the new run's id.
+int64_t create_run_row(RunStore& store, const AssembledRun& run, const RunPaths& paths,
+                       const std::string& uuid) {
+  write_run_marker(paths, uuid);
+  const ResolvedConfig& config = run.config;
+  try {
+    return store.create_run(NewRun{paths.name(), config.experiment, config.to_toml(), config.hash(),
+                                   run.options.seed, run.parallel->world_size(), run.train.steps,
+                                   build_git_commit(), host_name(), run.options.sweep, uuid,
+                                   paths.folder()});
+  } catch (const UserError&) {
+    std::error_code ec;
+    std::filesystem::remove_all(paths.folder(), ec);  // made a moment ago, for this run alone
+    throw;
+  }
+}
+
+// Restores the latest intact snapshot of the run's own, if any; returns its step (0 without
+// one). A run whose store lists snapshots none of which is there is refused: starting it again
+// from step 0 would overwrite the steps those snapshots hold.
+int64_t restore_latest(Session& session, const RunPaths& paths, const SnapshotOwner& owner,
+                       const AssembledRun& run, bool main_rank) {
   auto say = [&](const std::string& line) {
     if (main_rank) session.console().line(line);
   };
-  if (list_snapshots(paths.snapshots()).empty()) {
+  // Rank 0 holds the run's lock, so no snapshot is being written: a .tmp is a killed write's.
+  for (const auto& tmp :
+       main_rank ? remove_unfinished_snapshots(paths.snapshots()) : std::vector<std::string>{}) {
+    say(fmt::format("removed {}: a snapshot its writer did not finish", tmp));
+  }
+  const RunSnapshots snapshots = owned_snapshots(paths.snapshots(), owner);
+  auto warn = [&](const std::string& w) { say("warning: " + w); };
+  if (snapshots.own.empty()) {
+    if (!owner.recorded.empty()) {
+      throw UserError(fmt::format(
+          "run '{}' has snapshots in its run store ({}) but none of them in '{}'{}: resume it "
+          "where they are (a run made before Kiln stored absolute folders resumes from the "
+          "directory it was started in), or start it afresh with `kiln run ... --restart`",
+          paths.name(), join(owner.recorded, ", "), paths.snapshots(),
+          snapshots.foreign.empty() ? "" : " (" + join(snapshots.foreign, "; ") + ")"));
+    }
+    for (const auto& line : snapshots.foreign)
+      warn(line);
     say("no snapshot yet: the run starts again from step 0");
     return 0;
   }
-  SnapshotRef latest = select_snapshot(paths.snapshots(), "latest",
-                                       [&](const std::string& w) { say("warning: " + w); });
+  SnapshotRef latest = select_snapshot(snapshots, paths.snapshots(), "latest", warn);
   session.restore(latest);
   if (latest.step >= run.train.steps) {
     throw UserError(
@@ -196,8 +253,12 @@ int64_t restore_latest(Session& session, const RunPaths& paths, const AssembledR
 SessionOutcome run_experiment(ResolvedConfig config, bool restart) {
   std::string name = run_options(config).name;
   if (name.empty()) name = default_run_name(config.experiment);
-  RunPaths paths(run_options(config).out_dir, name);  // checks the name
-  set_run_name(config, name);
+  check_run_name(name);
+  set_run_option(config, "name", name);
+  // Stored absolute (both unhashed keys): every later command finds the same store and folder,
+  // whatever directory it runs in.
+  set_run_option(config, "out_dir", absolute_path(run_options(config).out_dir));
+  set_run_option(config, "db", absolute_path(run_options(config).db));
   if (restarted_worker() && !restart) {
     // Decided before assembly, whose rendezvous every rank passes before rank 0 can create the
     // run: so all ranks see the same store and take the same branch.
@@ -208,11 +269,18 @@ SessionOutcome run_experiment(ResolvedConfig config, bool restart) {
   }
 
   AssembledRun run = assemble(config);
-  if (run.parallel->rank() != 0) return Session(run, paths, nullptr, 0).train();
+  const std::string uuid = new_identity(run.options.out_dir, name);
+  const RunPaths paths = RunPaths::for_new_run(run.options.out_dir, name, uuid);
+  const SnapshotOwner owner{uuid, {config.hash()}, /*legacy=*/false, {}};
+  // Other ranks write no files: rank 0's identity and folder are the run's.
+  if (run.parallel->rank() != 0) return Session(run, paths, owner, nullptr, 0).train();
   RunStore store(run.options.db);
+  const std::vector<std::string> notes = make_way(store, name, restart);
   auto lock = lock_run(paths);
-  const int64_t run_id = create_run_row(store, run, paths, restart);
-  Session session(run, paths, &store, run_id);
+  const int64_t run_id = create_run_row(store, run, paths, uuid);
+  Session session(run, paths, owner, &store, run_id);
+  for (const auto& note : notes)
+    session.console().line(note);
   session.print_header();
   return session.train();
 }
@@ -222,7 +290,8 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
   if (!std::filesystem::exists(db)) {
     throw UserError(fmt::format("no run store at '{}': pass the --db that `kiln run` used", db));
   }
-  const RunRecord record = RunStore(db).require_run(name_or_id);
+  auto store = std::make_unique<RunStore>(db);
+  const RunRecord record = store->require_run(name_or_id);
   if (record.status == "completed" && overrides.empty()) {
     throw UserError(
         fmt::format("run '{}' is already completed: to train it further, resume "
@@ -233,12 +302,13 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
   ResolvedConfig config = resumed_config(record, overrides, changes);
 
   AssembledRun run = assemble(config);
-  RunPaths paths(run.options.out_dir, record.name);
+  const RunPaths paths = require_paths(record);
+  const SnapshotOwner owner = snapshot_owner(*store, record, config.hash());
   const bool main_rank = run.parallel->rank() == 0;
-  std::unique_ptr<RunStore> store = main_rank ? std::make_unique<RunStore>(db) : nullptr;
+  if (!main_rank) store.reset();  // only rank 0 records
   std::unique_ptr<FileLock> lock = main_rank ? lock_run(paths) : nullptr;
-  Session session(run, paths, store.get(), record.id);
-  const int64_t from_step = restore_latest(session, paths, run, main_rank);
+  Session session(run, paths, owner, store.get(), record.id);
+  const int64_t from_step = restore_latest(session, paths, owner, run, main_rank);
   if (store) {
     store->reopen_run(record.id, from_step, join(changes, "; "), config.to_toml(), config.hash());
   }

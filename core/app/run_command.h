@@ -14,11 +14,14 @@
 
 namespace kiln {
 
-// `restart`: a run of the same name is deleted (rows and snapshots) and started afresh;
-// otherwise an existing name is refused (with a hint to resume an unfinished run).
+// `restart`: a run of the same name is removed as `kiln runs rm` removes it (rows, and its folder
+// when marked as its own) and a new run, with a new identity and folder, starts afresh;
+// otherwise an existing name is refused (with a hint to resume an unfinished run). run.out_dir
+// and run.db are stored absolute (core/store/run_paths.h).
 SessionOutcome run_experiment(ResolvedConfig config, bool restart);
 
-// Continues a run from its latest intact snapshot to its configured steps. `overrides` may
+// Continues a run, in the folder its row names, from its latest intact snapshot of its own
+// (core/checkpoint/snapshot_catalog.h) to its configured steps. `overrides` may
 // change only keys that leave the model, data and optimisation unchanged (steps, eval and
 // checkpoint frequency, threads, the parallel strategy); anything else is refused with the list
 // of keys.

@@ -165,9 +165,18 @@ std::string best_line(const std::optional<StepLoss>& best) {
                      std::exp(best->loss.value_or(NAN)));
 }
 
+// "29 of 30 updates (...)": steps whose update was not applied; empty when none was skipped.
+std::string skipped_line(HistoryDb& db, const RunRecord& r) {
+  const UpdateCount updates = count_updates(db.connection(), r.id, db.has_skipped_column());
+  if (updates.skipped == 0) return "";
+  return fmt::format("{} of {} updates (their gradients were not finite: not applied)",
+                     updates.skipped, updates.steps);
+}
+
 std::string metric_lines(HistoryDb& db, const RunRecord& r) {
   return key_values(
       {{"last", last_step_line(db, r)},
+       {"skipped", skipped_line(db, r)},
        {"best loss", best_line(best_train_loss(db, r.id))},
        {"best val", best_line(best_val_loss(db, r.id))},
        {"tokens/s", r.tokens_per_sec ? fixed(r.tokens_per_sec, 0) + " (mean after step 1)" : ""}});

@@ -7,7 +7,7 @@
 #include <torch/utils.h>
 
 #include "core/api/tokenizer.h"
-#include "core/checkpoint/snapshot.h"
+#include "core/checkpoint/snapshot_policy.h"
 #include "core/checkpoint/weights_io.h"
 #include "core/store/run_paths.h"
 #include "core/store/run_store.h"
@@ -33,13 +33,17 @@ OpenedSnapshot open_snapshot(const SnapshotRequest& request) {
     throw UserError(
         fmt::format("no run store at '{}': pass --db PATH, the run.db of the run", request.db));
   }
-  const RunRecord info = RunStore(request.db).require_run(request.run);
+  RunStore store(request.db);
+  const RunRecord info = store.require_run(request.run);
   ResolvedConfig config =
       load_config_text(info.config, fmt::format("run '{}' (stored config)", info.name), {});
   config.experiment = info.name;
   AssembledRun run = assemble(config);
-  SnapshotRef snapshot = select_snapshot(RunPaths(run.options.out_dir, info.name).snapshots(),
-                                         request.checkpoint, request.note);
+  // Only the run's own snapshots: one another run left in its folder is named and passed over.
+  const std::string dir = require_paths(info).snapshots();
+  const RunSnapshots snapshots =
+      owned_snapshots(dir, snapshot_owner(store, info, info.config_hash));
+  SnapshotRef snapshot = select_snapshot(snapshots, dir, request.checkpoint, request.note);
   SnapshotState state = load_snapshot(snapshot, *run.model, nullptr, /*restore_rng=*/false);
   run.model->eval();
   return {info, std::move(run), snapshot, state};

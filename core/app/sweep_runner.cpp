@@ -30,7 +30,7 @@ namespace {
 struct SweepRun {
   const SweepSpec& spec;
   std::string db;
-  std::string out_dir;  // the base experiment's run.out_dir: members' folders and logs
+  std::string out_dir;  // the base experiment's run.out_dir, for the start line
   int jobs = 1;
   int threads = 1;                 // CPU threads per member when several run at once
   std::vector<std::string> extra;  // --set values every new member gets after its own
@@ -39,6 +39,8 @@ struct SweepRun {
 struct Child {
   Process process;
   const SweepMember* member = nullptr;
+  std::string uuid;    // the identity chosen for a new member (core/store/run_paths.h)
+  std::string folder;  // the member's folder, where its console.log is
   std::string log;
   std::chrono::steady_clock::time_point started;
 };
@@ -52,20 +54,25 @@ std::string last_line(const std::string& path) {
   return last;
 }
 
-// A member that failed before its run row existed (say, assembly found its data too small):
-// the sweep records it as failed, with the member's own error line, so the store has every
-// member.
-void record_early_failure(RunStore& store, const SweepRun& sweep, const SweepMember& member,
-                          const std::string& log) {
+// The member's config as its `kiln run` resolves it.
+ResolvedConfig member_config(const SweepRun& sweep, const SweepMember& member) {
   std::vector<std::string> overrides = member.overrides;
   overrides.insert(overrides.end(), sweep.extra.begin(), sweep.extra.end());
   overrides.push_back("run.name=" + format_value(member.name));
-  ResolvedConfig config = load_config(sweep.spec.base, overrides);
+  return load_config(sweep.spec.base, overrides);
+}
+
+// A member that failed before its run row existed (say, assembly found its data too small):
+// the sweep records it as failed, with the member's own error line, so the store has every
+// member.
+void record_early_failure(RunStore& store, const SweepRun& sweep, const Child& child) {
+  const SweepMember& member = *child.member;
+  const ResolvedConfig config = member_config(sweep, member);
   const RunOptions run = run_options(config);
-  const int64_t id =
-      store.create_run(NewRun{member.name, sweep.spec.base, config.to_toml(), config.hash(),
-                              run.seed, 1, train_options(config).steps, "", "", run.sweep});
-  std::string error = last_line(log);
+  const int64_t id = store.create_run(
+      NewRun{member.name, sweep.spec.base, config.to_toml(), config.hash(), run.seed, 1,
+             train_options(config).steps, "", "", run.sweep, child.uuid, child.folder});
+  std::string error = last_line(child.log);
   if (error.empty()) error = "the member's process ended before it created its run";
   store.finish_run(id, "failed", error);
 }
@@ -107,20 +114,30 @@ std::vector<std::string> member_command(const SweepRun& sweep, const SweepMember
 
 Child start_member(const SweepRun& sweep, const SweepMember& m,
                    const std::function<void(const std::string&)>& print) {
-  bool exists = false;
-  {
-    RunStore store(sweep.db);
-    exists = store.find_run(m.name).has_value();
-  }
+  std::optional<RunRecord> existing = RunStore(sweep.db).find_run(m.name);
+  const bool exists = existing.has_value();
   ProcessOptions options;
+  // A new member's identity is chosen here and handed to its `kiln run`, so that its folder,
+  // and the console.log in it, are known before it starts.
+  std::string uuid;
+  std::optional<RunPaths> paths;
+  if (existing) {
+    paths = require_paths(*existing);
+  } else {
+    uuid = new_run_uuid();
+    paths = RunPaths::for_new_run(run_options(member_config(sweep, m)).out_dir, m.name, uuid);
+    write_run_marker(*paths, uuid);
+    options.extra_env.emplace_back(kChosenRunUuid, uuid);
+  }
   options.program = "/proc/self/exe";
   options.argv = member_command(sweep, m, exists);
   options.output = ProcessOptions::Output::kFile;
-  options.output_file = RunPaths(sweep.out_dir, m.name).console_log();
+  options.output_file = paths->console_log();
   options.own_process_group = true;  // a Ctrl-C reaches the sweep, which passes it on once
   options.what = "a sweep member";
   ensure_parent_dir(options.output_file);
-  Child child{Process::start(options), &m, options.output_file, std::chrono::steady_clock::now()};
+  Child child{Process::start(options),         &m, uuid, paths->folder(), options.output_file,
+              std::chrono::steady_clock::now()};
   print(fmt::format("start {} ({})", m.name, exists ? "resume" : "new"));
   return child;
 }
@@ -136,7 +153,7 @@ void report_finished(const SweepRun& sweep, const Child& child, size_t finished,
     if (auto r = store.find_run(child.member->name)) {
       state = r->status;
     } else {
-      record_early_failure(store, sweep, *child.member, child.log);
+      record_early_failure(store, sweep, child);
     }
   }
   print(fmt::format("[{}/{}] {} {} in {}", finished, total, child.member->name, state,
@@ -144,8 +161,8 @@ void report_finished(const SweepRun& sweep, const Child& child, size_t finished,
 }
 
 // Runs the queue, `jobs` members at a time. A SIGINT or SIGTERM starts no new member and is
-// passed on to the running ones, which snapshot and stop.
-void run_members(const SweepRun& sweep, const std::vector<const SweepMember*>& queue,
+// passed on to the running ones, which snapshot and stop; then it returns true.
+bool run_members(const SweepRun& sweep, const std::vector<const SweepMember*>& queue,
                  const std::function<void(const std::string&)>& print) {
   const StopSignal stop;
   int forwarded = 0;
@@ -175,6 +192,7 @@ void run_members(const SweepRun& sweep, const std::vector<const SweepMember*>& q
     report_finished(sweep, running[*ended], ++finished, queue.size(), print);
     running.erase(running.begin() + static_cast<std::ptrdiff_t>(*ended));
   }
+  return StopSignal::requested();
 }
 
 // The members side by side: what varies, then how each did, best first by `sort`.
@@ -229,8 +247,8 @@ int print_summary(const SweepRun& sweep, const std::vector<SweepMember>& members
 
 }  // namespace
 
-int run_sweep(const SweepSpec& spec, const SweepOptions& options,
-              const std::function<void(const std::string&)>& print) {
+SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
+                       const std::function<void(const std::string&)>& print) {
   const std::vector<SweepMember> members = expand_sweep(spec);
   const RunOptions base = run_options(load_config(spec.base, spec.fixed));
   const int jobs = std::max(1, options.jobs);
@@ -251,11 +269,11 @@ int run_sweep(const SweepSpec& spec, const SweepOptions& options,
   }
   print(
       fmt::format("sweep '{}': {} members, {} to run, {} at a time ({} CPU threads each); logs "
-                  "in {}/<member>/console.log",
+                  "in {}/<member>@<id>/console.log",
                   spec.name, members.size(), queue.size(), jobs,
                   jobs > 1 ? static_cast<unsigned>(threads) : cores, base.out_dir));
-  run_members(sweep, queue, print);
-  return print_summary(sweep, members, options.sort, print);
+  const bool interrupted = run_members(sweep, queue, print);
+  return {print_summary(sweep, members, options.sort, print), interrupted};
 }
 
 }  // namespace kiln

@@ -18,9 +18,13 @@ struct SweepOptions {
   std::string sort = "final_loss";  // a `kiln runs list` key; '-' prefix = descending
 };
 
-// Runs (or resumes) the members not yet completed and prints a summary table; returns the
-// number of members that did not complete.
-int run_sweep(const SweepSpec& spec, const SweepOptions& options,
-              const std::function<void(const std::string&)>& print);
+struct SweepOutcome {
+  int incomplete = 0;        // members that did not complete
+  bool interrupted = false;  // a SIGINT or SIGTERM stopped the sweep
+};
+
+// Runs (or resumes) the members not yet completed and prints a summary table.
+SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
+                       const std::function<void(const std::string&)>& print);
 
 }  // namespace kiln

@@ -12,8 +12,8 @@
 #include "core/config/canonical.h"
 #include "core/config/config.h"
 #include "core/config/toml_text.h"
+#include "core/store/run_paths.h"
 #include "core/util/error.h"
-#include "core/util/fs.h"
 #include "core/util/text.h"
 
 namespace kiln {
@@ -88,17 +88,12 @@ void add_fixed(const std::string& file, const toml::table& table, const std::str
   }
 }
 
-// Members are runs, and run names become folders under run.out_dir: the rules of `kiln run`,
-// checked before any member starts rather than by each member's process.
+// Members are runs named <sweep>/<key=value,...>: the rule of `kiln run`'s names
+// (core/store/run_paths.h), checked before any member starts rather than by each member's process.
 void check_name(const std::string& what, const std::string& name) {
-  if (!is_contained_name(name)) {
-    throw UserError(fmt::format(
-        "{} '{}' cannot be used: members are runs named <sweep>/<key=value,...>, names become "
-        "folders under run.out_dir, so they take at most 200 characters, no '..', no empty "
-        "part, no leading '/' and no control characters: rename the sweep (name = \"...\" or "
-        "--name) or vary other values",
-        what, name));
-  }
+  check_run_name(name, fmt::format("it is the {}: rename the sweep (name = \"...\" or --name) or "
+                                   "vary other values",
+                                   what));
 }
 
 // Far more runs than anyone sweeps by hand: a grid this big is a mistake, and expanding it would

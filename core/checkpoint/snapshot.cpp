@@ -26,6 +26,7 @@
 #include "core/util/fault.h"
 #include "core/util/fs.h"
 #include "core/util/mapped_file.h"
+#include "core/util/stop_signal.h"
 
 namespace kiln {
 
@@ -167,14 +168,22 @@ std::vector<SnapshotRef> list_snapshots(const std::string& dir) {
 
 namespace {
 
+// A second stop signal: the user will not wait for this snapshot, so it is dropped.
+void give_up_if_abandoned(const std::string& label) {
+  if (StopSignal::abandoned()) throw SnapshotAbandoned("snapshot " + label + " abandoned");
+}
+
 // archive.save_to(path) would let a full disk abort the process from a destructor; written
-// through a SyncedFileWriter, it becomes a UserError after the archive is done.
-void save_archive(torch::serialize::OutputArchive& archive, const std::string& path) {
+// through a SyncedFileWriter, it becomes a UserError after the archive is done. An abandoned
+// snapshot's bytes are dropped the same way (nothing may throw inside save_to), then it gives up.
+void save_archive(torch::serialize::OutputArchive& archive, const std::string& path,
+                  const std::string& label) {
   SyncedFileWriter file(path);
   archive.save_to([&](const void* data, size_t bytes) {
-    file.write(data, bytes);
+    if (!StopSignal::abandoned()) file.write(data, bytes);
     return bytes;
   });
+  give_up_if_abandoned(label);
   file.finish();
 }
 
@@ -197,16 +206,21 @@ void write_snapshot(const std::string& dir, const std::string& label, const Mode
     {
       torch::serialize::OutputArchive archive;
       model.save(archive);
-      save_archive(archive, (tmp / "model.pt").string());
+      save_archive(archive, (tmp / "model.pt").string(), label);
     }
     fault_point("snapshot.partial");
     {
       torch::serialize::OutputArchive archive;
       optimizer.save(archive);
-      save_archive(archive, (tmp / "optimizer.pt").string());
+      save_archive(archive, (tmp / "optimizer.pt").string(), label);
     }
     write_file_synced((tmp / "state.json").string(), state_to_json(state).dump(1) + "\n");
-    nlohmann::json manifest = {{"format", 1}, {"files", nlohmann::json::object()}};
+    // The run and config the snapshot belongs to: only that run loads or prunes it
+    // (core/checkpoint/snapshot_catalog.h).
+    nlohmann::json manifest = {{"format", 1},
+                               {"run", state.run_uuid},
+                               {"config_hash", state.config_hash},
+                               {"files", nlohmann::json::object()}};
     for (const char* file : {"model.pt", "optimizer.pt", "state.json"}) {
       const std::string path = (tmp / file).string();
       fsync_file(path);
@@ -216,6 +230,7 @@ void write_snapshot(const std::string& dir, const std::string& label, const Mode
     }
     write_file_synced((tmp / "manifest.json").string(), manifest.dump(1) + "\n");
     sync_dir(tmp.string());
+    give_up_if_abandoned(label);  // the last moment: once renamed, the snapshot is the run's
     fault_point("snapshot.unpublished");
     fs::remove_all(final_path, ec);  // an older snapshot of the same step (a re-done step)
     fs::rename(tmp, final_path);
@@ -229,6 +244,17 @@ void write_snapshot(const std::string& dir, const std::string& label, const Mode
     fs::remove_all(tmp, ec);
     throw;
   }
+}
+
+std::vector<std::string> remove_unfinished_snapshots(const std::string& dir) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().extension() == ".tmp") removed.push_back(entry.path().filename().string());
+  }
+  for (const auto& name : removed)
+    fs::remove_all(fs::path(dir) / name, ec);
+  return removed;
 }
 
 void verify_snapshot(const SnapshotRef& snapshot) {
@@ -260,51 +286,6 @@ void verify_snapshot(const SnapshotRef& snapshot) {
   } catch (const UserError& e) {
     throw UserError(fmt::format("snapshot '{}' is damaged: {}", snapshot.path, e.what()));
   }
-}
-
-SnapshotRef select_snapshot(const std::string& dir, const std::string& which,
-                            const std::function<void(const std::string&)>& warn) {
-  auto all = list_snapshots(dir);
-  if (all.empty()) {
-    throw UserError(
-        fmt::format("no snapshot in '{}': the run took none (set checkpoint.every)", dir));
-  }
-  if (which == "latest") {
-    // The damaged ones are reported once an intact one is found; when none is, the error says
-    // what was wrong with each (one line: a command that fails says so once).
-    std::vector<std::string> damaged;
-    for (auto it = all.rbegin(); it != all.rend(); ++it) {
-      if (it->best) continue;
-      try {
-        verify_snapshot(*it);
-        for (const auto& why : damaged)
-          warn(why + "; using an older snapshot");
-        return *it;
-      } catch (const UserError& e) {
-        damaged.push_back(e.what());
-      }
-    }
-    if (damaged.empty()) {
-      throw UserError(
-          fmt::format("no regular snapshot in '{}', only best ones: use --checkpoint best", dir));
-    }
-    throw UserError(fmt::format("no intact snapshot in '{}': {}", dir, fmt::join(damaged, "; ")));
-  }
-  for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    const bool match =
-        which == "best" ? it->best : (!which.empty() && which == std::to_string(it->step));
-    if (match) {
-      verify_snapshot(*it);
-      return *it;
-    }
-  }
-  std::vector<std::string> labels;
-  for (const auto& s : all)
-    labels.push_back(s.label);
-  throw UserError(
-      fmt::format("no snapshot '{}' in '{}': use latest, best or one of the steps of "
-                  "{}",
-                  which, dir, fmt::join(labels, ", ")));
 }
 
 SnapshotState load_snapshot(const SnapshotRef& snapshot, Model& model,
@@ -374,23 +355,6 @@ SnapshotState load_snapshot(const SnapshotRef& snapshot, Model& model,
     throw UserError(fmt::format("snapshot '{}' has RNG states Kiln cannot restore ({})",
                                 snapshot.path, e.what_without_backtrace()));
   }
-}
-
-std::vector<SnapshotRef> prune_snapshots(const std::string& dir, int64_t keep) {
-  auto all = list_snapshots(dir);
-  std::vector<SnapshotRef> regular, best, removed;
-  for (const auto& s : all)
-    (s.best ? best : regular).push_back(s);
-  auto drop_oldest = [&](std::vector<SnapshotRef>& list, size_t keep_count) {
-    for (size_t i = 0; i + keep_count < list.size(); ++i) {
-      std::error_code ec;
-      fs::remove_all(list[i].path, ec);
-      removed.push_back(list[i]);
-    }
-  };
-  drop_oldest(regular, static_cast<size_t>(keep));
-  drop_oldest(best, 1);
-  return removed;
 }
 
 }  // namespace kiln

@@ -1,15 +1,17 @@
 // Snapshots: everything a run needs to continue exactly where it stopped.
 //
-//   <run.out_dir>/<run name>/snapshots/step_000300/   the regular ones (the latest checkpoint.keep)
-//                                      best_000200/   the best by validation loss, when eval is on
+//   <run's folder>/snapshots/step_000300/   the regular ones (the latest checkpoint.keep)
+//                            best_000200/   the best by validation loss, when eval is on
 //       model.pt       parameters and buffers (LibTorch archive)
 //       optimizer.pt   optimizer state (moments, step counts)
 //       state.json     step, tokens seen, every rank's data position, RNG states, precision
 //                      state, the resolved config and its hash
-//       manifest.json  size and XXH3-64 checksum of each file above, written last
+//       manifest.json  the run (uuid) and config hash the snapshot belongs to, and the size and
+//                      XXH3-64 checksum of each file above; written last
 //
 // The functions below take the snapshots folder as `dir`: RunPaths::snapshots()
-// (core/store/run_paths.h) names it.
+// (core/store/run_paths.h) names it. Which snapshots are a run's own, and which one a command
+// loads: core/checkpoint/snapshot_catalog.h.
 //
 // A snapshot is written under a temporary name, each file fsync'ed, then renamed into place, so a
 // crash leaves either the whole snapshot or none. Loading checks the manifest; a snapshot that
@@ -17,8 +19,8 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -51,32 +53,38 @@ struct SnapshotState {
   nlohmann::json precision = nlohmann::json::object();  // the precision policy's own state
   std::string config_toml;
   std::string config_hash;
+  std::string run_uuid;  // the run the snapshot belongs to: its manifest names it
 };
 
 std::string regular_label(int64_t step);
 std::string best_label(int64_t step);
 
-// Sorted by step, oldest first; only complete (renamed into place) snapshots.
+// Thrown by write_snapshot after a second stop signal (StopSignal::abandoned): the user will not
+// wait, so the snapshot being written is removed and the earlier ones are left as they were.
+class SnapshotAbandoned : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Every complete (renamed into place) snapshot in `dir`, whoever's (which are a run's own:
+// snapshot_catalog.h); sorted by step, oldest first.
 std::vector<SnapshotRef> list_snapshots(const std::string& dir);
 
 // Writes model, optimizer, the process's RNG states and `state` as `dir/label`.
 void write_snapshot(const std::string& dir, const std::string& label, const Model& model,
                     const torch::optim::Optimizer& optimizer, const SnapshotState& state);
 
+// Deletes the `<label>.tmp` folders that a process killed mid-write left in `dir` (never loaded:
+// list_snapshots passes them over); returns their names. Only for the process that holds the
+// run's lock, so that none of them is being written.
+std::vector<std::string> remove_unfinished_snapshots(const std::string& dir);
+
 // Checks the manifest; a UserError saying what is wrong when the snapshot is damaged.
 void verify_snapshot(const SnapshotRef& snapshot);
-
-// Picks a snapshot by "latest", "best" or a step number; for "latest", damaged snapshots are
-// reported through `warn` and skipped. A UserError when none qualifies.
-SnapshotRef select_snapshot(const std::string& dir, const std::string& which,
-                            const std::function<void(const std::string&)>& warn);
 
 // Loads tensors into `model` (and `optimizer` when given) and returns the state; restores the
 // RNG states when `restore_rng`. The snapshot must have been verified.
 SnapshotState load_snapshot(const SnapshotRef& snapshot, Model& model,
                             torch::optim::Optimizer* optimizer, bool restore_rng);
-
-// Deletes all but the newest `keep` regular snapshots and all but the newest best one.
-std::vector<SnapshotRef> prune_snapshots(const std::string& dir, int64_t keep);
 
 }  // namespace kiln

@@ -9,12 +9,22 @@
 
 namespace kiln {
 
+SnapshotOwner snapshot_owner(RunStore& store, const RunRecord& run,
+                             const std::string& session_hash) {
+  SnapshotOwner owner{run.uuid, store.config_hashes(run.id), run.folder.empty(),
+                      store.snapshot_labels(run.id)};
+  owner.config_hashes.push_back(session_hash);
+  return owner;
+}
+
 SnapshotPolicy::SnapshotPolicy(const CheckpointOptions& options, int64_t total_steps,
-                               SnapshotParts parts, RunPaths paths, RunStore* store, int64_t run_id)
+                               SnapshotParts parts, RunPaths paths, SnapshotOwner owner,
+                               RunStore* store, int64_t run_id)
     : options_(options),
       total_steps_(total_steps),
       parts_(parts),
       paths_(std::move(paths)),
+      owner_(std::move(owner)),
       store_(store),
       run_id_(run_id) {}
 
@@ -51,13 +61,14 @@ void SnapshotPolicy::write(int64_t step, bool best, SnapshotState state) {
   const auto start = std::chrono::steady_clock::now();
   state.step = step;
   state.best_val_loss = best_val_;
+  state.run_uuid = owner_.run_uuid;
   const std::string label = best ? best_label(step) : regular_label(step);
   // Rows up to the snapshot's step are committed before the snapshot exists: a resume from it
   // then never lacks one.
   store_->flush();
   write_snapshot(paths_.snapshots(), label, parts_.model, parts_.optimizer, state);
   store_->add_snapshot(run_id_, step, label, paths_.snapshot(label));
-  for (const auto& removed : prune_snapshots(paths_.snapshots(), options_.keep)) {
+  for (const auto& removed : prune_snapshots(paths_.snapshots(), options_.keep, owner_)) {
     store_->remove_snapshot(run_id_, removed.label);
   }
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

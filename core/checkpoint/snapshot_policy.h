@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/checkpoint/snapshot.h"
+#include "core/checkpoint/snapshot_catalog.h"
 #include "core/config/options.h"
 #include "core/store/run_paths.h"
 
@@ -22,6 +22,12 @@ namespace kiln {
 class Model;
 class ParallelStrategy;
 class RunStore;
+struct RunRecord;
+
+// What makes a snapshot the run's own (core/checkpoint/snapshot_catalog.h), as `store` records it;
+// `session_hash`: the config hash this session runs with, which its snapshots will carry.
+SnapshotOwner snapshot_owner(RunStore& store, const RunRecord& run,
+                             const std::string& session_hash);
 
 // What a snapshot is taken of and loaded into.
 struct SnapshotParts {
@@ -33,9 +39,9 @@ struct SnapshotParts {
 class SnapshotPolicy {
  public:
   // `total_steps`: train.steps, whose step always snapshots when checkpoint.every > 0.
-  // `store`: null on ranks other than 0.
+  // `owner`: whose snapshots are written and pruned. `store`: null on ranks other than 0.
   SnapshotPolicy(const CheckpointOptions& options, int64_t total_steps, SnapshotParts parts,
-                 RunPaths paths, RunStore* store, int64_t run_id);
+                 RunPaths paths, SnapshotOwner owner, RunStore* store, int64_t run_id);
 
   // Loads `snapshot` into the model and optimizer (each rank then keeps only its part), takes up
   // its step and best validation loss, and returns its state for the rest of the run. Collective.
@@ -65,6 +71,7 @@ class SnapshotPolicy {
   int64_t total_steps_;
   SnapshotParts parts_;
   RunPaths paths_;
+  SnapshotOwner owner_;
   RunStore* store_;
   int64_t run_id_;
   std::optional<double> best_val_;

@@ -1,4 +1,5 @@
-// Model weights in and out of safetensors files (core/checkpoint/safetensors.h), as LibTorch tensors.
+// Model weights in and out of safetensors files (core/checkpoint/safetensors.h), as LibTorch
+// tensors.
 #pragma once
 
 #include <map>

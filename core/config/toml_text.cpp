@@ -26,6 +26,7 @@ std::optional<TomlTextProblem> unsafe_toml_text(const std::string& text) {
   std::vector<Nesting> nesting;
   bool key_next = true;      // a string here would be a key (line start, [header], `{`, `,` in {})
   bool value_start = false;  // a value may start here (after `=`, `[` or `,` in an array)
+  int key_parts = 1;         // of the key being read, while key_next
   int64_t line = 1, column = 1;
   size_t i = 0;
   const size_t n = text.size();
@@ -47,6 +48,12 @@ std::optional<TomlTextProblem> unsafe_toml_text(const std::string& text) {
       "a non-ASCII character outside a string or comment: TOML allows them only in those";
   const std::string in_key =
       "a non-ASCII character in a key: Kiln's keys are ASCII (`kiln plugins` lists them)";
+  const std::string long_key = fmt::format(
+      "a key of more than {} dotted parts: Kiln's keys are section.key", kTomlMaxKeyParts);
+  const std::string deep = fmt::format(
+      "arrays or inline tables nested more than {} deep: Kiln's values are numbers, strings, "
+      "booleans and lists of them",
+      kTomlMaxNesting);
   if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) i = 3;  // a UTF-8 byte order mark
   while (i < n) {
     const unsigned char c = byte(i);
@@ -111,24 +118,35 @@ std::optional<TomlTextProblem> unsafe_toml_text(const std::string& text) {
       }
       continue;
     }
+    // `[` and `{` open an array or inline table only where a value starts. Elsewhere (after a
+    // malformed value, as in `x = 0X["...`) toml++ reads no array, and a string after them is
+    // none for it either.
+    const bool opens_value = (c == '[' || c == '{') && value_start && !key_next;
     if (!blank(c)) value_start = false;
+    if (opens_value && nesting.size() >= static_cast<size_t>(kTomlMaxNesting)) {
+      return problem(deep);
+    }
     if (c == '\n') {
       if (nesting.empty()) {
         key_next = true;
+        key_parts = 1;
       } else if (nesting.back() == Nesting::kArray) {
         value_start = true;  // arrays span lines; a value may follow (or `,`, `]`)
       }
+    } else if (c == '.' && key_next) {
+      if (++key_parts > kTomlMaxKeyParts) return problem(long_key);
     } else if (c == '=' && key_next) {
       key_next = false;
       value_start = true;
-    } else if (c == '[' && !key_next) {
+    } else if (c == '[' && opens_value) {
       nesting.push_back(Nesting::kArray);  // (`[` where a key goes opens a [table] header)
       value_start = true;
     } else if (c == ']') {
       if (!nesting.empty() && nesting.back() == Nesting::kArray) nesting.pop_back();
-    } else if (c == '{' && !key_next) {
+    } else if (c == '{' && opens_value) {
       nesting.push_back(Nesting::kInlineTable);
       key_next = true;
+      key_parts = 1;
     } else if (c == '}') {
       if (!nesting.empty() && nesting.back() == Nesting::kInlineTable) {
         nesting.pop_back();
@@ -137,6 +155,7 @@ std::optional<TomlTextProblem> unsafe_toml_text(const std::string& text) {
     } else if (c == ',' && !nesting.empty()) {
       key_next = nesting.back() == Nesting::kInlineTable;
       value_start = !key_next;
+      key_parts = 1;
     }
     step();
   }

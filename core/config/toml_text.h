@@ -4,7 +4,10 @@
 // some non-ASCII characters where it expects whitespace or a key (outside strings and
 // comments, in quoted keys, after a line-ending backslash in a """ string; upstream issues 190
 // and 295). Such characters are never valid there, or (the last) vanishingly rare, so text
-// holding them is refused with their position before the parser sees it.
+// holding them is refused with their position before the parser sees it. So is text whose
+// keys have more than kTomlMaxKeyParts dotted parts (`[a.a.a....b]`: toml++ recurses once per
+// part, and 50,000 of them overflow the stack) or whose arrays and inline tables nest more than
+// kTomlMaxNesting deep (toml++ stops at 256 itself; Kiln's values nest at most two deep).
 #pragma once
 
 #include <optional>
@@ -15,6 +18,9 @@
 #include "core/config/params.h"
 
 namespace kiln {
+
+constexpr int kTomlMaxKeyParts = 64;
+constexpr int kTomlMaxNesting = 32;
 
 // `text` parsed; `source` (a file path, or what the text is) names it in errors. A UserError
 // "source:line:col: TOML syntax error: what" for unsafe or malformed text.

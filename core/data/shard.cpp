@@ -1,9 +1,13 @@
 #include "core/data/shard.h"
 
-#include <algorithm>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -31,15 +35,35 @@ struct Layout {
   throw UserError(fmt::format("'{}' is not a usable token shard: {}", path, why));
 }
 
-Layout llmc_layout(const std::string& path, const MappedFile& file) {
-  const auto bytes = static_cast<int64_t>(file.size());
+[[noreturn]] void cannot_read(const std::string& path, int err) {
+  throw UserError(fmt::format("cannot read token shard '{}': {}: check the file and its disk", path,
+                              std::strerror(err)));
+}
+
+// The file's bytes [at, at + bytes), fewer where the file ends first.
+std::string read_at(int fd, const std::string& path, int64_t at, size_t bytes) {
+  std::string out(bytes, '\0');
+  size_t got = 0;
+  while (got < bytes) {
+    const ssize_t n = ::pread(fd, &out[got], bytes - got, static_cast<off_t>(at + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) cannot_read(path, errno);
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  out.resize(got);
+  return out;
+}
+
+Layout llmc_layout(const std::string& path, int fd, int64_t bytes) {
   int32_t header[kShardHeaderInts] = {};
   if (bytes < kShardHeaderBytes) {
     not_a_shard(path, fmt::format("{} bytes, too short for the {}-byte header: the file is "
                                   "truncated or not a shard; re-run `kiln prepare`",
                                   bytes, kShardHeaderBytes));
   }
-  std::memcpy(header, file.data(), kShardHeaderBytes);
+  const std::string text = read_at(fd, path, 0, kShardHeaderBytes);
+  std::memcpy(header, text.data(), text.size());
   if (header[0] != kShardMagic) {
     not_a_shard(path, fmt::format("magic number {} instead of {} (llm.c format); re-create it "
                                   "with `kiln prepare`, or set data.format for .npy or raw files",
@@ -55,13 +79,13 @@ Layout llmc_layout(const std::string& path, const MappedFile& file) {
 
 // NumPy's format: "\x93NUMPY", major and minor version bytes, the header length (uint16 for
 // version 1, uint32 after), then a Python dict literal describing the array.
-Layout npy_layout(const std::string& path, const MappedFile& file) {
-  const auto bytes = static_cast<int64_t>(file.size());
-  if (bytes < 10 || std::memcmp(file.data(), "\x93NUMPY", 6) != 0) {
+Layout npy_layout(const std::string& path, int fd, int64_t bytes) {
+  char prefix[12] = {};  // a version-1 header is 10 bytes: the last two stay zero
+  const std::string start = read_at(fd, path, 0, sizeof prefix);
+  std::memcpy(prefix, start.data(), start.size());
+  if (bytes < 10 || std::memcmp(prefix, "\x93NUMPY", 6) != 0) {
     not_a_shard(path, "no .npy magic (\\x93NUMPY)");
   }
-  char prefix[12] = {};  // a version-1 header is 10 bytes: the last two stay zero
-  std::memcpy(prefix, file.data(), std::min(file.size(), sizeof prefix));
   const int major = static_cast<unsigned char>(prefix[6]);
   int64_t header_len = 0, header_at = 0;
   if (major == 1) {
@@ -74,7 +98,7 @@ Layout npy_layout(const std::string& path, const MappedFile& file) {
     header_at = 12;
   }
   if (header_at + header_len > bytes) not_a_shard(path, "the .npy header runs past the file");
-  const std::string header(file.data() + header_at, static_cast<size_t>(header_len));
+  const std::string header = read_at(fd, path, header_at, static_cast<size_t>(header_len));
   // The text after "'key':" up to the next ',' or '}' outside parentheses.
   auto value_of = [&](const std::string& key) {
     auto at = header.find("'" + key + "'");
@@ -123,58 +147,101 @@ Layout raw_layout(const std::string& path, int64_t bytes) {
   return {0, bytes / 2};
 }
 
-// The shard's bytes. A directory or a FIFO where a shard was expected is a mistake in the data
-// pattern, said as such before the map's own error.
-MappedFile map_shard(const std::string& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!ec && std::filesystem::exists(status)) {
-    if (std::filesystem::is_directory(status)) {
-      not_a_shard(path, "it is a directory: fix the data pattern");
-    }
-    if (!std::filesystem::is_regular_file(status)) {
-      not_a_shard(path, "it is not a regular file: fix the data pattern");
-    }
-  }  // else the map reports the missing file
-  return MappedFile(path, {"token shard", "run `kiln prepare` or fix the data path", true});
+// The shard open for reading. A directory or a FIFO where a shard was expected is a mistake in
+// the data pattern; O_NONBLOCK, so that opening a FIFO does not wait for a writer.
+int open_shard(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    throw UserError(
+        fmt::format("cannot open token shard '{}': {}: run `kiln prepare` or fix the "
+                    "data path",
+                    path, std::strerror(errno)));
+  }
+  struct stat st {};
+  const bool stated = ::fstat(fd, &st) == 0;
+  const int err = errno;
+  if (!stated || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    if (!stated) cannot_read(path, err);
+    not_a_shard(path, S_ISDIR(st.st_mode) ? "it is a directory: fix the data pattern"
+                                          : "it is not a regular file: fix the data pattern");
+  }
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);  // a hint: the kernel reads further ahead
+  return fd;
+}
+
+int64_t file_bytes(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) cannot_read(path, errno);
+  return static_cast<int64_t>(st.st_size);
 }
 
 }  // namespace
 
 ShardFile::ShardFile(const std::string& path, ShardFormat format)
-    : path_(path), map_(map_shard(path)) {
-  const auto bytes = static_cast<int64_t>(map_.size());
+    : path_(path), fd_(open_shard(path)) {
+  try {
+    read_layout(format);
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+}
+
+void ShardFile::read_layout(ShardFormat format) {
+  const int64_t bytes = file_bytes(fd_, path_);
   if (format == ShardFormat::kAuto) {
-    const bool npy = path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
+    const bool npy = path_.size() >= 4 && path_.compare(path_.size() - 4, 4, ".npy") == 0;
     format = npy ? ShardFormat::kNpy : ShardFormat::kLlmc;
   }
-  const Layout layout = format == ShardFormat::kNpy   ? npy_layout(path, map_)
-                        : format == ShardFormat::kRaw ? raw_layout(path, bytes)
-                                                      : llmc_layout(path, map_);
+  const Layout layout = format == ShardFormat::kNpy   ? npy_layout(path_, fd_, bytes)
+                        : format == ShardFormat::kRaw ? raw_layout(path_, bytes)
+                                                      : llmc_layout(path_, fd_, bytes);
   count_ = layout.count;
+  offset_ = layout.offset;
   if (count_ < 0) {
-    not_a_shard(path, fmt::format("its header gives a negative token count ({}): the file is "
-                                  "corrupt; re-create it",
-                                  count_));
+    not_a_shard(path_, fmt::format("its header gives a negative token count ({}): the file is "
+                                   "corrupt; re-create it",
+                                   count_));
   }
   // Compared without multiplying, so that no count in a header can overflow the check.
-  if (layout.offset > bytes || count_ > (bytes - layout.offset) / 2) {
+  if (offset_ > bytes || count_ > (bytes - offset_) / 2) {
     not_a_shard(
-        path,
-        fmt::format("truncated: its header promises {} tokens ({:.0f} bytes) but "
-                    "the file has {} bytes; re-create it",
-                    count_, static_cast<double>(layout.offset) + 2.0 * static_cast<double>(count_),
-                    bytes));
+        path_, fmt::format("truncated: its header promises {} tokens ({:.0f} bytes) but "
+                           "the file has {} bytes; re-create it",
+                           count_, static_cast<double>(offset_) + 2.0 * static_cast<double>(count_),
+                           bytes));
   }
-  tokens_ = reinterpret_cast<const uint16_t*>(map_.data() + layout.offset);
+}
+
+ShardFile::~ShardFile() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 ShardFile::ShardFile(ShardFile&& other) noexcept
     : path_(std::move(other.path_)),
-      map_(std::move(other.map_)),
-      tokens_(other.tokens_),
-      count_(other.count_) {
-  other.tokens_ = nullptr;
+      fd_(std::exchange(other.fd_, -1)),
+      offset_(other.offset_),
+      count_(other.count_) {}
+
+void ShardFile::read(int64_t first, int64_t count, uint16_t* out) const {
+  const int64_t at = offset_ + 2 * first;
+  const auto want = static_cast<size_t>(2 * count);
+  auto* bytes = reinterpret_cast<char*>(out);  // the file's little-endian uint16, as the host's
+  size_t got = 0;
+  while (got < want) {
+    const ssize_t n = ::pread(fd_, bytes + got, want - got, static_cast<off_t>(at + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) cannot_read(path_, errno);
+    if (n == 0) {
+      throw UserError(fmt::format(
+          "token shard '{}' was truncated while this run read it: it now has {} bytes, and the "
+          "tokens to read end at byte {}: restore the file (or re-run `kiln prepare` as before), "
+          "then `kiln resume` the run",
+          path_, file_bytes(fd_, path_), at + static_cast<int64_t>(want)));
+    }
+    got += static_cast<size_t>(n);
+  }
 }
 
 void write_shard(const std::string& path, const std::vector<uint16_t>& tokens) {

@@ -1,15 +1,21 @@
-// Token shards, read through mmap (no copy, no read() per step). Three layouts of uint16 tokens:
+// Token shards. Three layouts of uint16 tokens:
 //   llmc  llm.c's: a header of 256 little-endian int32 (magic 20240520, version 1, token count,
 //         zeros), then the tokens. What `kiln prepare` writes.
 //   npy   a NumPy .npy file holding a 1-D '<u2' array (build-nanogpt's shards).
 //   raw   the bare tokens, no header (nanoGPT's train.bin / val.bin).
+//
+// Read by copy (pread of each window), not through a memory map: a map turns a file truncated
+// while a run reads it (a re-run `kiln prepare`, a full disk, a user's `truncate`) into SIGBUS,
+// which kills the process with the run left 'running'; a read that comes back short is an error
+// like any other, and the run ends 'failed' with a line saying what happened. (A SIGBUS handler
+// around the map would keep it, but a process-wide handler that siglongjmps out of a copy on any
+// thread, beside LibTorch's handlers, is a larger risk than the copy.) The copy costs little: a
+// window is copied once anyway, into the int64 batch, and the page cache serves the read.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include "core/util/mapped_file.h"
 
 namespace kiln {
 
@@ -25,20 +31,25 @@ ShardFormat parse_shard_format(const std::string& name);
 
 class ShardFile {
  public:
-  // Maps the file and checks its header against its size; UserError when it is not a shard.
+  // Opens the file and checks its header against its size; UserError when it is not a shard.
   explicit ShardFile(const std::string& path, ShardFormat format = ShardFormat::kAuto);
+  ~ShardFile();
   ShardFile(ShardFile&& other) noexcept;
   ShardFile& operator=(ShardFile&&) = delete;
   ShardFile(const ShardFile&) = delete;
 
-  const uint16_t* tokens() const { return tokens_; }
+  // Copies tokens [first, first + count) to `out`. A UserError when the file no longer holds
+  // them (truncated since it was opened) or cannot be read.
+  void read(int64_t first, int64_t count, uint16_t* out) const;
   int64_t size() const { return count_; }
   const std::string& path() const { return path_; }
 
  private:
+  void read_layout(ShardFormat format);  // offset_ and count_, checked against the file
+
   std::string path_;
-  MappedFile map_;
-  const uint16_t* tokens_ = nullptr;
+  int fd_ = -1;
+  int64_t offset_ = 0;  // bytes before the first token
   int64_t count_ = 0;
 };
 

@@ -43,21 +43,29 @@ void TokenLoader::seek(const LoaderPosition& position) {
 void TokenLoader::check_vocab(size_t shard) {
   if (options_.vocab_limit <= 0 || vocab_checked_[shard]) return;
   const ShardFile& file = shards_[shard];
-  const uint16_t* begin = file.tokens();
-  const uint16_t* top = std::max_element(begin, begin + file.size());
-  if (*top >= options_.vocab_limit) {
-    throw UserError(
-        fmt::format("token shard '{}' holds token id {} at position {}, but the "
-                    "model's vocabulary has {} ids: raise model.vocab_size or use "
-                    "data prepared with this model's tokenizer",
-                    file.path(), *top, top - begin, options_.vocab_limit));
+  constexpr int64_t kChunk = 1 << 20;  // tokens read at a time: 2 MiB
+  std::vector<uint16_t> chunk;
+  for (int64_t first = 0; first < file.size(); first += kChunk) {
+    chunk.resize(static_cast<size_t>(std::min(kChunk, file.size() - first)));
+    file.read(first, static_cast<int64_t>(chunk.size()), chunk.data());
+    const auto top = std::max_element(chunk.begin(), chunk.end());
+    if (*top >= options_.vocab_limit) {
+      throw UserError(
+          fmt::format("token shard '{}' holds token id {} at position {}, but the "
+                      "model's vocabulary has {} ids: raise model.vocab_size or use "
+                      "data prepared with this model's tokenizer",
+                      file.path(), *top, first + (top - chunk.begin()), options_.vocab_limit));
+    }
   }
   vocab_checked_[shard] = true;
 }
 
 void TokenLoader::next(int64_t* inputs, int64_t* targets) {
-  const uint16_t* tokens =
-      shards_[position_.shard].tokens() + position_.offset + window_ * options_.rank;
+  // The window and the one token after it, the last target.
+  window_tokens_.resize(static_cast<size_t>(window_ + 1));
+  shards_[position_.shard].read(position_.offset + window_ * options_.rank, window_ + 1,
+                                window_tokens_.data());
+  const uint16_t* tokens = window_tokens_.data();
   for (int64_t i = 0; i < window_; ++i) {
     inputs[i] = tokens[i];
     targets[i] = tokens[i + 1];

@@ -3,7 +3,8 @@
 // targets shifted by one token. Ranks interleave: with world size W, rank r reads the r-th window
 // of every W consecutive ones, so the union over ranks of a step's windows is the same tokens
 // whatever W is. When the next round of windows would not fit in a shard, all ranks move to the
-// next shard; after the last shard they wrap to the first (a new epoch).
+// next shard; after the last shard they wrap to the first (a new epoch). Windows are copied out
+// of the shards (ShardFile::read), so a shard truncated under a run is an error, not SIGBUS.
 #pragma once
 
 #include <cstdint>
@@ -47,8 +48,9 @@ class TokenLoader {
   std::vector<ShardFile> shards_;
   std::vector<bool> vocab_checked_;
   LoaderPosition position_;
-  int64_t window_ = 0;  // micro_batch x seq_len
-  int64_t stride_ = 0;  // window_ x world
+  std::vector<uint16_t> window_tokens_;  // the window next() copies from its shard
+  int64_t window_ = 0;                   // micro_batch x seq_len
+  int64_t stride_ = 0;                   // window_ x world
 };
 
 }  // namespace kiln

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/config/toml_text.h"
+#include "core/store/run_store.h"
 #include "core/util/error.h"
 
 namespace kiln {
@@ -54,7 +55,13 @@ Connection open_existing(const std::string& path) {
     throw UserError(
         fmt::format("no run store at '{}': train a run first, or pass --db PATH", path));
   }
-  return Connection(path, OpenMode::kExisting, "check its permissions");
+  return Connection(path, OpenMode::kReadOnly, "check its permissions");
+}
+
+int64_t schema_version(Connection& db) {
+  Statement version(db, "PRAGMA user_version");
+  version.step();
+  return version.integer(0);
 }
 
 }  // namespace
@@ -63,7 +70,11 @@ HistoryDb::HistoryDb(const std::string& path) : db_(open_existing(path)) {
   db_.set_failure_hint("is it a Kiln run store?");
   // A run being trained writes about once a second; readers wait for it rather than fail.
   db_.set_busy_timeout(std::chrono::seconds(30));
-  db_.exec("PRAGMA foreign_keys = ON");
+  schema_version_ = schema_version(db_);
+  if (schema_version_ > known_schema_version()) {
+    warning_ = newer_schema_line(path, schema_version_) +
+               ": reading what this kiln knows of it; a newer kiln shows all of it";
+  }
   Statement columns(db_, "SELECT name FROM pragma_table_info('runs')");
   bool any = false;
   while (columns.step()) {
@@ -77,6 +88,22 @@ HistoryDb::HistoryDb(const std::string& path) : db_(open_existing(path)) {
   sqlite3_create_function_v2(db_.handle(), "kiln_config", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
                              new ConfigCache, kiln_config_function, nullptr, nullptr,
                              [](void* cache) { delete static_cast<ConfigCache*>(cache); });
+}
+
+HistoryDb::~HistoryDb() = default;
+
+Connection& HistoryDb::for_writing() {
+  if (schema_version_ > known_schema_version()) {
+    throw UserError(newer_schema_line(path(), schema_version_) +
+                    ": this command writes to it, so it refuses: use a newer kiln");
+  }
+  if (!writer_) {
+    writer_ = std::make_unique<Connection>(path(), OpenMode::kExisting, "check its permissions");
+    writer_->set_failure_hint("is it a Kiln run store?");
+    writer_->set_busy_timeout(std::chrono::seconds(30));
+    writer_->exec("PRAGMA foreign_keys = ON");  // so that a run's rows go with it
+  }
+  return *writer_;
 }
 
 }  // namespace kiln

@@ -1,7 +1,12 @@
 // The read side of the run store: a connection for `kiln runs ...`, `kiln report` and the sweep
 // summary (core/store/run_queries.h holds what they ask it). No LibTorch.
+// It opens the store read-only, so a store on a read-only disk, or in a folder this user may not
+// write, can still be listed and shown; and it reads a store of a newer schema than this kiln
+// knows, with a warning. What deletes (`kiln runs rm`) asks for_writing(), which refuses both.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/store/sqlite.h"
@@ -14,15 +19,28 @@ namespace kiln {
 class HistoryDb {
  public:
   explicit HistoryDb(const std::string& path);
+  ~HistoryDb();
 
+  // Read-only.
   Connection& connection() { return db_; }
+  // A second connection that may write; a UserError when the store's schema is newer than this
+  // kiln's (newer_schema_line) or the store is read-only.
+  Connection& for_writing();
   const std::string& path() const { return db_.path(); }
-  // runs.sweep arrives with the sweep runner's migration; older stores show no sweep.
+  // runs.sweep and metrics.skipped arrive with the sweep runner's migration (schema version 2);
+  // older stores show no sweep and no skipped update.
   bool has_sweep_column() const { return has_sweep_; }
+  bool has_skipped_column() const { return schema_version_ >= 2; }
+  // For the command to print before its output: the store's schema is newer than this kiln's.
+  // Empty when it is not.
+  const std::string& warning() const { return warning_; }
 
  private:
   Connection db_;
+  std::unique_ptr<Connection> writer_;
   bool has_sweep_ = false;
+  int64_t schema_version_ = 0;
+  std::string warning_;
 };
 
 }  // namespace kiln

@@ -6,11 +6,22 @@
 
 namespace kiln {
 
-std::string run_summary_select(bool has_sweep_column) {
-  // The sweep expression is one of two fixed strings: runs.sweep exists only in newer stores.
+RunColumns run_columns(Connection& db) {
+  RunColumns columns{false, false};
+  Statement names(db, "SELECT name FROM pragma_table_info('runs')");
+  while (names.step()) {
+    columns.sweep = columns.sweep || names.text(0) == "sweep";
+    columns.identity = columns.identity || names.text(0) == "folder";
+  }
+  return columns;
+}
+
+std::string run_summary_select(const RunColumns& columns) {
+  // Each optional column's expression is one of two fixed strings.
   return fmt::format(R"sql(
       WITH summary AS (
-        SELECT r.id AS id, r.name AS name, r.status AS status, {} AS sweep,
+        SELECT r.id AS id, r.name AS name, r.status AS status, {} AS sweep, {} AS uuid,
+               {} AS folder,
                r.created_at AS created_at, coalesce(r.finished_at, '') AS finished_at,
                coalesce(r.experiment, '') AS experiment, r.config AS config,
                r.config_hash AS config_hash, coalesce(r.git_commit, '') AS git_commit,
@@ -27,9 +38,11 @@ std::string run_summary_select(bool has_sweep_column) {
         FROM runs r)
       SELECT id, name, status, sweep, created_at, finished_at, experiment, config, config_hash,
              git_commit, host, error, planned_steps, steps, final_loss, best_loss, best_val,
-             tokens_per_sec, duration
+             tokens_per_sec, duration, uuid, folder
       FROM summary)sql",
-                     has_sweep_column ? "coalesce(r.sweep, '')" : "''");
+                     columns.sweep ? "coalesce(r.sweep, '')" : "''",
+                     columns.identity ? "coalesce(r.uuid, '')" : "''",
+                     columns.identity ? "coalesce(r.folder, '')" : "''");
 }
 
 std::vector<RunRecord> read_run_records(Connection& db, const SqlFragment& query) {
@@ -56,17 +69,19 @@ std::vector<RunRecord> read_run_records(Connection& db, const SqlFragment& query
     r.best_val = q.maybe_real(16);
     r.tokens_per_sec = q.maybe_real(17);
     r.duration_s = q.maybe_real(18);
+    r.uuid = q.text(19);
+    r.folder = q.text(20);
     out.push_back(std::move(r));
   }
   return out;
 }
 
 std::optional<RunRecord> lookup_run(Connection& db, const std::string& name_or_id,
-                                    bool has_sweep_column) {
+                                    const RunColumns& columns) {
   // An id only when the text is all digits ("12abc" is no id), and a run named "12" wins over
   // the run with id 12.
   auto found = read_run_records(
-      db, {run_summary_select(has_sweep_column) +
+      db, {run_summary_select(columns) +
                " WHERE name = ?1 OR (?1 <> '' AND ?1 NOT GLOB '*[^0-9]*' AND id = CAST(?1 AS "
                "INTEGER)) ORDER BY name = ?1 DESC LIMIT 1",
            {name_or_id}});
@@ -74,13 +89,23 @@ std::optional<RunRecord> lookup_run(Connection& db, const std::string& name_or_i
   return std::move(found[0]);
 }
 
-RunRecord require_run(Connection& db, const std::string& name_or_id, bool has_sweep_column) {
-  auto found = lookup_run(db, name_or_id, has_sweep_column);
+RunRecord require_run(Connection& db, const std::string& name_or_id, const RunColumns& columns) {
+  auto found = lookup_run(db, name_or_id, columns);
   if (!found) {
     throw UserError(fmt::format("no run '{}' in '{}': `kiln runs list --db {}` lists them",
                                 name_or_id, db.path(), db.path()));
   }
   return std::move(*found);
+}
+
+UpdateCount count_updates(Connection& db, int64_t run_id, bool has_skipped_column) {
+  Statement q(db,
+              has_skipped_column
+                  ? "SELECT count(*), coalesce(sum(skipped), 0) FROM metrics WHERE run_id = ?"
+                  : "SELECT count(*), 0 FROM metrics WHERE run_id = ?",
+              {run_id});
+  q.step();
+  return {q.integer(0), q.integer(1)};
 }
 
 }  // namespace kiln

@@ -18,7 +18,9 @@ struct RunRecord {
   std::string name, status, sweep, created_at, finished_at, experiment;
   std::string config;  // the resolved config as stored: canonical TOML text
   std::string config_hash, git_commit, host, error;
-  int64_t steps = 0;  // optimizer steps done (the last metrics row)
+  std::string uuid;    // the run's identity (core/store/run_paths.h); "" in a store before it
+  std::string folder;  // absolute, as made; "" for a run made before runs had identities
+  int64_t steps = 0;   // optimizer steps done (the last metrics row)
   int64_t planned_steps = 0;
   std::optional<double> final_loss;      // loss of the last step
   std::optional<double> best_loss;       // lowest training loss
@@ -27,17 +29,33 @@ struct RunRecord {
   std::optional<double> duration_s;      // finished_at - created_at; none while unfinished
 };
 
+// The columns of `runs` that arrived with later migrations, which a store opened without
+// migrating (HistoryDb) may lack: runs.sweep with the sweep runner's, runs.uuid and runs.folder
+// with run identities'.
+struct RunColumns {
+  bool sweep = true;
+  bool identity = true;
+};
+RunColumns run_columns(Connection& db);
+
 // Every run with its summary, as a query the caller extends with WHERE / ORDER BY / LIMIT on the
-// RunRecord field names (duration for duration_s). runs.sweep arrives with the sweep runner's
-// migration: without that column (an older store) every run's sweep is "".
-std::string run_summary_select(bool has_sweep_column);
+// RunRecord field names (duration for duration_s). A column the store lacks reads as "".
+std::string run_summary_select(const RunColumns& columns);
 // The rows of a query built on run_summary_select().
 std::vector<RunRecord> read_run_records(Connection& db, const SqlFragment& query);
 
 // By name, or by id when no run has that name.
 std::optional<RunRecord> lookup_run(Connection& db, const std::string& name_or_id,
-                                    bool has_sweep_column);
+                                    const RunColumns& columns);
 // lookup_run, or a UserError: "no run 'X' in 'DB': `kiln runs list --db DB` lists them".
-RunRecord require_run(Connection& db, const std::string& name_or_id, bool has_sweep_column);
+RunRecord require_run(Connection& db, const std::string& name_or_id, const RunColumns& columns);
+
+// A run's optimizer steps (metrics rows) and how many of them skipped their update
+// (metrics.skipped: non-finite gradients). A store older than that column counts none skipped.
+struct UpdateCount {
+  int64_t steps = 0;
+  int64_t skipped = 0;
+};
+UpdateCount count_updates(Connection& db, int64_t run_id, bool has_skipped_column);
 
 }  // namespace kiln

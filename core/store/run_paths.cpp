@@ -1,46 +1,161 @@
 #include "core/store/run_paths.h"
 
 #include <filesystem>
+#include <fstream>
+#include <random>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include "core/config/toml_text.h"
+#include "core/store/run_lookup.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
+#include "core/util/text.h"
 
 namespace kiln {
 
 namespace fs = std::filesystem;
 
-RunPaths::RunPaths(std::string out_dir, std::string name)
-    : out_dir_(std::move(out_dir)), name_(std::move(name)) {
-  if (!is_contained_name(name_)) {
-    throw UserError(
-        fmt::format("run name '{}' cannot be used: names become folders under "
-                    "run.out_dir, so use letters, digits and . _ - = , / without "
-                    "'..' or a leading '/'",
-                    name_));
-  }
+namespace {
+
+constexpr size_t kMaxNameLength = 200;
+constexpr size_t kIdInFolder = 8;  // hex digits of the uuid after '@' in the folder's name
+
+// ASCII only, whatever the locale says a letter is.
+bool is_name_character(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         std::string_view("._-=,+:").find(c) != std::string_view::npos;
 }
 
-std::string RunPaths::folder() const {
-  return (fs::path(out_dir_) / name_).string();
+}  // namespace
+
+bool is_run_name(const std::string& name) {
+  if (name.empty() || name.size() > kMaxNameLength) return false;
+  for (const auto& part : split(name, '/')) {
+    if (part.empty() || part == "." || part == "..") return false;
+    for (char c : part) {
+      if (!is_name_character(c)) return false;
+    }
+  }
+  return true;
+}
+
+void check_run_name(const std::string& name, const std::string& fix) {
+  if (is_run_name(name)) return;
+  throw UserError(fmt::format(
+      "run name '{}' cannot be used: a name becomes a folder under run.out_dir, so use 1 to {} "
+      "characters from ASCII letters, digits and . _ - = , + : in parts separated by single "
+      "'/' (no empty, '.' or '..' part, no leading or trailing '/'): {}",
+      name, kMaxNameLength, fix));
+}
+
+std::string new_run_uuid() {
+  std::random_device entropy;  // /dev/urandom (or the CPU's generator) on Linux
+  std::string hex;
+  for (int i = 0; i < 4; ++i)
+    hex += fmt::format("{:08x}", static_cast<uint32_t>(entropy()));
+  hex[12] = '4';                                                    // version 4: random
+  hex[16] = "89ab"[std::stoi(hex.substr(16, 1), nullptr, 16) & 3];  // the RFC 4122 variant
+  return fmt::format("{}-{}-{}-{}-{}", hex.substr(0, 8), hex.substr(8, 4), hex.substr(12, 4),
+                     hex.substr(16, 4), hex.substr(20));
+}
+
+bool is_run_uuid(const std::string& text) {
+  if (text.size() != 36) return false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    const char c = text[i];
+    const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+    if (dash ? c != '-' : !hex) return false;
+  }
+  return true;
+}
+
+RunPaths::RunPaths(std::string folder, std::string name)
+    : folder_(std::move(folder)), name_(std::move(name)) {}
+
+RunPaths RunPaths::for_new_run(const std::string& out_dir, const std::string& name,
+                               const std::string& uuid) {
+  check_run_name(name);
+  const std::string folder = name + "@" + uuid.substr(0, kIdInFolder);
+  return RunPaths((fs::path(absolute_path(out_dir)) / folder).string(), name);
+}
+
+RunPaths RunPaths::in_folder(std::string folder, std::string name) {
+  return RunPaths(std::move(folder), std::move(name));
+}
+
+std::optional<RunPaths> RunPaths::legacy(const std::string& out_dir, const std::string& name) {
+  if (!is_contained_name(name)) return std::nullopt;
+  return RunPaths((fs::path(out_dir) / name).string(), name);
+}
+
+std::string RunPaths::marker() const {
+  return (fs::path(folder_) / "run.json").string();
 }
 
 std::string RunPaths::lock() const {
-  return (fs::path(folder()) / "lock").string();
+  return (fs::path(folder_) / "lock").string();
 }
 
 std::string RunPaths::console_log() const {
-  return (fs::path(folder()) / "console.log").string();
+  return (fs::path(folder_) / "console.log").string();
 }
 
 std::string RunPaths::snapshots() const {
-  return (fs::path(folder()) / "snapshots").string();
+  return (fs::path(folder_) / "snapshots").string();
 }
 
 std::string RunPaths::snapshot(const std::string& label) const {
   return (fs::path(snapshots()) / label).string();
+}
+
+std::optional<RunPaths> paths_of(const RunRecord& run) {
+  if (!run.folder.empty()) return RunPaths::in_folder(run.folder, run.name);
+  const std::optional<toml::table> config = try_parse_toml(run.config);
+  const std::optional<std::string> out_dir =
+      config ? (*config)["run"]["out_dir"].value<std::string>() : std::nullopt;
+  return RunPaths::legacy(out_dir.value_or("runs"), run.name);
+}
+
+RunPaths require_paths(const RunRecord& run) {
+  std::optional<RunPaths> paths = paths_of(run);
+  if (!paths) {
+    throw UserError(
+        fmt::format("run '{}' has a name that reaches outside run.out_dir (a run store edited "
+                    "by hand?): Kiln will not use its folder",
+                    run.name));
+  }
+  return *paths;
+}
+
+std::string absolute_path(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(path, ec);
+  if (ec) {
+    throw UserError(fmt::format("cannot make '{}' an absolute path: {}: pass an absolute path",
+                                path, ec.message()));
+  }
+  return absolute.lexically_normal().string();
+}
+
+void write_run_marker(const RunPaths& paths, const std::string& uuid) {
+  const nlohmann::json marker = {{"kiln_run", uuid}, {"name", paths.name()}};
+  write_file_atomic(paths.marker(), marker.dump(1) + "\n");
+}
+
+std::optional<std::string> read_run_marker(const RunPaths& paths) {
+  std::ifstream in(paths.marker());
+  if (!in) return std::nullopt;
+  const nlohmann::json marker = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!marker.is_object() || !marker.contains("kiln_run") || !marker["kiln_run"].is_string()) {
+    return std::nullopt;
+  }
+  return marker["kiln_run"].get<std::string>();
 }
 
 }  // namespace kiln

@@ -1,33 +1,86 @@
-// Every path inside a run's folder, made here and nowhere else (as leveldb's db/filename.h
-// names every file of a database):
+// A run's identity, its folder, and every path inside that folder, made here and nowhere else
+// (as leveldb's db/filename.h names every file of a database):
 //
-//   <run.out_dir>/<run name>/        the run's folder (a sweep member's name has a '/')
+//   <run.out_dir>/<run name>@<first 8 hex digits of the run's uuid>/
+//                    run.json        the marker: the run's uuid and name (`kiln runs rm` deletes
+//                                    only a folder whose marker names the run)
 //                    lock            flock'ed by the kiln process training the run
 //                    console.log     what a sweep member printed
 //                    snapshots/      one folder per snapshot (core/checkpoint/snapshot.h)
 //                       <label>/
+//
+// The folder is made from the run's identity, not its name alone: two runs (of one name in two
+// run stores, or `a` and `a/b`) never share one, and no name can reach into another run's folder
+// ('@' is not allowed in names). It is absolute, and stored in runs.folder when the run is made:
+// every command reads it from there. A run made before runs had identities (runs.folder NULL)
+// keeps its legacy folder `<run.out_dir>/<name>`.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace kiln {
 
+struct RunRecord;
+
+// The rule for a new run's name, and the one place it is spelled: 1 to 200 characters from ASCII
+// letters, digits and . _ - = , + : in parts separated by single '/' (no empty, '.' or '..' part,
+// no leading or trailing '/'). A sweep member's name, <sweep>/<key=value,...>, follows it too.
+bool is_run_name(const std::string& name);
+// A UserError "run name 'NAME' cannot be used: <the rule>: <fix>" when `name` breaks the rule.
+void check_run_name(const std::string& name, const std::string& fix = "pick another --name");
+
+// The environment variable through which `kiln sweep` hands a new member's `kiln run` the
+// identity it chose for it (so that the member's console.log is in its folder from the start).
+constexpr const char* kChosenRunUuid = "KILN_RUN_UUID";
+
+// A fresh run identity: a random (version 4) UUID, 36 characters, from the system's entropy.
+std::string new_run_uuid();
+// Whether `text` has the form new_run_uuid() gives (lowercase hex in 8-4-4-4-12 groups).
+bool is_run_uuid(const std::string& text);
+
 class RunPaths {
  public:
-  // A UserError when `name` could reach outside out_dir (is_contained_name, core/util/fs.h).
-  RunPaths(std::string out_dir, std::string name);
+  // A new run's folder: <out_dir, made absolute>/<name>@<first 8 hex digits of `uuid`>. A
+  // UserError when the name breaks the rule (check_run_name).
+  static RunPaths for_new_run(const std::string& out_dir, const std::string& name,
+                              const std::string& uuid);
+  // The folder a run's row names (runs.folder), as stored.
+  static RunPaths in_folder(std::string folder, std::string name);
+  // A run made before run identities: <out_dir>/<name>, relative to the current directory when
+  // out_dir is; none for a name that could reach outside out_dir (a store edited by hand).
+  static std::optional<RunPaths> legacy(const std::string& out_dir, const std::string& name);
 
-  const std::string& out_dir() const { return out_dir_; }
   const std::string& name() const { return name_; }
-  std::string folder() const;
+  const std::string& folder() const { return folder_; }
+  std::string marker() const;
   std::string lock() const;
   std::string console_log() const;
   std::string snapshots() const;
   std::string snapshot(const std::string& label) const;
 
  private:
-  std::string out_dir_;
+  RunPaths(std::string folder, std::string name);
+
+  std::string folder_;
   std::string name_;
 };
+
+// Where a run's files are: the folder its row names (runs.folder), or for a run made before run
+// identities its legacy folder from the stored run.out_dir; none for a legacy name that could
+// reach outside run.out_dir (never one `kiln run` accepts, but a store edited by hand could hold
+// one).
+std::optional<RunPaths> paths_of(const RunRecord& run);
+// paths_of, or a UserError for such a name: for the commands that train or load the run.
+RunPaths require_paths(const RunRecord& run);
+
+// `path` made absolute against the current directory (no symlink resolved): how run.out_dir and
+// run.db are stored when a run is made, so that every later command finds the same files.
+std::string absolute_path(const std::string& path);
+
+// Writes the folder's marker (creating the folder): the run's uuid and name.
+void write_run_marker(const RunPaths& paths, const std::string& uuid);
+// The uuid the folder's marker names; none without a readable marker.
+std::optional<std::string> read_run_marker(const RunPaths& paths);
 
 }  // namespace kiln

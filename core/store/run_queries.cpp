@@ -7,11 +7,10 @@
 #include <set>
 
 #include <fmt/format.h>
-#include <toml++/toml.h>
 
 #include "core/config/canonical.h"
-#include "core/config/toml_text.h"
 #include "core/store/run_paths.h"
+#include "core/store/run_store.h"
 #include "core/store/where_expr.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
@@ -45,10 +44,24 @@ const KeySpace& summary_keys() {
   return keys;
 }
 
+// Why `kiln runs rm` left the folder of a run it removed.
+std::string left_folder_warning(const RunRecord& run, const std::string& folder) {
+  if (run.folder.empty()) {
+    return fmt::format(
+        "run '{}' was made before Kiln marked run folders, so '{}' is left as it is: delete it "
+        "by hand if it holds only that run's files",
+        run.name, folder);
+  }
+  return fmt::format(
+      "'{}' does not carry run '{}''s marker (run.json naming {}), so it is left as it is: "
+      "delete it by hand if it is that run's",
+      folder, run.name, run.uuid);
+}
+
 std::vector<RunRecord> read_records(HistoryDb& db, const std::string& clauses,
                                     const std::vector<SqlValue>& params) {
   return read_run_records(db.connection(),
-                          {run_summary_select(db.has_sweep_column()) + clauses, params});
+                          {run_summary_select(run_columns(db.connection())) + clauses, params});
 }
 
 // A config key no stored run has is a typo, not a filter that happens to match nothing.
@@ -100,20 +113,6 @@ std::vector<MetricRecord> read_metrics(HistoryDb& db, const std::string& sql, in
   return rows;
 }
 
-std::string out_dir_of(const RunRecord& run) {
-  const std::optional<toml::table> root = try_parse_toml(run.config);
-  const std::optional<std::string> out_dir =
-      root ? (*root)["run"]["out_dir"].value<std::string>() : std::nullopt;
-  return out_dir.value_or("runs");
-}
-
-// None for a name that could reach outside out_dir: `kiln run` accepts no such name, but a store
-// edited by hand could hold one, and rm must never reach outside out_dir.
-std::optional<RunPaths> paths_of(const RunRecord& run) {
-  if (!is_contained_name(run.name)) return std::nullopt;
-  return RunPaths(out_dir_of(run), run.name);
-}
-
 }  // namespace
 
 std::vector<RunRecord> list_runs(HistoryDb& db, const ListQuery& query) {
@@ -138,7 +137,7 @@ std::vector<RunRecord> list_runs(HistoryDb& db, const ListQuery& query) {
 }
 
 RunRecord find_run_record(HistoryDb& db, const std::string& name_or_id) {
-  return require_run(db.connection(), name_or_id, db.has_sweep_column());
+  return require_run(db.connection(), name_or_id, run_columns(db.connection()));
 }
 
 std::vector<RunRecord> match_runs(HistoryDb& db, const std::vector<std::string>& patterns) {
@@ -146,7 +145,7 @@ std::vector<RunRecord> match_runs(HistoryDb& db, const std::vector<std::string>&
   std::set<int64_t> seen;
   for (const auto& pattern : patterns) {
     std::vector<RunRecord> found;
-    if (auto run = lookup_run(db.connection(), pattern, db.has_sweep_column())) {
+    if (auto run = lookup_run(db.connection(), pattern, run_columns(db.connection()))) {
       found.push_back(std::move(*run));
     } else {
       found = read_records(db, " WHERE sweep = ?1 OR name GLOB ?1 ORDER BY id", {pattern});
@@ -294,19 +293,31 @@ std::string run_folder(const RunRecord& run) {
   return paths ? paths->folder() : "";
 }
 
-std::string remove_run(HistoryDb& db, const RunRecord& run) {
+std::string remove_run(HistoryDb& db, const RunRecord& run,
+                       const std::function<void(const std::string&)>& warn) {
+  Connection& store = db.for_writing();  // refuses a read-only or newer store before anything
+  // An older store is upgraded first, as every command that writes does: its run_ids table
+  // then remembers this run's id, which no later run gets.
+  RunStore{db.path()};
   const auto paths = paths_of(run);
+  const bool exists = paths && fs::is_directory(paths->folder());
+  // The row's word is not enough: only a folder whose marker names the run is the run's to
+  // delete (a legacy run's folder, <out_dir>/<name>, may hold another run's files).
+  const bool own = exists && !run.folder.empty() && read_run_marker(*paths) == run.uuid;
   std::optional<FileLock> lock;
-  if (paths && fs::is_directory(paths->folder())) {
+  if (own || (exists && fs::exists(paths->lock()))) {
     // The lock `kiln run` and `kiln resume` hold while they train.
     lock.emplace(paths->lock(),
                  fmt::format("run '{}' is being trained by a kiln process right now: stop it "
                              "before removing it",
                              run.name));
   }
-  Statement(db.connection(), "DELETE FROM runs WHERE id = ?", {run.id}).step();
-  if (!lock) return "";
-  const std::string folder = paths->folder();
+  Statement(store, "DELETE FROM runs WHERE id = ?", {run.id}).step();
+  if (!own) {
+    if (exists) warn(left_folder_warning(run, paths->folder()));
+    return "";
+  }
+  const std::string& folder = paths->folder();
   std::error_code ec;
   fs::remove_all(folder, ec);
   if (ec) {
@@ -315,8 +326,8 @@ std::string remove_run(HistoryDb& db, const RunRecord& run) {
                     "delete the folder by hand",
                     run.name, folder, ec.message()));
   }
-  // A sweep member lives in <out_dir>/<sweep>/<member>: the last member out removes the sweep's
-  // folder too (never out_dir itself: only the folders the name adds).
+  // A sweep member lives in <out_dir>/<sweep>/<member>@<id>: the last member out removes the
+  // sweep's folder too (never out_dir itself: only the folders the name adds).
   fs::path dir = fs::path(folder).parent_path();
   for (size_t depth = split(run.name, '/').size(); depth > 1; --depth, dir = dir.parent_path()) {
     if (!fs::is_empty(dir, ec) || ec || !fs::remove(dir, ec)) break;

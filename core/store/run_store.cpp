@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/store/run_paths.h"
 #include "core/util/error.h"
 #include "core/util/fault.h"
 #include "core/util/fs.h"
@@ -79,7 +80,31 @@ const char* const kMigrations[] = {
     ALTER TABLE metrics ADD COLUMN rank_skew_ms REAL;
     ALTER TABLE metrics ADD COLUMN bubble REAL;
     )sql",
+    // Run identities (core/store/run_paths.h): every run a uuid (older runs get a random one
+    // here) and its absolute folder (NULL for older runs: they keep <out_dir>/<name>); every
+    // config hash a run has had, which its snapshots may carry; and the highest run id ever
+    // used, so that no id returns after `kiln runs rm` (INTEGER PRIMARY KEY alone hands out
+    // max(id) + 1 again, and rebuilding runs with AUTOINCREMENT would cascade its deletes).
+    R"sql(
+    ALTER TABLE runs ADD COLUMN uuid TEXT;
+    ALTER TABLE runs ADD COLUMN folder TEXT;
+    UPDATE runs SET uuid = lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' ||
+                                 substr(hex(randomblob(2)), 2) || '-' ||
+                                 substr('89ab', 1 + abs(random() % 4), 1) ||
+                                 substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)));
+    CREATE UNIQUE INDEX runs_by_uuid ON runs(uuid);
+    CREATE TABLE run_config_hashes (
+      run_id       INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      config_hash  TEXT NOT NULL,
+      PRIMARY KEY (run_id, config_hash)
+    ) WITHOUT ROWID;
+    INSERT INTO run_config_hashes (run_id, config_hash) SELECT id, config_hash FROM runs;
+    CREATE TABLE run_ids (highest_used INTEGER NOT NULL);
+    INSERT INTO run_ids (highest_used) SELECT coalesce(max(id), 0) FROM runs;
+    )sql",
 };
+
+const int64_t kKnownSchema = static_cast<int64_t>(std::size(kMigrations));
 
 Connection open_store(const std::string& path) {
   ensure_parent_dir(path);
@@ -87,6 +112,16 @@ Connection open_store(const std::string& path) {
 }
 
 }  // namespace
+
+int64_t known_schema_version() {
+  return kKnownSchema;
+}
+
+std::string newer_schema_line(const std::string& path, int64_t version) {
+  return fmt::format(
+      "run store '{}' has a newer schema (version {}) than this kiln understands ({})", path,
+      version, kKnownSchema);
+}
 
 RunStore::RunStore(const std::string& path) : db_(open_store(path)) {
   // Writers from other processes (sweeps) wait their turn instead of failing.
@@ -107,7 +142,7 @@ RunStore::RunStore(const std::string& path) : db_(open_store(path)) {
 }
 
 void RunStore::migrate() {
-  const int64_t want = static_cast<int64_t>(std::size(kMigrations));
+  const int64_t want = kKnownSchema;
   // Each migration reads the version inside its own write transaction: several processes
   // opening a new db at once (a sweep's members) then apply each migration exactly once.
   for (;;) {
@@ -117,10 +152,9 @@ void RunStore::migrate() {
       migration.commit();
       if (have > want) {
         // Not a SqliteError: this message needs no "cannot use" wrapping.
-        throw UserError(
-            fmt::format("run store '{}' has schema version {}, newer than this kiln "
-                        "understands ({}): use a newer kiln or another run.db",
-                        db_.path(), have, want));
+        throw UserError(newer_schema_line(db_.path(), have) +
+                        ": this command writes to it, so it refuses: use a newer kiln, or "
+                        "another run.db");
       }
       return;
     }
@@ -139,35 +173,55 @@ RunStore::~RunStore() {
 }
 
 int64_t RunStore::create_run(const NewRun& run) {
+  Transaction write(db_);
   if (find_run(run.name)) {
     throw UserError(fmt::format("a run named '{}' already exists in '{}': pick another --name",
                                 run.name, db_.path()));
   }
+  // The id after the highest ever used: one `kiln runs rm` freed is never handed out again.
+  Statement next(db_,
+                 "SELECT max(coalesce((SELECT max(id) FROM runs), 0), "
+                 "coalesce((SELECT max(highest_used) FROM run_ids), 0)) + 1");
+  next.step();
+  const int64_t id = next.integer(0);
   Statement insert(db_, R"sql(
-      INSERT INTO runs (name, status, experiment, config, config_hash, seed, git_commit, host,
-                        world_size, steps, sweep)
-      VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
-  insert.bind(1, run.name)
-      .bind(2, run.experiment)
-      .bind(3, run.config_toml)
-      .bind(4, run.config_hash)
-      .bind(5, run.seed)
-      .bind_text_or_null(6, run.git_commit)
-      .bind_text_or_null(7, run.host)
-      .bind(8, run.world_size)
-      .bind(9, run.planned_steps)
-      .bind_text_or_null(10, run.sweep);
+      INSERT INTO runs (id, name, status, experiment, config, config_hash, seed, git_commit, host,
+                        world_size, steps, sweep, uuid, folder)
+      VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
+  insert.bind(1, id)
+      .bind(2, run.name)
+      .bind(3, run.experiment)
+      .bind(4, run.config_toml)
+      .bind(5, run.config_hash)
+      .bind(6, run.seed)
+      .bind_text_or_null(7, run.git_commit)
+      .bind_text_or_null(8, run.host)
+      .bind(9, run.world_size)
+      .bind(10, run.planned_steps)
+      .bind_text_or_null(11, run.sweep)
+      .bind(12, run.uuid.empty() ? new_run_uuid() : run.uuid)
+      .bind_text_or_null(13, run.folder);
   insert.step();
-  return db_.last_insert_rowid();
+  Statement(db_, "UPDATE run_ids SET highest_used = ?", {id}).step();
+  Statement(db_, "INSERT INTO run_config_hashes (run_id, config_hash) VALUES (?, ?)",
+            {id, run.config_hash})
+      .step();
+  write.commit();
+  return id;
 }
 
-// The migrations give every store this kiln opens the runs.sweep column.
+// The migrations give every store this kiln opens every column of runs.
 std::optional<RunRecord> RunStore::find_run(const std::string& name_or_id) {
-  return lookup_run(db_, name_or_id, /*has_sweep_column=*/true);
+  return lookup_run(db_, name_or_id, RunColumns{});
 }
 
 RunRecord RunStore::require_run(const std::string& name_or_id) {
-  return kiln::require_run(db_, name_or_id, /*has_sweep_column=*/true);
+  return kiln::require_run(db_, name_or_id, RunColumns{});
+}
+
+UpdateCount RunStore::count_updates(int64_t run_id) {
+  flush();
+  return kiln::count_updates(db_, run_id, /*has_skipped_column=*/true);
 }
 
 int64_t RunStore::schema_version() {
@@ -251,13 +305,27 @@ void RunStore::reopen_run(int64_t run_id, int64_t from_step, const std::string& 
   Statement record(db_, "INSERT INTO resumes (run_id, from_step, changes) VALUES (?, ?, ?)");
   record.bind(1, run_id).bind(2, from_step).bind_text_or_null(3, changes);
   record.step();
+  Statement(db_, "INSERT OR IGNORE INTO run_config_hashes (run_id, config_hash) VALUES (?, ?)",
+            {run_id, config_hash})
+      .step();
   write.commit();
 }
 
-void RunStore::delete_run(int64_t run_id) {
-  Statement drop(db_, "DELETE FROM runs WHERE id = ?");
-  drop.bind(1, run_id);
-  drop.step();
+std::vector<std::string> RunStore::config_hashes(int64_t run_id) {
+  return texts("SELECT config_hash FROM run_config_hashes WHERE run_id = ? ORDER BY config_hash",
+               run_id);
+}
+
+std::vector<std::string> RunStore::snapshot_labels(int64_t run_id) {
+  return texts("SELECT label FROM snapshots WHERE run_id = ? ORDER BY step, label", run_id);
+}
+
+std::vector<std::string> RunStore::texts(const std::string& sql, int64_t run_id) {
+  Statement q(db_, sql, {run_id});
+  std::vector<std::string> out;
+  while (q.step())
+    out.push_back(q.text(0));
+  return out;
 }
 
 void RunStore::add_snapshot(int64_t run_id, int64_t step, const std::string& label,

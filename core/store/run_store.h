@@ -26,7 +26,9 @@ struct NewRun {
   int64_t planned_steps = 0;
   std::string git_commit;  // empty = unknown
   std::string host;
-  std::string sweep;  // empty = not part of a sweep
+  std::string sweep;   // empty = not part of a sweep
+  std::string uuid;    // the run's identity (core/store/run_paths.h); empty = a fresh one
+  std::string folder;  // absolute (RunPaths::for_new_run); empty = none (NULL)
 };
 
 struct MetricRow {
@@ -50,6 +52,12 @@ struct EvalRow {
   std::string checkpoint;  // the snapshot `kiln eval` loaded; empty for evals during training
 };
 
+// The schema this kiln writes: the PRAGMA user_version of a store with all its migrations.
+int64_t known_schema_version();
+// "run store 'PATH' has a newer schema (version V) than this kiln understands (K)": every
+// command that writes refuses such a store, those that only read warn and go on.
+std::string newer_schema_line(const std::string& path, int64_t version);
+
 class RunStore {
  public:
   // Opens or creates the db (and its directory); a UserError when it cannot be used.
@@ -58,12 +66,15 @@ class RunStore {
   RunStore(const RunStore&) = delete;
   RunStore& operator=(const RunStore&) = delete;
 
-  // A UserError when the name is taken: run names are unique.
+  // A UserError when the name is taken: run names are unique. The id is one no run of this
+  // store ever had, even one since removed.
   int64_t create_run(const NewRun& run);
   // By name, or by id when no run has that name (core/store/run_lookup.h).
   std::optional<RunRecord> find_run(const std::string& name_or_id);
   // find_run, or a UserError: "no run 'X' in 'DB': `kiln runs list --db DB` lists them".
   RunRecord require_run(const std::string& name_or_id);
+  // The run's steps and skipped updates so far, rows still buffered included.
+  UpdateCount count_updates(int64_t run_id);
 
   // Buffered; written by flush(), which add_* call themselves about once a second.
   void add_metric(int64_t run_id, const MetricRow& row);
@@ -74,10 +85,14 @@ class RunStore {
   // (possibly changed) config replaces the old one and the resume is recorded with `changes`.
   void reopen_run(int64_t run_id, int64_t from_step, const std::string& changes,
                   const std::string& config_toml, const std::string& config_hash);
-  void delete_run(int64_t run_id);  // with its metrics, evals and snapshot rows
   void add_snapshot(int64_t run_id, int64_t step, const std::string& label,
                     const std::string& path);
   void remove_snapshot(int64_t run_id, const std::string& label);
+  // Every config hash the run has had: a resume that changes a resumable key changes it, and
+  // the run's earlier snapshots carry the earlier one.
+  std::vector<std::string> config_hashes(int64_t run_id);
+  // The labels of the run's snapshots as the store lists them, oldest first.
+  std::vector<std::string> snapshot_labels(int64_t run_id);
 
   const std::string& path() const { return db_.path(); }
   double seconds_spent() const { return seconds_spent_; }  // inside add_*/flush, for reports
@@ -86,6 +101,7 @@ class RunStore {
   void migrate();
   int64_t schema_version();  // PRAGMA user_version: the migrations applied
   void maybe_flush();
+  std::vector<std::string> texts(const std::string& sql, int64_t run_id);  // first column
 
   Connection db_;
   std::vector<std::pair<int64_t, MetricRow>> pending_metrics_;

@@ -1,19 +1,91 @@
 #include "core/store/sqlite.h"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include <fmt/format.h>
 
 namespace kiln {
 
+namespace {
+
+// Why this process may not write the store at `path`, or "" when it may. access() asks the
+// kernel, so a read-only mount or an immutable file counts even for root.
+std::string write_refusal(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && ::access(path.c_str(), W_OK) != 0) {
+    return fmt::format("the file is not writable ({})", std::strerror(errno));
+  }
+  const std::string dir = std::filesystem::absolute(path, ec).parent_path().string();
+  if (::access(dir.c_str(), W_OK) != 0) {
+    return fmt::format("its folder '{}' is not writable ({})", dir, std::strerror(errno));
+  }
+  return "";
+}
+
+SqliteError read_only_store(const std::string& path, const std::string& why) {
+  return SqliteError(
+      fmt::format("run store '{}' is read-only: {}, and this command writes to it: make the "
+                  "file and its folder writable, or use a writable copy of it",
+                  path, why),
+      why);
+}
+
+// A cleanly closed WAL store (no -shm file) in a folder this process may not write: SQLite cannot
+// make the shared index it reads through, so the first read fails.
+bool lacks_shared_index(sqlite3* db) {
+  if (sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr) ==
+      SQLITE_OK) {
+    return false;
+  }
+  // SQLITE_READONLY_DIRECTORY or _CANTINIT: a read that would have to write the index first.
+  return sqlite3_errcode(db) == SQLITE_READONLY || sqlite3_errcode(db) == SQLITE_CANTOPEN;
+}
+
+// `path` as an SQLite URI that reads it as immutable: no shared index, no lock. Safe where
+// lacks_shared_index() holds, because a writer would need that index too.
+std::string immutable_uri(const std::string& path) {
+  std::string uri = "file:";
+  for (const unsigned char c : path) {
+    uri += std::isalnum(c) || std::strchr("/._-", c) ? std::string(1, static_cast<char>(c))
+                                                     : fmt::format("%{:02X}", c);
+  }
+  return uri + "?immutable=1";
+}
+
+}  // namespace
+
 Connection::Connection(std::string path, OpenMode mode, const std::string& open_hint)
     : path_(std::move(path)) {
-  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX |
+  if (mode != OpenMode::kReadOnly) {
+    const std::string refusal = write_refusal(path_);
+    if (!refusal.empty()) throw read_only_store(path_, refusal);
+  }
+  const int flags = SQLITE_OPEN_FULLMUTEX |
+                    (mode == OpenMode::kReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
                     (mode == OpenMode::kCreate ? SQLITE_OPEN_CREATE : 0);
-  const int rc = sqlite3_open_v2(path_.c_str(), &db_, flags, nullptr);
+  open(path_, flags, open_hint);
+  if (mode == OpenMode::kReadOnly && lacks_shared_index(db_)) {
+    sqlite3_close(db_);
+    open(immutable_uri(path_), flags | SQLITE_OPEN_URI, open_hint);
+  }
+  // SQLite opens a file it may not write read-only without saying so.
+  if (mode != OpenMode::kReadOnly && sqlite3_db_readonly(db_, "main") == 1) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw read_only_store(path_, "SQLite could open it for reading only");
+  }
+}
+
+void Connection::open(const std::string& name, int flags, const std::string& open_hint) {
+  const int rc = sqlite3_open_v2(name.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string why = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     sqlite3_close(db_);

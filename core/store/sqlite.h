@@ -40,13 +40,16 @@ class SqliteError : public UserError {
 };
 
 enum class OpenMode {
-  kExisting,  // the file must exist: a mistyped path is an error, not a new empty store
+  kReadOnly,  // must exist; SQLite never writes it (a store on a read-only disk or copy)
+  kExisting,  // must exist: a mistyped path is an error, not a new empty store
   kCreate,    // created when missing
 };
 
 class Connection {
  public:
-  // A SqliteError "cannot open run store '<path>': <why>: <open_hint>" when SQLite cannot open it.
+  // A SqliteError "cannot open run store '<path>': <why>: <open_hint>" when SQLite cannot open it;
+  // one that says the store is read-only when a mode that writes meets a file or folder it may
+  // not write (SQLite makes its -wal and -shm files beside the file).
   Connection(std::string path, OpenMode mode, const std::string& open_hint);
   ~Connection();
   Connection(const Connection&) = delete;
@@ -67,6 +70,8 @@ class Connection {
   [[noreturn]] void fail() const;
 
  private:
+  // sqlite3_open_v2 of `name` (the path, or a URI for it) into db_, or the SqliteError.
+  void open(const std::string& name, int flags, const std::string& open_hint);
   SqliteError failure(const std::string& why) const;
 
   std::string path_;

@@ -1,5 +1,6 @@
 #include "core/store/where_expr.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <regex>
@@ -72,35 +73,40 @@ class Parser {
 
  private:
   using Node = std::unique_ptr<WhereNode>;
+  using Kind = WhereNode::Kind;
 
   Node parse_or() {
     Node node = parse_and();
-    while (accept_word("or"))
-      node = combine(WhereNode::Kind::kOr, std::move(node), parse_and());
+    for (size_t at = next_token(); accept_word("or"); at = next_token())
+      node = combine(Kind::kOr, std::move(node), parse_and(), at);
     return node;
   }
 
   Node parse_and() {
     Node node = parse_unary();
-    while (accept_word("and"))
-      node = combine(WhereNode::Kind::kAnd, std::move(node), parse_unary());
+    for (size_t at = next_token(); accept_word("and"); at = next_token())
+      node = combine(Kind::kAnd, std::move(node), parse_unary(), at);
     return node;
   }
 
   Node parse_unary() {
+    const size_t at = next_token();
     if (accept_word("not")) {
+      enter_level(at);
       auto node = std::make_unique<WhereNode>();
-      node->kind = WhereNode::Kind::kNot;
-      node->children.push_back(parse_unary());
+      node->kind = Kind::kNot;
+      adopt(*node, parse_unary(), at);
+      --levels_;
       return node;
     }
-    skip_space();
     if (pos_ < text_.size() && text_[pos_] == '(') {
+      enter_level(at);
       ++pos_;
       Node inner = parse_or();
       skip_space();
       if (pos_ >= text_.size() || text_[pos_] != ')') fail("')' to close the '('");
       ++pos_;
+      --levels_;
       return inner;
     }
     return parse_comparison();
@@ -108,12 +114,17 @@ class Parser {
 
   Node parse_comparison() {
     auto node = std::make_unique<WhereNode>();
-    skip_space();
-    node->column = pos_ + 1;
+    node->column = next_token() + 1;
+    if (++comparisons_ > kWhereMaxComparisons) {
+      throw UserError(fmt::format(
+          "--where \"{}\": more than {} comparisons (the one at column {} is one too many): "
+          "match many names with one glob instead, e.g. name ~ 'sweep1/*'",
+          shown(), kWhereMaxComparisons, node->column));
+    }
     node->key = parse_key();
     node->is_config = is_config_key(node->key);
     if (!node->is_config && !keys_.columns.count(node->key)) {
-      throw UserError(fmt::format("--where \"{}\": unknown key '{}' at column {}: {}", text_,
+      throw UserError(fmt::format("--where \"{}\": unknown key '{}' at column {}: {}", shown(),
                                   node->key, node->column, unknown_key_hint(node->key, keys_)));
     }
     node->op = parse_op();
@@ -179,8 +190,8 @@ class Parser {
       }
     }
     throw UserError(
-        fmt::format("--where \"{}\": the string at column {} is not closed: end it with {}", text_,
-                    start + 1, quote));
+        fmt::format("--where \"{}\": the string at column {} is not closed: end it with {}",
+                    shown(), start + 1, quote));
   }
 
   bool accept_word(const char* word) {
@@ -205,18 +216,66 @@ class Parser {
       ++pos_;
   }
 
-  static Node combine(WhereNode::Kind kind, Node left, Node right) {
-    auto node = std::make_unique<WhereNode>();
-    node->kind = kind;
-    node->children.push_back(std::move(left));
-    node->children.push_back(std::move(right));
+  // Where the next token starts (spaces skipped).
+  size_t next_token() {
+    skip_space();
+    return pos_;
+  }
+
+  // A '(' or a 'not' at `at`: one level deeper, refused before the recursion that would take it.
+  void enter_level(size_t at) {
+    if (++levels_ > kWhereMaxDepth) too_deep(at);
+  }
+
+  // `left OP right`, a chain of one operator being one node: `(a or b) or c` is `a or b or c`.
+  Node combine(Kind kind, Node left, Node right, size_t at) {
+    Node node = std::move(left);
+    if (node->kind != kind) {
+      auto chain = std::make_unique<WhereNode>();
+      chain->kind = kind;
+      adopt(*chain, std::move(node), at);
+      node = std::move(chain);
+    }
+    if (right->kind != kind) {
+      adopt(*node, std::move(right), at);
+    } else {
+      for (auto& operand : right->children)
+        adopt(*node, std::move(operand), at);
+    }
     return node;
+  }
+
+  // `child` as the last operand of `parent` (made by the operator at `at`), within the depth
+  // limit: an 'and' inside an 'or' nests without parentheses.
+  void adopt(WhereNode& parent, Node child, size_t at) const {
+    parent.depth = std::max(parent.depth, child->depth + 1);
+    parent.children.push_back(std::move(child));
+    if (parent.depth > kWhereMaxDepth) too_deep(at);
+  }
+
+  [[noreturn]] void too_deep(size_t at) const {
+    throw UserError(fmt::format(
+        "--where \"{}\": nested more than {} levels deep at column {} (each '(' and 'not' is a "
+        "level, and so is an 'and' inside an 'or' or an 'or' inside an 'and'): write the filter "
+        "with fewer levels",
+        shown(), kWhereMaxDepth, at + 1));
   }
 
   // Callers skip spaces first, so pos_ is where the unexpected token starts.
   [[noreturn]] void fail(const std::string& expected) const {
-    throw UserError(fmt::format("--where \"{}\": expected {} at column {}, found {}", text_,
+    throw UserError(fmt::format("--where \"{}\": expected {} at column {}, found {}", shown(),
                                 expected, pos_ + 1, found()));
+  }
+
+  // The expression as errors quote it: its start alone when it is long (a generated filter of
+  // a thousand comparisons), so that the error stays a line one can read.
+  std::string shown() const {
+    constexpr size_t kShown = 100;
+    if (text_.size() <= kShown + 20) return text_;
+    size_t end = kShown;
+    while (end > 0 && (static_cast<unsigned char>(text_[end]) & 0xC0) == 0x80)
+      --end;  // not inside a UTF-8 character
+    return fmt::format("{}... ({} characters)", text_.substr(0, end), text_.size());
   }
 
   std::string found() const {
@@ -230,51 +289,9 @@ class Parser {
   const std::string& text_;
   const KeySpace& keys_;
   size_t pos_ = 0;
+  int levels_ = 0;  // '(' and 'not' open around pos_
+  size_t comparisons_ = 0;
 };
-
-// The left-hand side of a comparison or a sort: whitelisted SQL, or the config lookup with the
-// key bound.
-void append_key(SqlFragment& out, const std::string& key, const KeySpace& keys) {
-  if (is_config_key(key)) {
-    out.sql += keys.config_sql;
-    out.params.emplace_back(key);
-  } else {
-    out.sql += keys.columns.at(key);
-  }
-}
-
-void append_where(SqlFragment& out, const WhereNode& node, const KeySpace& keys) {
-  switch (node.kind) {
-    case WhereNode::Kind::kAnd:
-    case WhereNode::Kind::kOr:
-      out.sql += "(";
-      append_where(out, *node.children[0], keys);
-      out.sql += node.kind == WhereNode::Kind::kAnd ? " AND " : " OR ";
-      append_where(out, *node.children[1], keys);
-      out.sql += ")";
-      return;
-    case WhereNode::Kind::kNot:
-      out.sql += "(NOT ";
-      append_where(out, *node.children[0], keys);
-      out.sql += ")";
-      return;
-    case WhereNode::Kind::kCompare:
-      out.sql += "coalesce(";
-      append_key(out, node.key, keys);
-      out.sql += node.op == "~" ? " GLOB " : " " + node.op + " ";
-      out.sql += "?, 0)";
-      out.params.push_back(node.value);
-      return;
-  }
-}
-
-void collect_config_keys(const WhereNode& node, std::vector<KeyUse>& out) {
-  if (node.kind == WhereNode::Kind::kCompare && node.is_config) {
-    out.push_back({node.key, node.column});
-  }
-  for (const auto& child : node.children)
-    collect_config_keys(*child, out);
-}
 
 }  // namespace
 
@@ -287,12 +304,6 @@ std::unique_ptr<WhereNode> parse_where(const std::string& expr, const KeySpace& 
   return Parser(expr, keys).parse();
 }
 
-SqlFragment where_sql(const WhereNode& node, const KeySpace& keys) {
-  SqlFragment out;
-  append_where(out, node, keys);
-  return out;
-}
-
 std::string sort_key(const std::string& key, const KeySpace& keys) {
   const std::string name = !key.empty() && key[0] == '-' ? key.substr(1) : key;
   if (!is_config_key(name) && !keys.columns.count(name)) {
@@ -300,19 +311,6 @@ std::string sort_key(const std::string& key, const KeySpace& keys) {
                                 key, name, unknown_key_hint(name, keys)));
   }
   return name;
-}
-
-SqlFragment sort_sql(const std::string& key, const KeySpace& keys) {
-  SqlFragment out;
-  append_key(out, sort_key(key, keys), keys);
-  out.sql += key[0] == '-' ? " DESC NULLS LAST" : " ASC NULLS LAST";
-  return out;
-}
-
-std::vector<KeyUse> config_keys_of(const WhereNode& node) {
-  std::vector<KeyUse> out;
-  collect_config_keys(node, out);
-  return out;
 }
 
 }  // namespace kiln

@@ -68,17 +68,19 @@ MetricRow metric_row(const StepStats& stats, int world_size) {
   return row;
 }
 
-Session::Session(AssembledRun& run, RunPaths paths, RunStore* store, int64_t run_id)
+Session::Session(AssembledRun& run, RunPaths paths, SnapshotOwner owner, RunStore* store,
+                 int64_t run_id)
     : run_(run),
       store_(store),
       run_id_(run_id),
       name_(paths.name()),
+      folder_(paths.folder()),
       trainer_(run),
       console_(run.train.steps),
       evals_(run.eval, run.train.steps),
       snapshots_(run.checkpoint, run.train.steps,
-                 SnapshotParts{*run.model, *run.optimizer, *run.parallel}, std::move(paths), store,
-                 run_id) {}
+                 SnapshotParts{*run.model, *run.optimizer, *run.parallel}, std::move(paths),
+                 std::move(owner), store, run_id) {}
 
 void Session::restore(const SnapshotRef& snapshot) {
   SnapshotState state = snapshots_.restore(snapshot);
@@ -108,6 +110,7 @@ void Session::print_header() {
   const auto& config = run_.config;
   console_.line(fmt::format("run '{}' (id {}) in {} | config hash {}", name_, run_id_,
                             store_->path(), config.hash()));
+  console_.line("folder: " + folder_);
   console_.line(
       fmt::format("model {}: {:.2f}M parameters, context {} | device {} | {} CPU threads",
                   config.type("model"), static_cast<double>(run_.model->parameter_count()) / 1e6,
@@ -127,15 +130,25 @@ void Session::print_header() {
 
 SessionOutcome Session::train() {
   SessionOutcome outcome{run_id_, name_, "completed", start_step_, 0};
+  // An error after a second stop signal (a peer that stopped at once) still leaves a run that
+  // the user stopped, and that resumes from its last snapshot.
+  auto failed = [] { return StopSignal::abandoned() ? "interrupted" : "failed"; };
   try {
     train_steps(outcome);
     if (evals_.final_test(outcome.status == "completed")) test_at_end(outcome.steps_done);
+    if (store_) {
+      updates_ = store_->count_updates(run_id_);
+      if (outcome.status == "completed") require_an_applied_update();
+    }
+  } catch (const SnapshotAbandoned&) {
+    outcome.status = "interrupted";
+    say_abandoned();
   } catch (const c10::Error& e) {
     std::string message = e.what_without_backtrace();
-    if (store_) store_->finish_run(run_id_, "failed", message);
+    if (store_) store_->finish_run(run_id_, failed(), message);
     throw std::runtime_error("LibTorch: " + message);
   } catch (const std::exception& e) {
-    if (store_) store_->finish_run(run_id_, "failed", e.what());
+    if (store_) store_->finish_run(run_id_, failed(), e.what());
     throw;
   }
   if (!store_) return outcome;
@@ -156,6 +169,11 @@ void Session::train_steps(SessionOutcome& outcome) {
     outcome.final_loss = stats.loss;
     if (evals_.due(step)) evaluate(step);
     const bool interrupted = StopSignal::requested();
+    if (StopSignal::abandoned()) {  // a second signal: the user will not wait for a snapshot
+      outcome.status = "interrupted";
+      say_abandoned();
+      return;
+    }
     if (snapshots_.due(step, interrupted)) snapshot(step, /*best=*/false);
     if (interrupted) {
       outcome.status = "interrupted";
@@ -189,6 +207,26 @@ void Session::test_at_end(int64_t step) {
   if (!store_) return;
   store_->add_eval(run_id_, EvalRow{step, "test", loss, ""});
   console_.eval(step, "test", loss);
+}
+
+void Session::say_abandoned() {
+  if (!store_) return;
+  const int64_t last = snapshots_.last_step();
+  console_.line(fmt::format(
+      "a second stop signal: stopping without a snapshot of this step; `kiln resume {}` "
+      "continues from {}",
+      name_, last > 0 ? fmt::format("its last snapshot (step {})", last) : "step 0"));
+}
+
+// A run whose every update was skipped (non-finite gradients) trained nothing: it fails rather
+// than end `completed` with the weights it started with.
+void Session::require_an_applied_update() {
+  if (updates_.steps == 0 || updates_.skipped < updates_.steps) return;
+  throw DivergedError(fmt::format(
+      "none of the run's {} updates was applied: every step's gradients were inf or NaN, so "
+      "each update was skipped and the weights are still the initial ones: start it again "
+      "(--restart) with a lower optimizer.lr or a train.grad_clip",
+      updates_.steps));
 }
 
 // What the snapshot policy cannot know: where the run is and what it was configured with.
@@ -241,13 +279,22 @@ void Session::report_optimizer_state() {
 }
 
 void Session::print_closing(const SessionOutcome& outcome) {
+  const std::string skipped = updates_.skipped > 0 ? fmt::format(" | {} of {} updates skipped",
+                                                                 updates_.skipped, updates_.steps)
+                                                   : "";
   console_.line(fmt::format(
-      "{} {} of {} steps; {} of training this session | final loss {:.6f} | run store {:.1f} "
+      "{} {} of {} steps; {} of training this session | final loss {:.6f}{} | run store {:.1f} "
       "ms ({:.3f}% of step time) | snapshots {:.1f} ms",
       outcome.status, outcome.steps_done, run_.train.steps, format_duration(train_seconds_),
-      outcome.final_loss, store_->seconds_spent() * 1000.0,
+      outcome.final_loss, skipped, store_->seconds_spent() * 1000.0,
       train_seconds_ > 0 ? 100.0 * store_->seconds_spent() / train_seconds_ : 0.0,
       snapshots_.seconds() * 1000.0));
+  if (2 * updates_.skipped > updates_.steps) {
+    console_.line(fmt::format(
+        "warning: most of the run's updates were skipped ({} of {}: their gradients were not "
+        "finite), so its weights learned from only {} batches; `kiln runs show {}` counts them",
+        updates_.skipped, updates_.steps, updates_.steps - updates_.skipped, name_));
+  }
 }
 
 }  // namespace kiln

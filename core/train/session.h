@@ -25,8 +25,9 @@ MetricRow metric_row(const StepStats& stats, int world_size);
 
 class Session {
  public:
+  // `paths` and `owner`: the run's folder and what makes a snapshot in it the run's own.
   // `store`: null on ranks other than 0; `run_id`: the run's row, already in the store.
-  Session(AssembledRun& run, RunPaths paths, RunStore* store, int64_t run_id);
+  Session(AssembledRun& run, RunPaths paths, SnapshotOwner owner, RunStore* store, int64_t run_id);
 
   Console& console() { return console_; }
   // Continues after `snapshot`: weights, optimizer, data position, RNG, counters. Collective.
@@ -44,6 +45,8 @@ class Session {
   void test_at_end(int64_t step);
   void snapshot(int64_t step, bool best);
   void handle_nonfinite(const StepStats& stats);
+  void say_abandoned();
+  void require_an_applied_update();
   void report_optimizer_state();
   void print_closing(const SessionOutcome& outcome);
 
@@ -51,12 +54,14 @@ class Session {
   RunStore* store_;  // null on ranks other than 0
   int64_t run_id_;
   std::string name_;
+  std::string folder_;  // the run's folder (RunPaths), named in the header
   Trainer trainer_;
   Console console_;
   EvalPolicy evals_;
   SnapshotPolicy snapshots_;
   int64_t start_step_ = 0;    // the step this session starts after: 0, or the snapshot's
   double train_seconds_ = 0;  // in train_step, this session
+  UpdateCount updates_;       // the run's steps and skipped updates, counted once it stops
 };
 
 }  // namespace kiln

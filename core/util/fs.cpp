@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -116,9 +117,29 @@ void sync_dir(const std::string& path) {
   ::close(fd);
 }
 
+namespace {
+
+// A new, empty file beside `path`, named `path.<pid>-<n>.tmp`, that did not exist before
+// (O_EXCL): an atomic write never writes into an existing file, whatever it is called (a run
+// store named like the output's temporary, another process's write of the same output).
+std::string create_temp_beside(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  for (;;) {
+    const std::string tmp = fmt::format("{}.{}-{}.tmp", path, ::getpid(), counter++);
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ::close(fd);
+      return tmp;
+    }
+    if (errno != EEXIST) fail_io("create", tmp, errno);
+  }
+}
+
+}  // namespace
+
 void write_file_atomic(const std::string& path, const std::string& contents) {
   ensure_parent_dir(path);
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = create_temp_beside(path);
   try {
     write_file_synced(tmp, contents);
   } catch (const UserError&) {

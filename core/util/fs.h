@@ -11,11 +11,14 @@ std::vector<std::string> glob_files(const std::string& pattern);
 // Creates a file's parent directories; a UserError naming the path when that fails.
 void ensure_parent_dir(const std::string& path);
 // Whether `name` can be a folder path under another folder without climbing out of it: relative,
-// no empty, "." or ".." part, no backslash or control character, at most 200 characters.
+// no empty, "." or ".." part, no backslash or control character, at most 200 characters. (What a
+// new run may be named is stricter: check_run_name, core/store/run_paths.h; this is what keeps
+// the names of runs made before that rule inside their run.out_dir.)
 bool is_contained_name(const std::string& name);
 
-// A file written to `path.tmp`, flushed, fsync'ed and renamed over `path`: readers see the old
-// file or the new one, never half of one.
+// A file written to a new temporary beside `path` (`path.<pid>-<n>.tmp`), flushed, fsync'ed and
+// renamed over `path`: readers see the old file or the new one, never half of one, and no
+// existing file but `path` itself is ever replaced.
 void write_file_atomic(const std::string& path, const std::string& contents);
 
 // Writes `contents` to a new file at `path` and fsyncs it (no rename: for files inside a

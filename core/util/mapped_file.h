@@ -1,6 +1,8 @@
-// The one memory map: a whole file, read-only, unmapped when the object goes. Token shards,
-// safetensors weights and snapshot checksums read through it, so a multi-gigabyte file costs
-// neither a copy nor a read() per access. Failures are UserErrors naming the file.
+// The one memory map: a whole file, read-only, unmapped when the object goes. Safetensors
+// weights and snapshot checksums read through it, so a multi-gigabyte file costs neither a copy
+// nor a read() per access. Failures are UserErrors naming the file. (Token shards are read by
+// copy instead: a run reads them for hours, and core/data/shard.h says why a map is no good
+// then.)
 //
 // MAP_SHARED, not MAP_PRIVATE: with PROT_READ the two read the same bytes (nothing is ever
 // written, so nothing is ever copied on write); MAP_SHARED says what the pages are, the page

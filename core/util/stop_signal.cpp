@@ -1,7 +1,5 @@
 #include "core/util/stop_signal.h"
 
-#include <unistd.h>
-
 #include <atomic>
 
 namespace kiln {
@@ -10,12 +8,13 @@ namespace {
 
 // Read and written from the signal handler: lock-free atomics are async-signal-safe.
 std::atomic<int> g_received{0};
-std::atomic<bool> g_exit_on_second{false};
+std::atomic<bool> g_abandon_on_second{false};
+std::atomic<bool> g_abandoned{false};
 int g_installed = 0;  // StopSignals alive; changed only by their constructors and destructors
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free);
 
 void on_stop_signal(int signal) {
-  if (g_received.exchange(signal) != 0 && g_exit_on_second.load()) ::_exit(128 + signal);
+  if (g_received.exchange(signal) != 0 && g_abandon_on_second.load()) g_abandoned = true;
 }
 
 }  // namespace
@@ -24,9 +23,12 @@ StopSignal::StopSignal(Second second) {
   // A fresh start for the outermost one: a signal recorded under an earlier StopSignal (an
   // earlier sweep in the same test process) must not stop this one. A nested one keeps what
   // the enclosing one recorded.
-  if (g_installed++ == 0) g_received = 0;
+  if (g_installed++ == 0) {
+    g_received = 0;
+    g_abandoned = false;
+  }
   previous_second_ =
-      g_exit_on_second.exchange(second == Second::kExit) ? Second::kExit : Second::kRecord;
+      g_abandon_on_second.exchange(second == Second::kAbandon) ? Second::kAbandon : Second::kRecord;
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
@@ -38,12 +40,18 @@ StopSignal::StopSignal(Second second) {
 StopSignal::~StopSignal() {
   sigaction(SIGINT, &previous_int_, nullptr);
   sigaction(SIGTERM, &previous_term_, nullptr);
-  g_exit_on_second = previous_second_ == Second::kExit;
-  --g_installed;
+  g_abandon_on_second = previous_second_ == Second::kAbandon;
+  // Code that runs later in the process (the next test, a snapshot written by another command)
+  // must not find itself abandoned by a signal meant for this one.
+  if (--g_installed == 0) g_abandoned = false;
 }
 
 int StopSignal::received() {
   return g_received.load();
+}
+
+bool StopSignal::abandoned() {
+  return g_abandoned.load();
 }
 
 }  // namespace kiln

@@ -3,6 +3,8 @@
 // current step and a snapshot, a sweep or a launcher after forwarding the signal to its
 // children). The handlers it replaced come back when it is destroyed. No SA_RESTART: a blocking
 // call such as waitpid() returns EINTR when a signal arrives, so a waiting loop notices it.
+// The handler only stores into lock-free atomics: all the work of stopping happens in the
+// program's own code, where it may take locks, write files and commit to the run store.
 #pragma once
 
 #include <csignal>
@@ -12,8 +14,8 @@ namespace kiln {
 class StopSignal {
  public:
   enum class Second {
-    kRecord,  // a second signal is recorded like the first (the caller escalates itself)
-    kExit,    // a second signal ends the process at once, exit status 128 + signal
+    kRecord,   // a second signal is recorded like the first (the caller escalates itself)
+    kAbandon,  // a second signal also sets abandoned(): stop now, dropping a snapshot midway
   };
   explicit StopSignal(Second second = Second::kRecord);
   ~StopSignal();
@@ -23,6 +25,9 @@ class StopSignal {
   // The last signal received while a StopSignal was installed; 0 when none.
   static int received();
   static bool requested() { return received() != 0; }
+  // A second signal under a kAbandon StopSignal that is still installed: the user will not wait
+  // for a snapshot. Work that can be dropped (a snapshot being written) checks it and gives up.
+  static bool abandoned();
 
  private:
   struct sigaction previous_int_ {};

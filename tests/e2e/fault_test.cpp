@@ -142,7 +142,7 @@ TEST_F(Faults, KilledMidSnapshotMidCommitAndAtRandomTheRunEndsAsIfNeverKilled) {
   // takes the run more than 5 steps on and every one lands before the run's end.
   std::mt19937 rng(20261121);
   std::uniform_int_distribution<int> delay_ms(150, 700);
-  const std::string snapshots = dir_ / "runs/victim/snapshots";
+  const std::string snapshots = folder_of("victim") + "/snapshots";
   for (int i = 1; i <= 8; ++i) {
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(delay_ms(rng));
@@ -176,7 +176,7 @@ TEST_F(Faults, KilledMidSnapshotMidCommitAndAtRandomTheRunEndsAsIfNeverKilled) {
             "120 120 1 120");
   EXPECT_EQ(scalar(db(), "pragma integrity_check"), "ok");
   // No half-written snapshot left behind, and the final weights are the reference's.
-  for (const auto& entry : std::filesystem::directory_iterator(dir_ / "runs/victim/snapshots"))
+  for (const auto& entry : std::filesystem::directory_iterator(snapshots))
     EXPECT_EQ(entry.path().extension(), "") << entry.path();
   const auto ref_weights = exported_weights("ref", "latest");
   ASSERT_FALSE(ref_weights.empty());
@@ -254,8 +254,8 @@ TEST_F(Faults, NonFiniteGradientsAreSkippedAndRecordedWhenAsked) {
     if (skipped.count(step)) {
       EXPECT_TRUE(weights[step] == weights[step - 1]) << "skipped step " << step << " moved them";
     } else {
-      EXPECT_FALSE(weights[step] == weights[step - 1]) << "applied step " << step
-                                                       << " left the weights unchanged";
+      EXPECT_FALSE(weights[step] == weights[step - 1])
+          << "applied step " << step << " left the weights unchanged";
     }
   }
 }
@@ -293,7 +293,7 @@ TEST_F(Faults, ADiskFullDuringASnapshotIsAClearErrorAndThePreviousSnapshotResume
       "--set eval.every=0";
   ASSERT_EQ(run_kiln("run " + exp + " --name ref" + settings).exit_code, 0);
   // About 2.5 snapshots of this model fit.
-  const std::string snap_dir = dir_ / "runs/ref/snapshots/step_000005";
+  const std::string snap_dir = folder_of("ref") + "/snapshots/step_000005";
   long snapshot_bytes = 0;
   for (const auto& f : std::filesystem::directory_iterator(snap_dir))
     snapshot_bytes += static_cast<long>(std::filesystem::file_size(f.path()));
@@ -311,13 +311,15 @@ TEST_F(Faults, ADiskFullDuringASnapshotIsAClearErrorAndThePreviousSnapshotResume
   const std::string output = testing::read_file(log);
   ASSERT_EQ(o.exit_code, 2) << output;
   const std::string last_line = output.substr(output.rfind("kiln: "));
-  EXPECT_EQ(last_line.find("kiln: error: cannot write '" + small + "/full/snapshots/step_"), 0u)
+  const std::string full = folder_of("full");
+  EXPECT_EQ(full.rfind(small + "/full@", 0), 0u) << full;
+  EXPECT_EQ(last_line.find("kiln: error: cannot write '" + full + "/snapshots/step_"), 0u)
       << output;
   EXPECT_NE(last_line.find("No space left on device"), std::string::npos) << output;
   EXPECT_EQ(std::count(last_line.begin(), last_line.end(), '\n'), 1) << last_line;
   EXPECT_EQ(scalar(db(), "select status from runs where name = 'full'"), "failed");
   // Nothing half-written: only whole snapshots remain, and the latest resumes.
-  for (const auto& entry : std::filesystem::directory_iterator(small + "/full/snapshots"))
+  for (const auto& entry : std::filesystem::directory_iterator(full + "/snapshots"))
     EXPECT_EQ(entry.path().extension(), "") << entry.path();
   disk.grow(64 << 20);
   auto resumed = run_kiln("resume full --db " + db());

@@ -23,6 +23,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "core/data/shard.h"
 #include "test_util.h"
@@ -234,10 +235,27 @@ class HostileInput : public ::testing::Test {
     require(result.exit_code == 0, "training run '" + name + "': " + result.output);
   }
 
-  static void replace_snapshots(const std::string& from, const std::string& to) {
-    const std::string runs = scratch_->str() + "/runs/";
-    fs::remove_all(runs + to + "/snapshots");
-    fs::copy(runs + from + "/snapshots", runs + to + "/snapshots", fs::copy_options::recursive);
+  // A run's column in {DB}: its folder, uuid or config hash.
+  static std::string run_column(const std::string& run, const std::string& column) {
+    return testing::scalar(scratch_->str() + "/kiln.db",
+                           "select " + column + " from runs where name = '" + run + "'");
+  }
+
+  // `to`'s snapshots become copies of `from`'s; `forged`: with manifests that name `to` (its
+  // uuid and config hash), so that the snapshot passes as the run's own and only loading it
+  // can tell that it was taken with another model or optimizer.
+  static void replace_snapshots(const std::string& from, const std::string& to, bool forged) {
+    const std::string target = run_column(to, "folder") + "/snapshots";
+    fs::remove_all(target);
+    fs::copy(run_column(from, "folder") + "/snapshots", target, fs::copy_options::recursive);
+    for (const auto& snapshot : fs::directory_iterator(target)) {
+      if (!forged) continue;
+      const std::string path = (snapshot.path() / "manifest.json").string();
+      auto manifest = nlohmann::json::parse(read_file(path));
+      manifest["run"] = run_column(to, "uuid");
+      manifest["config_hash"] = run_column(to, "config_hash");
+      write_text(path, manifest.dump());
+    }
   }
 
   static void make_runs(const std::string& s) {
@@ -246,12 +264,15 @@ class HostileInput : public ::testing::Test {
     train("notest", "--set 'data.test=\"\"'");
     train("small", "--set model.n_embd=8");
     train("mixed");
-    replace_snapshots("small", "mixed");
+    replace_snapshots("small", "mixed", /*forged=*/true);
     train("sgdrun", "--set optimizer.type=sgd --set optimizer.momentum=0.9");
     train("mixedopt");
-    replace_snapshots("sgdrun", "mixedopt");
+    replace_snapshots("sgdrun", "mixedopt", /*forged=*/true);
+    train("foreign");
+    replace_snapshots("done", "foreign", /*forged=*/false);
     train("damaged");
-    for (const auto& snapshot : fs::directory_iterator(s + "/runs/damaged/snapshots"))
+    for (const auto& snapshot :
+         fs::directory_iterator(run_column("damaged", "folder") + "/snapshots"))
       fs::resize_file(snapshot.path() / "model.pt", 100);
     auto data_of = [&](const std::string& dir) {
       return fmt::format(

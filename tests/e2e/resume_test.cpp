@@ -39,7 +39,7 @@ TEST_F(Resume, DamagedSnapshotsAreReportedAndTheLastGoodOneIsUsed) {
                      "--set checkpoint.keep=3 --set eval.every=0")
                 .exit_code,
             0);
-  const std::string snaps = dir_ / "runs/c/snapshots";
+  const std::string snaps = folder_of("c") + "/snapshots";
   damage(snaps + "/step_000012/model.pt", false);
   auto eval = run_kiln("eval c --steps 2 --db " + db());
   ASSERT_EQ(eval.exit_code, 0) << eval.output;

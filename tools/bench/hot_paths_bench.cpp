@@ -1,5 +1,5 @@
 // The per-step costs Kiln adds around the model, each measured alone:
-//   BM_ShardRead       tokens/s of the memory-mapped loader producing int64 micro-batches
+//   BM_ShardRead       tokens/s of the token loader (pread of each window) producing int64 micro-batches
 //   BM_MetricsRow      one metrics row into the run store (buffered, committed ~once a second)
 //   BM_MetricsCommit   one metrics row committed on its own (the worst case: a flush per step)
 //   BM_SnapshotWrite   MB/s of a full snapshot (model, AdamW state, manifest, fsync, rename)
@@ -8,14 +8,14 @@
 #include <filesystem>
 #include <numeric>
 
-#include "core/config/config.h"
-#include "core/util/fs.h"
 #include "core/api/model.h"
 #include "core/api/optimizer.h"
-#include "core/store/run_store.h"
-#include "core/data/shard.h"
 #include "core/checkpoint/snapshot.h"
+#include "core/config/config.h"
+#include "core/data/shard.h"
 #include "core/data/token_loader.h"
+#include "core/store/run_store.h"
+#include "core/util/fs.h"
 
 namespace kiln {
 namespace {
@@ -41,7 +41,7 @@ void metrics_rows(benchmark::State& state, bool commit_each) {
   ScratchDir scratch;
   RunStore store(scratch / "kiln.db");
   const int64_t id =
-      store.create_run(NewRun{"bench", "bench.toml", "[run]\n", "0", 0, 1, 0, "", "", ""});
+      store.create_run(NewRun{"bench", "bench.toml", "[run]\n", "0", 0, 1, 0, "", "", "", "", ""});
   int64_t step = 0;
   for (auto _ : state) {
     ++step;

@@ -1,6 +1,7 @@
 // `kiln run` and `kiln resume`: train an experiment, or go on with a run from its latest
 // snapshot. While either trains, SIGINT/SIGTERM stop it after the current step and a snapshot
-// (exit code kExitInterrupted); a second signal ends the process at once.
+// (exit code kExitInterrupted); a second signal stops it sooner, without that snapshot (one
+// being written is dropped), and the run is still marked interrupted.
 #include <iostream>
 #include <memory>
 #include <string>
@@ -40,12 +41,12 @@ int run_command(const RunArgs& args) {
   // Quoted, so that a name such as "nan", "42" or "true" stays a name and not a number.
   if (!args.name.empty()) overrides.push_back("run.name=" + quote_toml(args.name));
   ResolvedConfig config = load_config(args.experiment, overrides);
-  StopSignal stop(StopSignal::Second::kExit);
+  StopSignal stop(StopSignal::Second::kAbandon);
   return finish(run_experiment(std::move(config), args.restart));
 }
 
 int resume_command(const RunArgs& args) {
-  StopSignal stop(StopSignal::Second::kExit);
+  StopSignal stop(StopSignal::Second::kAbandon);
   return finish(resume_run(args.db, args.run_ref, args.overrides));
 }
 

@@ -12,6 +12,7 @@
 #include "core/app/plot_svg.h"
 #include "core/app/report.h"
 #include "core/app/runs_views.h"
+#include "core/store/output_guard.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
 #include "core/util/text.h"
@@ -87,7 +88,7 @@ void add_show_export_rm(CLI::App* runs, RunsCli& cli) {
   cli.exporter->add_option("-o,--output", cli.output, "file to write; stdout when omitted");
   add_db_option(cli.exporter, cli);
 
-  cli.rm = runs->add_subcommand("rm", "delete runs: their rows and their <out_dir>/<name>/ folder");
+  cli.rm = runs->add_subcommand("rm", "delete runs: their rows and their own folders");
   cli.rm->add_option("runs", cli.refs, "run names or ids")->required();
   cli.rm->add_flag("-y,--yes", cli.yes, "do not ask for confirmation");
   add_db_option(cli.rm, cli);
@@ -154,15 +155,23 @@ int remove_command(HistoryDb& db, const RunsCli& cli) {
     return kExitOk;
   }
   for (const auto& r : runs) {
-    const std::string folder = remove_run(db, r);
+    const std::string folder = remove_run(
+        db, r, [](const std::string& w) { std::cerr << "kiln: warning: " << w << "\n"; });
     std::cout << fmt::format("removed run '{}' (id {}){}\n", r.name, r.id,
                              folder.empty() ? "" : " and " + folder + "/");
   }
   return kExitOk;
 }
 
+// A store newer than this kiln is read as far as it understands it, and says so once.
+void warn_if_newer(const HistoryDb& db) {
+  if (!db.warning().empty()) std::cerr << "kiln: warning: " << db.warning() << "\n";
+}
+
 int runs_command(const RunsCli& cli) {
+  if (*cli.exporter || *cli.plot) refuse_output_over_store(cli.output, cli.db);
   HistoryDb db(cli.db);
+  if (!*cli.rm) warn_if_newer(db);  // rm refuses such a store instead
   if (*cli.list) {
     std::cout << format_run_list(list_runs(db, cli.query), cli.list_format);
   } else if (*cli.show) {
@@ -190,7 +199,9 @@ int runs_command(const RunsCli& cli) {
 // After parsing: the exit code when `report` or a `runs` command was chosen, nothing otherwise.
 std::optional<int> run_chosen(const RunsCli& cli) {
   if (*cli.report) {
+    refuse_output_over_store(cli.output, cli.db);
     HistoryDb db(cli.db);
+    warn_if_newer(db);
     write_file_atomic(cli.output, render_report(db, match_runs(db, cli.refs), join(cli.refs, " ")));
     std::cout << fmt::format("wrote {}\n", cli.output);
     return kExitOk;

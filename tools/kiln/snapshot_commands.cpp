@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/app/snapshot_commands.h"
+#include "core/store/output_guard.h"
 #include "core/util/error.h"
 #include "tools/kiln/commands.h"
 
@@ -39,6 +40,7 @@ int sample_command(const SnapshotArgs& args) {
 }
 
 int export_command(const SnapshotArgs& args) {
+  refuse_output_over_store(args.export_path, args.request.db);
   const int64_t tensors = export_snapshot(args.request, args.export_path);
   std::cout << fmt::format("wrote {} tensors to {}\n", tensors, args.export_path);
   return kExitOk;

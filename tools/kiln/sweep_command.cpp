@@ -1,5 +1,6 @@
 // `kiln sweep`: a grid of experiments from a sweep file, or from an experiment file with
-// --grid/--zip axes. Exit code kExitSomeFailed when a member did not complete.
+// --grid/--zip axes. Exit code kExitInterrupted when a SIGINT or SIGTERM stopped it,
+// kExitSomeFailed when a member did not complete otherwise.
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -37,9 +38,10 @@ int sweep_command(const SweepArgs& args) {
   for (const auto& z : args.zip)
     spec.zip.push_back(parse_axis(z));
   spec.fixed.insert(spec.fixed.end(), args.fixed.begin(), args.fixed.end());
-  const int incomplete = run_sweep(spec, args.options,
-                                   [](const std::string& line) { std::cout << line << std::endl; });
-  return incomplete == 0 ? kExitOk : kExitSomeFailed;
+  const SweepOutcome outcome = run_sweep(
+      spec, args.options, [](const std::string& line) { std::cout << line << std::endl; });
+  if (outcome.interrupted) return kExitInterrupted;
+  return outcome.incomplete == 0 ? kExitOk : kExitSomeFailed;
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "core/app/plot_svg.h"
 #include "core/app/report.h"
+#include "core/store/run_paths.h"
 #include "core/store/run_store.h"
 #include "core/store/where_expr.h"
 #include "core/util/error.h"
@@ -35,6 +36,22 @@ class RunHistory : public testing::FakeRuns {
   }
 
   std::vector<std::string> where(const std::string& expr) { return names({expr, "id", 0}); }
+
+  // A run made as `kiln run` makes one: a row with its uuid and folder, and a marked folder.
+  RunPaths add_marked_run(const std::string& name) {
+    const std::string uuid = new_run_uuid();
+    RunPaths paths = RunPaths::for_new_run(dir_ / "runs", name, uuid);
+    write_run_marker(paths, uuid);
+    NewRun run;
+    run.name = name;
+    run.config_toml = config({name, 1e-3, 2, "ffff", {}, {}});
+    run.config_hash = "ffff";
+    run.uuid = uuid;
+    run.folder = paths.folder();
+    RunStore store(db_path());
+    store.finish_run(store.create_run(run), "completed");
+    return paths;
+  }
 
   // The one-line message of the UserError `fn` raises.
   template <typename Fn>
@@ -183,8 +200,8 @@ TEST_F(RunHistory, WhereCompilesToPlaceholdersOnly) {
   auto ast = parse_where("not (name ~ 'a*' or optimizer.lr >= 1e-3) and best_loss < 2", keys);
   SqlFragment sql = where_sql(*ast, keys);
   EXPECT_EQ(sql.sql,
-            "((NOT (coalesce(name GLOB ?, 0) OR coalesce(kiln_config(config, ?) >= ?, 0))) AND "
-            "coalesce(best_loss < ?, 0))");
+            "NOT (coalesce(name GLOB ?, 0) OR coalesce(kiln_config(config, ?) >= ?, 0)) AND "
+            "coalesce(best_loss < ?, 0)");
   ASSERT_EQ(sql.params.size(), 4u);
   EXPECT_EQ(std::get<std::string>(sql.params[0]), "a*");
   EXPECT_EQ(std::get<std::string>(sql.params[1]), "optimizer.lr");
@@ -262,36 +279,54 @@ TEST_F(RunHistory, ExportWritesMetricsThenEvalsExactly) {
   EXPECT_EQ(eval["loss"].get<double>(), 2.2);
 }
 
-TEST_F(RunHistory, RemoveDeletesRowsAndFolderButNotARunBeingTrained) {
-  const std::string folder = dir_ / "runs/lr1";
-  testing::write_text(folder + "/snapshots/step_000004/model.bin", "weights");
+TEST_F(RunHistory, RemoveDeletesRowsAndTheRunsOwnFolderButNotARunBeingTrained) {
+  const RunPaths made = add_marked_run("m");
+  testing::write_text(made.snapshot("step_000004") + "/model.bin", "weights");
   const std::string db_file = db_path();
+  std::vector<std::string> warnings;
+  auto warn = [&](const std::string& w) { warnings.push_back(w); };
   {
     HistoryDb db(db_file);
-    RunRecord r = find_run_record(db, "lr1");
-    EXPECT_EQ(run_folder(r), folder);
+    RunRecord r = find_run_record(db, "m");
+    EXPECT_EQ(run_folder(r), made.folder());
     {
-      FileLock training(folder + "/lock", "busy");
-      EXPECT_NE(error_of([&] { remove_run(db, r); }).find("being trained"), std::string::npos);
+      FileLock training(made.lock(), "busy");
+      EXPECT_NE(error_of([&] { remove_run(db, r, warn); }).find("being trained"),
+                std::string::npos);
     }
-    EXPECT_EQ(testing::scalar(db_file, "select count(*) from runs where name = 'lr1'"), "1");
-    EXPECT_EQ(remove_run(db, r), folder);
+    EXPECT_EQ(testing::scalar(db_file, "select count(*) from runs where name = 'm'"), "1");
+    EXPECT_EQ(remove_run(db, r, warn), made.folder());
   }
-  EXPECT_FALSE(std::filesystem::exists(folder));
-  EXPECT_EQ(testing::scalar(db_file, "select count(*) from runs where name = 'lr1'"), "0");
+  EXPECT_FALSE(std::filesystem::exists(made.folder()));
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_EQ(testing::scalar(db_file, "select count(*) from runs where name = 'm'"), "0");
+
+  // A folder whose marker names another run, and the folder of a run made before markers
+  // (runs/lr1, which FakeRuns makes as such), are left as they are, each with a warning.
+  const RunPaths other = add_marked_run("o");
+  write_run_marker(other, new_run_uuid());
+  const std::string legacy_file = dir_ / "runs/lr1/snapshots/step_000004/model.bin";
+  testing::write_text(legacy_file, "weights");
+  HistoryDb db(db_file);
+  EXPECT_EQ(remove_run(db, find_run_record(db, "o"), warn), "");
+  EXPECT_EQ(remove_run(db, find_run_record(db, "lr1"), warn), "");
+  EXPECT_TRUE(std::filesystem::exists(other.marker()));
+  EXPECT_EQ(testing::read_file(legacy_file), "weights");
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_NE(warnings[0].find("does not carry run 'o''s marker"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[1].find("made before Kiln marked run folders"), std::string::npos)
+      << warnings[1];
+  EXPECT_EQ(testing::scalar(db_file, "select count(*) from runs where name in ('o', 'lr1')"), "0");
   EXPECT_EQ(testing::scalar(db_file, "select count(*) from metrics where run_id = 1"), "0");
   EXPECT_EQ(testing::scalar(db_file, "select count(*) from evals where run_id = 1"), "0");
-  EXPECT_EQ(testing::scalar(db_file, "select count(*) from runs"), "4");
 
   // A sweep member's folder is nested in its sweep's, which goes with the last member.
-  add({"sw/lr=1", 1e-3, 2, "dddd", {3.0}, {}});
-  add({"sw/lr=2", 2e-3, 2, "eeee", {3.0}, {}});
-  testing::write_text(dir_ / "runs/sw/lr=1/console.log", "log");
-  testing::write_text(dir_ / "runs/sw/lr=2/console.log", "log");
-  HistoryDb db(db_file);
-  EXPECT_EQ(remove_run(db, find_run_record(db, "sw/lr=1")), dir_ / "runs/sw/lr=1");
-  EXPECT_TRUE(std::filesystem::exists(dir_ / "runs/sw/lr=2"));
-  remove_run(db, find_run_record(db, "sw/lr=2"));
+  const RunPaths one = add_marked_run("sw/lr=1"), two = add_marked_run("sw/lr=2");
+  testing::write_text(one.console_log(), "log");
+  testing::write_text(two.console_log(), "log");
+  EXPECT_EQ(remove_run(db, find_run_record(db, "sw/lr=1"), warn), one.folder());
+  EXPECT_TRUE(std::filesystem::exists(two.console_log()));
+  remove_run(db, find_run_record(db, "sw/lr=2"), warn);
   EXPECT_FALSE(std::filesystem::exists(dir_ / "runs/sw"));
   EXPECT_TRUE(std::filesystem::exists(dir_ / "runs"));
   RunRecord escape = find_run_record(db, "lr3");

@@ -12,7 +12,7 @@ using testing::query;
 using testing::TempDir;
 
 NewRun new_run(const std::string& name) {
-  return NewRun{name, "exp.toml", "[run]\n", "0123456789abcdef", 7, 1, 3, "", "host", ""};
+  return NewRun{name, "exp.toml", "[run]\n", "0123456789abcdef", 7, 1, 3, "", "host", "", "", ""};
 }
 
 TEST(RunStore, RecordsRunsMetricsAndEvals) {

@@ -131,16 +131,20 @@ TEST(StopSignalTest, ASignalInterruptsWaitAny) {
   sender.wait();
 }
 
-TEST(StopSignalDeathTest, KExitEndsTheProcessOnTheSecondSignal) {
-  EXPECT_EXIT(
-      {
-        const StopSignal stop(StopSignal::Second::kExit);
-        std::raise(SIGTERM);
-        if (StopSignal::received() != SIGTERM) std::_Exit(1);
-        std::raise(SIGTERM);
-        std::_Exit(0);
-      },
-      ::testing::ExitedWithCode(128 + SIGTERM), "");
+TEST(StopSignalTest, KAbandonMarksTheSecondSignalAndForgetsItOnceUninstalled) {
+  {
+    const StopSignal stop(StopSignal::Second::kAbandon);
+    std::raise(SIGTERM);
+    EXPECT_EQ(StopSignal::received(), SIGTERM);
+    EXPECT_FALSE(StopSignal::abandoned());
+    std::raise(SIGTERM);  // the process goes on: the handler only records it
+    EXPECT_TRUE(StopSignal::abandoned());
+  }
+  EXPECT_FALSE(StopSignal::abandoned());  // later work in this process is not abandoned
+  const StopSignal record;                // kRecord: a second signal abandons nothing
+  std::raise(SIGINT);
+  std::raise(SIGINT);
+  EXPECT_FALSE(StopSignal::abandoned());
 }
 
 }  // namespace

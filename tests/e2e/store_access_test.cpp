@@ -1,0 +1,183 @@
+// Run stores this kiln may only read, through the real binary: one whose schema is newer than
+// this kiln's, and one that is a read-only file in a read-only folder. Commands that only read
+// go on (the first with one warning line); commands that write refuse with one line, exit 2, and
+// change nothing.
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tiny_run.h"
+
+namespace kiln {
+namespace {
+
+using testing::CommandResult;
+using testing::run_kiln;
+using testing::scalar;
+namespace fs = std::filesystem;
+
+class StoreAccess : public testing::TinyRun {
+ protected:
+  // Runs a and b, two steps each with a snapshot at the end; then the store is closed.
+  void two_runs() {
+    for (const char* name : {"a", "b"}) {
+      auto run = run_kiln("run " + experiment() + " --name " + name +
+                          " --set train.steps=2 --set checkpoint.every=2 --set eval.every=0");
+      ASSERT_EQ(run.exit_code, 0) << run.output;
+    }
+  }
+
+  // Commands that only read the store, each of which names run a in its output.
+  std::vector<std::string> readers(const std::string& out) {
+    const std::string db_arg = " --db " + db();
+    return {"runs list" + db_arg,
+            "runs show a" + db_arg,
+            "runs compare a b" + db_arg,
+            "runs export a" + db_arg,
+            "runs plot a b -o " + out + "/curves.svg" + db_arg,
+            "report a b -o " + out + "/report.html" + db_arg};
+  }
+
+  // Commands that write to it.
+  std::vector<std::string> writers() {
+    const std::string exp = experiment();
+    return {"run " + exp + " --name c --set train.steps=1",
+            "resume a --set train.steps=4 --db " + db(),
+            "sweep " + exp + " --name s --grid run.seed=1,2 --set train.steps=1",
+            "runs rm a --yes --db " + db(), "eval a --db " + db()};
+  }
+
+  // The store and run a's folder are as two_runs() left them.
+  void expect_unchanged() {
+    EXPECT_EQ(scalar(db(), "select group_concat(name || ':' || status) from runs"),
+              "a:completed,b:completed");
+    EXPECT_EQ(scalar(db(), "select count(*) from metrics"), "4");
+    EXPECT_EQ(scalar(db(), "select count(*) from evals"), "0");
+    bool snapshot = false;  // in run a's folder, <name>@<id>
+    for (const auto& entry : fs::directory_iterator(dir_ / "runs")) {
+      snapshot = snapshot || (entry.path().filename().string().rfind("a@", 0) == 0 &&
+                              fs::is_directory(entry.path() / "snapshots/step_000002"));
+    }
+    EXPECT_TRUE(snapshot);
+  }
+};
+
+size_t count_of(const std::string& text, const std::string& part) {
+  size_t count = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1))
+    ++count;
+  return count;
+}
+
+void expect_one_error_line(const CommandResult& result, const std::string& args,
+                           const std::string& expect) {
+  EXPECT_EQ(result.exit_code, 2) << args << "\n" << result.output;
+  EXPECT_EQ(result.output.find("kiln: error: "), 0u) << args << "\n" << result.output;
+  EXPECT_EQ(count_of(result.output, "\n"), 1u) << args << "\n" << result.output;
+  EXPECT_NE(result.output.find(expect), std::string::npos) << args << "\n" << result.output;
+}
+
+void set_user_version(const std::string& db, int version) {
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
+  const std::string sql = "PRAGMA user_version = " + std::to_string(version);
+  EXPECT_EQ(sqlite3_exec(handle, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(handle);
+}
+
+TEST_F(StoreAccess, ANewerSchemaIsReadWithOneWarningAndRefusedByEveryCommandThatWrites) {
+  two_runs();
+  set_user_version(db(), 99);
+  const std::string newer = "has a newer schema (version 99) than this kiln understands";
+  for (const auto& args : readers(dir_.str())) {
+    auto result = run_kiln(args);
+    EXPECT_EQ(result.exit_code, 0) << args << "\n" << result.output;
+    EXPECT_EQ(count_of(result.output, "kiln: warning: "), 1u) << args << "\n" << result.output;
+    EXPECT_NE(result.output.find("kiln: warning: run store '" + db() + "' " + newer),
+              std::string::npos)
+        << args << "\n"
+        << result.output;
+    EXPECT_EQ(result.output.find("error"), std::string::npos) << args << "\n" << result.output;
+  }
+  for (const auto& args : writers())
+    expect_one_error_line(run_kiln(args), args, newer);
+  expect_unchanged();
+  EXPECT_EQ(scalar(db(), "pragma user_version"), "99");
+}
+
+// The prefix that runs a command as a user who may not write what root made: setpriv to
+// nobody when the tests run as root (root writes read-only files), nothing otherwise.
+std::string as_unprivileged() {
+  if (::geteuid() != 0) return "";
+  return "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+}
+
+// `kiln ARGS` as run_kiln runs it, behind `prefix`.
+CommandResult run_kiln_as(const std::string& prefix, const std::string& args) {
+  CommandResult result;
+  const std::string command = prefix + "'" + KILN_BINARY + "' " + args + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;)
+    result.output.append(buf, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+// Makes a file or folder read-only for everyone; gives the owner all rights back when destroyed,
+// so that the fixture can delete it whatever the test did.
+class ReadOnly {
+ public:
+  explicit ReadOnly(std::string path) : path_(std::move(path)) {
+    const bool dir = fs::is_directory(path_);
+    fs::permissions(
+        path_, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read |
+                   (dir ? fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec
+                        : fs::perms::none));
+  }
+  ~ReadOnly() { fs::permissions(path_, fs::perms::owner_all); }
+  ReadOnly(const ReadOnly&) = delete;
+  ReadOnly& operator=(const ReadOnly&) = delete;
+
+ private:
+  std::string path_;
+};
+
+TEST_F(StoreAccess, AReadOnlyStoreIsReadAndEveryCommandThatWritesSaysItIsReadOnly) {
+  const std::string user = as_unprivileged();
+  if (!user.empty() && std::system((user + "true").c_str()) != 0) {
+    GTEST_SKIP() << "running as root, and setpriv cannot drop to user nobody: nothing would be "
+                    "read-only to this test";
+  }
+  two_runs();
+  // Closed cleanly: no -wal or -shm file, which a reader in a read-only folder cannot create.
+  ASSERT_FALSE(fs::exists(db() + "-shm"));
+  testing::TempDir out;  // where the readers write their plots and reports
+  fs::permissions(out.str(), fs::perms::all);
+  const std::vector<std::string> writing = writers();  // writes the experiment file
+  {
+    const ReadOnly file(db()), folder(dir_.str());  // the folder holds the runs' folders too
+    for (const auto& args : readers(out.str())) {
+      auto result = run_kiln_as(user, args);
+      EXPECT_EQ(result.exit_code, 0) << args << "\n" << result.output;
+      EXPECT_EQ(result.output.find("kiln: "), std::string::npos) << args << "\n" << result.output;
+    }
+    EXPECT_NE(testing::read_file(out / "report.html").find("<svg"), std::string::npos);
+    for (const auto& args : writing) {
+      expect_one_error_line(run_kiln_as(user, args), args,
+                            "run store '" + db() + "' is read-only: ");
+    }
+  }
+  expect_unchanged();
+}
+
+}  // namespace
+}  // namespace kiln
