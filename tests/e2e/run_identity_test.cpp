@@ -29,28 +29,11 @@ std::vector<double> losses_in(const std::string& db, const std::string& name) {
               "' order by step");
 }
 
-// A started kiln process: its own working directory, output to `log`, KILN_FAULT when given.
+// A started kiln process: its own working directory, output appended to `log`, KILN_FAULT when
+// given.
 pid_t spawn_kiln(const std::vector<std::string>& args, const std::string& cwd,
                  const std::string& log, const std::string& fault) {
-  std::fflush(stdout);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> argv = {const_cast<char*>(KILN_BINARY)};
-    for (const auto& a : args)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
-    if (fault.empty()) {
-      ::unsetenv("KILN_FAULT");
-    } else {
-      ::setenv("KILN_FAULT", fault.c_str(), 1);
-    }
-    if (!std::freopen(log.c_str(), "a", stdout)) ::_exit(126);
-    ::dup2(::fileno(stdout), ::fileno(stderr));
-    ::execv(KILN_BINARY, argv.data());
-    ::_exit(127);
-  }
-  return pid;
+  return testing::start_kiln(args, log, {cwd, fault, true});
 }
 
 // How the process ended, as a shell reports it (128 + signal when killed).

@@ -24,23 +24,6 @@ using testing::scalar;
 using Stop = testing::TinyRun;
 namespace fs = std::filesystem;
 
-// `kiln ARGS...` started in the background, its output in `log`.
-pid_t start_kiln(const std::vector<std::string>& args, const std::string& log) {
-  std::fflush(stdout);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> argv = {const_cast<char*>(KILN_BINARY)};
-    for (const auto& a : args)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::freopen(log.c_str(), "w", stdout);
-    ::dup2(::fileno(stdout), ::fileno(stderr));
-    ::execv(KILN_BINARY, argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
 // True once `ready()` holds, asked every 10 ms; false after `limit`.
 bool wait_for(const std::function<bool()>& ready, std::chrono::seconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -99,9 +82,9 @@ TEST_F(Stop, ASecondSignalMarksTheRunInterruptedAndItResumesToTheSameCurve) {
   ASSERT_EQ(run_kiln("run " + exp + " --name twin" + kLong).exit_code, 0);
 
   const std::string log = dir_ / "victim.log";
-  const pid_t pid = start_kiln({"run", exp, "--name", "victim", "--set", "train.steps=300", "--set",
-                                "checkpoint.every=10", "--set", "eval.every=0"},
-                               log);
+  const pid_t pid = testing::start_kiln({"run", exp, "--name", "victim", "--set", "train.steps=300",
+                                         "--set", "checkpoint.every=10", "--set", "eval.every=0"},
+                                        log);
   ASSERT_TRUE(
       wait_for([&] { return steps_stored(db(), "victim") >= 20; }, std::chrono::seconds(120)))
       << testing::read_file(log);
@@ -151,9 +134,9 @@ TEST_F(Stop, ResumeRemovesASnapshotLeftHalfWrittenAndEndsWithTheSameCurve) {
 TEST_F(Stop, ASweepStoppedByASignalExits130) {
   const std::string exp = experiment();
   const std::string log = dir_ / "sweep.log";
-  const pid_t pid = start_kiln({"sweep", exp, "--name", "s", "--grid", "run.seed=1,2", "--set",
-                                "train.steps=100000", "--set", "eval.every=0"},
-                               log);
+  const pid_t pid = testing::start_kiln({"sweep", exp, "--name", "s", "--grid", "run.seed=1,2",
+                                         "--set", "train.steps=100000", "--set", "eval.every=0"},
+                                        log);
   ASSERT_TRUE(
       wait_for([&] { return steps_stored(db(), "s/run.seed=1") >= 1; }, std::chrono::seconds(120)))
       << testing::read_file(log);

@@ -56,23 +56,43 @@ struct Outcome {
   int exit_code = -1;
 };
 
-// Runs `kiln ARGS...` (output to `log`) with KILN_FAULT = `fault` (if not empty), SIGKILLing it
-// as soon as `kill_now()` says so (asked every 5 ms) unless it ended first.
-inline Outcome run_child_until(const std::vector<std::string>& args, const std::string& log,
-                               const std::string& fault, const std::function<bool()>& kill_now) {
+// How a background kiln starts: in `cwd` (empty: this process's), with KILN_FAULT = `fault`
+// (empty: unset), its output replacing `log` or appended to it.
+struct StartOptions {
+  std::string cwd;
+  std::string fault;
+  bool append_log = false;
+};
+
+// `kiln ARGS...` started in the background, stdout and stderr into `log`.
+inline pid_t start_kiln(const std::vector<std::string>& args, const std::string& log,
+                        const StartOptions& options = {}) {
   std::fflush(stdout);  // or the child would print what the parent has buffered
-  pid_t pid = ::fork();
+  const pid_t pid = ::fork();
   if (pid == 0) {
     std::vector<char*> argv = {const_cast<char*>(KILN_BINARY)};
     for (const auto& a : args)
       argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    if (!fault.empty()) ::setenv("KILN_FAULT", fault.c_str(), 1);
-    ::freopen(log.c_str(), "w", stdout);
+    if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) != 0) ::_exit(126);
+    if (options.fault.empty()) {
+      ::unsetenv("KILN_FAULT");
+    } else {
+      ::setenv("KILN_FAULT", options.fault.c_str(), 1);
+    }
+    if (!std::freopen(log.c_str(), options.append_log ? "a" : "w", stdout)) ::_exit(126);
     ::dup2(::fileno(stdout), ::fileno(stderr));
     ::execv(KILN_BINARY, argv.data());
     ::_exit(127);
   }
+  return pid;
+}
+
+// Runs `kiln ARGS...` (output to `log`) with KILN_FAULT = `fault` (if not empty), SIGKILLing it
+// as soon as `kill_now()` says so (asked every 5 ms) unless it ended first.
+inline Outcome run_child_until(const std::vector<std::string>& args, const std::string& log,
+                               const std::string& fault, const std::function<bool()>& kill_now) {
+  const pid_t pid = start_kiln(args, log, {"", fault, false});
   int status = 0;
   bool waited = false;
   while (!kill_now()) {
