@@ -303,7 +303,7 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
 
   AssembledRun run = assemble(config);
   const RunPaths paths = require_paths(record);
-  const SnapshotOwner owner = snapshot_owner(*store, record, config.hash());
+  const SnapshotOwner owner = snapshot_owner(store->connection(), record, config.hash());
   const bool main_rank = run.parallel->rank() == 0;
   if (!main_rank) store.reset();  // only rank 0 records
   std::unique_ptr<FileLock> lock = main_rank ? lock_run(paths) : nullptr;

@@ -9,6 +9,8 @@
 #include "core/api/tokenizer.h"
 #include "core/checkpoint/snapshot_policy.h"
 #include "core/checkpoint/weights_io.h"
+#include "core/store/history_db.h"
+#include "core/store/run_lookup.h"
 #include "core/store/run_paths.h"
 #include "core/store/run_store.h"
 #include "core/train/assemble.h"
@@ -26,27 +28,40 @@ struct OpenedSnapshot {
   SnapshotState state;
 };
 
-OpenedSnapshot open_snapshot(const SnapshotRequest& request) {
-  // These commands read a store; opening a path that is not one would create an empty one.
+// The store a snapshot command reads, checked first: opening a path that is not one would create
+// an empty one.
+void require_store_file(const std::string& db) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(request.db, ec)) {
-    throw UserError(
-        fmt::format("no run store at '{}': pass --db PATH, the run.db of the run", request.db));
+  if (!std::filesystem::is_regular_file(db, ec)) {
+    throw UserError(fmt::format("no run store at '{}': pass --db PATH, the run.db of the run", db));
   }
-  RunStore store(request.db);
-  const RunRecord info = store.require_run(request.run);
+}
+
+// Reads only: `db` is the store's read-only connection for sample and export, the writer's for
+// eval (which records a row).
+OpenedSnapshot open_snapshot(const SnapshotRequest& request, Connection& db,
+                             const RunColumns& columns) {
+  const RunRecord info = require_run(db, request.run, columns);
   ResolvedConfig config =
       load_config_text(info.config, fmt::format("run '{}' (stored config)", info.name), {});
   config.experiment = info.name;
   AssembledRun run = assemble(config);
   // Only the run's own snapshots: one another run left in its folder is named and passed over.
   const std::string dir = require_paths(info).snapshots();
-  const RunSnapshots snapshots =
-      owned_snapshots(dir, snapshot_owner(store, info, info.config_hash));
+  const RunSnapshots snapshots = owned_snapshots(dir, snapshot_owner(db, info, info.config_hash));
   SnapshotRef snapshot = select_snapshot(snapshots, dir, request.checkpoint, request.note);
   SnapshotState state = load_snapshot(snapshot, *run.model, nullptr, /*restore_rng=*/false);
   run.model->eval();
   return {info, std::move(run), snapshot, state};
+}
+
+// For the commands that only read the store (sample, export): a read-only connection, so a
+// read-only store or one from a newer kiln (with a warning) still serves them.
+OpenedSnapshot open_snapshot_read_only(const SnapshotRequest& request) {
+  require_store_file(request.db);
+  HistoryDb db(request.db);
+  if (!db.warning().empty()) request.note("warning: " + db.warning());
+  return open_snapshot(request, db.connection(), run_columns(db.connection()));
 }
 
 // Which snapshot a command used; said once the command's own checks passed, so that a command
@@ -63,7 +78,9 @@ EvalReport evaluate_snapshot(const SnapshotRequest& request, const std::string& 
   if (split != "train" && split != "val" && split != "test") {
     throw UserError(fmt::format("--split {} is not a split: use val, test or train", split));
   }
-  OpenedSnapshot opened = open_snapshot(request);
+  require_store_file(request.db);
+  RunStore store(request.db);  // eval records a row: a store it cannot write is refused first
+  OpenedSnapshot opened = open_snapshot(request, store.connection(), RunColumns{});
   auto data = open_split(opened.run, split);
   if (!data) {
     throw UserError(fmt::format("run '{}' has no {} split: set data.{} in its experiment",
@@ -81,7 +98,6 @@ EvalReport evaluate_snapshot(const SnapshotRequest& request, const std::string& 
   report.tokens = count * opened.run.train.micro_batch * opened.run.train.seq_len;
   report.loss = trainer.evaluate(*data, count);
   report.perplexity = std::exp(report.loss);
-  RunStore store(request.db);
   store.add_eval(opened.info.id, EvalRow{report.step, split, report.loss, report.checkpoint});
   store.flush();
   return report;
@@ -91,7 +107,7 @@ std::string sample_snapshot(const SnapshotRequest& request, const SampleOptions&
   if (options.tokens < 1) throw UserError("--tokens must be at least 1");
   if (options.temperature < 0) throw UserError("--temperature must be >= 0");
   if (options.top_k < 0) throw UserError("--top-k must be >= 0 (0 = no cut)");
-  OpenedSnapshot opened = open_snapshot(request);
+  OpenedSnapshot opened = open_snapshot_read_only(request);
   auto tokenizer = load_tokenizer(opened.run.train_data->tokenizer_dir());
   std::vector<uint32_t> ids = tokenizer->encode(options.prompt);
   if (ids.empty()) {
@@ -139,7 +155,7 @@ std::string sample_snapshot(const SnapshotRequest& request, const SampleOptions&
 }
 
 int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_path) {
-  OpenedSnapshot opened = open_snapshot(request);
+  OpenedSnapshot opened = open_snapshot_read_only(request);
   auto weights = opened.run.model->export_weights();
   write_weights(out_path, weights,
                 {{"format", "pt"},

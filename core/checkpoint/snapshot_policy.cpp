@@ -5,14 +5,15 @@
 
 #include "core/api/model.h"
 #include "core/api/parallel.h"
+#include "core/store/run_lookup.h"
 #include "core/store/run_store.h"
 
 namespace kiln {
 
-SnapshotOwner snapshot_owner(RunStore& store, const RunRecord& run,
+SnapshotOwner snapshot_owner(Connection& db, const RunRecord& run,
                              const std::string& session_hash) {
-  SnapshotOwner owner{run.uuid, store.config_hashes(run.id), run.folder.empty(),
-                      store.snapshot_labels(run.id)};
+  SnapshotOwner owner{run.uuid, run_config_hashes(db, run), run.folder.empty(),
+                      listed_snapshot_labels(db, run.id)};
   owner.config_hashes.push_back(session_hash);
   return owner;
 }

@@ -21,13 +21,14 @@ namespace kiln {
 
 class Model;
 class ParallelStrategy;
+class Connection;
 class RunStore;
 struct RunRecord;
 
-// What makes a snapshot the run's own (core/checkpoint/snapshot_catalog.h), as `store` records it;
-// `session_hash`: the config hash this session runs with, which its snapshots will carry.
-SnapshotOwner snapshot_owner(RunStore& store, const RunRecord& run,
-                             const std::string& session_hash);
+// What makes a snapshot the run's own (core/checkpoint/snapshot_catalog.h), as the store `db`
+// records it (read only); `session_hash`: the config hash this session runs with, which its
+// snapshots will carry.
+SnapshotOwner snapshot_owner(Connection& db, const RunRecord& run, const std::string& session_hash);
 
 // What a snapshot is taken of and loaded into.
 struct SnapshotParts {

@@ -108,4 +108,32 @@ UpdateCount count_updates(Connection& db, int64_t run_id, bool has_skipped_colum
   return {q.integer(0), q.integer(1)};
 }
 
+namespace {
+
+std::vector<std::string> first_column(Connection& db, const std::string& sql, int64_t run_id) {
+  Statement q(db, sql, {run_id});
+  std::vector<std::string> out;
+  while (q.step())
+    out.push_back(q.text(0));
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> run_config_hashes(Connection& db, const RunRecord& run) {
+  Statement table(db,
+                  "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                  "name = 'run_config_hashes'");
+  table.step();
+  if (table.integer(0) == 0) return {run.config_hash};
+  return first_column(
+      db, "SELECT config_hash FROM run_config_hashes WHERE run_id = ? ORDER BY config_hash",
+      run.id);
+}
+
+std::vector<std::string> listed_snapshot_labels(Connection& db, int64_t run_id) {
+  return first_column(db, "SELECT label FROM snapshots WHERE run_id = ? ORDER BY step, label",
+                      run_id);
+}
+
 }  // namespace kiln

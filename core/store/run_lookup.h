@@ -58,4 +58,11 @@ struct UpdateCount {
 };
 UpdateCount count_updates(Connection& db, int64_t run_id, bool has_skipped_column);
 
+// What the store records of which snapshots are the run's own (core/checkpoint/snapshot_catalog.h):
+// every config hash the run has had (a resume that changes a resumable key changes it, and the
+// earlier snapshots carry the earlier one; a store from before run identities knows only the
+// current one), and the labels of the snapshots it lists, oldest first. Reads only.
+std::vector<std::string> run_config_hashes(Connection& db, const RunRecord& run);
+std::vector<std::string> listed_snapshot_labels(Connection& db, int64_t run_id);
+
 }  // namespace kiln

@@ -311,23 +311,6 @@ void RunStore::reopen_run(int64_t run_id, int64_t from_step, const std::string& 
   write.commit();
 }
 
-std::vector<std::string> RunStore::config_hashes(int64_t run_id) {
-  return texts("SELECT config_hash FROM run_config_hashes WHERE run_id = ? ORDER BY config_hash",
-               run_id);
-}
-
-std::vector<std::string> RunStore::snapshot_labels(int64_t run_id) {
-  return texts("SELECT label FROM snapshots WHERE run_id = ? ORDER BY step, label", run_id);
-}
-
-std::vector<std::string> RunStore::texts(const std::string& sql, int64_t run_id) {
-  Statement q(db_, sql, {run_id});
-  std::vector<std::string> out;
-  while (q.step())
-    out.push_back(q.text(0));
-  return out;
-}
-
 void RunStore::add_snapshot(int64_t run_id, int64_t step, const std::string& label,
                             const std::string& path) {
   Statement insert(db_, R"sql(

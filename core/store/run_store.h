@@ -88,20 +88,14 @@ class RunStore {
   void add_snapshot(int64_t run_id, int64_t step, const std::string& label,
                     const std::string& path);
   void remove_snapshot(int64_t run_id, const std::string& label);
-  // Every config hash the run has had: a resume that changes a resumable key changes it, and
-  // the run's earlier snapshots carry the earlier one.
-  std::vector<std::string> config_hashes(int64_t run_id);
-  // The labels of the run's snapshots as the store lists them, oldest first.
-  std::vector<std::string> snapshot_labels(int64_t run_id);
-
   const std::string& path() const { return db_.path(); }
+  Connection& connection() { return db_; }  // for the reads of core/store/run_lookup.h
   double seconds_spent() const { return seconds_spent_; }  // inside add_*/flush, for reports
 
  private:
   void migrate();
   int64_t schema_version();  // PRAGMA user_version: the migrations applied
   void maybe_flush();
-  std::vector<std::string> texts(const std::string& sql, int64_t run_id);  // first column
 
   Connection db_;
   std::vector<std::pair<int64_t, MetricRow>> pending_metrics_;

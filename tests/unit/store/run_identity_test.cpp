@@ -158,6 +158,8 @@ TEST(RunIds, AStoreFromBeforeGetsUuidsNoFolderAndNoReusedIds) {
     const RunRecord b = find_run_record(old, "b");
     EXPECT_EQ(b.uuid, "");
     EXPECT_EQ(b.folder, "");
+    // Before run identities the store knows only a run's current hash.
+    EXPECT_EQ(run_config_hashes(old.connection(), b), std::vector<std::string>{b.config_hash});
     // `kiln runs rm` upgrades the store before it deletes: b's id is remembered.
     remove_run(old, b, [](const std::string&) {});
   }
@@ -165,7 +167,8 @@ TEST(RunIds, AStoreFromBeforeGetsUuidsNoFolderAndNoReusedIds) {
   const RunRecord a = store.require_run("a");
   EXPECT_TRUE(is_run_uuid(a.uuid)) << a.uuid;
   EXPECT_EQ(a.folder, "");  // its legacy folder: <out_dir>/<name>
-  EXPECT_EQ(store.config_hashes(a.id), std::vector<std::string>{"0123456789abcdef"});
+  EXPECT_EQ(run_config_hashes(store.connection(), a),
+            std::vector<std::string>{"0123456789abcdef"});
   // Not 2 (b's); 3 was c's, which the older kiln freed before any record of it was kept.
   EXPECT_EQ(store.create_run(new_run("d")), 3);
   EXPECT_EQ(store.create_run(new_run("e")), 4);
