@@ -29,7 +29,8 @@ cannot() {
 
 packages=(build-essential cmake ninja-build libtorch-dev libgloo-dev libopenblas0-openmp
           libtomlplusplus-dev libfmt-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
-          googletest libgtest-dev libgmock-dev libxxhash-dev libpcre2-dev pkgconf sqlite3)
+          googletest libgtest-dev libgmock-dev libxxhash-dev libpcre2-dev pkgconf sqlite3
+          librsvg2-bin)
 version_h=$root/usr/include/torch/csrc/api/include/torch/version.h
 marker=$root/.made-by-kiln-torch2  # what may be deleted and made anew: only a chroot of ours
 if [[ ! -f "$version_h" ]]; then
