@@ -61,7 +61,7 @@ OpenedSnapshot open_snapshot_read_only(const SnapshotRequest& request) {
   require_store_file(request.db);
   HistoryDb db(request.db);
   if (!db.warning().empty()) request.note("warning: " + db.warning());
-  return open_snapshot(request, db.connection(), run_columns(db.connection()));
+  return open_snapshot(request, db.connection(), db.columns());
 }
 
 // Which snapshot a command used; said once the command's own checks passed, so that a command

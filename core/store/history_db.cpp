@@ -75,16 +75,13 @@ HistoryDb::HistoryDb(const std::string& path) : db_(open_existing(path)) {
     warning_ = newer_schema_line(path, schema_version_) +
                ": reading what this kiln knows of it; a newer kiln shows all of it";
   }
-  Statement columns(db_, "SELECT name FROM pragma_table_info('runs')");
-  bool any = false;
-  while (columns.step()) {
-    any = true;
-    has_sweep_ = has_sweep_ || columns.text(0) == "sweep";
-  }
-  if (!any) {
+  Statement runs_table(db_, "SELECT count(*) FROM pragma_table_info('runs')");
+  runs_table.step();
+  if (runs_table.integer(0) == 0) {
     throw UserError(fmt::format(
         "'{}' is not a Kiln run store (it has no runs table): pass the run.db of your runs", path));
   }
+  columns_ = run_columns(db_);
   sqlite3_create_function_v2(db_.handle(), "kiln_config", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
                              new ConfigCache, kiln_config_function, nullptr, nullptr,
                              [](void* cache) { delete static_cast<ConfigCache*>(cache); });

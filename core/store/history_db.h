@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "core/store/run_lookup.h"
 #include "core/store/sqlite.h"
 
 namespace kiln {
@@ -27,9 +28,10 @@ class HistoryDb {
   // kiln's (newer_schema_line) or the store is read-only.
   Connection& for_writing();
   const std::string& path() const { return db_.path(); }
-  // runs.sweep and metrics.skipped arrive with the sweep runner's migration (schema version 2);
-  // older stores show no sweep and no skipped update.
-  bool has_sweep_column() const { return has_sweep_; }
+  // The columns of `runs` this store has (it is read without upgrading it: an older store lacks
+  // runs.sweep and the run identities' columns, core/store/run_lookup.h). metrics.skipped
+  // arrives with runs.sweep, in the sweep runner's migration (schema version 2).
+  const RunColumns& columns() const { return columns_; }
   bool has_skipped_column() const { return schema_version_ >= 2; }
   // For the command to print before its output: the store's schema is newer than this kiln's.
   // Empty when it is not.
@@ -38,7 +40,7 @@ class HistoryDb {
  private:
   Connection db_;
   std::unique_ptr<Connection> writer_;
-  bool has_sweep_ = false;
+  RunColumns columns_;
   int64_t schema_version_ = 0;
   std::string warning_;
 };

@@ -60,8 +60,7 @@ std::string left_folder_warning(const RunRecord& run, const std::string& folder)
 
 std::vector<RunRecord> read_records(HistoryDb& db, const std::string& clauses,
                                     const std::vector<SqlValue>& params) {
-  return read_run_records(db.connection(),
-                          {run_summary_select(run_columns(db.connection())) + clauses, params});
+  return read_run_records(db.connection(), {run_summary_select(db.columns()) + clauses, params});
 }
 
 // A config key no stored run has is a typo, not a filter that happens to match nothing.
@@ -137,7 +136,7 @@ std::vector<RunRecord> list_runs(HistoryDb& db, const ListQuery& query) {
 }
 
 RunRecord find_run_record(HistoryDb& db, const std::string& name_or_id) {
-  return require_run(db.connection(), name_or_id, run_columns(db.connection()));
+  return require_run(db.connection(), name_or_id, db.columns());
 }
 
 std::vector<RunRecord> match_runs(HistoryDb& db, const std::vector<std::string>& patterns) {
@@ -145,7 +144,7 @@ std::vector<RunRecord> match_runs(HistoryDb& db, const std::vector<std::string>&
   std::set<int64_t> seen;
   for (const auto& pattern : patterns) {
     std::vector<RunRecord> found;
-    if (auto run = lookup_run(db.connection(), pattern, run_columns(db.connection()))) {
+    if (auto run = lookup_run(db.connection(), pattern, db.columns())) {
       found.push_back(std::move(*run));
     } else {
       found = read_records(db, " WHERE sweep = ?1 OR name GLOB ?1 ORDER BY id", {pattern});

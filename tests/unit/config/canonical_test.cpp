@@ -1,37 +1,12 @@
-// The one TOML parse entry point (toml_text.h) and the one way values are written and a config
-// flattened (canonical.h).
+// The one way values are written and a config flattened (canonical.h).
 #include "core/config/canonical.h"
 
 #include <gtest/gtest.h>
 
 #include "core/config/toml_text.h"
-#include "core/util/error.h"
 
 namespace kiln {
 namespace {
-
-std::string error_of(const std::string& text) {
-  try {
-    parse_toml(text, "exp.toml");
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-TEST(TomlText, MalformedTextIsAUserErrorWithItsPosition) {
-  EXPECT_EQ(error_of("a = 1\nb = \n").rfind("exp.toml:2:", 0), 0u) << error_of("a = 1\nb = \n");
-  EXPECT_NE(error_of("a = 1\nb = \n").find("TOML syntax error"), std::string::npos);
-}
-
-TEST(TomlText, NonAsciiOutsideAStringIsRefusedBeforeTheParserSeesIt) {
-  const std::string text = "a = 1\n\xC3\xA9 = 2\n";
-  EXPECT_EQ(error_of(text).rfind("exp.toml:2:1: TOML syntax error: a non-ASCII character", 0), 0u)
-      << error_of(text);
-  EXPECT_FALSE(try_parse_toml(text));
-  EXPECT_FALSE(try_parse_toml("a = "));
-  EXPECT_EQ(try_parse_toml("s = \"\xC3\xA9\"")->get("s")->value<std::string>(), "\xC3\xA9");
-}
 
 TEST(Canonical, QuotingEscapesQuotesBackslashesAndControlCharacters) {
   EXPECT_EQ(quote_toml("nan"), "\"nan\"");

@@ -355,7 +355,7 @@ TEST_F(RunHistory, ShowListsIdentityMetricsEvalsAndConfig) {
 TEST_F(RunHistory, SweepsMatchWhenTheColumnExistsAndAreEmptyWhenNot) {
   {
     HistoryDb db(db_path());
-    if (!db.has_sweep_column()) GTEST_SKIP() << "this run store has no sweep column yet";
+    if (!db.columns().sweep) GTEST_SKIP() << "this run store has no sweep column yet";
   }
   sqlite3* raw = nullptr;
   sqlite3_open(db_path().c_str(), &raw);
@@ -376,7 +376,7 @@ TEST_F(RunHistory, SweepsMatchWhenTheColumnExistsAndAreEmptyWhenNot) {
                nullptr, nullptr, nullptr);
   sqlite3_close(raw);
   HistoryDb db(db_path());
-  EXPECT_FALSE(db.has_sweep_column());
+  EXPECT_FALSE(db.columns().sweep);
   EXPECT_EQ(where("sweep = lrs").size(), 0u);
   EXPECT_EQ(find_run_record(db, "lr3").sweep, "");
 }

@@ -1,6 +1,7 @@
-// The bounds Kiln's guard puts on TOML text before toml++ sees it (toml_text.h): dotted parts
-// of a key and nesting of arrays and inline tables. Past them toml++ 3.3.0 recurses until the
-// stack overflows (50,000 parts: SIGSEGV), so each limit is checked here right at its edge.
+// The one TOML parse entry point (toml_text.h): errors with their position, the text refused
+// before toml++ sees it, and the bounds Kiln's guard puts on it: dotted parts of a key and
+// nesting of arrays and inline tables. Past them toml++ 3.3.0 recurses until the stack
+// overflows (50,000 parts: SIGSEGV), so each limit is checked here right at its edge.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -31,6 +32,20 @@ std::string dotted_key(int parts) {
 std::string nested_array(int depth) {
   return std::string(static_cast<size_t>(depth), '[') + "1" +
          std::string(static_cast<size_t>(depth), ']');
+}
+
+TEST(TomlText, MalformedTextIsAUserErrorWithItsPosition) {
+  EXPECT_EQ(error_of("a = 1\nb = \n").rfind("exp.toml:2:", 0), 0u) << error_of("a = 1\nb = \n");
+  EXPECT_NE(error_of("a = 1\nb = \n").find("TOML syntax error"), std::string::npos);
+}
+
+TEST(TomlText, NonAsciiOutsideAStringIsRefusedBeforeTheParserSeesIt) {
+  const std::string text = "a = 1\n\xC3\xA9 = 2\n";
+  EXPECT_EQ(error_of(text).rfind("exp.toml:2:1: TOML syntax error: a non-ASCII character", 0), 0u)
+      << error_of(text);
+  EXPECT_FALSE(try_parse_toml(text));
+  EXPECT_FALSE(try_parse_toml("a = "));
+  EXPECT_EQ(try_parse_toml("s = \"\xC3\xA9\"")->get("s")->value<std::string>(), "\xC3\xA9");
 }
 
 TEST(TomlLimits, AKeyOfFiftyThousandPartsIsRefusedWhereItGoesTooFar) {
