@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "core/data/batch_buffers.h"
 #include "core/api/data_source.h"
+#include "core/data/batch_buffers.h"
 #include "core/data/token_loader.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"

@@ -15,8 +15,8 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 
-#include "core/util/error.h"
 #include "core/api/model.h"
+#include "core/util/error.h"
 #include "core/util/torch_compat.h"
 
 namespace kiln {

@@ -12,8 +12,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
-#include "core/util/error.h"
 #include "core/api/model.h"
+#include "core/util/error.h"
 #include "core/util/torch_compat.h"
 
 namespace kiln {

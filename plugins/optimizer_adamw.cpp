@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 #include <torch/optim/adamw.h>
 
-#include "core/util/error.h"
 #include "core/api/optimizer.h"
+#include "core/util/error.h"
 #include "core/util/torch_compat.h"
 
 namespace kiln {

@@ -1,8 +1,8 @@
 // optimizer "sgd": stochastic gradient descent with optional (Nesterov) momentum.
 #include <torch/optim/sgd.h>
 
-#include "core/util/error.h"
 #include "core/api/optimizer.h"
+#include "core/util/error.h"
 
 namespace kiln {
 namespace {

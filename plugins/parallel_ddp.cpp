@@ -5,8 +5,8 @@
 // starting as soon as its gradients are complete, while backward still runs (core/
 // data_parallel.h). The micro-steps before the last communicate nothing. Launch with torchrun,
 // srun or `kiln launch`; the environment says who is who (core/dist/distributed.h).
-#include "core/dist/data_parallel.h"
 #include "core/api/model.h"
+#include "core/dist/data_parallel.h"
 
 namespace kiln {
 namespace {

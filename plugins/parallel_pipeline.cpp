@@ -27,10 +27,10 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
-#include "core/dist/data_parallel.h"
 #include "core/api/data_source.h"
-#include "core/util/error.h"
 #include "core/api/model.h"
+#include "core/dist/data_parallel.h"
+#include "core/util/error.h"
 #include "core/util/text.h"
 
 namespace kiln {

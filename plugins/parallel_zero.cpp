@@ -14,8 +14,8 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
-#include "core/dist/data_parallel.h"
 #include "core/api/model.h"
+#include "core/dist/data_parallel.h"
 
 namespace kiln {
 namespace {

@@ -2,8 +2,8 @@
 // (fp32 range, 10-bit mantissa): the single switch build-nanogpt starts its speed-ups with.
 #include <ATen/Context.h>
 
-#include "core/util/error.h"
 #include "core/api/precision.h"
+#include "core/util/error.h"
 
 namespace kiln {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "core/util/error.h"
 #include "core/api/schedule.h"
+#include "core/util/error.h"
 
 namespace kiln {
 namespace {

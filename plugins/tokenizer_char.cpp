@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/util/error.h"
 #include "core/api/tokenizer.h"
+#include "core/util/error.h"
 
 namespace kiln {
 namespace {

@@ -25,9 +25,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/api/tokenizer.h"
 #include "core/util/error.h"
 #include "core/util/sha256.h"
-#include "core/api/tokenizer.h"
 
 namespace kiln {
 namespace {

@@ -3,8 +3,8 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
-#include "core/util/error.h"
 #include "core/checkpoint/safetensors.h"
+#include "core/util/error.h"
 
 namespace kiln {
 

@@ -14,10 +14,10 @@
 
 #include <fmt/format.h>
 
+#include "core/api/tokenizer.h"
+#include "core/data/shard.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
-#include "core/data/shard.h"
-#include "core/api/tokenizer.h"
 
 namespace kiln {
 

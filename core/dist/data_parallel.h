@@ -10,9 +10,9 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "core/dist/distributed.h"
 #include "core/api/parallel.h"
 #include "core/config/params.h"
+#include "core/dist/distributed.h"
 
 namespace kiln {
 

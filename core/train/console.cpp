@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "core/util/text.h"
 #include "core/train/trainer.h"
+#include "core/util/text.h"
 
 namespace kiln {
 

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "core/config/config.h"
-#include "core/util/error.h"
 #include "core/config/registry.h"
+#include "core/util/error.h"
 
 namespace {
 

@@ -1,8 +1,8 @@
 // The per-step costs Kiln adds around the model, each measured alone:
-//   BM_ShardRead       tokens/s of the token loader (pread of each window) producing int64 micro-batches
-//   BM_MetricsRow      one metrics row into the run store (buffered, committed ~once a second)
-//   BM_MetricsCommit   one metrics row committed on its own (the worst case: a flush per step)
-//   BM_SnapshotWrite   MB/s of a full snapshot (model, AdamW state, manifest, fsync, rename)
+//   BM_ShardRead       tokens/s of the token loader (pread of each window) producing int64
+//   micro-batches BM_MetricsRow      one metrics row into the run store (buffered, committed ~once
+//   a second) BM_MetricsCommit   one metrics row committed on its own (the worst case: a flush per
+//   step) BM_SnapshotWrite   MB/s of a full snapshot (model, AdamW state, manifest, fsync, rename)
 #include <benchmark/benchmark.h>
 
 #include <filesystem>

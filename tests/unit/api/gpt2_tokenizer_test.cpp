@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "core/util/error.h"
 #include "core/api/tokenizer.h"
+#include "core/util/error.h"
 #include "test_util.h"
 
 namespace kiln {

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/nn/functional/loss.h>
 
-#include "core/config/config.h"
 #include "core/api/model.h"
+#include "core/config/config.h"
 
 namespace kiln {
 namespace {

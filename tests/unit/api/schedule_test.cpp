@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "core/api/schedule.h"
 #include "core/config/config.h"
 #include "core/config/registry.h"
-#include "core/api/schedule.h"
 
 namespace kiln {
 namespace {

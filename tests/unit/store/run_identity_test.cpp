@@ -167,8 +167,7 @@ TEST(RunIds, AStoreFromBeforeGetsUuidsNoFolderAndNoReusedIds) {
   const RunRecord a = store.require_run("a");
   EXPECT_TRUE(is_run_uuid(a.uuid)) << a.uuid;
   EXPECT_EQ(a.folder, "");  // its legacy folder: <out_dir>/<name>
-  EXPECT_EQ(run_config_hashes(store.connection(), a),
-            std::vector<std::string>{"0123456789abcdef"});
+  EXPECT_EQ(run_config_hashes(store.connection(), a), std::vector<std::string>{"0123456789abcdef"});
   // Not 2 (b's); 3 was c's, which the older kiln freed before any record of it was kept.
   EXPECT_EQ(store.create_run(new_run("d")), 3);
   EXPECT_EQ(store.create_run(new_run("e")), 4);
