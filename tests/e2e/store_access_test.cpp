@@ -19,6 +19,7 @@ namespace kiln {
 namespace {
 
 using testing::CommandResult;
+using testing::expect_one_error_line;
 using testing::run_kiln;
 using testing::scalar;
 namespace fs = std::filesystem;
@@ -76,14 +77,6 @@ size_t count_of(const std::string& text, const std::string& part) {
   for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1))
     ++count;
   return count;
-}
-
-void expect_one_error_line(const CommandResult& result, const std::string& args,
-                           const std::string& expect) {
-  EXPECT_EQ(result.exit_code, 2) << args << "\n" << result.output;
-  EXPECT_EQ(result.output.find("kiln: error: "), 0u) << args << "\n" << result.output;
-  EXPECT_EQ(count_of(result.output, "\n"), 1u) << args << "\n" << result.output;
-  EXPECT_NE(result.output.find(expect), std::string::npos) << args << "\n" << result.output;
 }
 
 void set_user_version(const std::string& db, int version) {

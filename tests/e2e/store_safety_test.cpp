@@ -34,29 +34,10 @@ std::vector<std::string> lines_starting(const std::string& text, const std::stri
   return out;
 }
 
-// `kiln ARGS` failed as a user's mistake should: exit 2, its whole output one error line that
-// contains `expected`.
+// `kiln ARGS` failed as a user's mistake should (testing::expect_one_error_line).
 void expect_one_error_line(const std::string& args, const std::string& expected) {
-  const auto result = run_kiln(args);
-  EXPECT_EQ(result.exit_code, 2) << "kiln " << args.substr(0, 300) << "\n" << result.output;
-  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
-  EXPECT_EQ(result.output.rfind("kiln: error: ", 0), 0u) << result.output;
-  EXPECT_NE(result.output.find(expected), std::string::npos)
-      << "kiln " << args.substr(0, 300) << "\n"
-      << result.output;
+  testing::expect_one_error_line(run_kiln(args), args, expected);
 }
-
-// The working directory for a while, put back after.
-class InDirectory {
- public:
-  explicit InDirectory(const std::string& dir) : before_(fs::current_path()) {
-    fs::current_path(dir);
-  }
-  ~InDirectory() { fs::current_path(before_); }
-
- private:
-  fs::path before_;
-};
 
 class StoreOutputs : public testing::FakeRuns {
  protected:
@@ -96,7 +77,7 @@ TEST_F(StoreOutputs, NoCommandWritesOverTheStoreOrItsLogByAnyPath) {
   expect_one_error_line("runs export lr1 -o " + (dir_ / "sub/../kiln.db") + on, refused);
   expect_one_error_line("runs export lr1 -o " + (dir_ / "link.csv") + on, refused);
   {
-    InDirectory here(dir_.str());
+    testing::InDirectory here(dir_.str());
     expect_one_error_line("runs export lr1 -o ./kiln.db --db kiln.db", "that is the run store");
     expect_one_error_line("runs export lr1 -o kiln.db-wal --db " + db, "the write-ahead log");
   }

@@ -1,10 +1,12 @@
 // Helpers shared by the tests: scratch directories, running the kiln binary, reading SQLite.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -50,6 +52,32 @@ inline CommandResult run_kiln(const std::string& args) {
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
 }
+
+// A kiln command that failed as a user's mistake should: exit 2, its whole output one
+// `kiln: error: ` line that contains `expected`. `args` names the command in a failure (its first
+// 300 characters: some tests pass generated arguments of megabytes).
+inline void expect_one_error_line(const CommandResult& result, const std::string& args,
+                                  const std::string& expected) {
+  const std::string what = "kiln " + args.substr(0, 300) + "\n" + result.output;
+  EXPECT_EQ(result.exit_code, 2) << what;
+  EXPECT_EQ(result.output.rfind("kiln: error: ", 0), 0u) << what;
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << what;
+  EXPECT_NE(result.output.find(expected), std::string::npos) << what;
+}
+
+// The working directory changed for a while, put back when this is destroyed.
+class InDirectory {
+ public:
+  explicit InDirectory(const std::string& dir) : before_(std::filesystem::current_path()) {
+    std::filesystem::current_path(dir);
+  }
+  ~InDirectory() { std::filesystem::current_path(before_); }
+  InDirectory(const InDirectory&) = delete;
+  InDirectory& operator=(const InDirectory&) = delete;
+
+ private:
+  std::filesystem::path before_;
+};
 
 struct Outcome {
   bool killed = false;  // by SIGKILL, from the fault point or from us

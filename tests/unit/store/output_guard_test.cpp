@@ -26,18 +26,6 @@ std::string error_of(const std::string& output, const std::string& db) {
   return "";
 }
 
-// The working directory for one test, put back after it.
-class InDirectory {
- public:
-  explicit InDirectory(const std::string& dir) : before_(fs::current_path()) {
-    fs::current_path(dir);
-  }
-  ~InDirectory() { fs::current_path(before_); }
-
- private:
-  fs::path before_;
-};
-
 TEST(OutputGuard, TheStoreByAnyPathIsRefused) {
   testing::TempDir dir;
   const std::string db = dir / "s.db";
@@ -53,7 +41,7 @@ TEST(OutputGuard, TheStoreByAnyPathIsRefused) {
   EXPECT_NE(error_of(dir / "hard.csv", db), "");
   fs::create_directory_symlink(dir.str(), dir / "dirlink");
   EXPECT_NE(error_of(dir / "dirlink/s.db", db), "");
-  InDirectory here(dir.str());
+  testing::InDirectory here(dir.str());
   EXPECT_NE(error_of("./s.db", db), "");
   EXPECT_NE(error_of("s.db", "./sub/../s.db"), "");
 }
