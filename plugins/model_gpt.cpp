@@ -296,14 +296,21 @@ const bool registered = ModelRegistry::add(
     [](const Params& p) {
       const GptOptions o = options_from(p);
       const double c = static_cast<double>(o.n_embd);
-      const double parameters =
-          (static_cast<double>(o.padded_vocab) + static_cast<double>(o.block_size)) * c +
-          static_cast<double>(o.n_layer) * (12 * c * c + 13 * c) + 2 * c;
-      return build_within_memory(
-          parameters,
+      // Per block: qkv, attention projection and MLP weights (12 c^2), their biases (9 c) and two
+      // LayerNorms (2 c each, c without biases); the head's LayerNorm; the head reuses wte.
+      const double per_block = 12 * c * c + (o.bias ? 13 * c : 2 * c);
+      auto plan = std::make_shared<ModelPlan>();
+      plan->description =
           fmt::format("a gpt with n_layer {}, n_embd {}, block_size {} and {} vocabulary rows",
-                      o.n_layer, o.n_embd, o.block_size, o.padded_vocab),
-          [&] { return std::make_shared<Gpt>(o); });
+                      o.n_layer, o.n_embd, o.block_size, o.padded_vocab);
+      plan->parameters =
+          (static_cast<double>(o.padded_vocab) + static_cast<double>(o.block_size)) * c +
+          static_cast<double>(o.n_layer) * per_block + (o.bias ? 2 * c : c);
+      plan->vocab_size = o.vocab_size;
+      plan->context_length = o.block_size;
+      plan->layers = o.n_layer + 2;
+      plan->build = [o] { return std::make_shared<Gpt>(o); };
+      return plan;
     });
 
 }  // namespace

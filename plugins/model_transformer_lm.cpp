@@ -143,7 +143,7 @@ const bool registered = ModelRegistry::add(
       ParamSpec::real("dropout", 0.2, "dropout on embeddings, attention and sublayers")
           .at_least(0)
           .at_most(0.95)}},
-    [](const Params& p) -> std::shared_ptr<Model> {
+    [](const Params& p) {
       TransformerLmOptions o{
           p.integer("vocab_size"), p.integer("d_model"),         p.integer("nhead"),
           p.integer("num_layers"), p.integer("dim_feedforward"), p.integer("max_len"),
@@ -156,15 +156,21 @@ const bool registered = ModelRegistry::add(
       }
       const double d = static_cast<double>(o.d_model), ff = static_cast<double>(o.dim_feedforward);
       const double vocab = static_cast<double>(o.vocab_size);
-      const double parameters =
-          2 * vocab * d + vocab + static_cast<double>(o.max_len) * d +
-          static_cast<double>(o.num_layers) * (4 * d * d + 2 * d * ff + ff + 9 * d);
-      return build_within_memory(
-          parameters,
-          fmt::format("a transformer_lm with num_layers {}, d_model {}, dim_feedforward {}, "
-                      "max_len {} and vocab_size {}",
-                      o.num_layers, o.d_model, o.dim_feedforward, o.max_len, o.vocab_size),
-          [&] { return std::make_shared<TransformerLm>(o); });
+      auto plan = std::make_shared<ModelPlan>();
+      plan->description = fmt::format(
+          "a transformer_lm with num_layers {}, d_model {}, dim_feedforward {}, "
+          "max_len {} and vocab_size {}",
+          o.num_layers, o.d_model, o.dim_feedforward, o.max_len, o.vocab_size);
+      // Embedding and decoder (with its bias); per layer the attention's projections (4 d^2 + 4 d),
+      // the feed-forward (2 d ff + ff + d) and two LayerNorms (4 d).
+      plan->parameters = 2 * vocab * d + vocab +
+                         static_cast<double>(o.num_layers) * (4 * d * d + 2 * d * ff + ff + 9 * d);
+      plan->buffers = static_cast<double>(o.max_len) * d;  // the positional table
+      plan->vocab_size = o.vocab_size;
+      plan->context_length = o.max_len;
+      plan->layers = o.num_layers + 2;
+      plan->build = [o] { return std::make_shared<TransformerLm>(o); };
+      return plan;
     });
 
 }  // namespace

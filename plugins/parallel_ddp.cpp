@@ -33,8 +33,8 @@ const bool registered = ParallelRegistry::add(
      "data parallel over c10d (Gloo on CPU, NCCL on CUDA): broadcast, bucketed all-reduce "
      "overlapping backward",
      data_parallel_params()},
-    [](const Params& p) -> std::shared_ptr<ParallelStrategy> {
-      return std::make_shared<DistributedDataParallel>(p);
+    [](const Params& p, c10::DeviceType device) -> std::shared_ptr<ParallelStrategy> {
+      return std::make_shared<DistributedDataParallel>(p, device);
     });
 
 }  // namespace

@@ -52,8 +52,8 @@ double ms_since(Clock::time_point start) {
 
 class Pipeline : public DataParallel {
  public:
-  explicit Pipeline(const Params& p)
-      : DataParallel(p),
+  Pipeline(const Params& p, c10::DeviceType device)
+      : DataParallel(p, device),
         pp_(static_cast<int>(p.integer("pp"))),
         dp_(static_cast<int>(p.integer("dp"))),
         microbatches_(p.integer("microbatches")),
@@ -77,6 +77,9 @@ class Pipeline : public DataParallel {
   int stages() const override { return pp_; }
   PassTimes pass_times() const override { return times_; }
   bool replicates_gradients() const override { return pp_ == 1; }
+  void check_layer_count(int64_t layer_count) const override {
+    explicit_starts(static_cast<size_t>(layer_count));
+  }
 
   void attach(Model& model) override {
     DataParallel::attach(model);  // rank 0's weights everywhere
@@ -336,10 +339,9 @@ class Pipeline : public DataParallel {
   bool first() const { return stage_ == 0; }
   bool last() const { return stage_ == pp_ - 1; }
 
-  // Index of each stage's first layer, and the layer count at the end: the explicit
-  // split_points, or cuts that balance the stages' parameter counts.
-  std::vector<size_t> stage_starts(const std::vector<std::shared_ptr<Layer>>& layers) const {
-    const size_t n = layers.size();
+  // The first layer of each stage that split_points names, after 0; just {0} when it names none.
+  // A UserError when the stages or the cuts do not fit `n` layers.
+  std::vector<size_t> explicit_starts(size_t n) const {
     if (static_cast<size_t>(pp_) > n) {
       throw UserError(fmt::format(
           "parallel.pp = {} stages but the model has {} layers (embedding, blocks, head): lower "
@@ -347,29 +349,37 @@ class Pipeline : public DataParallel {
           pp_, n));
     }
     std::vector<size_t> starts = {0};
-    if (!split_points_.empty()) {
-      for (const auto& item : split(split_points_, ',')) {
-        size_t at = 0;
-        try {
-          at = std::stoul(item);
-        } catch (const std::exception&) {
-          at = 0;
-        }
-        if (at <= starts.back() || at >= n) {
-          throw UserError(fmt::format(
-              "parallel.split_points = \"{}\": each must be a layer index above the previous "
-              "one and below {} (the model's layer count), e.g. \"{}\" for 2 stages",
-              split_points_, n, n / 2));
-        }
-        starts.push_back(at);
+    if (split_points_.empty()) return starts;
+    for (const auto& item : split(split_points_, ',')) {
+      size_t at = 0;
+      try {
+        at = std::stoul(item);
+      } catch (const std::exception&) {
+        at = 0;
       }
-      if (starts.size() != static_cast<size_t>(pp_)) {
+      if (at <= starts.back() || at >= n) {
         throw UserError(fmt::format(
-            "parallel.split_points = \"{}\" makes {} stages but parallel.pp = {}: give pp - 1 = "
-            "{} layer indices",
-            split_points_, starts.size(), pp_, pp_ - 1));
+            "parallel.split_points = \"{}\": each must be a layer index above the previous "
+            "one and below {} (the model's layer count), e.g. \"{}\" for 2 stages",
+            split_points_, n, n / 2));
       }
-    } else {
+      starts.push_back(at);
+    }
+    if (starts.size() != static_cast<size_t>(pp_)) {
+      throw UserError(fmt::format(
+          "parallel.split_points = \"{}\" makes {} stages but parallel.pp = {}: give pp - 1 = "
+          "{} layer indices",
+          split_points_, starts.size(), pp_, pp_ - 1));
+    }
+    return starts;
+  }
+
+  // Index of each stage's first layer, and the layer count at the end: the explicit
+  // split_points, or cuts that balance the stages' parameter counts.
+  std::vector<size_t> stage_starts(const std::vector<std::shared_ptr<Layer>>& layers) const {
+    const size_t n = layers.size();
+    std::vector<size_t> starts = explicit_starts(n);
+    if (split_points_.empty()) {
       std::vector<double> prefix = {0};
       for (auto& layer : layers) {
         int64_t count = 0;
@@ -428,8 +438,8 @@ const bool registered = ParallelRegistry::add(
      "pipeline parallel: layers cut into pp stages fed micro-batches (gpipe or 1f1b), "
      "replicated dp times",
      pipeline_params()},
-    [](const Params& p) -> std::shared_ptr<ParallelStrategy> {
-      return std::make_shared<Pipeline>(p);
+    [](const Params& p, c10::DeviceType device) -> std::shared_ptr<ParallelStrategy> {
+      return std::make_shared<Pipeline>(p, device);
     });
 
 }  // namespace

@@ -4,9 +4,9 @@
 namespace kiln {
 namespace {
 
-const bool registered =
-    ParallelRegistry::add({"single", "one process on one device", {}, true},
-                          [](const Params&) { return std::make_shared<ParallelStrategy>(); });
+const bool registered = ParallelRegistry::add(
+    {"single", "one process on one device", {}, true},
+    [](const Params&, c10::DeviceType) { return std::make_shared<ParallelStrategy>(); });
 
 }  // namespace
 }  // namespace kiln

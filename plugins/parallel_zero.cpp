@@ -22,7 +22,8 @@ namespace {
 
 class ZeroRedundancy : public DataParallel {
  public:
-  ZeroRedundancy(const Params& p) : DataParallel(p), stage_(p.integer("stage")) {}
+  ZeroRedundancy(const Params& p, c10::DeviceType device)
+      : DataParallel(p, device), stage_(p.integer("stage")) {}
 
   void attach(Model& model) override {
     DataParallel::attach(model);
@@ -175,8 +176,8 @@ const bool registered = ParallelRegistry::add(
      "ZeRO data parallel: each rank keeps and updates only its shard of the optimizer state "
      "(stage 1) and of the gradients (stage 2)",
      zero_params()},
-    [](const Params& p) -> std::shared_ptr<ParallelStrategy> {
-      return std::make_shared<ZeroRedundancy>(p);
+    [](const Params& p, c10::DeviceType device) -> std::shared_ptr<ParallelStrategy> {
+      return std::make_shared<ZeroRedundancy>(p, device);
     });
 
 }  // namespace

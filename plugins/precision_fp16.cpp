@@ -1,7 +1,8 @@
 // precision "fp16": autocast to float16 plus dynamic loss scaling (core/train/loss_scaler.h).
 // Gradients are unscaled before clipping, so grad_clip and the logged norm mean the same as in
-// fp32; a step with inf/NaN gradients is skipped and recorded. CUDA only: LibTorch's CPU
-// autocast has no float16 kernels.
+// fp32; a step with inf/NaN gradients is skipped and recorded. Made for CUDA; on the CPU only
+// with LibTorch 2.6+ (1.13's CPU autocast has no float16 kernels), where it is slow but lets the
+// tests run the loss scaling end to end.
 #include <fmt/format.h>
 
 #include "core/api/precision.h"
@@ -42,7 +43,7 @@ class Fp16 : public PrecisionPolicy {
 
 const bool registered = PrecisionRegistry::add(
     {"fp16",
-     "autocast to float16 with dynamic loss scaling (CUDA)",
+     "autocast to float16 with dynamic loss scaling (CUDA; the CPU with LibTorch 2.6+)",
      {ParamSpec::real("init_scale", 65536.0, "first loss scale (2^16)").at_least(1),
       ParamSpec::integer("growth_interval", 2000, "clean steps before the scale doubles")
           .at_least(1),
@@ -53,10 +54,11 @@ const bool registered = PrecisionRegistry::add(
           .at_most(1),
       ParamSpec::real("min_scale", 1.0, "the scale never falls below this").at_least(0)}},
     [](const Params& p, c10::DeviceType device) -> std::shared_ptr<PrecisionPolicy> {
-      if (device != c10::DeviceType::CUDA) {
-        throw ParamError("type",
-                         "precision fp16 needs a CUDA device (LibTorch's CPU autocast has no "
-                         "float16 kernels): use precision.type = \"bf16\" or \"fp32\" on the CPU");
+      if (device != c10::DeviceType::CUDA && !compat::cpu_autocast_has_fp16()) {
+        throw ParamError("type", fmt::format("precision fp16 needs a CUDA device (the CPU autocast "
+                                             "of LibTorch {} has no float16 kernels): use "
+                                             "precision.type = \"bf16\" or \"fp32\" on the CPU",
+                                             compat::torch_version()));
       }
       LossScalerOptions options{p.real("init_scale"), p.real("growth_factor"),
                                 p.real("backoff_factor"), p.integer("growth_interval"),

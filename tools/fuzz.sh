@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fuzzes the experiment-config loader (tests/fuzz/config_fuzz.cpp: the TOML parser, the schema
-# checks and --set overrides, under AddressSanitizer and UBSan) with libFuzzer for SECONDS
-# (default 60). Exits non-zero on any finding; the input that triggered it is saved in
-# build-fuzz/findings/. Needs clang and libFuzzer (Debian: clang, libclang-rt-14-dev).
+# checks, chains of files that extend each other and --set overrides, under AddressSanitizer and
+# UBSan) with libFuzzer for SECONDS (default 60). Exits non-zero on any finding; the input that
+# triggered it is saved in build-fuzz/findings/. Needs clang and libFuzzer (Debian: clang,
+# libclang-rt-14-dev).
 #   tools/fuzz.sh [SECONDS]
 # KILN_BUILD_LOCK=FILE builds under `flock FILE` (a tree shared with another build).
 set -euo pipefail

@@ -3,34 +3,105 @@
 # Debian 12 ships LibTorch 1.13; Debian 13 (trixie) ships 2.6, which has what 1.13 lacks and the
 # GPU build relies on: scaled_dot_product_attention, the fused AdamW kernel (CPU since 2.4), the
 # device-type autocast API, pointer-keyed optimizer state, TCPStore's libuv default. This puts a
-# minimal trixie in a chroot (debootstrap, ~1.5 GB, made once), mounts the source tree in it at
-# /kiln and builds into build-torch2/. Needs root.
-#   tools/torch2.sh                 # build, then every test
+# minimal trixie in a chroot (debootstrap, made once), mounts the source tree in it at /kiln and
+# builds there. Needs root.
+#   tools/torch2.sh                 # LibTorch 2.6 for the CPU (~1.5 GB chroot): build, every test
+#   tools/torch2.sh --cuda          # LibTorch 2.6 built with CUDA 12.4 and NCCL (~11 GB chroot):
+#                                   # -DKILN_CUDA=ON, every test (on the CPU: no GPU here)
 #   tools/torch2.sh -R Optimizer    # build, then the tests ctest -R selects
-#   tools/torch2.sh --if-possible   # as CI: where no chroot can be made (not root, no mounts,
-#                                   # no Debian 13 mirror) say so and succeed; failures to build
-#                                   # or test still fail
+#   tools/torch2.sh --if-possible   # where no chroot can be made (not root, no mounts, no mirror)
+#                                   # say so and succeed, except on CI (CI=true), where a build
+#                                   # that cannot be made fails the run; failures to build or
+#                                   # test always fail
 #   tools/torch2.sh --run 'CMD'     # build, then run CMD in /kiln instead of the tests; adds
 #                                   # python3-torch 2.6 for tools/bench/pytorch_reference.py
-# KILN_TORCH2_ROOT picks the chroot's folder (default /var/cache/kiln/trixie).
+#   tools/torch2.sh --prepare       # only make the chroot (if missing) and exit
+# The chroot's packages come from the Debian mirror this machine's apt uses (KILN_DEBIAN_MIRROR
+# overrides it), through apt's proxy if it has one. Compiles go through ccache, its cache in
+# /var/cache/kiln/ccache, so a rerun that changed few sources rebuilds only those.
+# KILN_TORCH2_ROOT picks the chroot's folder (default /var/cache/kiln/trixie[-cuda]).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=${KILN_TORCH2_ROOT:-/var/cache/kiln/trixie}
-optional=false
-[[ "${1:-}" == "--if-possible" ]] && { optional=true; shift; }
-run_command=""
-[[ "${1:-}" == "--run" ]] && { run_command=${2:?usage: tools/torch2.sh --run 'COMMAND'}; shift 2; }
+optional=false run_command="" flavour=cpu prepare_only=false
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --if-possible) optional=true; shift ;;
+    --cuda) flavour=cuda; shift ;;
+    --prepare) prepare_only=true; shift ;;
+    --run) run_command=${2:?usage: tools/torch2.sh --run 'COMMAND'}; shift 2 ;;
+    *) break ;;
+  esac
+done
+suffix=${flavour/cpu/}
+root=${KILN_TORCH2_ROOT:-/var/cache/kiln/trixie${suffix:+-$suffix}}
+build_dir=build-torch2${suffix:+-$suffix}
+cache=/var/cache/kiln/ccache
 cannot() {
-  if $optional; then echo "torch2: skipped: $1"; exit 0; fi
+  if $optional && [[ "${CI:-}" != "true" ]]; then echo "torch2: skipped: $1"; exit 0; fi
   echo "torch2: error: $1" >&2
   exit 2
 }
 [[ $(id -u) -eq 0 ]] || cannot "needs root (debootstrap, chroot, mount)"
 
-packages=(build-essential cmake ninja-build libtorch-dev libgloo-dev libopenblas0-openmp
-          libtomlplusplus-dev libfmt-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
-          googletest libgtest-dev libgmock-dev libxxhash-dev libpcre2-dev pkgconf sqlite3
-          librsvg2-bin)
+packages=(build-essential cmake ninja-build ccache libtomlplusplus-dev libfmt-dev libsqlite3-dev
+          libcli11-dev nlohmann-json3-dev googletest libgtest-dev libgmock-dev libxxhash-dev
+          libpcre2-dev pkgconf sqlite3 librsvg2-bin)
+components=main
+if [[ $flavour == cuda ]]; then
+  # contrib: libtorch-cuda-dev; non-free: the CUDA 12.4 toolkit and runtime, NCCL.
+  components="main contrib non-free"
+  packages+=(libtorch-cuda-dev libgloo-cuda-dev libnccl-dev nvidia-cuda-toolkit)
+else
+  packages+=(libtorch-dev libgloo-dev libopenblas0-openmp)
+fi
+
+# The URI of the first Debian archive in this machine's apt sources (deb822 or one-line form)
+# that serves this release's main suite, so the chroot uses the same mirror (or proxy path).
+host_mirror() {
+  local codename
+  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+  {
+    awk -v want="$codename" 'BEGIN { RS = ""; FS = "\n" }
+      { uris = ""; suites = ""
+        for (i = 1; i <= NF; i++) {
+          if ($i ~ /^URIs:/) { uris = $i; sub(/^URIs:[ \t]*/, "", uris) }
+          if ($i ~ /^Suites:/) { suites = " " $i " " }
+        }
+        split(uris, u, /[ \t]+/)
+        if (u[1] != "" && suites ~ (" " want " ")) print u[1] }' \
+      /etc/apt/sources.list.d/*.sources 2>/dev/null || true
+    awk -v want="$codename" '$1 == "deb" { i = 2; if ($2 ~ /^\[/) while ($i !~ /\]$/) i++
+      if ($2 ~ /^\[/) i++; if ($(i + 1) == want) print $i }' \
+      /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null || true
+  } | head -n 1
+}
+mirror=${KILN_DEBIAN_MIRROR:-$(host_mirror)}
+[[ -n "$mirror" ]] || cannot "no Debian mirror in /etc/apt/sources.list*: set KILN_DEBIAN_MIRROR"
+proxy=$(apt-config shell P Acquire::http::Proxy 2>/dev/null | sed -n "s/^P='\(.*\)'$/\1/p")
+[[ -n "$proxy" ]] && export http_proxy=$proxy
+
+# cuDNN: libtorch-cuda-2.6 depends on Debian's nvidia-cudnn, whose installer downloads cuDNN
+# from NVIDIA and cannot work offline. The chroot gets a local package of that name instead,
+# holding the cuDNN 9 loader library of this machine's CUDA toolkit (libcudnn.so.9, which loads
+# its kernels lazily: nothing of it runs without a GPU).
+cudnn_package() {
+  local found staging=$root/tmp/kiln-cudnn
+  found=$(ls /usr/local/cuda/lib64/libcudnn.so.9 /usr/lib/x86_64-linux-gnu/libcudnn.so.9 \
+    2>/dev/null | head -n 1)
+  [[ -n "$found" ]] || return 1
+  rm -rf "$staging" && mkdir -p "$staging/DEBIAN" "$staging/usr/lib/x86_64-linux-gnu"
+  cp -L "$found" "$staging/usr/lib/x86_64-linux-gnu/libcudnn.so.9"
+  cat >"$staging/DEBIAN/control" <<EOF
+Package: nvidia-cudnn
+Version: 9.99~kiln
+Architecture: amd64
+Maintainer: Kiln <kiln@localhost>
+Description: cuDNN 9 loader from the host's CUDA toolkit ($found), for Kiln's build chroot
+EOF
+  dpkg-deb --build "$staging" "$root/tmp/nvidia-cudnn-kiln.deb" >/dev/null &&
+    chroot "$root" dpkg -i /tmp/nvidia-cudnn-kiln.deb >/dev/null
+}
+
 version_h=$root/usr/include/torch/csrc/api/include/torch/version.h
 marker=$root/.made-by-kiln-torch2  # what may be deleted and made anew: only a chroot of ours
 if [[ ! -f "$version_h" ]]; then
@@ -40,23 +111,32 @@ if [[ ! -f "$version_h" ]]; then
   command -v debootstrap >/dev/null ||
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap ||
     cannot "debootstrap is not installed and apt-get could not install it"
-  echo "torch2: making a Debian 13 chroot with LibTorch 2.x in $root"
+  echo "torch2: making a Debian 13 chroot with LibTorch 2.x ($flavour) in $root from $mirror"
   rm -rf "$root" && mkdir -p "$root" && touch "$marker"  # a half-made one is made anew
-  debootstrap --variant=minbase trixie "$root" http://deb.debian.org/debian >/dev/null ||
-    cannot "debootstrap of Debian 13 into $root failed (is deb.debian.org reachable?)"
+  debootstrap --variant=minbase --components="${components// /,}" trixie "$root" "$mirror" \
+    >/dev/null || cannot "debootstrap of Debian 13 into $root from $mirror failed"
   cp /etc/resolv.conf "$root/etc/resolv.conf"
-  { chroot "$root" apt-get update -qq &&
-    DEBIAN_FRONTEND=noninteractive chroot "$root" \
-      apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null; } ||
-    cannot "installing LibTorch 2.x and the build's packages in $root failed"
+  [[ -n "$proxy" ]] && echo "Acquire::http::Proxy \"$proxy\";" >"$root/etc/apt/apt.conf.d/90proxy"
+  echo "deb $mirror trixie $components" >"$root/etc/apt/sources.list"
+  chroot "$root" apt-get update -qq || cannot "apt-get update in $root failed"
+  if [[ $flavour == cuda ]]; then
+    cudnn_package || cannot "no cuDNN 9 (libcudnn.so.9) under /usr/local/cuda/lib64 for the chroot"
+  fi
+  DEBIAN_FRONTEND=noninteractive chroot "$root" \
+    apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null ||
+    cannot "installing LibTorch 2.x ($flavour) and the build's packages in $root failed"
 fi
+
+$prepare_only && { echo "torch2: $root is ready"; exit 0; }
 
 # The PyTorch reference's needs: torch, numpy, and for torch.compile's C++ kernels setuptools
 # and the Python headers.
 if [[ -n "$run_command" && ! -d "$root/usr/lib/python3/dist-packages/torch" ]]; then
   echo "torch2: adding python3-torch 2.6 to $root for the PyTorch reference"
+  python_torch=python3-torch
+  [[ $flavour == cuda ]] && python_torch=python3-torch-cuda
   DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -qq --no-install-recommends \
-    python3-torch python3-numpy python3-setuptools python3-dev >/dev/null 2>&1 ||
+    "$python_torch" python3-numpy python3-setuptools python3-dev >/dev/null 2>&1 ||
     { echo "torch2: error: installing python3-torch in $root failed" >&2; exit 1; }
 fi
 
@@ -75,9 +155,37 @@ mount --bind /proc "$root/proc" 2>/dev/null || cannot "this machine does not all
 mounts+=("$root/proc")
 bind /dev /dev  # /dev/shm included: Gloo's ranks share memory through it
 bind "$PWD" /kiln
+mkdir -p "$cache"
+bind "$cache" /ccache
 
-echo "torch2: LibTorch $(awk '/define TORCH_VERSION_(MAJOR|MINOR|PATCH)/ {printf "%s%s", sep, $3; sep="."}' "$version_h")"
-then=${run_command:-ctest --test-dir build-torch2 --output-on-failure -j $(nproc) ${*@Q}}
-chroot "$root" bash -c "cd /kiln &&
-  cmake -S . -B build-torch2 -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=ON >/dev/null &&
-  cmake --build build-torch2 -j $(nproc) && $then"
+torch_version=$(awk '/define TORCH_VERSION_(MAJOR|MINOR|PATCH)/ {printf "%s%s", sep, $3; sep="."}' \
+  "$version_h")
+what="LibTorch $torch_version"
+[[ $flavour == cuda ]] && what+=" with CUDA $(chroot "$root" dpkg-query -W -f='${Version}' \
+  libcudart12 | sed 's/.*~//;s/-.*//') and NCCL $(chroot "$root" dpkg-query -W -f='${Version}' \
+  libnccl2 | sed 's/-.*//')"
+echo "torch2: $what"
+cmake_flags="-DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=ON -DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
+[[ $flavour == cuda ]] && cmake_flags+=" -DKILN_CUDA=ON"
+# PCH with ccache: GCC must see the precompiled header through -fpch-preprocess, and ccache must
+# accept a header whose defines and timestamps it cannot hash.
+chroot "$root" bash -c "cd /kiln && export CCACHE_DIR=/ccache CCACHE_MAXSIZE=4G \
+  CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime &&
+  ccache -z >/dev/null &&
+  cmake -S . -B $build_dir -G Ninja $cmake_flags >/dev/null && cmake --build $build_dir -j $(nproc) &&
+  echo \"torch2: ccache: \$(ccache -s | grep -E 'Hits|Misses' | tr -s ' ' | paste -sd' ')\""
+if [[ -n "$run_command" ]]; then
+  chroot "$root" bash -c "cd /kiln && $run_command"
+  exit
+fi
+log=$(mktemp)
+status=0
+chroot "$root" bash -c "cd /kiln && ctest --test-dir $build_dir --output-on-failure \
+  -j $(nproc) ${*@Q}" | tee "$log" || status=$?
+# One line for a reader of CI's log: which build compiled, and how its tests went.
+summary=$(grep -E '^[0-9]+% tests passed' "$log" || echo "no test summary")
+skipped=$(grep -c '\*\*\*Skipped' "$log" || true)
+echo "torch2: RESULT: $flavour build compiled and linked (kiln, kiln_unit_tests," \
+  "kiln_e2e_tests) against $what; $summary; $skipped skipped"
+rm -f "$log"
+exit "$status"

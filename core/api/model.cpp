@@ -1,7 +1,5 @@
 #include "core/api/model.h"
 
-#include <unistd.h>
-
 #include <new>
 
 #include <c10/util/Exception.h>
@@ -37,25 +35,15 @@ void Model::import_weights(const std::map<std::string, torch::Tensor>&) {
   throw UserError("this model type cannot load model.init_from weights");
 }
 
-std::shared_ptr<Model> build_within_memory(double parameters, const std::string& description,
-                                           const std::function<std::shared_ptr<Model>()>& build) {
-  const double bytes = 4 * parameters;
-  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
-                        static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-  if (memory > 0 && bytes > memory) {
-    throw UserError(fmt::format(
-        "model: {} has {:.3g} parameters ({:.1f} GiB in float32), more than this machine's "
-        "{:.1f} GiB of memory: make the model smaller",
-        description, parameters, bytes / (1 << 30), memory / (1 << 30)));
-  }
+std::shared_ptr<Model> build_model(const ModelPlan& plan) {
   try {
-    return build();
+    return plan.build();
   } catch (const c10::Error& e) {
-    throw UserError(fmt::format("model: cannot build {}: {}: make the model smaller", description,
-                                e.what_without_backtrace()));
+    throw UserError(fmt::format("model: cannot build {}: {}: make the model smaller",
+                                plan.description, e.what_without_backtrace()));
   } catch (const std::bad_alloc&) {
     throw UserError(
-        fmt::format("model: out of memory building {}: make the model smaller", description));
+        fmt::format("model: out of memory building {}: make the model smaller", plan.description));
   }
 }
 

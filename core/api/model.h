@@ -2,8 +2,9 @@
 // that the framework can cut it into pipeline stages or shard it; running every layer in order
 // is the whole forward pass, tokens [batch, time] -> logits [batch, time, vocab].
 //
-// Over a run: assemble() creates the model on every rank (on the CPU, freshly initialised), lets
-// it import model.init_from weights, moves it to the run's device and hands it to the parallel
+// Over a run: assemble() asks the plugin for the model's plan (ModelPlan, below), checks the run
+// against it, then builds the model on every rank (on the CPU, freshly initialised), lets it
+// import model.init_from weights, moves it to the run's device and hands it to the parallel
 // strategy's attach(); the optimizer is built over its parameters() after that. Snapshots save
 // and load its parameters and buffers by their registered names, so those names are part of
 // the snapshot format.
@@ -72,17 +73,28 @@ class Model : public torch::nn::Module {
   std::vector<std::shared_ptr<Layer>> layers_;
 };
 
-// For model plugins, so that a size typo is one clear line rather than an allocation failure or
-// the OOM killer: `build()` runs only when `parameters` (counted in double before anything is
-// allocated) fit in this machine's memory as float32, and allocation failures while building
-// become a UserError. `description` names the model and its sizes ("a gpt with n_layer 12, ...").
-std::shared_ptr<Model> build_within_memory(double parameters, const std::string& description,
-                                           const std::function<std::shared_ptr<Model>()>& build);
+// A model as its parameters describe it, before anything is allocated. A model plugin's factory
+// returns one: assemble() checks the run against it (the context, the vocabulary, the memory
+// training needs) and only then calls build(); a sweep checks every member against its plan and
+// builds none (core/train/assemble.h, Assembly::kCheck). Sizes are counted in double, so that a
+// size typo cannot overflow before it is refused.
+struct ModelPlan {
+  std::string description;  // the model and its sizes: "a gpt with n_layer 12, ..."
+  double parameters = 0;    // exactly what parameter_count() of the built model gives
+  double buffers = 0;       // numbers the model holds besides its parameters (a positional table)
+  int64_t vocab_size = 0;   // what Model::vocab_size() of the built model gives
+  int64_t context_length = 0;  // what Model::context_length() of the built model gives
+  int64_t layers = 0;          // entries of the built model's layers(): embedding, blocks, head
+  std::function<std::shared_ptr<Model>()> build;  // allocates and initialises it, on the CPU
+};
+
+// `plan`'s model, built; an allocation failure while building is a UserError naming the model.
+std::shared_ptr<Model> build_model(const ModelPlan& plan);
 
 struct ModelKind {
   static constexpr const char* name = "model";
-  using Product = Model;
-  using Factory = std::function<std::shared_ptr<Model>(const Params&)>;
+  using Product = ModelPlan;
+  using Factory = std::function<std::shared_ptr<ModelPlan>(const Params&)>;
 };
 using ModelRegistry = Registry<ModelKind>;
 

@@ -39,6 +39,8 @@ struct PassContext {
 //   construction        ParallelRegistry::create in assemble() (core/train/assemble.cpp), once
 //                       per process; a multi-process strategy joins its world here.
 //   data_world, micro_batches    assemble(), to size the step (grad_accum, batch_tokens)
+//   check_layer_count   assemble(), before the model is built (also for a sweep's members, whose
+//                       models are never built there)
 //   attach(model)       assemble(), once: the model is built, initialised and on its device; the
 //                       optimizer does not exist yet
 //   replicates_gradients         assemble(), against the precision policy
@@ -96,6 +98,10 @@ class ParallelStrategy {
   virtual PassTimes pass_times() const { return {}; }
   // Pipeline stages (1 otherwise); stage s of the first replica is rank s. Asked once per step.
   virtual int stages() const { return 1; }
+  // A UserError when this strategy cannot place a model of `layer_count` layers (the entries of
+  // Model::layers(), from the model's plan): a pipeline with more stages than layers, or cuts
+  // past the last one. Asked once by assemble(), before the model is built.
+  virtual void check_layer_count(int64_t layer_count) const { (void)layer_count; }
   // Collective. Once, by assemble(), after the model is built, initialised (model.init_from)
   // and moved to its device, before the optimizer exists: e.g. broadcast rank 0's weights, hook
   // the gradient accumulators, move layers this rank never runs off the device.
@@ -139,7 +145,9 @@ class ParallelStrategy {
 struct ParallelKind {
   static constexpr const char* name = "parallel";
   using Product = ParallelStrategy;
-  using Factory = std::function<std::shared_ptr<ParallelStrategy>(const Params&)>;
+  // device: where this rank trains (run.device, resolved), which decides the c10d backend.
+  using Factory =
+      std::function<std::shared_ptr<ParallelStrategy>(const Params&, c10::DeviceType device)>;
 };
 using ParallelRegistry = Registry<ParallelKind>;
 

@@ -5,17 +5,24 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <memory>
+#include <thread>
 
 #include <fmt/format.h>
 #include <torch/cuda.h>
 
+#include "core/app/bench_compare.h"
 #include "core/checkpoint/snapshot.h"
+#include "core/config/options.h"
 #include "core/store/run_paths.h"
 #include "core/store/run_store.h"
 #include "core/train/assemble.h"
 #include "core/train/console.h"
 #include "core/train/session.h"
 #include "core/train/trainer.h"
+#include "core/util/blas_kernels.h"
+#include "core/util/build_info.h"
+#include "core/util/cpu_peak.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
 
@@ -33,9 +40,15 @@ void sync(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize();
 }
 
-// FLOP/s of the best of a few n x n x n matmuls in `dtype`: the ceiling MFU is measured against.
+// n of the n x n x n matmuls measured_peak_flops times.
+int64_t peak_matmul_size(const torch::Device& device) {
+  return device.is_cuda() ? 8192 : 1024;
+}
+
+// FLOP/s of the best of a few n x n x n matmuls in `dtype`: what this device reaches in
+// practice, beside the hardware's peak.
 double measured_peak_flops(const torch::Device& device, at::ScalarType dtype) {
-  const int64_t n = device.is_cuda() ? 8192 : 1024;
+  const int64_t n = peak_matmul_size(device);
   auto options = at::TensorOptions().device(device).dtype(dtype);
   auto a = at::randn({n, n}, options), b = at::randn({n, n}, options);
   double best_ms = 1e300;
@@ -55,13 +68,49 @@ double peak_rss_mb() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
 }
 
-}  // namespace
+// The names core/util/cpu_peak.h knows ("fp32", "bf16"); LibTorch's for the others.
+std::string dtype_name(at::ScalarType dtype) {
+  if (dtype == at::kFloat) return "fp32";
+  if (dtype == at::kBFloat16) return "bf16";
+  return c10::toString(dtype);
+}
 
-std::string run_bench(const ResolvedConfig& config, const BenchOptions& options) {
-  if (options.steps < 1 || options.warmup < 0) {
-    throw UserError("kiln bench needs --steps >= 1 and --warmup >= 0");
+// What this measurement is of, known before anything is timed: the fields --against checks.
+BenchRecord identity(const ResolvedConfig& config, const AssembledRun& run,
+                     const BenchOptions& options, const CpuFeatures& cpu) {
+  BenchRecord r;
+  r.git_commit = build_git_commit();
+  r.config_hash = config.hash();
+  r.experiment = config.experiment;
+  r.machine = {cpu.model_name, static_cast<int64_t>(std::thread::hardware_concurrency()),
+               feature_summary(cpu), run.device.str(), at::get_num_threads()};
+  r.blas = blas_report().line;
+  r.steps = options.steps;
+  r.warmup = options.warmup;
+  return r;
+}
+
+// The store --record and --against use, or null when neither was given. --against alone on a
+// store that does not exist is refused rather than creating one.
+std::unique_ptr<RunStore> open_results(const ResolvedConfig& config, const BenchOptions& options) {
+  if (!options.record && !options.against) return nullptr;
+  const std::string db = run_options(config).db;
+  if (!options.record && !std::filesystem::exists(db)) {
+    throw UserError(
+        fmt::format("no bench result '{}': run store '{}' does not exist; `kiln "
+                    "bench EXPERIMENT --record {}` records one",
+                    *options.against, db, *options.against));
   }
-  AssembledRun run = assemble(config);
+  return std::make_unique<RunStore>(db);
+}
+
+struct Timings {
+  PhaseTimes phases;  // summed over the timed steps
+  double step_ms = 0, logging_ms = 0, snapshot_ms = 0;
+  uintmax_t snapshot_bytes = 0;
+};
+
+Timings time_steps(const ResolvedConfig& config, AssembledRun& run, const BenchOptions& options) {
   Trainer trainer(run);
   ScratchDir scratch;
   RunStore store(scratch / "bench.db");
@@ -69,80 +118,139 @@ std::string run_bench(const ResolvedConfig& config, const BenchOptions& options)
       store.create_run(NewRun{"bench", config.experiment, config.to_toml(), config.hash(),
                               run.options.seed, 1, options.steps, "", "", "", "", ""});
   Console console(options.steps);
-
   for (int64_t step = 1; step <= options.warmup; ++step)
     trainer.train_step(step);
   trainer.set_profiling(true);
-  PhaseTimes total;
-  double step_ms = 0, logging_ms = 0;
+  Timings t;
   for (int64_t step = 1; step <= options.steps; ++step) {
     StepStats s = trainer.train_step(options.warmup + step);
     const PhaseTimes& p = trainer.last_phases();
-    total.data_ms += p.data_ms;
-    total.forward_ms += p.forward_ms;
-    total.backward_ms += p.backward_ms;
-    total.communication_ms += p.communication_ms;
-    total.optimizer_ms += p.optimizer_ms;
-    step_ms += s.dt_ms;
+    t.phases.data_ms += p.data_ms;
+    t.phases.forward_ms += p.forward_ms;
+    t.phases.backward_ms += p.backward_ms;
+    t.phases.communication_ms += p.communication_ms;
+    t.phases.optimizer_ms += p.optimizer_ms;
+    t.step_ms += s.dt_ms;
     // What a real run adds per step: the metrics row and the console line.
     const auto start = Clock::now();
     store.add_metric(run_id, metric_row(s, 1));
     std::string line = console.format_step(s);
-    logging_ms += ms_since(start);
+    t.logging_ms += ms_since(start);
   }
   const auto flush_start = Clock::now();
   store.flush();
-  logging_ms += ms_since(flush_start);
+  t.logging_ms += ms_since(flush_start);
 
   const auto snapshot_start = Clock::now();
   SnapshotState state;
   state.step = options.steps;
   const RunPaths paths = RunPaths::in_folder(scratch.str(), "bench");
   write_snapshot(paths.snapshots(), "step_bench", *run.model, *run.optimizer, state);
-  const double snapshot_ms = ms_since(snapshot_start);
-  uintmax_t snapshot_bytes = 0;
+  t.snapshot_ms = ms_since(snapshot_start);
   for (const auto& f : std::filesystem::directory_iterator(paths.snapshot("step_bench"))) {
-    snapshot_bytes += f.file_size();
+    t.snapshot_bytes += f.file_size();
   }
+  return t;
+}
 
-  const double n = static_cast<double>(options.steps);
-  const double per_step = step_ms / n;
-  const double tokens_per_sec = static_cast<double>(run.batch_tokens) / (per_step / 1000.0);
-  const double flops_per_token = run.model->flops_per_token(run.train.seq_len);
+// Fills `r`'s numbers; returns the MFU lines: against the hardware's peak, where Kiln knows it
+// (a CPU), and against the measured matmul.
+std::string measure_mfu(BenchRecord& r, const AssembledRun& run, const CpuFeatures& cpu) {
   const at::ScalarType dtype = run.precision->compute_dtype();
-  const double peak = measured_peak_flops(run.device, dtype);
-  const double achieved = flops_per_token * tokens_per_sec;
+  r.measured_peak_flops = measured_peak_flops(run.device, dtype);
+  r.mfu_of_measured_peak = r.achieved_flops / r.measured_peak_flops;
+  const int cores = std::min(available_cores(), at::get_num_threads());
+  const auto hardware =
+      run.device.is_cpu() ? cpu_peak(cpu, dtype_name(dtype), cores, core_clock_hz()) : std::nullopt;
+  std::string out;
+  if (hardware) {
+    r.hardware_peak_flops = hardware->flops;
+    r.mfu = r.achieved_flops / hardware->flops;
+    out =
+        fmt::format("MFU             {:.1f}% (hardware peak {:.2f} GFLOP/s = {})\n", 100.0 * *r.mfu,
+                    hardware->flops / 1e9, describe_peak(*hardware, dtype_name(dtype)));
+  } else {
+    out = fmt::format("MFU             unknown: Kiln knows no hardware peak for {} in {}\n",
+                      run.device.str(), dtype_name(dtype));
+  }
+  return out + fmt::format(
+                   "                {:.1f}% of the measured matmul peak ({:.2f} GFLOP/s, the "
+                   "best {}^3 {} matmul here)\n",
+                   100.0 * r.mfu_of_measured_peak, r.measured_peak_flops / 1e9,
+                   peak_matmul_size(run.device), dtype_name(dtype));
+}
+
+}  // namespace
+
+std::string run_bench(const ResolvedConfig& config, const BenchOptions& options) {
+  if (options.steps < 1 || options.warmup < 0) {
+    throw UserError("kiln bench needs --steps >= 1 and --warmup >= 0");
+  }
+  const std::string label =
+      options.record ? resolve_bench_label(*options.record, build_git_commit(), config.hash()) : "";
+  AssembledRun run = assemble(config);
+  const CpuFeatures cpu = read_cpu_features();
+  BenchRecord r = identity(config, run, options, cpu);
+  r.label = label;
+  std::unique_ptr<RunStore> results = open_results(config, options);
+  std::optional<BenchRecord> baseline;
+  if (options.against) {
+    baseline =
+        require_bench_baseline(results->connection(), *options.against, r, options.allow_mismatch);
+  }
+  if (options.record) require_free_bench_label(results->connection(), r.label);
+
+  const Timings t = time_steps(config, run, options);
+  const double n = static_cast<double>(options.steps);
+  r.ms = {t.phases.data_ms / n,
+          t.phases.forward_ms / n,
+          t.phases.backward_ms / n,
+          t.phases.communication_ms / n,
+          t.phases.optimizer_ms / n,
+          t.logging_ms / n,
+          t.step_ms / n};
+  r.tokens_per_sec = static_cast<double>(run.batch_tokens) / (r.ms.step / 1000.0);
+  const double flops_per_token = run.model->flops_per_token(run.train.seq_len);
+  r.achieved_flops = flops_per_token * r.tokens_per_sec;
+  const std::string mfu = measure_mfu(r, run, cpu);
+  r.peak_memory_mb = peak_rss_mb();
 
   std::string out = fmt::format(
       "kiln bench {}: model {} {:.2f}M parameters | {} tokens/step ({} x {} x {} micro-steps) | "
-      "{} | {} CPU threads | precision {}\n"
+      "{} | {} CPU threads | precision {}\n{}\n"
       "{} timed steps after {} warm-up; phases timed with a device sync at each boundary\n\n",
       config.experiment, config.type("model"),
       static_cast<double>(run.model->parameter_count()) / 1e6, run.batch_tokens,
       run.train.micro_batch, run.train.seq_len, run.grad_accum, run.device.str(),
-      at::get_num_threads(), config.type("precision"), options.steps, options.warmup);
+      at::get_num_threads(), config.type("precision"), blas_report().text(), options.steps,
+      options.warmup);
   out += fmt::format("{:<15} {:>10} {:>8}\n", "phase", "ms/step", "share");
   auto row = [&](const char* name, double ms) {
-    out += fmt::format("{:<15} {:>10.3f} {:>7.1f}%\n", name, ms / n, 100.0 * ms / step_ms);
+    out += fmt::format("{:<15} {:>10.3f} {:>7.1f}%\n", name, ms, 100.0 * ms / r.ms.step);
   };
-  row("data", total.data_ms);
-  row("forward", total.forward_ms);
-  row("backward", total.backward_ms);
-  row("communication", total.communication_ms);
-  row("optimizer", total.optimizer_ms);
-  row("logging", logging_ms);
-  out += fmt::format("{:<15} {:>10.3f}\n\n", "step", per_step);
+  row("data", r.ms.data);
+  row("forward", r.ms.forward);
+  row("backward", r.ms.backward);
+  row("communication", r.ms.communication);
+  row("optimizer", r.ms.optimizer);
+  row("logging", r.ms.logging);
+  out += fmt::format("{:<15} {:>10.3f}\n\n", "step", r.ms.step);
   out += fmt::format(
       "tokens/s        {:.0f}\n"
-      "model FLOPs     {:.3g} per token (6N + 12 L H Q T for gpt) -> {:.2f} GFLOP/s achieved\n"
-      "peak            {:.2f} GFLOP/s (best {} matmul on this device)\n"
-      "MFU             {:.1f}%\n"
+      "model FLOPs     {:.3g} per token (6N + 12 L H Q T for gpt) -> {:.2f} GFLOP/s achieved\n",
+      r.tokens_per_sec, flops_per_token, r.achieved_flops / 1e9);
+  out += mfu;
+  out += fmt::format(
       "peak memory     {:.0f} MB resident (host)\n"
       "snapshot        {:.1f} ms for {:.1f} MB ({:.0f} MB/s), once per checkpoint.every steps\n",
-      tokens_per_sec, flops_per_token, achieved / 1e9, peak / 1e9, c10::toString(dtype),
-      100.0 * achieved / peak, peak_rss_mb(), snapshot_ms,
-      static_cast<double>(snapshot_bytes) / 1e6,
-      static_cast<double>(snapshot_bytes) / 1e6 / (snapshot_ms / 1000.0));
+      r.peak_memory_mb, t.snapshot_ms, static_cast<double>(t.snapshot_bytes) / 1e6,
+      static_cast<double>(t.snapshot_bytes) / 1e6 / (t.snapshot_ms / 1000.0));
+  if (baseline) out += "\n" + format_bench_comparison(*baseline, r);
+  if (options.record) {
+    insert_bench_record(results->connection(), r);
+    out += fmt::format("\nrecorded as '{}' in {}: `kiln bench {} --against {}` compares with it\n",
+                       r.label, results->path(), config.experiment, r.label);
+  }
   return out;
 }
 

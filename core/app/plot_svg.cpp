@@ -9,6 +9,7 @@
 #include <iterator>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/util/error.h"
 #include "core/util/fs.h"
@@ -59,6 +60,12 @@ Extent extent_of(const std::vector<Series>& series, bool log_y) {
       e.x_hi = std::max(e.x_hi, s.x[i]);
       e.y_lo = std::min(e.y_lo, s.y[i]);
       e.y_hi = std::max(e.y_hi, s.y[i]);
+    }
+    for (size_t i = 0; i < s.band_low.size() && i < s.band_high.size(); ++i) {
+      if (!drawable(s.x[i], s.band_low[i], log_y) || !drawable(s.x[i], s.band_high[i], log_y))
+        continue;
+      e.y_lo = std::min(e.y_lo, s.band_low[i]);
+      e.y_hi = std::max(e.y_hi, s.band_high[i]);
     }
   }
   return e;
@@ -176,6 +183,33 @@ std::string series_path(const Series& s, size_t index, const Frame& f) {
   return count <= kMarkersUpTo ? out + dots + "\n" : out;
 }
 
+// One path per banded series: a closed outline (along the top, back along the bottom) for each
+// stretch of points whose band can be drawn, so that a gap in the band stays a gap.
+std::string band_path(const Series& s, size_t index, const Frame& f) {
+  std::string outlines;
+  std::vector<std::string> top, bottom;
+  auto close = [&]() {
+    if (!top.empty())
+      outlines += fmt::format("M{} L{} Z", fmt::join(top, " "),
+                              fmt::join(bottom.rbegin(), bottom.rend(), " "));
+    top.clear();
+    bottom.clear();
+  };
+  for (size_t i = 0; i < s.band_low.size() && i < s.band_high.size() && i < s.x.size(); ++i) {
+    if (!drawable(s.x[i], s.band_low[i], f.y.log) || !drawable(s.x[i], s.band_high[i], f.y.log)) {
+      close();
+      continue;
+    }
+    top.push_back(fmt::format("{:.1f},{:.1f}", f.px(s.x[i]), f.py(s.band_high[i])));
+    bottom.push_back(fmt::format("{:.1f},{:.1f}", f.px(s.x[i]), f.py(s.band_low[i])));
+  }
+  close();
+  if (outlines.empty()) return "";
+  return fmt::format(R"(<path class="band" fill="{}" fill-opacity="0.2" stroke="none" d="{}"/>)",
+                     kColors[index % kColorCount], outlines) +
+         "\n";
+}
+
 constexpr size_t kLegendChars = 40;
 
 // Long names are cut (at a UTF-8 character boundary) so the legend stays inside the picture.
@@ -208,6 +242,10 @@ std::string legend(const std::vector<Series>& series, double x, double top) {
 }
 
 }  // namespace
+
+bool any_finite(const std::vector<double>& values) {
+  return std::any_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); });
+}
 
 std::vector<double> moving_average(const std::vector<double>& y, int window) {
   std::vector<double> out(y.size(), NAN);
@@ -323,6 +361,8 @@ std::string render_svg(const std::vector<Series>& series, const PlotStyle& style
       clip, f.left - 4, f.top - 4, f.width + 8, f.height + 8);
   out += grid_and_ticks(f) + axis_titles(f, style) +
          fmt::format(R"svg(<g clip-path="url(#{})">)svg", clip) + "\n";
+  for (size_t i = 0; i < series.size(); ++i)
+    out += band_path(series[i], i, f);  // under every line, so that no band hides one
   for (size_t i = 0; i < series.size(); ++i)
     out += series_path(series[i], i, f);
   out += "</g>\n" + legend(series, f.left + f.width + 20, f.top);

@@ -1,11 +1,12 @@
 #include "core/app/report.h"
 
-#include <cmath>
+#include <algorithm>
 #include <ctime>
 #include <map>
 
 #include <fmt/format.h>
 
+#include "core/app/group_curves.h"
 #include "core/app/plot_svg.h"
 #include "core/app/runs_views.h"
 #include "core/util/error.h"
@@ -30,11 +31,16 @@ const std::map<std::string, std::string>& x_labels() {
   return labels;
 }
 
-bool has_point(const Curve& curve) {
-  for (double y : curve.y) {
-    if (std::isfinite(y)) return true;
+// A line per run; a run without data stays in the legend, marked, rather than silently missing.
+std::vector<Series> run_series(HistoryDb& db, const std::vector<RunRecord>& runs,
+                               const CurveRequest& request) {
+  std::vector<Series> series;
+  for (const auto& run : runs) {
+    Curve curve = load_curve(db, run, request.metric, request.x);
+    series.push_back({any_finite(curve.y) ? run.name : run.name + " (no data)", std::move(curve.x),
+                      moving_average(curve.y, request.smooth)});
   }
-  return false;
+  return series;
 }
 
 std::string html_table(const Table& table) {
@@ -90,16 +96,9 @@ std::string plot_runs(HistoryDb& db, const std::vector<RunRecord>& runs,
     throw UserError(
         fmt::format("--smooth {}: the window must be 1 or more points", request.smooth));
   }
-  std::vector<Series> series;
-  bool any = false;
-  for (const auto& run : runs) {
-    Curve curve = load_curve(db, run, request.metric, request.x);
-    any = any || has_point(curve);
-    // A run without data stays in the legend, marked, rather than silently missing.
-    series.push_back({has_point(curve) ? run.name : run.name + " (no data)", std::move(curve.x),
-                      moving_average(curve.y, request.smooth)});
-  }
-  if (!any) {
+  const std::vector<Series> series =
+      request.group_by.empty() ? run_series(db, runs, request) : group_series(db, runs, request);
+  if (std::none_of(series.begin(), series.end(), [](const Series& s) { return any_finite(s.y); })) {
     throw UserError(fmt::format("no run given has a {} value to plot{}", request.metric,
                                 request.metric == "val_loss"
                                     ? ": validation needs [eval] every > 0 and a data.val split"
@@ -110,6 +109,7 @@ std::string plot_runs(HistoryDb& db, const std::vector<RunRecord>& runs,
   style.y_label = metric_labels().at(request.metric);
   style.title = style.y_label + " by " + style.x_label;
   if (request.smooth > 1) style.title += fmt::format(", mean of {} points", request.smooth);
+  if (!request.group_by.empty()) style.title += group_caption(request);
   style.log_y = request.log_y;
   return render_svg(series, style);
 }

@@ -14,6 +14,10 @@ struct CurveRequest {
   std::string x = "step";       // step | tokens | time
   int smooth = 1;               // moving average over this many points
   bool log_y = false;
+  // Empty: a line per run. Otherwise core/app/run_groups.h's keys, and a line per group: the
+  // mean of its runs with a band (ci | minmax) around it (core/app/group_curves.h).
+  std::vector<std::string> group_by = {};  // `= {}`: {metric, x, smooth, log_y} stays warning-free
+  std::string band = "ci";
 };
 
 // A UserError when the request is not valid or none of the runs has a point of the metric.

@@ -1,7 +1,5 @@
 #include "core/app/run_command.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <ctime>
@@ -19,11 +17,13 @@
 #include "core/store/run_paths.h"
 #include "core/store/run_queries.h"
 #include "core/store/run_store.h"
+#include "core/store/tensorboard_log.h"
 #include "core/train/assemble.h"
 #include "core/train/session.h"
 #include "core/util/build_info.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
+#include "core/util/process.h"
 #include "core/util/text.h"
 
 namespace kiln {
@@ -32,9 +32,10 @@ namespace {
 
 // Keys a resume may change: they alter how long the run goes and what it records, not the
 // model, the data or the update rule, so the snapshot still describes the same run.
-const char* const kResumableKeys[] = {"train.steps", "train.log_every",  "eval.every",
-                                      "eval.steps",  "checkpoint.every", "checkpoint.keep",
-                                      "run.threads", "run.device",       "train.on_nonfinite"};
+const char* const kResumableKeys[] = {
+    "train.steps",        "train.log_every",    "eval.every",  "eval.steps",
+    "checkpoint.every",   "checkpoint.keep",    "run.threads", "run.device",
+    "train.on_nonfinite", "metrics.tensorboard"};
 
 std::string default_run_name(const std::string& experiment) {
   std::time_t now = std::time(nullptr);
@@ -50,16 +51,24 @@ std::string default_run_name(const std::string& experiment) {
   return stem + "-" + stamp;
 }
 
-std::string host_name() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf;
+void set_option(ResolvedConfig& config, const std::string& section_name, const std::string& key,
+                const std::string& value) {
+  for (auto& section : config.sections) {
+    if (section.name == section_name) section.params.set(key, value);
+  }
 }
 
-void set_run_option(ResolvedConfig& config, const std::string& key, const std::string& value) {
-  for (auto& section : config.sections) {
-    if (section.name == "run") section.params.set(key, value);
-  }
+// Stored absolute, as run.out_dir is (an unhashed key too): a resume from another directory
+// writes to the same folder.
+void make_tensorboard_absolute(ResolvedConfig& config) {
+  const std::string dir = metrics_options(config).tensorboard;
+  if (!dir.empty()) set_option(config, "metrics", "tensorboard", absolute_path(dir));
+}
+
+// Before the run's row changes: a folder that cannot take event files is refused up front.
+void check_tensorboard(const ResolvedConfig& config, const RunPaths& paths) {
+  check_tensorboard_dir(metrics_options(config).tensorboard, "metrics.tensorboard",
+                        run_options(config).db, {paths.snapshots()});
 }
 
 // Snapshots are whole whatever the strategy, so a run may go on with another one (the global
@@ -123,6 +132,7 @@ ResolvedConfig resumed_config(const RunRecord& record, const std::vector<std::st
   ResolvedConfig config = load_config_text(
       without_switched_sections(record.config, stored, overrides, source), source, overrides);
   config.experiment = stored.experiment = record.name;
+  make_tensorboard_absolute(config);
   std::vector<std::string> refused;
   changes = config_changes(stored, config, refused);
   if (!refused.empty()) {
@@ -197,10 +207,11 @@ int64_t create_run_row(RunStore& store, const AssembledRun& run, const RunPaths&
   write_run_marker(paths, uuid);
   const ResolvedConfig& config = run.config;
   try {
-    return store.create_run(NewRun{paths.name(), config.experiment, config.to_toml(), config.hash(),
-                                   run.options.seed, run.parallel->world_size(), run.train.steps,
-                                   build_git_commit(), host_name(), run.options.sweep, uuid,
-                                   paths.folder()});
+    return store.create_run(
+        NewRun{paths.name(), config.experiment, config.to_toml(), config.hash(), run.options.seed,
+               run.parallel->world_size(), run.train.steps, build_git_commit(), host_name(),
+               run.options.sweep, uuid, paths.folder()},
+        provenance_of(config));
   } catch (const UserError&) {
     std::error_code ec;
     std::filesystem::remove_all(paths.folder(), ec);  // made a moment ago, for this run alone
@@ -254,11 +265,12 @@ SessionOutcome run_experiment(ResolvedConfig config, bool restart) {
   std::string name = run_options(config).name;
   if (name.empty()) name = default_run_name(config.experiment);
   check_run_name(name);
-  set_run_option(config, "name", name);
+  set_option(config, "run", "name", name);
   // Stored absolute (both unhashed keys): every later command finds the same store and folder,
   // whatever directory it runs in.
-  set_run_option(config, "out_dir", absolute_path(run_options(config).out_dir));
-  set_run_option(config, "db", absolute_path(run_options(config).db));
+  set_option(config, "run", "out_dir", absolute_path(run_options(config).out_dir));
+  set_option(config, "run", "db", absolute_path(run_options(config).db));
+  make_tensorboard_absolute(config);
   if (restarted_worker() && !restart) {
     // Decided before assembly, whose rendezvous every rank passes before rank 0 can create the
     // run: so all ranks see the same store and take the same branch.
@@ -274,6 +286,7 @@ SessionOutcome run_experiment(ResolvedConfig config, bool restart) {
   const SnapshotOwner owner{uuid, {config.hash()}, /*legacy=*/false, {}};
   // Other ranks write no files: rank 0's identity and folder are the run's.
   if (run.parallel->rank() != 0) return Session(run, paths, owner, nullptr, 0).train();
+  check_tensorboard(config, paths);
   RunStore store(run.options.db);
   const std::vector<std::string> notes = make_way(store, name, restart);
   auto lock = lock_run(paths);
@@ -305,12 +318,14 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
   const RunPaths paths = require_paths(record);
   const SnapshotOwner owner = snapshot_owner(store->connection(), record, config.hash());
   const bool main_rank = run.parallel->rank() == 0;
+  if (main_rank) check_tensorboard(config, paths);
   if (!main_rank) store.reset();  // only rank 0 records
   std::unique_ptr<FileLock> lock = main_rank ? lock_run(paths) : nullptr;
   Session session(run, paths, owner, store.get(), record.id);
   const int64_t from_step = restore_latest(session, paths, owner, run, main_rank);
   if (store) {
-    store->reopen_run(record.id, from_step, join(changes, "; "), config.to_toml(), config.hash());
+    store->reopen_run(record.id, from_step, join(changes, "; "), config.to_toml(), config.hash(),
+                      key_source_lines(config, /*all=*/false));
   }
   for (const auto& change : changes) {
     if (main_rank) session.console().line("resume changes " + change);

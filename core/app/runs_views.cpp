@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/app/provenance_views.h"
 #include "core/config/canonical.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
@@ -302,6 +303,10 @@ std::string format_run_list(const std::vector<RunRecord>& runs, const std::strin
 std::string describe_run(HistoryDb& db, const RunRecord& run) {
   std::string out = fmt::format("run {} (id {}): {}\n", run.name, run.id, run.status);
   out += identity_lines(run) + metric_lines(db, run);
+  const Table files = run_files_table(db, run.id);
+  out += files.rows.empty()
+             ? "\nfiles: not recorded (the run is older than Kiln's record of them)\n"
+             : block("files, in the order applied (a later file's keys win)", files);
   out += block("evals", evals_table(db, run.id));
   out += block("snapshots", snapshots_table(db, run.id));
   out += block("resumes", resumes_table(db, run.id));

@@ -45,7 +45,7 @@ OpenedSnapshot open_snapshot(const SnapshotRequest& request, Connection& db,
   ResolvedConfig config =
       load_config_text(info.config, fmt::format("run '{}' (stored config)", info.name), {});
   config.experiment = info.name;
-  AssembledRun run = assemble(config);
+  AssembledRun run = assemble(config, Assembly::kLoad);
   // Only the run's own snapshots: one another run left in its folder is named and passed over.
   const std::string dir = require_paths(info).snapshots();
   const RunSnapshots snapshots = owned_snapshots(dir, snapshot_owner(db, info, info.config_hash));

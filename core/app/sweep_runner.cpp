@@ -9,7 +9,9 @@
 
 #include <fmt/format.h>
 
+#include "core/app/run_groups.h"
 #include "core/app/runs_views.h"
+#include "core/app/sweep_check.h"
 #include "core/config/canonical.h"
 #include "core/config/config.h"
 #include "core/config/options.h"
@@ -62,9 +64,9 @@ ResolvedConfig member_config(const SweepRun& sweep, const SweepMember& member) {
   return load_config(sweep.spec.base, overrides);
 }
 
-// A member that failed before its run row existed (say, assembly found its data too small):
-// the sweep records it as failed, with the member's own error line, so the store has every
-// member.
+// A member that failed before its run row existed (say, its data went away after the sweep's
+// check): the sweep records it as failed, with the member's own error line, so the store has
+// every member.
 void record_early_failure(RunStore& store, const SweepRun& sweep, const Child& child) {
   const SweepMember& member = *child.member;
   const ResolvedConfig config = member_config(sweep, member);
@@ -226,6 +228,21 @@ std::string sweep_summary(const std::vector<RunRecord>& runs, const std::string&
   return fmt::format("sorted by {}\n{}", sort, render_text_table(table));
 }
 
+// With seeds (some config ran more than once), each config's completed runs as one sample: mean,
+// interval and tests against the config that started first.
+void print_seed_groups(HistoryDb& history, std::vector<RunRecord> records,
+                       const std::function<void(const std::string&)>& print) {
+  records.erase(std::remove_if(records.begin(), records.end(),
+                               [](const RunRecord& r) { return r.status != "completed"; }),
+                records.end());
+  std::sort(records.begin(), records.end(),
+            [](const RunRecord& a, const RunRecord& b) { return a.id < b.id; });
+  const std::vector<RunGroup> groups = group_runs(records, {"auto"});
+  if (!has_seeds(groups)) return;
+  print("seeds grouped by config (completed members)");
+  print(grouped_report(history, groups, {}));
+}
+
 // The summary table of the sweep's runs; returns the number of members that did not complete.
 int print_summary(const SweepRun& sweep, const std::vector<SweepMember>& members,
                   const std::string& sort, const std::function<void(const std::string&)>& print) {
@@ -242,6 +259,7 @@ int print_summary(const SweepRun& sweep, const std::vector<SweepMember>& members
   }
   print("");
   print(sweep_summary(records, sort));
+  print_seed_groups(history, records, print);
   return incomplete;
 }
 
@@ -250,6 +268,13 @@ int print_summary(const SweepRun& sweep, const std::vector<SweepMember>& members
 SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
                        const std::function<void(const std::string&)>& print) {
   const std::vector<SweepMember> members = expand_sweep(spec);
+  const std::vector<MemberCheck> checks = check_members(spec, members);
+  if (options.dry_run) {
+    print(fmt::format("sweep '{}': {} members, each assembled without training; nothing run",
+                      spec.name, members.size()));
+    print(members_table(spec, checks));
+    return {};
+  }
   const RunOptions base = run_options(load_config(spec.base, spec.fixed));
   const int jobs = std::max(1, options.jobs);
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());

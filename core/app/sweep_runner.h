@@ -1,4 +1,6 @@
-// `kiln sweep`: runs the members of a sweep (core/app/sweep_spec.h). Members run as child
+// `kiln sweep`: runs the members of a sweep (core/app/sweep_spec.h), once every one of them was
+// assembled without training (core/app/sweep_check.h): a member that would fail at assembly stops
+// the sweep before any starts, with nothing written to the run store. Members run as child
 // `kiln run` processes of this binary, `jobs` at a time, sharing the cores and the one run
 // store; each one's output goes to its console.log. Re-running a sweep skips completed members
 // and resumes the others. A Ctrl-C is passed on to the members once: each finishes its current
@@ -16,6 +18,7 @@ struct SweepOptions {
   int jobs = 1;
   std::string db;                   // empty = the base experiment's run.db
   std::string sort = "final_loss";  // a `kiln runs list` key; '-' prefix = descending
+  bool dry_run = false;             // print the checked members and stop: no run, no run store
 };
 
 struct SweepOutcome {
@@ -23,7 +26,8 @@ struct SweepOutcome {
   bool interrupted = false;  // a SIGINT or SIGTERM stopped the sweep
 };
 
-// Runs (or resumes) the members not yet completed and prints a summary table.
+// Checks every member, then runs (or resumes) those not yet completed and prints a summary table;
+// with dry_run, prints the members table instead of running them.
 SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
                        const std::function<void(const std::string&)>& print);
 

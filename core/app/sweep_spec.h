@@ -1,5 +1,6 @@
 // Sweeps: many runs of one experiment, varying some keys. A sweep file
 //
+//   extends = "common.toml"              # optional: another sweep file this one builds on
 //   base = "experiments/kjv_char.toml"   # the experiment every member starts from
 //   name = "lr-layers"                   # optional; default: the sweep file's name
 //   seeds = [1, 2, 3]                    # shorthand for a grid over run.seed
@@ -11,12 +12,22 @@
 //   train.steps = [100, 200]
 //   [set]                                # the same for every member
 //   train.steps = 100
+//   [[variant]]                          # each a set of keys varied together: crossed with
+//   name = "lion"                        # the grid (optional name: its part of member names)
+//   optimizer.type = "lion"
+//   optimizer.lr = 3e-4
 //
 // or the same from the command line (`kiln sweep EXP.toml --grid optimizer.lr=1e-3,3e-3`).
 // Each member is an ordinary run named `<sweep>/<key=value,...>` and tagged with the sweep
-// (runs.sweep). This file turns a sweep into its members, every member's name and config
-// checked before any of them runs; it starts no process and opens no run store
-// (core/app/sweep_runner.h runs the members).
+// (runs.sweep). A variant's keys are --set values like the others, so that a member runs as
+// `kiln run BASE --set ...`; the experiment loader decides what a `type` set that way does to the
+// section's other keys. `extends` (core/config/extends.h: paths relative to the file naming them,
+// applied in order) layers sweep files: a later file's base, name, seeds and [[variant]] list
+// replace an earlier one's, its [grid], [zip] and [set] keys replace the same keys. This file
+// turns a sweep into its members, every member's name and config checked before any of them runs;
+// it starts no process and opens no run store (core/app/sweep_check.h assembles each member
+// without training it, core/app/sweep_runner.h runs them). The file format is read in
+// sweep_file.cpp, the members expanded in sweep_spec.cpp.
 #pragma once
 
 #include <string>
@@ -29,12 +40,20 @@ struct SweepAxis {
   std::vector<std::string> values;  // TOML text of each value, as --set takes it
 };
 
+// One [[variant]]: keys varied together, one member (per grid point) with all of them.
+struct SweepVariant {
+  std::string name;                    // its part of member names; empty = its key=value pairs
+  std::vector<std::string> overrides;  // section.key=value, as --set takes them
+  std::string where;                   // file:line:col of its [[variant]] line, for errors
+};
+
 struct SweepSpec {
   std::string name;
-  std::string base;                // experiment file
-  std::vector<SweepAxis> grid;     // Cartesian product
-  std::vector<SweepAxis> zip;      // varied together
-  std::vector<std::string> fixed;  // section.key=value for every member
+  std::string base;                    // experiment file
+  std::vector<SweepAxis> grid;         // Cartesian product
+  std::vector<SweepAxis> zip;          // varied together
+  std::vector<std::string> fixed;      // section.key=value for every member
+  std::vector<SweepVariant> variants;  // crossed with the grid (slowest), none = one plain
 };
 
 struct SweepMember {
@@ -42,16 +61,20 @@ struct SweepMember {
   std::vector<std::string> overrides;  // fixed, then the member's own values
 };
 
-// A sweep file; a UserError naming file:line:col for a mistake in it.
+// A sweep file with the files it extends; a UserError naming file:line:col for a mistake in any.
 SweepSpec load_sweep_file(const std::string& path);
-// True for a sweep file (it has `base = ...`), false for an experiment file.
+// True for a sweep file (it has a key only sweep files have: base, seeds, [grid], [zip], [set],
+// [[variant]]), false for an experiment file.
 bool is_sweep_file(const std::string& path);
 // --grid / --zip arguments "section.key=v1,v2,..." (values as TOML text, split on commas).
 SweepAxis parse_axis(const std::string& argument);
 // Every member, each override already validated against the base experiment (which it reads)
-// and each name checked; grid values vary in odometer order (the last axis fastest), then the
-// zip positions. A UserError for a sweep that varies nothing, zip lists of unequal lengths,
-// more than 10000 members or a name that cannot be a run's.
+// and each name checked; the variants vary slowest, then the grid values in odometer order (the
+// last axis fastest), then the zip positions. A member's overrides are [set]'s, its variant's,
+// then its grid and zip values. A UserError for a sweep that varies nothing, zip lists of unequal
+// lengths, a key both a variant and [grid], [zip] or [set] give, more than 10000 members, two
+// members of one name, or a name that cannot be a run's; a variant's keys that do not load are
+// reported at its [[variant]] line, a member's at its name.
 std::vector<SweepMember> expand_sweep(const SweepSpec& spec);
 
 }  // namespace kiln

@@ -64,9 +64,7 @@ std::map<std::string, std::string> flatten_config(const std::string& toml_text) 
   return out;
 }
 
-namespace {
-
-bool is_hashed(const std::string& section, const std::string& type, const std::string& key) {
+bool is_hashed_key(const std::string& section, const std::string& type, const std::string& key) {
   for (const auto& schema : config_sections()) {
     if (schema.name != section) continue;
     for (const auto& p : schema.params) {
@@ -80,16 +78,22 @@ bool is_hashed(const std::string& section, const std::string& type, const std::s
   return true;
 }
 
+namespace {
+
 std::string render(const ResolvedConfig& config, bool hashed_only) {
   std::string out;
   for (const auto& section : config.sections) {
+    std::string keys;
+    for (const auto& [key, value] : section.params.values()) {
+      if (hashed_only && !is_hashed_key(section.name, section.type, key)) continue;
+      keys += key + " = " + format_value(value) + "\n";
+    }
+    // A section of unhashed keys only ([metrics]) leaves every hash as it was before the
+    // section existed.
+    if (hashed_only && section.type.empty() && keys.empty()) continue;
     out += "[" + section.name + "]\n";
     if (!section.type.empty()) out += "type = " + format_value(section.type) + "\n";
-    for (const auto& [key, value] : section.params.values()) {
-      if (hashed_only && !is_hashed(section.name, section.type, key)) continue;
-      out += key + " = " + format_value(value) + "\n";
-    }
-    out += "\n";
+    out += keys + "\n";
   }
   return out;
 }

@@ -20,6 +20,11 @@ std::string quote_toml(const std::string& s);
 // A value as canonical TOML writes it: 3, 0.003, 1.0, true, "adamw".
 std::string format_value(const ParamValue& value);
 
+// Whether `section.key` takes part in the config hash (`type` names the section's plugin): false
+// for the keys that name or place a run (run.name, run.out_dir, ...) but cannot change its
+// numbers.
+bool is_hashed_key(const std::string& section, const std::string& type, const std::string& key);
+
 // A config's TOML text flattened: "optimizer.lr" -> "0.003", "optimizer.type" -> "\"adamw\"",
 // every value in the form format_value gives it. Only section.key pairs with a number, boolean
 // or string value are kept (the only kind Kiln writes); text that is not TOML (a run store

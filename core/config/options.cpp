@@ -20,7 +20,9 @@ TrainOptions train_options(const ResolvedConfig& config) {
                       p.integer("batch_tokens"),
                       p.real("grad_clip"),
                       p.integer("log_every"),
-                      p.text("on_nonfinite") == "abort"};
+                      p.text("on_nonfinite") == "abort",
+                      p.flag("cuda_graphs"),
+                      p.text("pinned_batches")};
 }
 
 EvalOptions eval_options(const ResolvedConfig& config) {
@@ -31,6 +33,10 @@ EvalOptions eval_options(const ResolvedConfig& config) {
 CheckpointOptions checkpoint_options(const ResolvedConfig& config) {
   const Params& p = config.params("checkpoint");
   return CheckpointOptions{p.integer("every"), p.integer("keep")};
+}
+
+MetricsOptions metrics_options(const ResolvedConfig& config) {
+  return MetricsOptions{config.params("metrics").text("tensorboard")};
 }
 
 int64_t TrainOptions::grad_accum(int world_size, const ResolvedConfig& config) const {

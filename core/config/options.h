@@ -1,5 +1,5 @@
-// Typed views of the core config sections ([run], [train], [eval], [checkpoint]), so the trainer
-// reads fields instead of looking keys up by string.
+// Typed views of the core config sections ([run], [train], [eval], [checkpoint], [metrics]), so
+// the trainer reads fields instead of looking keys up by string.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +27,8 @@ struct TrainOptions {
   double grad_clip = 0;
   int64_t log_every = 1;
   bool abort_on_nonfinite = true;  // train.on_nonfinite: "abort" or "skip"
+  bool cuda_graphs = false;        // replay each micro-step as a captured CUDA graph
+  std::string pinned_batches;      // "auto" (on CUDA), "on", "off"
 
   // Micro-steps per optimizer step on each rank; a UserError when batch_tokens does not divide.
   int64_t grad_accum(int world_size, const ResolvedConfig& config) const;
@@ -43,9 +45,14 @@ struct CheckpointOptions {
   int64_t keep = 0;
 };
 
+struct MetricsOptions {
+  std::string tensorboard;  // a folder for TensorBoard event files; empty = none
+};
+
 RunOptions run_options(const ResolvedConfig& config);
 TrainOptions train_options(const ResolvedConfig& config);
 EvalOptions eval_options(const ResolvedConfig& config);
 CheckpointOptions checkpoint_options(const ResolvedConfig& config);
+MetricsOptions metrics_options(const ResolvedConfig& config);
 
 }  // namespace kiln

@@ -1,5 +1,7 @@
 #include "core/config/params.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <stdexcept>
 
@@ -50,6 +52,20 @@ ParamSpec&& ParamSpec::unhashed() && {
   return std::move(*this);
 }
 
+namespace {
+
+// A choice "NAME:N" stands for NAME, a colon and a number of 1 to 4 digits (cuda:0, cuda:12).
+bool matches_numbered_choice(const std::string& choice, const std::string& value) {
+  if (choice.size() < 2 || choice.compare(choice.size() - 2, 2, ":N") != 0) return false;
+  const size_t prefix = choice.size() - 1;  // NAME and the colon
+  if (value.size() <= prefix || value.size() > prefix + 4) return false;
+  if (value.compare(0, prefix, choice, 0, prefix) != 0) return false;
+  return std::all_of(value.begin() + static_cast<std::ptrdiff_t>(prefix), value.end(),
+                     [](unsigned char c) { return std::isdigit(c) != 0; });
+}
+
+}  // namespace
+
 std::string ParamSpec::describe_range() const {
   if (!choices.empty()) {
     std::string s = "one of ";
@@ -77,7 +93,7 @@ std::optional<std::string> ParamSpec::check(const ParamValue& value) const {
   }
   if (auto* s = std::get_if<std::string>(&value); s && !choices.empty()) {
     for (const auto& c : choices) {
-      if (c == *s) return std::nullopt;
+      if (c == *s || matches_numbered_choice(c, *s)) return std::nullopt;
     }
     return fmt::format("is {}, must be {}", quote_toml(*s), describe_range());
   }

@@ -34,6 +34,7 @@ struct ParamSpec {
 
   ParamSpec&& at_least(double bound) &&;
   ParamSpec&& at_most(double bound) &&;
+  // A choice "NAME:N" also accepts NAME:0, NAME:1, ... (up to 4 digits): run.device's cuda:N.
   ParamSpec&& one_of(std::vector<std::string> allowed) &&;
   ParamSpec&& unhashed() &&;
 

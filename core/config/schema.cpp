@@ -18,8 +18,10 @@ const std::vector<SectionSchema>& config_sections() {
                    "CPU threads for LibTorch; 0 = the cores / processes on this machine")
             .at_least(0)
             .at_most(1024),
-        P::text("device", "auto", "where to train; auto = cuda when present, else cpu")
-            .one_of({"auto", "cpu", "cuda"})}},
+        P::text("device", "auto",
+                "where to train: auto (CUDA when this process sees a GPU, else cpu), cpu, cuda "
+                "(each rank on a machine takes cuda:LOCAL_RANK) or cuda:N (one process)")
+            .one_of({"auto", "cpu", "cuda", "cuda:N"})}},
       {"model",
        true,
        "the network; type picks a model plugin",
@@ -52,6 +54,16 @@ const std::vector<SectionSchema>& config_sections() {
                 "run (its last snapshot stays the last good one), skip = go on with the next "
                 "batch. Both are recorded in the db (metrics.skipped, runs.error)")
             .one_of({"abort", "skip"})
+            .unhashed(),
+        P::flag("cuda_graphs", false,
+                "capture a micro-step (forward, loss, backward) once as a CUDA graph and replay "
+                "it: one launch instead of hundreds of kernels. CUDA, one process, fp32/tf32/bf16; "
+                "the update stays eager (README, 'GPU')")
+            .unhashed(),
+        P::text("pinned_batches", "auto",
+                "batches in page-locked host memory, so their copies to the GPU run alongside "
+                "compute: auto = on for CUDA, off for the CPU")
+            .one_of({"auto", "on", "off"})
             .unhashed()}},
       {"optimizer", true, "the update rule; type picks an optimizer plugin", {}},
       {"schedule", true, "the learning rate over steps; type picks a schedule plugin", {}},
@@ -69,6 +81,13 @@ const std::vector<SectionSchema>& config_sections() {
        "snapshots for resuming",
        {P::integer("every", 0, "snapshot every N steps and at the end; 0 = never").at_least(0),
         P::integer("keep", 3, "latest snapshots kept on disk").at_least(1)}},
+      {"metrics",
+       false,
+       "where a run's metrics go besides the run store",
+       {P::text("tensorboard", "",
+                "a folder for TensorBoard: rank 0 writes <folder>/<run name>/events.out.tfevents.* "
+                "as it trains, at each run store commit; empty = none")
+            .unhashed()}},
   };
   return sections;
 }

@@ -8,7 +8,6 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
-#include <torch/cuda.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
@@ -73,17 +72,16 @@ void keep_optimizer_state(torch::optim::Optimizer& optimizer,
 
 namespace {
 
-std::unique_ptr<Communicator> open_communicator(const Params& p) {
-  std::string backend = p.text("backend");
-  if (backend == "auto") backend = torch::cuda::is_available() ? "nccl" : "gloo";
-  return std::make_unique<Communicator>(read_world_env(), backend,
+std::unique_ptr<Communicator> open_communicator(const Params& p, c10::DeviceType device) {
+  return std::make_unique<Communicator>(read_world_env(), p.text("backend"),
+                                        device == c10::DeviceType::CUDA,
                                         std::chrono::seconds(p.integer("timeout_s")));
 }
 
 }  // namespace
 
-DataParallel::DataParallel(const Params& params)
-    : comm_(open_communicator(params)),
+DataParallel::DataParallel(const Params& params, c10::DeviceType device)
+    : comm_(open_communicator(params, device)),
       bucket_bytes_(static_cast<int64_t>(params.real("bucket_mb") * (1 << 20))) {}
 
 void DataParallel::attach(Model& model) {

@@ -33,7 +33,7 @@ void keep_optimizer_state(torch::optim::Optimizer& optimizer,
 class DataParallel : public ParallelStrategy {
  public:
   // Joins the world that the environment describes (core/dist/distributed.h).
-  explicit DataParallel(const Params& params);
+  DataParallel(const Params& params, c10::DeviceType device);
 
   int rank() const override { return comm_->rank(); }
   int world_size() const override { return comm_->size(); }

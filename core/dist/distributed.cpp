@@ -100,10 +100,54 @@ struct Communicator::Impl {
   }
 };
 
-Communicator::Communicator(const WorldEnv& env, const std::string& backend,
+std::string choose_backend(const std::string& requested, int a_cuda_rank, int a_cpu_rank) {
+  if (a_cuda_rank >= 0 && a_cpu_rank >= 0) {
+    throw UserError(fmt::format(
+        "rank {} trains on CUDA but rank {} on the CPU (it sees no GPU, or its run.device says "
+        "cpu): give every rank a GPU, or set run.device = \"cpu\"",
+        a_cuda_rank, a_cpu_rank));
+  }
+  if (requested == "nccl" && a_cpu_rank >= 0) {
+    throw UserError(fmt::format(
+        "parallel.backend = \"nccl\" needs every rank on a CUDA device, but rank {} trains on "
+        "the CPU (it sees no GPU, or run.device says cpu): use parallel.backend = \"gloo\" or "
+        "\"auto\"",
+        a_cpu_rank));
+  }
+  if (requested != "auto") return requested;
+#ifdef USE_C10D_NCCL
+  if (a_cuda_rank >= 0) return "nccl";
+#endif
+  return "gloo";
+}
+
+namespace {
+
+// Every rank publishes whether it trains on CUDA and reads the others', so that all reach the
+// same backend, or the same error, before any process group exists.
+std::string agree_on_backend(c10d::Store& store, const WorldEnv& env, const std::string& requested,
+                             bool on_cuda) {
+  store.set("on_cuda/" + std::to_string(env.rank),
+            std::vector<uint8_t>{static_cast<uint8_t>(on_cuda ? '1' : '0')});
+  int a_cuda_rank = -1, a_cpu_rank = -1;
+  for (int r = 0; r < env.world_size; ++r) {
+    const bool cuda =
+        store.get("on_cuda/" + std::to_string(r)) == std::vector<uint8_t>{uint8_t{'1'}};
+    int& first = cuda ? a_cuda_rank : a_cpu_rank;
+    if (first < 0) first = r;
+  }
+  return choose_backend(requested, a_cuda_rank, a_cpu_rank);
+}
+
+}  // namespace
+
+Communicator::Communicator(const WorldEnv& env, const std::string& backend, bool on_cuda,
                            std::chrono::milliseconds timeout)
-    : env_(env), backend_(backend), impl_(std::make_unique<Impl>()) {
-  if (env.world_size == 1) return;  // nothing to talk to: no store, no port, no-op collectives
+    : env_(env), impl_(std::make_unique<Impl>()) {
+  if (env.world_size == 1) {  // nothing to talk to: no store, no port, no-op collectives
+    backend_ = choose_backend(backend, on_cuda ? 0 : -1, on_cuda ? -1 : 0);
+    return;
+  }
   try {
     c10d::TCPStoreOptions options;
     options.port = static_cast<uint16_t>(env.master_port);
@@ -121,6 +165,7 @@ Communicator::Communicator(const WorldEnv& env, const std::string& backend,
                     env.rank, env.world_size, env.master_addr, env.master_port,
                     timeout.count() / 1000, e.what_without_backtrace()));
   }
+  backend_ = agree_on_backend(*impl_->store, env_, backend, on_cuda);
   join(timeout);
 }
 

@@ -26,10 +26,20 @@ struct WorldEnv {
 // No variables at all means a world of one.
 WorldEnv read_world_env();
 
+// The c10d backend for parallel.backend `requested` ("auto", "gloo", "nccl"), given a rank that
+// trains on CUDA and one that trains on the CPU (-1: none does); a UserError for a world that
+// mixes the two, or for "nccl" with a rank on the CPU.
+std::string choose_backend(const std::string& requested, int a_cuda_rank, int a_cpu_rank);
+
 class Communicator {
  public:
-  // Blocks until every rank has arrived or `timeout` passes (then a UserError).
-  Communicator(const WorldEnv& env, const std::string& backend, std::chrono::milliseconds timeout);
+  // Blocks until every rank has arrived or `timeout` passes (then a UserError). `backend` is
+  // parallel.backend: "gloo", "nccl" or "auto". The ranks agree on it through the rendezvous
+  // store: "auto" is NCCL when every rank trains on CUDA (on_cuda) and Gloo when none does; a
+  // world where only some do, or "nccl" where some rank trains on the CPU, is a UserError on
+  // every rank, before any of them builds its model.
+  Communicator(const WorldEnv& env, const std::string& backend, bool on_cuda,
+               std::chrono::milliseconds timeout);
   ~Communicator();
 
   int rank() const { return env_.rank; }

@@ -60,4 +60,13 @@ void refuse_output_over_store(const std::string& output, const std::string& db,
   }
 }
 
+void refuse_output_inside(const std::string& output, const std::string& folder,
+                          const std::string& what, const std::string& option) {
+  if (output.empty() || folder.empty()) return;
+  const fs::path below = resolved(output).lexically_relative(resolved(folder));
+  if (below.empty() || *below.begin() == "..") return;  // elsewhere
+  throw UserError(fmt::format("{} {}: that is inside '{}', {}: choose a folder outside it", option,
+                              output, folder, what));
+}
+
 }  // namespace kiln

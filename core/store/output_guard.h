@@ -15,5 +15,9 @@ namespace kiln {
 // the same absolute path with symlinks in its existing part resolved and `.`/`..` removed.
 void refuse_output_over_store(const std::string& output, const std::string& db,
                               const std::string& option = "-o");
+// A UserError "OPTION OUTPUT: that is inside FOLDER, WHAT: ..." when `output` is `folder` or lies
+// under it (paths resolved as above); nothing otherwise.
+void refuse_output_inside(const std::string& output, const std::string& folder,
+                          const std::string& what, const std::string& option = "-o");
 
 }  // namespace kiln

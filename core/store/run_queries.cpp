@@ -22,25 +22,38 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The keys --where and --sort can name besides config keys; the SQL is the summary's column.
-const KeySpace& summary_keys() {
-  static const KeySpace keys{{{"id", "id"},
-                              {"name", "name"},
-                              {"status", "status"},
-                              {"sweep", "sweep"},
-                              {"created_at", "created_at"},
-                              {"finished_at", "finished_at"},
-                              {"experiment", "experiment"},
-                              {"host", "host"},
-                              {"config_hash", "config_hash"},
-                              {"steps", "steps"},
-                              {"planned_steps", "planned_steps"},
-                              {"final_loss", "final_loss"},
-                              {"best_loss", "best_loss"},
-                              {"best_val", "best_val"},
-                              {"tokens_per_sec", "tokens_per_sec"},
-                              {"duration", "duration"}},
-                             "kiln_config(config, ?)"};
+// The keys --where and --sort can name besides config keys: the summary's columns, and the
+// metrics a point or an aggregate can name. The SQL is our text: the summary's column, the
+// metric's column, or the split of the eval.
+KeySpace summary_keys(const HistoryDb& db) {
+  KeySpace keys{{{"id", "id"},
+                 {"name", "name"},
+                 {"status", "status"},
+                 {"sweep", "sweep"},
+                 {"created_at", "created_at"},
+                 {"finished_at", "finished_at"},
+                 {"experiment", "experiment"},
+                 {"host", "host"},
+                 {"config_hash", "config_hash"},
+                 {"steps", "steps"},
+                 {"planned_steps", "planned_steps"},
+                 {"final_loss", "final_loss"},
+                 {"best_loss", "best_loss"},
+                 {"best_val", "best_val"},
+                 {"tokens_per_sec", "tokens_per_sec"},
+                 {"duration", "duration"}},
+                "kiln_config(config, ?)",
+                {{"loss", "loss"},
+                 {"lr", "lr"},
+                 {"grad_norm", "grad_norm"},
+                 {"tokens_per_sec", "tokens_per_sec"},
+                 {"dt_ms", "dt_ms"},
+                 {"tokens_seen", "tokens_seen"},
+                 {"loss_scale", "loss_scale"}},
+                {{"val_loss", "'val'"}, {"test_loss", "'test'"}},
+                "summary.id"};
+  // metrics.loss_scale arrives with metrics.skipped (schema version 2); an older store has none.
+  if (!db.has_skipped_column()) keys.metrics["loss_scale"] = "NULL";
   return keys;
 }
 
@@ -115,7 +128,7 @@ std::vector<MetricRecord> read_metrics(HistoryDb& db, const std::string& sql, in
 }  // namespace
 
 std::vector<RunRecord> list_runs(HistoryDb& db, const ListQuery& query) {
-  const KeySpace& keys = summary_keys();
+  const KeySpace keys = summary_keys(db);
   SqlFragment sql;
   if (query.where.find_first_not_of(" \t\n") != std::string::npos) {
     auto ast = parse_where(query.where, keys);
@@ -123,9 +136,11 @@ std::vector<RunRecord> list_runs(HistoryDb& db, const ListQuery& query) {
     sql = where_sql(*ast, keys);
     sql.sql = " WHERE " + sql.sql;
   }
-  const std::string key = sort_key(query.sort, keys);
-  if (is_config_key(key)) check_config_keys(db, {{key, 0}}, fmt::format("--sort '{}'", query.sort));
-  SqlFragment order = sort_sql(query.sort, keys);
+  const SortKey sort = parse_sort(query.sort, keys);
+  if (sort.key.kind == WhereKey::Kind::kConfig) {
+    check_config_keys(db, {{sort.key.name, 0}}, fmt::format("--sort '{}'", query.sort));
+  }
+  SqlFragment order = sort_sql(sort, keys);
   sql.sql += " ORDER BY " + order.sql + ", id";
   sql.params.insert(sql.params.end(), order.params.begin(), order.params.end());
   if (query.limit > 0) {
@@ -164,6 +179,38 @@ std::vector<RunRecord> match_runs(HistoryDb& db, const std::vector<std::string>&
 
 std::vector<MetricRecord> run_metrics(HistoryDb& db, int64_t run_id) {
   return read_metrics(db, std::string(kSelectMetrics) + " ORDER BY step", run_id);
+}
+
+std::vector<MetricRow> run_metric_rows(HistoryDb& db, int64_t run_id) {
+  std::set<std::string> columns;
+  Statement info(db.connection(), "SELECT name FROM pragma_table_info('metrics')");
+  while (info.step())
+    columns.insert(info.text(0));
+  auto column_or = [&](const std::string& name, const char* absent) {
+    return columns.count(name) ? name : std::string(absent);
+  };
+  Statement q(db.connection(),
+              fmt::format("SELECT step, loss, lr, grad_norm, tokens_per_sec, dt_ms, tokens_seen, "
+                          "coalesce({}, 1), {}, {}, {} FROM metrics WHERE run_id = ? ORDER BY step",
+                          column_or("loss_scale", "1"), column_or("skipped", "0"),
+                          column_or("rank_skew_ms", "NULL"), column_or("bubble", "NULL")),
+              {run_id});
+  std::vector<MetricRow> rows;
+  while (q.step()) {
+    MetricRow& row = rows.emplace_back();
+    row.step = q.integer(0);
+    row.loss = q.real(1);
+    row.lr = q.real(2);
+    row.grad_norm = q.real(3);
+    row.tokens_per_sec = q.real(4);
+    row.dt_ms = q.real(5);
+    row.tokens_seen = q.integer(6);
+    row.loss_scale = q.real(7);
+    row.skipped = q.integer(8) != 0;
+    row.rank_skew_ms = q.maybe_real(9);
+    row.bubble = q.maybe_real(10);
+  }
+  return rows;
 }
 
 std::optional<MetricRecord> last_metrics(HistoryDb& db, int64_t run_id) {

@@ -12,6 +12,7 @@
 
 #include "core/store/history_db.h"
 #include "core/store/run_lookup.h"
+#include "core/store/run_store.h"
 
 namespace kiln {
 
@@ -54,6 +55,11 @@ struct StepLoss {
 };
 
 std::vector<MetricRecord> run_metrics(HistoryDb& db, int64_t run_id);  // by step
+// Every column of a run's metrics rows as RunStore::add_metric was given them, by step: what
+// `kiln runs export --format tensorboard` writes. A column an older store lacks reads as
+// MetricRow's default (loss_scale 1, not skipped, no rank skew or bubble); NULL (NaN) numbers
+// as NaN.
+std::vector<MetricRow> run_metric_rows(HistoryDb& db, int64_t run_id);
 std::optional<MetricRecord> last_metrics(HistoryDb& db, int64_t run_id);
 std::vector<EvalRecord> run_evals(HistoryDb& db, int64_t run_id);  // by step, split, checkpoint
 std::vector<SnapshotRecord> run_snapshots(HistoryDb& db, int64_t run_id);  // by step, label

@@ -102,6 +102,54 @@ const char* const kMigrations[] = {
     CREATE TABLE run_ids (highest_used INTEGER NOT NULL);
     INSERT INTO run_ids (highest_used) SELECT coalesce(max(id), 0) FROM runs;
     )sql",
+    // Benchmark results, `kiln bench --record` (core/store/bench_records.h): not runs.
+    R"sql(
+    CREATE TABLE bench_results (
+      label                 TEXT PRIMARY KEY,
+      recorded_at           TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+      git_commit            TEXT,
+      experiment            TEXT NOT NULL,
+      config_hash           TEXT NOT NULL,
+      cpu_model             TEXT NOT NULL,
+      cpus                  INTEGER NOT NULL,
+      cpu_features          TEXT NOT NULL,
+      device                TEXT NOT NULL,
+      threads               INTEGER NOT NULL,
+      blas                  TEXT NOT NULL,
+      steps                 INTEGER NOT NULL,
+      warmup                INTEGER NOT NULL,
+      tokens_per_sec        REAL NOT NULL,
+      step_ms               REAL NOT NULL,
+      data_ms               REAL NOT NULL,
+      forward_ms            REAL NOT NULL,
+      backward_ms           REAL NOT NULL,
+      communication_ms      REAL NOT NULL,
+      optimizer_ms          REAL NOT NULL,
+      logging_ms            REAL NOT NULL,
+      achieved_flops        REAL NOT NULL,
+      hardware_peak_flops   REAL,
+      measured_peak_flops   REAL NOT NULL,
+      mfu                   REAL,
+      mfu_of_measured_peak  REAL NOT NULL,
+      peak_memory_mb        REAL NOT NULL
+    );
+    )sql",
+    // Where each run's config came from (core/store/run_sources.h).
+    R"sql(
+    CREATE TABLE run_files (
+      run_id    INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      position  INTEGER NOT NULL,
+      path      TEXT NOT NULL,
+      sha256    TEXT NOT NULL,
+      PRIMARY KEY (run_id, position)
+    ) WITHOUT ROWID;
+    CREATE TABLE run_key_sources (
+      run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      key     TEXT NOT NULL,
+      source  TEXT NOT NULL,
+      PRIMARY KEY (run_id, key)
+    ) WITHOUT ROWID;
+    )sql",
 };
 
 const int64_t kKnownSchema = static_cast<int64_t>(std::size(kMigrations));
@@ -172,7 +220,7 @@ RunStore::~RunStore() {
   }
 }
 
-int64_t RunStore::create_run(const NewRun& run) {
+int64_t RunStore::create_run(const NewRun& run, const RunProvenance& provenance) {
   Transaction write(db_);
   if (find_run(run.name)) {
     throw UserError(fmt::format("a run named '{}' already exists in '{}': pick another --name",
@@ -206,6 +254,7 @@ int64_t RunStore::create_run(const NewRun& run) {
   Statement(db_, "INSERT INTO run_config_hashes (run_id, config_hash) VALUES (?, ?)",
             {id, run.config_hash})
       .step();
+  write_provenance(db_, id, provenance);
   write.commit();
   return id;
 }
@@ -232,11 +281,13 @@ int64_t RunStore::schema_version() {
 
 void RunStore::add_metric(int64_t run_id, const MetricRow& row) {
   pending_metrics_.emplace_back(run_id, row);
+  if (listener_) listener_->metric_added(run_id, row);
   maybe_flush();
 }
 
 void RunStore::add_eval(int64_t run_id, const EvalRow& row) {
   pending_evals_.emplace_back(run_id, row);
+  if (listener_) listener_->eval_added(run_id, row);
   maybe_flush();
 }
 
@@ -282,10 +333,12 @@ void RunStore::flush() {
   pending_evals_.clear();
   last_flush_ = std::chrono::steady_clock::now();
   seconds_spent_ += std::chrono::duration<double>(last_flush_ - start).count();
+  if (listener_) listener_->committed();
 }
 
 void RunStore::reopen_run(int64_t run_id, int64_t from_step, const std::string& changes,
-                          const std::string& config_toml, const std::string& config_hash) {
+                          const std::string& config_toml, const std::string& config_hash,
+                          const std::map<std::string, std::string>& key_sources) {
   flush();
   Transaction write(db_);
   // Steps after the snapshot are re-done: their old rows go, so none is ever duplicated or left
@@ -308,6 +361,7 @@ void RunStore::reopen_run(int64_t run_id, int64_t from_step, const std::string& 
   Statement(db_, "INSERT OR IGNORE INTO run_config_hashes (run_id, config_hash) VALUES (?, ?)",
             {run_id, config_hash})
       .step();
+  write_provenance(db_, run_id, RunProvenance{{}, key_sources});
   write.commit();
 }
 

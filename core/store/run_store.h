@@ -7,11 +7,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/store/run_lookup.h"
+#include "core/store/run_sources.h"
 #include "core/store/sqlite.h"
 
 namespace kiln {
@@ -58,6 +60,17 @@ int64_t known_schema_version();
 // command that writes refuses such a store, those that only read warn and go on.
 std::string newer_schema_line(const std::string& path, int64_t version);
 
+// Hears of every row a RunStore is given and of every commit that writes them, in that order:
+// what keeps a copy of the rows elsewhere (a TensorBoard event file) buffers them as they come
+// and writes them when the store commits them, so it costs a step no more than the store does.
+class RunStoreListener {
+ public:
+  virtual ~RunStoreListener() = default;
+  virtual void metric_added(int64_t run_id, const MetricRow& row) = 0;
+  virtual void eval_added(int64_t run_id, const EvalRow& row) = 0;
+  virtual void committed() = 0;
+};
+
 class RunStore {
  public:
   // Opens or creates the db (and its directory); a UserError when it cannot be used.
@@ -67,8 +80,8 @@ class RunStore {
   RunStore& operator=(const RunStore&) = delete;
 
   // A UserError when the name is taken: run names are unique. The id is one no run of this
-  // store ever had, even one since removed.
-  int64_t create_run(const NewRun& run);
+  // store ever had, even one since removed. Where its config came from is written with it.
+  int64_t create_run(const NewRun& run, const RunProvenance& provenance = {});
   // By name, or by id when no run has that name (core/store/run_lookup.h).
   std::optional<RunRecord> find_run(const std::string& name_or_id);
   // find_run, or a UserError: "no run 'X' in 'DB': `kiln runs list --db DB` lists them".
@@ -80,11 +93,15 @@ class RunStore {
   void add_metric(int64_t run_id, const MetricRow& row);
   void add_eval(int64_t run_id, const EvalRow& row);
   void flush();
+  // The one listener (null: none); it must stay alive until it is replaced or removed.
+  void set_listener(RunStoreListener* listener) { listener_ = listener; }
   void finish_run(int64_t run_id, const std::string& status, const std::string& error = "");
   // A resumed run: rows after `from_step` are dropped, the status is running again, the
-  // (possibly changed) config replaces the old one and the resume is recorded with `changes`.
+  // (possibly changed) config replaces the old one and the resume is recorded with `changes`;
+  // `key_sources` replace the sources of the keys the resume gave a value (key_source_lines).
   void reopen_run(int64_t run_id, int64_t from_step, const std::string& changes,
-                  const std::string& config_toml, const std::string& config_hash);
+                  const std::string& config_toml, const std::string& config_hash,
+                  const std::map<std::string, std::string>& key_sources = {});
   void add_snapshot(int64_t run_id, int64_t step, const std::string& label,
                     const std::string& path);
   void remove_snapshot(int64_t run_id, const std::string& label);
@@ -100,6 +117,7 @@ class RunStore {
   Connection db_;
   std::vector<std::pair<int64_t, MetricRow>> pending_metrics_;
   std::vector<std::pair<int64_t, EvalRow>> pending_evals_;
+  RunStoreListener* listener_ = nullptr;
   std::chrono::steady_clock::time_point last_flush_;
   double seconds_spent_ = 0;
 };

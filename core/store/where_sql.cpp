@@ -8,15 +8,76 @@ namespace kiln {
 
 namespace {
 
-// The left-hand side of a comparison or a sort: whitelisted SQL, or the config lookup with the
-// key bound.
-void append_key(SqlFragment& out, const std::string& key, const KeySpace& keys) {
-  if (is_config_key(key)) {
-    out.sql += keys.config_sql;
-    out.params.emplace_back(key);
-  } else {
-    out.sql += keys.columns.at(key);
+// A metric's rows of the run being tested: `FROM ... WHERE ...` for the SQL that follows, the
+// value, and how rows of one step are ordered (an eval during training before `kiln eval`'s).
+struct MetricRows {
+  std::string from, value, tie;
+};
+
+MetricRows rows_of(const std::string& metric, const KeySpace& keys) {
+  const std::string of_run = " WHERE run_id = " + keys.run_id;
+  const auto column = keys.metrics.find(metric);
+  if (column != keys.metrics.end()) return {" FROM metrics" + of_run, column->second, ""};
+  return {" FROM evals" + of_run + " AND split = " + keys.eval_splits.at(metric), "loss",
+          ", checkpoint"};
+}
+
+// The value at the run's last row at or before the point, NULL when the run has not reached
+// the point. A step is bound twice: SQLite's `?NNN` would tie a fragment to its place.
+void append_point(SqlFragment& out, const WhereKey& key, const KeySpace& keys) {
+  const MetricRows rows = rows_of(key.name, keys);
+  const std::string of_run = " FROM metrics WHERE run_id = " + keys.run_id;
+  out.sql += key.at_tokens ? "CASE WHEN (SELECT max(tokens_seen)" : "CASE WHEN (SELECT max(step)";
+  out.sql += of_run + ") >= ? THEN (SELECT " + rows.value + rows.from + " AND step <= ";
+  out.sql += key.at_tokens ? "(SELECT max(step)" + of_run + " AND tokens_seen <= ?)" : "?";
+  out.sql += " ORDER BY step DESC" + rows.tie + " LIMIT 1) END";
+  out.params.push_back(key.at);
+  out.params.push_back(key.at);
+}
+
+// min, max and mean over the values the run has; first and last: the value of its first or
+// last row.
+void append_aggregate(SqlFragment& out, const WhereKey& key, const KeySpace& keys) {
+  const MetricRows rows = rows_of(key.name, keys);
+  if (key.function == "first" || key.function == "last") {
+    const char* order = key.function == "first" ? " ORDER BY step" : " ORDER BY step DESC";
+    out.sql += "(SELECT " + rows.value + rows.from + order + rows.tie + " LIMIT 1)";
+    return;
   }
+  const std::string function = key.function == "mean" ? "avg" : key.function;
+  out.sql += "(SELECT " + function + "(" + rows.value + ")" + rows.from + ")";
+}
+
+// The left-hand side of a comparison or a sort: whitelisted SQL, with any config key, step or
+// token count bound.
+void append_key(SqlFragment& out, const WhereKey& key, const KeySpace& keys) {
+  switch (key.kind) {
+    case WhereKey::Kind::kColumn: out.sql += keys.columns.at(key.name); return;
+    case WhereKey::Kind::kConfig:
+      out.sql += keys.config_sql;
+      out.params.emplace_back(key.name);
+      return;
+    case WhereKey::Kind::kPoint: return append_point(out, key, keys);
+    case WhereKey::Kind::kAggregate: return append_aggregate(out, key, keys);
+  }
+}
+
+// `KEY OP ?`, `KEY IN (?, ...)` or `KEY BETWEEN ? AND ?`, false rather than NULL.
+void append_comparison(SqlFragment& out, const WhereNode& node, const KeySpace& keys) {
+  out.sql += "coalesce(";
+  append_key(out, node.key, keys);
+  if (node.op == "in") {
+    out.sql += " IN (";
+    for (size_t i = 0; i < node.values.size(); ++i)
+      out.sql += i == 0 ? "?" : ", ?";
+    out.sql += ")";
+  } else if (node.op == "between") {
+    out.sql += " BETWEEN ? AND ?";
+  } else {
+    out.sql += node.op == "~" ? " GLOB ?" : " " + node.op + " ?";
+  }
+  out.sql += ", 0)";
+  out.params.insert(out.params.end(), node.values.begin(), node.values.end());
 }
 
 void append_where(SqlFragment& out, const WhereNode& node, const KeySpace& keys);
@@ -92,19 +153,13 @@ void append_where(SqlFragment& out, const WhereNode& node, const KeySpace& keys)
     case WhereNode::Kind::kNot:
       out.sql += "NOT ";
       return append_operand(out, *node.children[0], keys);
-    case WhereNode::Kind::kCompare:
-      out.sql += "coalesce(";
-      append_key(out, node.key, keys);
-      out.sql += node.op == "~" ? " GLOB " : " " + node.op + " ";
-      out.sql += "?, 0)";
-      out.params.push_back(node.value);
-      return;
+    case WhereNode::Kind::kCompare: return append_comparison(out, node, keys);
   }
 }
 
 void collect_config_keys(const WhereNode& node, std::vector<KeyUse>& out) {
-  if (node.kind == WhereNode::Kind::kCompare && node.is_config) {
-    out.push_back({node.key, node.column});
+  if (node.kind == WhereNode::Kind::kCompare && node.key.kind == WhereKey::Kind::kConfig) {
+    out.push_back({node.key.name, node.key.column});
   }
   for (const auto& child : node.children)
     collect_config_keys(*child, out);
@@ -118,10 +173,10 @@ SqlFragment where_sql(const WhereNode& node, const KeySpace& keys) {
   return out;
 }
 
-SqlFragment sort_sql(const std::string& key, const KeySpace& keys) {
+SqlFragment sort_sql(const SortKey& sort, const KeySpace& keys) {
   SqlFragment out;
-  append_key(out, sort_key(key, keys), keys);
-  out.sql += key[0] == '-' ? " DESC NULLS LAST" : " ASC NULLS LAST";
+  append_key(out, sort.key, keys);
+  out.sql += sort.descending ? " DESC NULLS LAST" : " ASC NULLS LAST";
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "core/train/assemble.h"
 
 #include <cstdlib>
+#include <functional>
 #include <thread>
 
 #include <ATen/Parallel.h>
@@ -8,7 +9,9 @@
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
+#include "core/checkpoint/safetensors.h"
 #include "core/checkpoint/weights_io.h"
+#include "core/train/cuda_graph.h"
 #include "core/util/error.h"
 
 namespace kiln {
@@ -44,31 +47,96 @@ auto located(const ResolvedConfig& config, const std::string& section, Create cr
   }
 }
 
-torch::Device pick_device(const ResolvedConfig& config, const std::string& wanted) {
-  const bool have_cuda = torch::cuda::is_available();
-  if (wanted == "cuda" && !have_cuda) {
-    throw UserError(
-        fmt::format("{}: run.device = \"cuda\" but this LibTorch sees no CUDA device: "
-                    "use \"cpu\" or \"auto\"",
-                    config.where("run.device").str()));
+int env_or(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  return value && *value ? std::atoi(value) : fallback;
+}
+
+// run.device: "cpu"; "cuda", this rank's GPU (cuda:LOCAL_RANK: the ranks on one machine take
+// one GPU each); "cuda:N", GPU N for a single process; "auto", CUDA when this process sees a
+// GPU, else the CPU, saying why in `note`.
+torch::Device pick_device(const ResolvedConfig& config, const std::string& wanted,
+                          std::string& note) {
+  const std::string where = config.where("run.device").str();
+  if (wanted == "cpu") return torch::kCPU;
+  const int count = static_cast<int>(torch::cuda::device_count());
+  // at::hasCUDA() is false without a GPU even in a CUDA LibTorch: the build says what it has.
+  const std::string why_none = KILN_WITH_CUDA
+                                   ? "this Kiln is built with CUDA but sees no GPU"
+                                   : "this Kiln was built without CUDA (README, 'On a GPU')";
+  if (count == 0) {
+    if (wanted != "auto") {
+      throw UserError(fmt::format("{}: run.device = \"{}\" but {}: use \"cpu\" or \"auto\"", where,
+                                  wanted, why_none));
+    }
+    note = "run.device = auto: " + why_none + ", so the CPU";
+    return torch::kCPU;
   }
-  return (wanted == "cuda" || (wanted == "auto" && have_cuda)) ? torch::Device(torch::kCUDA)
-                                                               : torch::Device(torch::kCPU);
+  const int local_ranks = env_or("LOCAL_WORLD_SIZE", 1);
+  const bool numbered = wanted.rfind("cuda:", 0) == 0;  // the schema checked the digits
+  if (numbered && local_ranks > 1) {
+    throw UserError(
+        fmt::format("{}: run.device = \"{}\" would put all {} ranks on this machine "
+                    "on one GPU: use \"cuda\" (rank k takes cuda:k)",
+                    where, wanted, local_ranks));
+  }
+  const int index = numbered ? std::stoi(wanted.substr(5)) : env_or("LOCAL_RANK", 0);
+  if (index >= count) {
+    throw UserError(fmt::format(
+        "{}: run.device = \"{}\" needs cuda:{}, but this machine has {} CUDA device(s), "
+        "cuda:0 to cuda:{}: {}",
+        where, wanted, index, count, count - 1,
+        numbered ? "pick one of them" : "start at most one rank per GPU"));
+  }
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+// The optimizer the config names, over one stand-in parameter on `device`, after one step; sets
+// `state_per_parameter` to the state it then keeps per parameter (memory_check.h). The stand-in
+// is 256 x 256: its state dwarfs the bytes the serialization adds of its own.
+std::shared_ptr<torch::optim::Optimizer> stand_in_optimizer(const ResolvedConfig& config,
+                                                            const torch::Device& device,
+                                                            double& state_per_parameter) {
+  torch::Tensor parameter = torch::zeros({256, 256}, torch::TensorOptions().device(device));
+  parameter.requires_grad_();
+  auto optimizer = located(config, "optimizer", [&] {
+    return OptimizerRegistry::create(config.type("optimizer"), config.params("optimizer"),
+                                     std::vector<torch::Tensor>{parameter});
+  });
+  const int64_t before = serialized_bytes(*optimizer);
+  parameter.mutable_grad() = torch::ones_like(parameter);
+  optimizer->step();
+  state_per_parameter = kiln::state_per_parameter(*optimizer, parameter.numel(), before);
+  return optimizer;
+}
+
+// model.init_from, when set, handed to `use`; its UserError gets the key's place.
+void read_initial_weights(const ResolvedConfig& config,
+                          const std::function<void(const std::string&)>& use) {
+  const std::string& init_from = config.params("model").text("init_from");
+  if (init_from.empty()) return;
+  try {
+    use(init_from);
+  } catch (const UserError& e) {
+    throw UserError(fmt::format("{}: model.init_from = \"{}\": {}",
+                                config.where("model.init_from").str(), init_from, e.what()));
+  }
 }
 
 }  // namespace
 
-AssembledRun assemble(const ResolvedConfig& config) {
+AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
   AssembledRun a;
   a.config = config;
   a.options = run_options(config);
   a.train = train_options(config);
   a.eval = eval_options(config);
   a.checkpoint = checkpoint_options(config);
-  apply_runtime_settings(a.options);
-  a.device = pick_device(config, a.options.device);
+  if (mode != Assembly::kCheck) apply_runtime_settings(a.options);
+  a.device = pick_device(config, a.options.device, a.device_note);
 
-  a.parallel = ParallelRegistry::create(config.type("parallel"), config.params("parallel"));
+  a.parallel =
+      ParallelRegistry::create(config.type("parallel"), config.params("parallel"), a.device.type());
   // Ranks that read different data: all of them, or, in a pipeline, one per replica.
   const int readers = a.parallel->data_world();
   a.grad_accum = a.train.grad_accum(readers, config);
@@ -85,29 +153,41 @@ AssembledRun assemble(const ResolvedConfig& config) {
   }
   a.batch_tokens = a.grad_accum * a.train.micro_batch * a.train.seq_len * readers;
 
-  a.model = ModelRegistry::create(config.type("model"), config.params("model"));
-  if (a.train.seq_len > a.model->context_length()) {
+  a.model_plan = ModelRegistry::create(config.type("model"), config.params("model"));
+  if (a.train.seq_len > a.model_plan->context_length) {
     throw UserError(fmt::format(
         "{}: train.seq_len = {} is longer than the model's context of {} "
         "tokens: lower train.seq_len or raise the model's context length",
-        config.where("train.seq_len").str(), a.train.seq_len, a.model->context_length()));
+        config.where("train.seq_len").str(), a.train.seq_len, a.model_plan->context_length));
   }
-  const std::string& init_from = config.params("model").text("init_from");
-  if (!init_from.empty()) {
-    try {
-      a.model->import_weights(read_weights(init_from));
-    } catch (const UserError& e) {
-      throw UserError(fmt::format("{}: model.init_from = \"{}\": {}",
-                                  config.where("model.init_from").str(), init_from, e.what()));
-    }
+  a.parallel->check_layer_count(a.model_plan->layers);
+  std::shared_ptr<torch::optim::Optimizer> stand_in;
+  if (mode == Assembly::kLoad) {
+    a.memory = loading_floor(*a.model_plan);
+  } else {
+    double state_per_parameter = 0;
+    stand_in = stand_in_optimizer(config, a.device, state_per_parameter);
+    // Only the ranks with a share of the loss compute logits (a pipeline's last stage).
+    const int64_t logit_rows =
+        a.parallel->loss_share() > 0 ? a.train.micro_batch * a.train.seq_len : 0;
+    a.memory =
+        training_floor(*a.model_plan, state_per_parameter, a.parallel->world_size(), logit_rows);
   }
-  a.model->to(a.device);
-  a.parallel->attach(*a.model);
-
-  a.optimizer = located(config, "optimizer", [&] {
-    return OptimizerRegistry::create(config.type("optimizer"), config.params("optimizer"),
-                                     a.model->parameters());
-  });
+  check_memory_floor(config, *a.model_plan, a.memory, a.device, usable_memory(a.device));
+  if (mode == Assembly::kCheck) {
+    read_initial_weights(config, [](const std::string& path) { SafetensorsFile header(path); });
+    a.optimizer = stand_in;
+  } else {
+    a.model = build_model(*a.model_plan);
+    read_initial_weights(
+        config, [&](const std::string& path) { a.model->import_weights(read_weights(path)); });
+    a.model->to(a.device);
+    a.parallel->attach(*a.model);
+    a.optimizer = located(config, "optimizer", [&] {
+      return OptimizerRegistry::create(config.type("optimizer"), config.params("optimizer"),
+                                       a.model->parameters());
+    });
+  }
   a.schedule = located(config, "schedule", [&] {
     return ScheduleRegistry::create(config.type("schedule"), config.params("schedule"),
                                     configured_lr(*a.optimizer), a.train.steps);
@@ -123,6 +203,12 @@ AssembledRun assemble(const ResolvedConfig& config) {
         config.where("precision.type").str(), config.type("precision"), config.type("parallel")));
   }
 
+  if (a.train.pinned_batches == "on" && !a.device.is_cuda()) {
+    throw UserError(
+        fmt::format("{}: train.pinned_batches = \"on\" page-locks batches for copies "
+                    "to a GPU, and this run trains on {}: use \"auto\" or \"off\"",
+                    config.where("train.pinned_batches").str(), a.device.str()));
+  }
   a.train_data = open_split(a, "train");
   if (!a.train_data) {
     throw UserError(fmt::format("{}: the data plugin '{}' found no training split",
@@ -131,6 +217,9 @@ AssembledRun assemble(const ResolvedConfig& config) {
   a.val_data = open_split(a, "val");
   // Opened now, so that a bad test pattern stops the run before it starts, not after training.
   if (a.eval.final_test) a.test_data = open_split(a, "test");
+  if (a.train.cuda_graphs) {
+    if (auto why = cuda_graph_refusal(a)) throw UserError(*why);
+  }
   if (a.eval.every > 0 && !a.val_data) {
     throw UserError(
         fmt::format("{}: eval.every = {} but the data has no validation split: "
@@ -147,8 +236,9 @@ std::shared_ptr<DataSource> open_split(const AssembledRun& run, const std::strin
                       run.train.seq_len,
                       run.parallel->data_rank(),
                       run.parallel->data_world(),
-                      run.model->vocab_size(),
-                      run.device.is_cuda()};
+                      run.model_plan->vocab_size,
+                      run.train.pinned_batches == "on" ||
+                          (run.train.pinned_batches == "auto" && run.device.is_cuda())};
   return DataRegistry::create(run.config.type("data"), run.config.params("data"), request);
 }
 

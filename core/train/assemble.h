@@ -1,6 +1,7 @@
 // Assembly: a resolved config becomes a runnable set of parts, each built by the plugin the
 // config names. Everything that can be checked before training starts is checked here, so a
-// mistake surfaces before a run row or a snapshot exists.
+// mistake surfaces before a run row or a snapshot exists; and the model is built only once the
+// run was checked against its plan (core/api/model.h), memory included (memory_check.h).
 #pragma once
 
 #include <memory>
@@ -15,6 +16,7 @@
 #include "core/api/schedule.h"
 #include "core/config/config.h"
 #include "core/config/options.h"
+#include "core/train/memory_check.h"
 
 namespace kiln {
 
@@ -25,12 +27,16 @@ struct AssembledRun {
   EvalOptions eval;
   CheckpointOptions checkpoint;
   torch::Device device{torch::kCPU};
+  std::string device_note;   // why run.device = auto chose the CPU; empty otherwise
   int64_t grad_accum = 1;    // micro-steps per optimizer step on each rank
   int64_t batch_tokens = 0;  // tokens per optimizer step over all ranks
 
+  MemoryFloor memory;  // what the run needs at least, checked before the model is built
+
   std::shared_ptr<ParallelStrategy> parallel;
-  std::shared_ptr<Model> model;
-  std::shared_ptr<torch::optim::Optimizer> optimizer;
+  std::shared_ptr<ModelPlan> model_plan;  // the model's sizes, before (or without) building it
+  std::shared_ptr<Model> model;           // null under Assembly::kCheck
+  std::shared_ptr<torch::optim::Optimizer> optimizer;  // over a stand-in under Assembly::kCheck
   std::shared_ptr<Schedule> schedule;
   std::shared_ptr<PrecisionPolicy> precision;
   std::shared_ptr<DataSource> train_data;
@@ -38,7 +44,19 @@ struct AssembledRun {
   std::shared_ptr<DataSource> test_data;  // null without a test split or eval.final_test
 };
 
-AssembledRun assemble(const ResolvedConfig& config);
+enum class Assembly {
+  kTrain,  // kiln run, resume, bench: every part built; the memory training needs is checked
+  kLoad,   // eval, sample, export: every part built; the memory of the weights is checked
+  // A sweep's members before any starts: every check of kTrain without building the model. The
+  // model stays its plan; the optimizer and schedule are built over a stand-in parameter of
+  // 256 KiB on the run's device (on a GPU, that opens a CUDA context in this process); the data
+  // splits are opened (their first shard read); the runtime settings (threads, seed) are left
+  // alone. What a multi-rank strategy checks in attach() (a pipeline's split) is not reached: a
+  // sweep's members run as single processes, whose strategies check their world size first.
+  kCheck,
+};
+
+AssembledRun assemble(const ResolvedConfig& config, Assembly mode = Assembly::kTrain);
 
 // A data source for `split` ("train", "val", "test") with the run's geometry; null when the data
 // has no such split.

@@ -2,17 +2,17 @@
 
 #include <cmath>
 #include <map>
-#include <ostream>
 #include <stdexcept>
-#include <streambuf>
 #include <utility>
 #include <vector>
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <torch/serialize/output-archive.h>
 
+#include "core/store/tensorboard_log.h"
+#include "core/train/memory_check.h"
+#include "core/util/blas_kernels.h"
 #include "core/util/error.h"
 #include "core/util/stop_signal.h"
 #include "core/util/text.h"
@@ -20,26 +20,6 @@
 namespace kiln {
 
 namespace {
-
-// Bytes of `optimizer` serialized, counted without keeping them.
-int64_t serialized_bytes(const torch::optim::Optimizer& optimizer) {
-  struct Counter : std::streambuf {
-    int64_t count = 0;
-    std::streamsize xsputn(const char*, std::streamsize n) override {
-      count += n;
-      return n;
-    }
-    int_type overflow(int_type c) override {
-      ++count;
-      return c;
-    }
-  } counter;
-  std::ostream out(&counter);
-  torch::serialize::OutputArchive archive;
-  optimizer.save(archive);
-  archive.save_to(out);
-  return counter.count;
-}
 
 // "  pipeline: stage compute 10.1 | 9.7 ms, bubble 38%, live micro-batches 2 | 1": each stage's
 // forward and backward time in the step, the share of the stages' pass time spent waiting, and
@@ -111,10 +91,16 @@ void Session::print_header() {
   console_.line(fmt::format("run '{}' (id {}) in {} | config hash {}", name_, run_id_,
                             store_->path(), config.hash()));
   console_.line("folder: " + folder_);
-  console_.line(
-      fmt::format("model {}: {:.2f}M parameters, context {} | device {} | {} CPU threads",
-                  config.type("model"), static_cast<double>(run_.model->parameter_count()) / 1e6,
-                  run_.model->context_length(), run_.device.str(), at::get_num_threads()));
+  const std::string tensorboard = metrics_options(config).tensorboard;
+  if (!tensorboard.empty()) {
+    console_.line("tensorboard: " + tensorboard_run_folder(tensorboard, name_) + "/");
+  }
+  console_.line(fmt::format(
+      "model {}: {:.2f}M parameters, context {} | device {}{} | {} CPU threads",
+      config.type("model"), static_cast<double>(run_.model->parameter_count()) / 1e6,
+      run_.model->context_length(), run_.device.str(),
+      run_.device_note.empty() ? "" : " (" + run_.device_note + ")", at::get_num_threads()));
+  console_.line(blas_report().text());
   console_.line("data: " + run_.train_data->describe());
   console_.line(fmt::format(
       "batch: {} tokens per step = micro_batch {} x seq_len {} x {} micro-steps x {} rank(s) | "
@@ -133,7 +119,9 @@ SessionOutcome Session::train() {
   // An error after a second stop signal (a peer that stopped at once) still leaves a run that
   // the user stopped, and that resumes from its last snapshot.
   auto failed = [] { return StopSignal::abandoned() ? "interrupted" : "failed"; };
+  std::unique_ptr<TensorBoardLog> tensorboard;  // hears every row up to the run's closing commit
   try {
+    tensorboard = open_tensorboard();
     train_steps(outcome);
     if (evals_.final_test(outcome.status == "completed")) test_at_end(outcome.steps_done);
     if (store_) {
@@ -155,6 +143,15 @@ SessionOutcome Session::train() {
   store_->finish_run(run_id_, outcome.status);
   print_closing(outcome);
   return outcome;
+}
+
+// Rank 0 with metrics.tensorboard set: the event file this session appends to.
+std::unique_ptr<TensorBoardLog> Session::open_tensorboard() {
+  const std::string dir = metrics_options(run_.config).tensorboard;
+  if (!store_ || dir.empty()) return nullptr;
+  return std::make_unique<TensorBoardLog>(
+      *store_, run_id_, dir, name_, run_.config.to_toml(), start_step_,
+      [this](const std::string& warning) { console_.line("warning: " + warning); });
 }
 
 void Session::train_steps(SessionOutcome& outcome) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/checkpoint/snapshot_policy.h"
@@ -19,6 +20,8 @@
 #include "core/train/trainer.h"
 
 namespace kiln {
+
+class TensorBoardLog;
 
 // The run store's row for a step; rank skew only when several ranks took it.
 MetricRow metric_row(const StepStats& stats, int world_size);
@@ -39,6 +42,7 @@ class Session {
   SessionOutcome train();
 
  private:
+  std::unique_ptr<TensorBoardLog> open_tensorboard();
   void train_steps(SessionOutcome& outcome);
   void print_step(const StepStats& stats);
   void evaluate(int64_t step);

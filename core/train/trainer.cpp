@@ -2,15 +2,29 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/utils.h>
 
+#include "core/util/fault.h"
+
 namespace kiln {
 
-Trainer::Trainer(AssembledRun& run) : run_(run), parameters_(run.model->parameters()) {}
+Trainer::Trainer(AssembledRun& run) : run_(run), parameters_(run.model->parameters()) {
+  if (run.train.cuda_graphs) {
+    graph_ = std::make_unique<CapturedMicroStep>(
+        run, [this](const at::Tensor& inputs, const at::Tensor& targets) {
+          at::Tensor loss = micro_loss(inputs, targets);
+          run_.precision->scale_loss(loss).backward();
+          return loss.detach();
+        });
+  }
+}
+
+Trainer::~Trainer() = default;
 
 namespace {
 
@@ -84,6 +98,21 @@ at::Tensor Trainer::clip_gradients(double max_norm) {
   return total;
 }
 
+void Trainer::poison_gradients() {
+  for (auto& p : parameters_) {
+    if (p.grad().defined()) {
+      p.grad().view(-1)[0].fill_(std::numeric_limits<float>::infinity());
+      return;
+    }
+  }
+}
+
+at::Tensor Trainer::micro_loss(const at::Tensor& inputs, const at::Tensor& targets) {
+  // Each micro-batch's mean loss is divided by the number of micro-batches, so the summed
+  // gradients equal those of one big batch.
+  return forward_loss(inputs, targets) / static_cast<double>(run_.grad_accum);
+}
+
 StepStats Trainer::train_step(int64_t step) {
   const auto start = std::chrono::steady_clock::now();
   auto& optimizer = *run_.optimizer;
@@ -91,7 +120,11 @@ StepStats Trainer::train_step(int64_t step) {
   stats.step = step;
   stats.lr = run_.schedule->lr(step - 1);
   set_lr(optimizer, stats.lr);
-  optimizer.zero_grad();
+  if (graph_) {
+    graph_->zero_gradients();  // in place: the captured backward writes into them
+  } else {
+    optimizer.zero_grad();
+  }
 
   phases_ = PhaseTimes{};
   PhaseClock clock(profile_, run_.device);
@@ -102,18 +135,22 @@ StepStats Trainer::train_step(int64_t step) {
   for (int64_t micro = 0; !piped && micro < run_.grad_accum; ++micro) {
     run_.parallel->begin_micro_step(micro == run_.grad_accum - 1);
     Batch batch = run_.train_data->next();
+    if (graph_) {  // the copies to the device are part of the replay
+      loss_sum += graph_->run(batch.inputs, batch.targets);
+      clock.lap(phases_.forward_ms);
+      continue;
+    }
     auto inputs = batch.inputs.to(run_.device, /*non_blocking=*/true);
     auto targets = batch.targets.to(run_.device, /*non_blocking=*/true);
     clock.lap(phases_.data_ms);
-    // Each micro-batch's mean loss is divided by the number of micro-batches, so the summed
-    // gradients equal those of one big batch.
-    at::Tensor loss = forward_loss(inputs, targets) / static_cast<double>(run_.grad_accum);
+    at::Tensor loss = micro_loss(inputs, targets);
     loss_sum += loss.detach();
     clock.lap(phases_.forward_ms);
     run_.precision->scale_loss(loss).backward();
     clock.lap(phases_.backward_ms);
   }
   run_.parallel->finish_gradients(*run_.model);
+  if (fault_due("grad.nonfinite")) poison_gradients();
   clock.lap(phases_.communication_ms);
   stats.loss_scale = run_.precision->loss_scale();
   stats.skipped = !run_.precision->prepare_step(parameters_);

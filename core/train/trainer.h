@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/train/assemble.h"
+#include "core/train/cuda_graph.h"
 
 namespace kiln {
 
@@ -46,6 +47,7 @@ struct PhaseTimes {
 class Trainer {
  public:
   explicit Trainer(AssembledRun& run);
+  ~Trainer();
 
   StepStats train_step(int64_t step);
   // Mean loss over `batches` micro-batches of `data` from its start, without gradients.
@@ -62,10 +64,16 @@ class Trainer {
   // Global gradient norm (a tensor: no host sync); scales gradients down to `max_norm` if > 0.
   at::Tensor clip_gradients(double max_norm);
   at::Tensor loss_from_logits(at::Tensor logits, const at::Tensor& targets) const;
+  // The first gradient's first element becomes inf (KILN_FAULT=grad.nonfinite, core/util/fault.h).
+  void poison_gradients();
   PassContext pass_context(DataSource& data, int64_t micro_batches, bool train);
+
+  // A training micro-batch's share of the step's loss (its mean loss / grad_accum).
+  at::Tensor micro_loss(const at::Tensor& inputs, const at::Tensor& targets);
 
   AssembledRun& run_;
   std::vector<at::Tensor> parameters_;
+  std::unique_ptr<CapturedMicroStep> graph_;  // train.cuda_graphs
   int64_t tokens_seen_ = 0;
   bool profile_ = false;
   PhaseTimes phases_;

@@ -5,6 +5,8 @@
 // Crash points (SIGKILL): snapshot.partial (model.pt written, the rest not), snapshot.unpublished
 // (every file written and synced, not yet renamed into place), snapshot.published (renamed, not
 // yet in the db), store.uncommitted (rows inserted, COMMIT not yet run).
+// grad.nonfinite: the N-th training step's gradients get an inf (after the gradient sync, before
+// the precision policy looks at them), as an fp16 overflow or a bad batch would make.
 // disk.full: the N-th file written through SyncedFileWriter (core/util/fs.h) fails with ENOSPC, for
 // machines where a test cannot mount a small tmpfs.
 #pragma once

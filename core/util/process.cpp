@@ -195,4 +195,10 @@ ExitStatus Process::wait() {
   return *status_;
 }
 
+std::string host_name() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
 }  // namespace kiln

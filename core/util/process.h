@@ -97,4 +97,7 @@ class Process {
   std::optional<ExitStatus> status_;
 };
 
+// This machine's name (gethostname): recorded with each run, and part of TensorBoard file names.
+std::string host_name();
+
 }  // namespace kiln

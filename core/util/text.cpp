@@ -62,6 +62,14 @@ std::string format_duration(double seconds) {
   return fmt::format("{}s", s);
 }
 
+std::string format_bytes(double bytes) {
+  constexpr double kKiB = 1024.0, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
+  if (bytes < kMiB) return fmt::format("{:.0f} KiB", bytes / kKiB);
+  if (bytes < kGiB) return fmt::format("{:.0f} MiB", bytes / kMiB);
+  if (bytes < 1e6 * kGiB) return fmt::format("{:.1f} GiB", bytes / kGiB);
+  return fmt::format("{:.2g} GiB", bytes / kGiB);
+}
+
 bool is_valid_utf8(const std::string& s) {
   for (size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);

@@ -13,6 +13,8 @@ size_t edit_distance(const std::string& a, const std::string& b);
 std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
 // "1h02m", "3m05s", "12s": how long an ETA or a run takes, readable at a glance.
 std::string format_duration(double seconds);
+// "512 KiB", "3.2 GiB", "1.5e+10 GiB": a memory size readable at a glance, however absurd.
+std::string format_bytes(double bytes);
 // Whether `s` is well-formed UTF-8: no stray continuation byte, overlong form, surrogate or
 // code point past U+10FFFF.
 bool is_valid_utf8(const std::string& s);

@@ -26,6 +26,12 @@ inline std::string torch_version() {
 
 // AdamW's fused kernel (one launch for all parameters) came to CUDA in LibTorch 2.0 and to the
 // CPU in 2.4.
+// Float16 autocast on the CPU: LibTorch 1.13 has no kernels for it; 2.6 (the 2.x tried here)
+// has. Slow, but it lets the fp16 policy's loss scaling run in the CPU tests.
+constexpr bool cpu_autocast_has_fp16() {
+  return KILN_TORCH_AT_LEAST(2, 6);
+}
+
 inline bool has_fused_adamw(at::DeviceType device) {
 #if KILN_TORCH_AT_LEAST(2, 4)
   return device == at::kCUDA || device == at::kCPU;

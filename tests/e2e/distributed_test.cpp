@@ -365,5 +365,27 @@ TEST_F(Distributed, AnIncompleteEnvironmentIsAClearError) {
       << partial.output;
 }
 
+// parallel.backend = "nccl" on ranks without a GPU: every rank says so in one line and none
+// builds its model (no step line); "auto" on the same ranks is Gloo and trains.
+TEST_F(Distributed, NcclOnRanksWithoutAGpuIsRefusedBeforeAnyModelAndAutoIsGloo) {
+  const int port = 20000 + static_cast<int>(std::random_device{}() % 20000);
+  auto refused = run_kiln(fmt::format(
+      "launch --nproc-per-node 2 --master-port {} -- run {} --name nccl --set run.device=auto "
+      "--set parallel.type=ddp --set parallel.backend=nccl",
+      port, experiment()));
+  EXPECT_NE(refused.exit_code, 0) << refused.output;
+  EXPECT_NE(refused.output.find("parallel.backend = \"nccl\" needs every rank on a CUDA device, "
+                                "but rank 0 trains on the CPU"),
+            std::string::npos)
+      << refused.output;
+  EXPECT_EQ(refused.output.find("| lr "), std::string::npos) << refused.output;
+  auto gloo = run_kiln(fmt::format(
+      "launch --nproc-per-node 2 --master-port {} -- run {} --name auto --set run.device=auto "
+      "--set parallel.type=ddp --set train.steps=3 --set eval.every=0",
+      port + 1, experiment()));
+  ASSERT_EQ(gloo.exit_code, 0) << gloo.output;
+  EXPECT_NE(gloo.output.find("run.device = auto: this Kiln"), std::string::npos) << gloo.output;
+}
+
 }  // namespace
 }  // namespace kiln

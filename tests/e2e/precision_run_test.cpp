@@ -1,5 +1,9 @@
 // A precision policy end to end: a tiny run trained through the real binary under bf16 autocast
 // on the CPU. The policies and the loss scaler in process: tests/unit/train/precision_test.cpp.
+#include <cstdlib>
+#include <random>
+
+#include "core/util/torch_compat.h"
 #include "tiny_run.h"
 
 namespace kiln {
@@ -17,6 +21,56 @@ TEST_F(PrecisionRun, Bf16TrainsOnTheCpu) {
                             "select count(*) from metrics where loss_scale = 1 and "
                             "skipped = 0"),
             "30");
+}
+
+// fp16's dynamic loss scaling in a real run. It needs float16 autocast on the CPU, which LibTorch
+// 2.6 has and 1.13 has not (there fp16 on the CPU is refused: tests/hostile, fp16_on_cpu).
+#define SKIP_WITHOUT_CPU_FP16()                                                            \
+  if (!compat::cpu_autocast_has_fp16())                                                    \
+  GTEST_SKIP() << "LibTorch " << compat::torch_version()                                   \
+               << "'s CPU autocast has no float16 kernels; this runs in the LibTorch 2.x " \
+                  "builds (tools/torch2.sh)"
+
+// KILN_FAULT=grad.nonfinite:4 puts an inf in step 4's gradients: the scaler must skip that
+// update and halve its scale (backoff_factor 0.5), then go on; the rest of the run is normal.
+TEST_F(PrecisionRun, Fp16SkipsAnOverflowedStepAndBacksOffItsScale) {
+  SKIP_WITHOUT_CPU_FP16();
+  const std::string exp = experiment(
+      "[precision]\ntype = \"fp16\"\ninit_scale = 1024\ngrowth_interval = 1000\n"
+      "backoff_factor = 0.5\n");
+  ::setenv("KILN_FAULT", "grad.nonfinite:4", 1);
+  auto result = testing::run_kiln("run " + exp + " --name half --set train.steps=8");
+  ::unsetenv("KILN_FAULT");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const std::string rows = "from metrics join runs on runs.id = run_id where name = 'half'";
+  EXPECT_EQ(testing::scalar(db(), "select group_concat(step) " + rows + " and skipped = 1"), "4");
+  EXPECT_EQ(testing::scalar(db(), "select loss_scale " + rows + " and step = 4"), "1024.0");
+  EXPECT_EQ(
+      testing::scalar(db(), "select group_concat(distinct loss_scale) " + rows + " and step > 4"),
+      "512.0");
+  EXPECT_EQ(testing::scalar(db(), "select status from runs where name = 'half'"), "completed");
+  auto loss = losses("half");
+  ASSERT_EQ(loss.size(), 8u);
+  EXPECT_LT(loss.back(), loss.front());
+}
+
+// Loss scaling looks at every gradient; zero (stage >= 1 over 2 ranks) and a 2-stage pipeline
+// leave each rank a part of them, so both are refused before any rank builds its model.
+TEST_F(PrecisionRun, Fp16IsRefusedWhereRanksHoldOnlyPartOfTheGradients) {
+  SKIP_WITHOUT_CPU_FP16();
+  const std::string exp = experiment();
+  for (const std::string parallel : {"zero", "pipeline --set parallel.pp=2"}) {
+    const int port = 20000 + static_cast<int>(std::random_device{}() % 20000);
+    auto result = testing::run_kiln(fmt::format(
+        "launch --nproc-per-node 2 --master-port {} -- run {} --set precision.type=fp16 "
+        "--set parallel.type={}",
+        port, exp, parallel));
+    EXPECT_NE(result.exit_code, 0) << parallel << "\n" << result.output;
+    EXPECT_NE(result.output.find("checks every gradient for overflow"), std::string::npos)
+        << parallel << "\n"
+        << result.output;
+    EXPECT_EQ(result.output.find("| lr "), std::string::npos) << result.output;  // no step ran
+  }
 }
 
 }  // namespace

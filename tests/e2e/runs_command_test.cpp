@@ -53,5 +53,44 @@ TEST_F(RunsCommand, ListRmShowCompareAndPlotFromTheCommandLine) {
   EXPECT_NE(missing.output.find("no run store at"), std::string::npos) << missing.output;
 }
 
+TEST_F(RunsCommand, PlotGroupsRunsIntoMeanCurvesWithBands) {
+  const std::string db = " --db " + db_path();
+  const std::string svg = dir_ / "grouped.svg";
+  // lr1 alone, and lr3 with its rerun, drift and short siblings: one band, for the group of four.
+  auto plot = run_kiln("runs plot 'lr*' --group-by optimizer.lr --band ci -o " + svg + db);
+  ASSERT_EQ(plot.exit_code, 0) << plot.output;
+  const std::string text = testing::read_file(svg);
+  size_t bands = 0;
+  for (size_t at = text.find("<path class=\"band\""); at != std::string::npos;
+       at = text.find("<path class=\"band\"", at + 1))
+    ++bands;
+  EXPECT_EQ(bands, 1u) << text;
+  EXPECT_NE(text.find(">4 runs: "), std::string::npos) << text;
+  EXPECT_NE(text.find(">1 run: "), std::string::npos) << text;
+
+  const std::string args = "runs plot 'lr*' --group-by auto --x time -o " + svg + db;
+  testing::expect_one_error_line(run_kiln(args), args, "--x time with --group-by");
+}
+
+TEST_F(RunsCommand, DiffGivesBothValuesAndUnknownSourcesForRunsThatKeptNone) {
+  const std::string db = " --db " + db_path();
+  auto diff = run_kiln("runs diff lr1 lr3" + db);
+  ASSERT_EQ(diff.exit_code, 0) << diff.output;
+  EXPECT_NE(diff.output.find("lr1 and lr3: 2 config keys differ"), std::string::npos)
+      << diff.output;
+  using Words = std::vector<std::string>;
+  EXPECT_EQ(testing::words_of_line(diff.output, "model.n_layer"),
+            Words({"model.n_layer", "2", "unknown", "4", "unknown"}))
+      << diff.output;
+  EXPECT_EQ(testing::words_of_line(diff.output, "optimizer.lr"),
+            Words({"optimizer.lr", "0.001", "unknown", "0.003", "unknown"}))
+      << diff.output;
+  auto same = run_kiln("runs diff lr3 lr3-rerun" + db);
+  EXPECT_EQ(same.output, "lr3 and lr3-rerun: no config key differs besides run.name\n");
+  EXPECT_NE(run_kiln("runs show lr1" + db).output.find("files: not recorded"), std::string::npos);
+  const std::string args = "runs diff lr1" + db;
+  testing::expect_one_error_line(run_kiln(args), args, "runs");
+}
+
 }  // namespace
 }  // namespace kiln

@@ -1,4 +1,9 @@
 // Sweeps and reproducibility, through the real binary.
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
 #include "tiny_run.h"
 
 namespace kiln {
@@ -7,6 +12,15 @@ namespace {
 using testing::run_kiln;
 using testing::scalar;
 using Sweep = testing::TinyRun;
+
+// The names in a folder, sorted; none for a folder that does not exist.
+std::set<std::string> names_in(const std::string& dir) {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+    names.insert(entry.path().filename().string());
+  return names;
+}
 
 TEST_F(Sweep, GridWithTwoJobsRecordsEveryMemberTaggedAndSkipsThemOnRerun) {
   const std::string exp = experiment();
@@ -30,18 +44,81 @@ TEST_F(Sweep, GridWithTwoJobsRecordsEveryMemberTaggedAndSkipsThemOnRerun) {
   EXPECT_NE(again.output.find("4 members, 0 to run"), std::string::npos) << again.output;
 }
 
+// A member that fails while training (its learning rate makes the loss diverge) is recorded and
+// the others go on; one that fails at assembly never starts (below).
 TEST_F(Sweep, AFailingMemberIsRecordedAndTheOthersGoOn) {
   const std::string exp = experiment();
   auto result = run_kiln("sweep " + exp +
-                         " --name f --zip model.vocab_size=64,10 --zip train.steps=4,4 "
+                         " --name f --zip optimizer.lr=1e-2,1e6 --zip train.steps=4,4 "
                          "--set eval.every=0");
   EXPECT_EQ(result.exit_code, 3) << result.output;
-  EXPECT_EQ(scalar(db(), "select status from runs where name like 'f/model.vocab_size=64%'"),
+  EXPECT_EQ(scalar(db(), "select status from runs where name like 'f/optimizer.lr=1e-2%'"),
             "completed");
-  EXPECT_EQ(scalar(db(), "select status from runs where name like 'f/model.vocab_size=10%'"),
+  EXPECT_EQ(scalar(db(), "select status from runs where name like 'f/optimizer.lr=1e6%'"),
             "failed");
-  EXPECT_NE(scalar(db(), "select error from runs where status = 'failed'").find("vocabulary"),
+  EXPECT_NE(scalar(db(), "select error from runs where status = 'failed'").find("not finite"),
             std::string::npos);
+}
+
+// Every member is assembled before any starts: a warmup as long as the run, which only the
+// schedule plugin refuses, stops the sweep with exit 2 and the member's name, and the store is
+// as it was (its one earlier run, no member row, no member folder).
+TEST_F(Sweep, AMemberThatCannotBeAssembledStopsTheSweepBeforeAnyStarts) {
+  const std::string exp = experiment();
+  ASSERT_EQ(run_kiln("run " + exp + " --name before --set train.steps=2").exit_code, 0);
+  const std::string rows =
+      "select group_concat(name || ':' || status || ':' || "
+      "ifnull(sweep, '-')) from runs";
+  const std::string rows_before = scalar(db(), rows);
+  const auto folders_before = names_in(dir_ / "runs");
+  testing::write_text(dir_ / "warm.toml", "base = \"" + exp +
+                                              "\"\n[set]\nschedule.type = \"cosine\"\n"
+                                              "[zip]\nschedule.warmup = [2, 8]\n"
+                                              "train.steps = [8, 8]\n");
+  auto result = run_kiln("sweep " + (dir_ / "warm.toml"));
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("sweep member 'warm/schedule.warmup=8,train.steps=8': "
+                               "--set schedule.warmup=8: schedule.warmup = 8 must be smaller "
+                               "than train.steps = 8"),
+            std::string::npos)
+      << result.output;
+  EXPECT_EQ(result.output.find("start "), std::string::npos) << result.output;
+  EXPECT_EQ(scalar(db(), rows), rows_before);
+  EXPECT_EQ(scalar(db(), "select count(*) from runs where sweep is not null"), "0");
+  EXPECT_EQ(names_in(dir_ / "runs"), folders_before);
+}
+
+// --dry-run: each member checked and listed, with what the test works out itself for the tiny
+// GPT (2 layers, width 32, 32 positions, 64 tokens): nothing run, no store made.
+TEST_F(Sweep, DryRunListsTheMembersOfVariantsWithoutTouchingTheStore) {
+  const std::string exp = experiment();
+  testing::write_text(dir_ / "opt.toml", "base = \"" + exp +
+                                             "\"\nseeds = [1, 2]\n"
+                                             "[[variant]]\nname = \"adamw\"\noptimizer.lr = 1e-2\n"
+                                             "[[variant]]\nname = \"lion\"\n"
+                                             "optimizer.type = \"lion\"\noptimizer.lr = 1e-3\n");
+  auto result = run_kiln("sweep " + (dir_ / "opt.toml") + " --dry-run");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const int64_t c = 32, layers = 2, positions = 32, vocab = 64;
+  const int64_t parameters = vocab * c + positions * c + layers * (12 * c * c + 13 * c) + 2 * c;
+  const int64_t tokens_per_step = 8 * 32;  // micro_batch x seq_len, one rank, no accumulation
+  std::vector<std::string> rows;
+  for (const char* member : {"opt/adamw,run.seed=1", "opt/adamw,run.seed=2", "opt/lion,run.seed=1",
+                             "opt/lion,run.seed=2"}) {
+    const size_t at = result.output.find(std::string("\n") + member + " ");
+    ASSERT_NE(at, std::string::npos) << member << "\n" << result.output;
+    rows.push_back(result.output.substr(at + 1, result.output.find('\n', at + 1) - at - 1));
+  }
+  for (const auto& row : rows) {
+    EXPECT_NE(row.find(" " + std::to_string(parameters) + " "), std::string::npos) << row;
+    EXPECT_NE(row.find(" " + std::to_string(tokens_per_step) + " "), std::string::npos) << row;
+    EXPECT_NE(row.find(" 30 "), std::string::npos) << row;  // train.steps
+  }
+  EXPECT_NE(rows[2].find(" lion "), std::string::npos) << rows[2];
+  EXPECT_NE(rows[2].find(" 0.001 "), std::string::npos) << rows[2];
+  EXPECT_NE(rows[0].find(" adamw "), std::string::npos) << rows[0];
+  EXPECT_FALSE(std::filesystem::exists(db()));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "runs"));
 }
 
 TEST_F(Sweep, SweepFilesExpandGridZipAndSeedsAndCatchTyposBeforeRunning) {

@@ -1,12 +1,17 @@
-// libFuzzer target: the experiment-config loader, as `kiln run` uses it (TOML text plus --set
-// overrides). Built and run by tools/fuzz.sh with AddressSanitizer and UBSan.
+// libFuzzer target: the experiment-config loader, as `kiln run` uses it (an experiment file, the
+// files it extends, and --set overrides). Built and run by tools/fuzz.sh with AddressSanitizer
+// and UBSan.
 //
-// The input is an experiment file. Its lines that start with "#set " (a TOML comment, so seeds
-// stay valid experiment files) are also passed as --set overrides, e.g. "#set train.steps=5".
+// The input is an experiment file, or up to three: a line "#file" (a TOML comment, so seeds stay
+// valid experiment files) starts the next one. They are written as fuzz0.toml (the experiment),
+// fuzz1.toml and fuzz2.toml into a scratch folder, where `extends = "fuzz1.toml"` and the like
+// chain them (or make cycles). Lines that start with "#set " are also passed as --set
+// overrides, e.g. "#set train.steps=5".
 // A UserError is the expected outcome of a bad input; anything else (another exception type, a
 // crash, a sanitizer report, a hang) is a bug. A config that loads must also survive the trip
 // through its canonical TOML: reloading the canonical text gives the same text and hash, as
-// runs rely on when `kiln resume` rebuilds them from the stored config.
+// runs rely on when `kiln resume` rebuilds them from the stored config; and every key's source
+// must be a --set, a default, or a line of one of the files read.
 //
 // The loader needs the plugin catalog (names, keys, types, ranges). The real plugins need
 // LibTorch, so the catalog is mirrored here from `kiln plugins`; it need not be exact, only rich
@@ -14,6 +19,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -108,6 +115,39 @@ void register_catalog() {
   add("tokenizer", "gpt2", false, {});
 }
 
+// The scratch folder the input's files are written into, made once, removed at exit.
+std::string scratch;
+
+void remove_scratch() {
+  std::error_code ec;
+  std::filesystem::remove_all(scratch, ec);
+}
+
+// The input's files: fuzz0.toml, then fuzz1.toml and fuzz2.toml when "#file" lines start them;
+// an earlier input's files that this one lacks are removed. Returns the experiment's path.
+std::string write_files(const std::string& text) {
+  std::vector<std::string> parts(1);
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    if (parts.size() < 3 && text.compare(at, end - at, "#file") == 0) {
+      parts.emplace_back();
+    } else {
+      parts.back().append(text, at, end + 1 - at);
+    }
+    at = end + 1;
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    const std::string path = scratch + "/fuzz" + std::to_string(i) + ".toml";
+    if (i < parts.size()) {
+      std::ofstream(path, std::ios::binary | std::ios::trunc) << parts[i];
+    } else {
+      std::remove(path.c_str());
+    }
+  }
+  return scratch + "/fuzz0.toml";
+}
+
 [[noreturn]] void bug(const std::string& what, const std::string& input) {
   std::fprintf(stderr, "config_fuzz: %s\n--- input ---\n%s\n--- end ---\n", what.c_str(),
                input.c_str());
@@ -116,8 +156,37 @@ void register_catalog() {
 
 }  // namespace
 
+// Every key's source is a --set, a default, or a line of a file the config says it read.
+void check_sources(const kiln::ResolvedConfig& config, const std::string& experiment,
+                   const std::string& input) {
+  const auto& files = config.sources();
+  if (files.empty() || files.back().path != experiment)
+    bug("the experiment is not the last file", input);
+  for (const auto& file : files) {
+    if (file.sha256.size() != 64) bug("a file's SHA-256 is not 64 hex digits", input);
+  }
+  for (const auto& section : config.sections) {
+    for (const auto& [key, value] : section.params.values()) {
+      const kiln::KeySource source = config.source_of(section.name + "." + key);
+      if (source.kind != kiln::KeySource::Kind::kFile) continue;
+      bool read = false;
+      for (const auto& file : files)
+        read = read || file.path == source.at.file;
+      if (!read || source.at.line < 1)
+        bug("a key's source is no line of a file read: " + source.str(), input);
+    }
+  }
+}
+
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   register_catalog();
+  char dir[] = "/tmp/kiln-fuzz-XXXXXX";
+  if (!::mkdtemp(dir)) {
+    std::perror("config_fuzz: mkdtemp");
+    std::abort();
+  }
+  scratch = dir;
+  std::atexit(remove_scratch);
   return 0;
 }
 
@@ -130,13 +199,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (text.compare(at, 5, "#set ") == 0) overrides.push_back(text.substr(at + 5, end - at - 5));
     at = end + 1;
   }
+  const std::string experiment = write_files(text);
   kiln::ResolvedConfig config;
   try {
-    config = kiln::load_config_text(text, "fuzz.toml", overrides);
+    config = kiln::load_config(experiment, overrides);
   } catch (const kiln::UserError& e) {
     if (std::string(e.what()).empty()) bug("a UserError with no message", text);
     return 0;  // the expected outcome of a bad input
   }
+  check_sources(config, experiment, text);
   // Loaded: the canonical text must load again, to itself.
   const std::string canonical = config.to_toml();
   const std::string hash = config.hash();

@@ -26,6 +26,7 @@ struct FakeRun {
   std::vector<double> losses;
   std::vector<std::pair<int64_t, double>> val;  // step, loss
   std::string status = "completed";
+  int64_t seed = 1;
 };
 
 class FakeRuns : public ::testing::Test {
@@ -43,10 +44,10 @@ class FakeRuns : public ::testing::Test {
 
   std::string config(const FakeRun& run) const {
     return fmt::format(
-        "[run]\ndb = \"{}\"\nname = \"{}\"\nout_dir = \"{}\"\nseed = 1\n\n"
+        "[run]\ndb = \"{}\"\nname = \"{}\"\nout_dir = \"{}\"\nseed = {}\n\n"
         "[model]\ntype = \"gpt\"\nn_layer = {}\nbias = false\n\n"
         "[optimizer]\ntype = \"adamw\"\nlr = {}\n",
-        db_path(), run.name, dir_ / "runs", run.n_layer, run.lr);
+        db_path(), run.name, dir_ / "runs", run.seed, run.n_layer, run.lr);
   }
 
   void add(const FakeRun& run) {
@@ -56,7 +57,7 @@ class FakeRuns : public ::testing::Test {
     created.experiment = "exp.toml";
     created.config_toml = config(run);
     created.config_hash = run.hash;
-    created.seed = 1;
+    created.seed = run.seed;
     created.planned_steps = 4;
     created.git_commit = "abc123";
     created.host = "host";

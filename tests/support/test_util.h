@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,6 +64,21 @@ inline void expect_one_error_line(const CommandResult& result, const std::string
   EXPECT_EQ(result.output.rfind("kiln: error: ", 0), 0u) << what;
   EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << what;
   EXPECT_NE(result.output.find(expected), std::string::npos) << what;
+}
+
+// The words of the first line of `output` that starts with `first` and a space: a row of a
+// printed table, whatever its padding.
+inline std::vector<std::string> words_of_line(const std::string& output, const std::string& first) {
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(first + " ", 0) != 0) continue;
+    std::istringstream in(line);
+    std::vector<std::string> words;
+    for (std::string word; in >> word;)
+      words.push_back(word);
+    return words;
+  }
+  return {};
 }
 
 // The working directory changed for a while, put back when this is destroyed.

@@ -65,7 +65,7 @@ void BM_SnapshotWrite(benchmark::State& state) {
       "[model]\ntype = \"gpt\"\nn_layer = 4\nn_embd = 256\nn_head = 4\nvocab_size = 8192\n"
       "block_size = 256\n",
       "bench.toml", {});
-  auto model = ModelRegistry::create("gpt", config.params("model"));
+  auto model = build_model(*ModelRegistry::create("gpt", config.params("model")));
   auto optimizer =
       OptimizerRegistry::create("adamw", config.params("optimizer"), model->parameters());
   for (auto& p : model->parameters())

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/app/bench.h"
+#include "core/app/bench_compare.h"
 #include "core/config/config.h"
 #include "core/util/error.h"
 #include "tools/kiln/commands.h"
@@ -19,6 +20,7 @@ struct BenchArgs {
   std::string experiment;
   std::vector<std::string> overrides;
   BenchOptions options;
+  std::string record, against;
 };
 
 }  // namespace
@@ -31,9 +33,25 @@ ChosenCommand add_bench_command(CLI::App& app) {
   bench->add_option("--set", args->overrides, "override a key, as for kiln run");
   bench->add_option("--steps", args->options.steps, "timed steps")->capture_default_str();
   bench->add_option("--warmup", args->options.warmup, "untimed steps first")->capture_default_str();
+  // Without a value --record takes the CLI's default string, which no typed label can equal.
+  CLI::Option* record =
+      bench
+          ->add_option("--record", args->record,
+                       "keep the result in the run store (run.db) under this label")
+          ->expected(0, 1)
+          ->type_name("LABEL")
+          ->default_str(kDefaultBenchLabel);
+  CLI::Option* against = bench
+                             ->add_option("--against", args->against,
+                                          "print this result's ratio to the one kept as LABEL")
+                             ->type_name("LABEL");
+  bench->add_flag("--allow-mismatch", args->options.allow_mismatch,
+                  "compare with a result from another machine or config");
 
-  return [bench, args]() -> std::optional<int> {
+  return [bench, args, record, against]() -> std::optional<int> {
     if (!*bench) return std::nullopt;
+    if (*record) args->options.record = args->record;
+    if (*against) args->options.against = args->against;
     std::cout << run_bench(load_config(args->experiment, args->overrides), args->options);
     return kExitOk;
   };

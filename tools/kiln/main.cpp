@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
+#include "core/util/blas_kernels.h"
 #include "core/util/error.h"
 #include "tools/kiln/commands.h"
 
@@ -78,7 +79,8 @@ int dispatch(int argc, char** argv) {
       kiln::add_run_commands(app),      kiln::add_sweep_command(app),
       kiln::add_launch_command(app),    kiln::add_bench_command(app),
       kiln::add_snapshot_commands(app), kiln::add_plugins_command(app),
-      kiln::add_prepare_command(app),   kiln::add_runs_commands(app)};
+      kiln::add_config_command(app),    kiln::add_prepare_command(app),
+      kiln::add_runs_commands(app)};
 
   refuse_unknown_command(app, argc, argv);
   try {
@@ -99,6 +101,9 @@ int dispatch(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First, before any BLAS call: OpenBLAS chose its kernels when this process loaded it, and
+  // only a restart with OPENBLAS_CORETYPE set changes a choice too weak for this CPU.
+  kiln::use_better_blas_kernels(argv);
   // glibc serves blocks above a dynamic threshold with fresh mmaps and trims freed memory, so
   // each step's activation-sized tensors were page-faulted in anew: ~10k faults and ~10 ms per
   // step of the default experiment (perf stat). Keeping them in the heap removes that.

@@ -10,8 +10,11 @@
 #include <CLI/CLI.hpp>
 
 #include "core/app/plot_svg.h"
+#include "core/app/provenance_views.h"
 #include "core/app/report.h"
+#include "core/app/run_groups.h"
 #include "core/app/runs_views.h"
+#include "core/app/tensorboard_export.h"
 #include "core/store/output_guard.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
@@ -24,6 +27,7 @@ struct RunsCli {
   CLI::App* list = nullptr;
   CLI::App* show = nullptr;
   CLI::App* compare = nullptr;
+  CLI::App* diff = nullptr;
   CLI::App* exporter = nullptr;
   CLI::App* rm = nullptr;
   CLI::App* plot = nullptr;
@@ -33,11 +37,13 @@ struct RunsCli {
   ListQuery query;
   std::string list_format = "table";
   std::string export_format = "csv";
-  std::string run;                // show, export
-  std::vector<std::string> refs;  // compare, rm, plot, report
+  std::string run;                // show
+  std::vector<std::string> refs;  // compare, diff, export, rm, plot, report
   std::string output;
   bool yes = false;
   CurveRequest curve;
+  std::vector<std::string> group_by;  // compare: config keys, or auto
+  GroupReportOptions grouped;         // compare --group-by
 };
 
 namespace {
@@ -80,12 +86,18 @@ void add_show_export_rm(CLI::App* runs, RunsCli& cli) {
   cli.show->add_option("run", cli.run, "run name or id")->required();
   add_db_option(cli.show, cli);
 
-  cli.exporter = runs->add_subcommand("export", "a run's metrics and evals as csv or jsonl");
-  cli.exporter->add_option("run", cli.run, "run name or id")->required();
-  cli.exporter->add_option("--format", cli.export_format, "csv or jsonl")
-      ->check(CLI::IsMember({"csv", "jsonl"}))
+  cli.exporter = runs->add_subcommand(
+      "export", "a run's metrics and evals as csv or jsonl, or runs' as TensorBoard event files");
+  cli.exporter
+      ->add_option("runs", cli.refs,
+                   "run name or id; for tensorboard, run names, ids, sweeps or name globs")
+      ->required();
+  cli.exporter->add_option("--format", cli.export_format, "csv, jsonl or tensorboard")
+      ->check(CLI::IsMember({"csv", "jsonl", "tensorboard"}))
       ->capture_default_str();
-  cli.exporter->add_option("-o,--output", cli.output, "file to write; stdout when omitted");
+  cli.exporter->add_option(
+      "-o,--output", cli.output,
+      "file to write, stdout when omitted; for tensorboard the folder (required)");
   add_db_option(cli.exporter, cli);
 
   cli.rm = runs->add_subcommand("rm", "delete runs: their rows and their own folders");
@@ -97,7 +109,25 @@ void add_show_export_rm(CLI::App* runs, RunsCli& cli) {
 void add_compare_plot(CLI::App* runs, RunsCli& cli) {
   cli.compare = runs->add_subcommand("compare", "runs side by side; are reruns bit-identical?");
   cli.compare->add_option("runs", cli.refs, "run names, ids, sweeps or name globs")->required();
+  auto* grouped = cli.compare
+                      ->add_option("--group-by", cli.group_by,
+                                   "seeds as groups: config keys (a,b) that define a group, or "
+                                   "auto (every key but run.seed and naming keys)")
+                      ->delimiter(',');
+  cli.compare
+      ->add_option("--baseline", cli.grouped.baseline,
+                   "the group the others are tested against: its label or key=value terms; "
+                   "default the first")
+      ->needs(grouped);
+  cli.compare
+      ->add_option("--metric", cli.grouped.metrics,
+                   "also compare METRIC@step=S or METRIC@tokens=T (repeatable)")
+      ->needs(grouped);
   add_db_option(cli.compare, cli);
+
+  cli.diff = runs->add_subcommand("diff", "two runs' differing config keys, and their sources");
+  cli.diff->add_option("runs", cli.refs, "two run names or ids")->required()->expected(2);
+  add_db_option(cli.diff, cli);
 
   cli.plot = runs->add_subcommand("plot", "one metric of several runs as an .svg or .png");
   cli.plot->add_option("runs", cli.refs, "run names, ids, sweeps or name globs")->required();
@@ -105,13 +135,25 @@ void add_compare_plot(CLI::App* runs, RunsCli& cli) {
       ->add_option("--metric", cli.curve.metric, "loss, val_loss, lr, grad_norm, tokens_per_sec")
       ->check(CLI::IsMember({"loss", "val_loss", "lr", "grad_norm", "tokens_per_sec"}))
       ->capture_default_str();
-  cli.plot->add_option("--x", cli.curve.x, "step, tokens or time (seconds of step time)")
+  cli.plot
+      ->add_option("--x", cli.curve.x,
+                   "step, tokens or time (seconds of step time; not with --group-by)")
       ->check(CLI::IsMember({"step", "tokens", "time"}))
       ->capture_default_str();
   cli.plot->add_option("--smooth", cli.curve.smooth, "moving average over K points")
       ->check(at_least(1))
       ->capture_default_str();
   cli.plot->add_flag("--log-y", cli.curve.log_y, "logarithmic y axis");
+  auto* group_by = cli.plot
+                       ->add_option("--group-by", cli.curve.group_by,
+                                    "a mean curve per group of runs: config keys (a,b) or auto")
+                       ->delimiter(',');
+  cli.plot
+      ->add_option("--band", cli.curve.band,
+                   "around each group's mean: ci (95% CI of the mean) or minmax")
+      ->check(CLI::IsMember({"ci", "minmax"}))
+      ->needs(group_by)
+      ->capture_default_str();
   cli.plot->add_option("-o,--output", cli.output, "curves.svg or curves.png")->required();
   add_db_option(cli.plot, cli);
 }
@@ -163,6 +205,28 @@ int remove_command(HistoryDb& db, const RunsCli& cli) {
   return kExitOk;
 }
 
+// csv and jsonl: one run, to a file or stdout; tensorboard: a folder of event files, one per run.
+int export_command(HistoryDb& db, const RunsCli& cli) {
+  if (cli.export_format == "tensorboard") {
+    if (cli.output.empty()) {
+      throw UserError(
+          "--format tensorboard writes a folder of event files: name it with -o DIR (then "
+          "`tensorboard --logdir DIR`)");
+    }
+    for (const auto& path : export_tensorboard(db, match_runs(db, cli.refs), cli.output))
+      std::cout << fmt::format("wrote {}\n", path);
+    return kExitOk;
+  }
+  if (cli.refs.size() > 1) {
+    throw UserError(fmt::format(
+        "--format {} exports one run at a time, not {} ({}): export them one by one, or all at "
+        "once with --format tensorboard -o DIR",
+        cli.export_format, cli.refs.size(), join(cli.refs, " ")));
+  }
+  emit(export_run(db, find_run_record(db, cli.refs[0]), cli.export_format), cli.output);
+  return kExitOk;
+}
+
 // A store newer than this kiln is read as far as it understands it, and says so once.
 void warn_if_newer(const HistoryDb& db) {
   if (!db.warning().empty()) std::cerr << "kiln: warning: " << db.warning() << "\n";
@@ -184,9 +248,14 @@ int runs_command(const RunsCli& cli) {
           "or a glob of names",
           join(cli.refs, " "), runs[0].name));
     }
-    std::cout << compare_report(db, runs);
+    std::cout << (cli.group_by.empty()
+                      ? compare_report(db, runs)
+                      : grouped_report(db, group_runs(runs, cli.group_by), cli.grouped));
+  } else if (*cli.diff) {
+    std::cout << diff_report(db, find_run_record(db, cli.refs[0]),
+                             find_run_record(db, cli.refs[1]));
   } else if (*cli.exporter) {
-    emit(export_run(db, find_run_record(db, cli.run), cli.export_format), cli.output);
+    return export_command(db, cli);
   } else if (*cli.rm) {
     return remove_command(db, cli);
   } else if (*cli.plot) {
@@ -214,7 +283,8 @@ std::optional<int> run_chosen(const RunsCli& cli) {
 
 ChosenCommand add_runs_commands(CLI::App& app) {
   auto cli = std::make_shared<RunsCli>();
-  cli->runs = app.add_subcommand("runs", "run history: list, show, compare, export, rm, plot");
+  cli->runs =
+      app.add_subcommand("runs", "run history: list, show, compare, diff, export, rm, plot");
   cli->runs->require_subcommand(1);
   add_list(cli->runs, *cli);
   add_show_export_rm(cli->runs, *cli);

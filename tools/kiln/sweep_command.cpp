@@ -1,6 +1,7 @@
 // `kiln sweep`: a grid of experiments from a sweep file, or from an experiment file with
-// --grid/--zip axes. Exit code kExitInterrupted when a SIGINT or SIGTERM stopped it,
-// kExitSomeFailed when a member did not complete otherwise.
+// --grid/--zip axes; --dry-run checks and lists the members without running them. Exit code
+// kExitInterrupted when a SIGINT or SIGTERM stopped it, kExitSomeFailed when a member did not
+// complete otherwise.
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -63,6 +64,8 @@ ChosenCommand add_sweep_command(CLI::App& app) {
   sweep->add_option("--db", args->options.db, "run store (default: the experiment's run.db)");
   sweep->add_option("--sort", args->options.sort, "summary order: a `kiln runs list` key")
       ->capture_default_str();
+  sweep->add_flag("--dry-run", args->options.dry_run,
+                  "check every member (assembled without training) and print them; run nothing");
 
   return [sweep, args]() -> std::optional<int> {
     if (!*sweep) return std::nullopt;

@@ -11,7 +11,7 @@ namespace {
 
 std::shared_ptr<Model> gpt(const std::vector<std::string>& sets) {
   ResolvedConfig c = load_config_text("[model]\ntype = \"gpt\"\n", "t.toml", sets);
-  return ModelRegistry::create("gpt", c.params("model"));
+  return build_model(*ModelRegistry::create("gpt", c.params("model")));
 }
 
 const std::vector<std::string> kSmall = {"model.n_layer=2", "model.n_head=4", "model.n_embd=32",
@@ -103,6 +103,34 @@ TEST(Gpt, GradientAccumulationMatchesOneLargeBatch) {
   auto params = model->parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     EXPECT_LT((params[i].grad() - whole[i]).abs().max().item<double>(), 1e-6) << i;
+  }
+}
+
+// A plan is what a sweep checks and what the memory floor counts (core/api/model.h): for every
+// model plugin its counts are those of the model it builds, as torch counts its tensors.
+TEST(ModelPlan, SizesMatchTheBuiltModelForEveryModelPlugin) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"gpt", kSmall},
+      {"gpt",
+       {"model.n_layer=3", "model.n_head=2", "model.n_embd=16", "model.block_size=8",
+        "model.vocab_size=50", "model.vocab_multiple=64", "model.bias=false"}},
+      {"transformer_lm",
+       {"model.vocab_size=40", "model.d_model=16", "model.nhead=2", "model.num_layers=2",
+        "model.dim_feedforward=24", "model.max_len=12"}},
+  };
+  for (const auto& [type, sets] : cases) {
+    SCOPED_TRACE(type + " " + sets.back());
+    ResolvedConfig c = load_config_text("[model]\ntype = \"" + type + "\"\n", "t.toml", sets);
+    const std::shared_ptr<ModelPlan> plan = ModelRegistry::create(type, c.params("model"));
+    const std::shared_ptr<Model> model = build_model(*plan);
+    EXPECT_EQ(plan->parameters, static_cast<double>(model->parameter_count()));
+    int64_t buffers = 0;
+    for (const auto& b : model->buffers())
+      buffers += b.numel();
+    EXPECT_EQ(plan->buffers, static_cast<double>(buffers));
+    EXPECT_EQ(plan->vocab_size, model->vocab_size());
+    EXPECT_EQ(plan->context_length, model->context_length());
+    EXPECT_EQ(plan->layers, static_cast<int64_t>(model->layers().size()));
   }
 }
 

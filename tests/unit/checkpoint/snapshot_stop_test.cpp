@@ -38,7 +38,7 @@ Trainable small_gpt() {
                                       {"model.n_layer=1", "model.n_head=2", "model.n_embd=8",
                                        "model.block_size=8", "model.vocab_size=16"});
   Trainable t;
-  t.model = ModelRegistry::create("gpt", c.params("model"));
+  t.model = build_model(*ModelRegistry::create("gpt", c.params("model")));
   t.optimizer =
       std::make_unique<torch::optim::SGD>(t.model->parameters(), torch::optim::SGDOptions(0.1));
   return t;

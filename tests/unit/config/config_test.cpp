@@ -83,7 +83,14 @@ TEST(Config, OutOfRangeIsAnError) {
   e = error_of("[model]\ntype = \"gpt\"\ndropout = 1.5\n");
   EXPECT_NE(e.find("'model.dropout' is 1.5, out of range"), std::string::npos) << e;
   e = error_of("[run]\ndevice = \"tpu\"\n");
-  EXPECT_NE(e.find("must be one of \"auto\", \"cpu\", \"cuda\""), std::string::npos) << e;
+  EXPECT_NE(e.find("must be one of \"auto\", \"cpu\", \"cuda\", \"cuda:N\""), std::string::npos)
+      << e;
+  for (const char* device : {"cuda:", "cuda:x", "cuda:12345", "cuda:-1", "cuda0", "xcuda:1"}) {
+    e = error_of(std::string("[run]\ndevice = \"") + device + "\"\n");
+    EXPECT_NE(e.find("'run.device' is"), std::string::npos) << device << ": " << e;
+  }
+  EXPECT_EQ(error_of("[run]\ndevice = \"cuda:3\"\n"), "(no error)");
+  EXPECT_EQ(error_of("[run]\ndevice = \"cuda:1024\"\n"), "(no error)");
 }
 
 TEST(Config, UnknownPluginListsTheAvailableOnes) {

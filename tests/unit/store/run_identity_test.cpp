@@ -132,8 +132,8 @@ TEST(RunIds, AreNeverReusedAfterARunIsRemoved) {
   EXPECT_EQ(d.folder, "");  // made without one: a run with no folder of its own
 }
 
-// A store from before run identities (schema version 3), made by undoing that migration, in
-// which an older kiln removed run c (id 3).
+// A store from before run identities (schema version 3), made by undoing that migration and the
+// later ones (bench results, run sources), in which an older kiln removed run c (id 3).
 TEST(RunIds, AStoreFromBeforeGetsUuidsNoFolderAndNoReusedIds) {
   testing::TempDir dir;
   const std::string db_path = dir / "kiln.db";
@@ -146,6 +146,8 @@ TEST(RunIds, AStoreFromBeforeGetsUuidsNoFolderAndNoReusedIds) {
   ASSERT_EQ(sqlite3_open(db_path.c_str(), &raw), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(raw,
                          "DELETE FROM runs WHERE name = 'c'; DROP TABLE run_ids; "
+                         "DROP TABLE bench_results; DROP TABLE run_files; "
+                         "DROP TABLE run_key_sources; "
                          "DROP TABLE run_config_hashes; DROP INDEX runs_by_uuid; "
                          "ALTER TABLE runs DROP COLUMN uuid; ALTER TABLE runs DROP COLUMN folder; "
                          "PRAGMA user_version = 3",

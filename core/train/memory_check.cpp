@@ -1,0 +1,130 @@
+#include "core/train/memory_check.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <ostream>
+#include <sstream>
+#include <streambuf>
+#include <string>
+
+#include <fmt/format.h>
+#include <torch/optim/optimizer.h>
+#include <torch/serialize/output-archive.h>
+
+#if KILN_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
+#include "core/util/error.h"
+#include "core/util/text.h"
+
+namespace kiln {
+
+namespace {
+
+constexpr double kFloat32 = 4;
+
+// MemAvailable of /proc/meminfo in bytes: what the kernel can give without swapping; 0 when the
+// file is missing (not Linux) or unreadable.
+double mem_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    std::istringstream fields(line.substr(13));
+    double kib = 0;
+    fields >> kib;
+    return kib * 1024;
+  }
+  return 0;
+}
+
+int local_ranks() {
+  const char* local = std::getenv("LOCAL_WORLD_SIZE");
+  return local ? std::max(1, std::atoi(local)) : 1;
+}
+
+}  // namespace
+
+MemoryFloor training_floor(const ModelPlan& model, double state_per_parameter, int world_size,
+                           int64_t logit_rows) {
+  const double world = std::max(1, world_size);
+  MemoryFloor floor;
+  floor.weights = kFloat32 * (model.parameters + model.buffers);
+  floor.gradients = kFloat32 * model.parameters / world;
+  floor.optimizer_state = kFloat32 * state_per_parameter * model.parameters / world;
+  floor.logits =
+      2 * kFloat32 * static_cast<double>(logit_rows) * static_cast<double>(model.vocab_size);
+  return floor;
+}
+
+MemoryFloor loading_floor(const ModelPlan& model) {
+  MemoryFloor floor;
+  floor.weights = kFloat32 * (model.parameters + model.buffers);
+  return floor;
+}
+
+int64_t serialized_bytes(const torch::optim::Optimizer& optimizer) {
+  // Counted without keeping them: a large model's state would double in memory otherwise.
+  struct Counter : std::streambuf {
+    int64_t count = 0;
+    std::streamsize xsputn(const char*, std::streamsize n) override {
+      count += n;
+      return n;
+    }
+    int_type overflow(int_type c) override {
+      ++count;
+      return c;
+    }
+  } counter;
+  std::ostream out(&counter);
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  archive.save_to(out);
+  return counter.count;
+}
+
+double state_per_parameter(const torch::optim::Optimizer& optimizer, int64_t parameter_numel,
+                           int64_t bytes_before_step) {
+  const double grown = static_cast<double>(serialized_bytes(optimizer) - bytes_before_step);
+  return std::max(0.0, grown / (kFloat32 * static_cast<double>(parameter_numel)));
+}
+
+double usable_memory(const c10::Device& device) {
+#if KILN_WITH_CUDA
+  if (device.is_cuda()) {
+    return static_cast<double>(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);
+  }
+#endif
+  if (!device.is_cpu()) return 0;
+  return mem_available() / local_ranks();
+}
+
+void check_memory_floor(const ResolvedConfig& config, const ModelPlan& model,
+                        const MemoryFloor& floor, const c10::Device& device, double usable) {
+  if (usable <= 0 || floor.total() <= usable) return;
+  const std::string where = config.where("model.type").str();
+  const std::string available =
+      device.is_cuda()
+          ? fmt::format("the {} of memory of {}", format_bytes(usable), device.str())
+          : fmt::format("the {} of memory this machine has available (MemAvailable{})",
+                        format_bytes(usable), local_ranks() > 1 ? ", shared by its ranks" : "");
+  if (floor.gradients == 0) {  // loading only
+    throw UserError(fmt::format(
+        "{}: {} has {:.3g} parameters: its weights alone take {}, more than {}: make the model "
+        "smaller",
+        where, model.description, model.parameters, format_bytes(floor.weights), available));
+  }
+  // The logits grow with the batch, the rest with the model: the fix names the larger.
+  const bool batch_bound = floor.logits > floor.total() / 2;
+  throw UserError(fmt::format(
+      "{}: training {} ({:.3g} parameters) needs at least {} (weights {}, gradients {}, "
+      "optimizer state {}, logits {}), more than {}: {}",
+      where, model.description, model.parameters, format_bytes(floor.total()),
+      format_bytes(floor.weights), format_bytes(floor.gradients),
+      format_bytes(floor.optimizer_state), format_bytes(floor.logits), available,
+      batch_bound ? "lower train.micro_batch or train.seq_len" : "make the model smaller"));
+}
+
+}  // namespace kiln

@@ -1,0 +1,42 @@
+// What this CPU can run, read with cpuid: which BLAS kernels fit it (blas_kernels.h) and the
+// hardware peak MFU is measured against (cpu_peak.h). A vector feature counts only when the OS
+// also saves its registers (xgetbv), as a kernel using it would otherwise fault. Torch-free.
+#pragma once
+
+#include <string>
+
+namespace kiln {
+
+struct CpuFeatures {
+  std::string vendor;      // cpuid's vendor id: "GenuineIntel", "AuthenticAMD"; "" off x86
+  std::string model_name;  // the brand string, as lscpu's "Model name"
+  int family = 0;          // with the extended family added, as /proc/cpuinfo's "cpu family"
+  int model = 0;           // with the extended model added, as /proc/cpuinfo's "model"
+  bool avx = false;
+  bool fma = false;
+  bool avx2 = false;
+  bool avx512f = false;
+  bool avx512dq = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512_bf16 = false;
+  bool amx_tile = false;
+  bool amx_bf16 = false;
+};
+
+// The widest vector instruction set a kernel may use here. AVX-512 means Skylake-SP's set
+// (F, DQ, BW, VL), the one OpenBLAS's SkylakeX kernels assume: Knights Landing's F alone is not.
+enum class VectorIsa { kSse, kAvx, kAvx2, kAvx512 };
+
+// This machine's CPU (all false off x86).
+CpuFeatures read_cpu_features();
+
+VectorIsa vector_isa(const CpuFeatures& cpu);
+// "AVX-512", "AVX2", "AVX", "SSE".
+const char* isa_name(VectorIsa isa);
+
+// The features that decide kernels and peaks, named as /proc/cpuinfo names them:
+// "avx2 fma avx512f avx512_bf16 amx_tile amx_bf16" (those present), "none" when none is.
+std::string feature_summary(const CpuFeatures& cpu);
+
+}  // namespace kiln

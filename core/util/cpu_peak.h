@@ -1,0 +1,48 @@
+// The CPU's peak FLOP/s, the denominator of MFU as the field defines it (PaLM, appendix B: model
+// FLOP/s achieved over the hardware's peak), where `kiln bench` had only a measured matmul:
+// cores x clock x FLOP per cycle per core, from the vector unit cpuid reports. Torch-free.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/util/cpu_features.h"
+
+namespace kiln {
+
+// FLOP per cycle per core in one dtype, and why.
+struct FlopsPerCycle {
+  int flops = 0;
+  std::string why;  // "2 FMA units x 8 fp32 lanes (256-bit: Zen 4 runs AVX-512 on 256-bit units)"
+};
+
+struct CpuPeak {
+  double flops = 0;  // FLOP/s
+  int cores = 0;
+  double clock_hz = 0;
+  FlopsPerCycle per_cycle;
+};
+
+// For "fp32" and "bf16"; nullopt for a dtype whose peak Kiln does not know. Assumes two FMA
+// units per core when the CPU has FMA (Intel since Haswell and AVX-512 Xeons from Gold 6000 up;
+// AMD since Zen), so Xeon Silver and Bronze, with one 512-bit unit, are credited twice their
+// AVX-512 peak; AMD's AVX-512 before Zen 5 runs on 256-bit units; AMX does 1024 bf16 FLOP per
+// cycle per core, AVX512-BF16 twice the fp32 rate.
+std::optional<FlopsPerCycle> flops_per_cycle(const CpuFeatures& cpu, const std::string& dtype);
+
+// The cores this process may run on, an SMT sibling of one counted once (sysfs topology).
+int available_cores();
+
+// The fastest clock a core reaches: the larger of cpufreq's maximum, when the OS has one, and a
+// timed chain of dependent adds (one per cycle on every x86 since the Pentium Pro), which finds
+// the boost clock where cpufreq is absent (virtual machines) and reads low on a busy machine.
+double core_clock_hz();
+
+// cores x clock x flops_per_cycle; nullopt where flops_per_cycle is.
+std::optional<CpuPeak> cpu_peak(const CpuFeatures& cpu, const std::string& dtype, int cores,
+                                double clock_hz);
+
+// "2 cores x 3.70 GHz x 32 fp32 FLOP/cycle (2 FMA units x 8 fp32 lanes ...)".
+std::string describe_peak(const CpuPeak& peak, const std::string& dtype);
+
+}  // namespace kiln

@@ -1,0 +1,41 @@
+// `kiln config EXP.toml [--set section.key=value]...`: the config a run of EXP.toml would get,
+// resolved (its bases, its own keys, the --sets, every default), each key with where its value
+// came from, and the files read with their SHA-256. Starts nothing and writes nothing.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/app/provenance_views.h"
+#include "core/config/config.h"
+#include "core/util/error.h"
+#include "tools/kiln/commands.h"
+
+namespace kiln {
+
+namespace {
+
+struct ConfigArgs {
+  std::string experiment;
+  std::vector<std::string> overrides;
+};
+
+}  // namespace
+
+ChosenCommand add_config_command(CLI::App& app) {
+  auto args = std::make_shared<ConfigArgs>();
+  CLI::App* config = app.add_subcommand(
+      "config", "the resolved config of an experiment, with where each value came from");
+  config->add_option("experiment", args->experiment, "experiment TOML file")->required();
+  config->add_option("--set", args->overrides,
+                     "override a key, as `kiln run` takes it: --set optimizer.lr=3e-3");
+  return [config, args]() -> std::optional<int> {
+    if (!*config) return std::nullopt;
+    std::cout << describe_config(load_config(args->experiment, args->overrides));
+    return kExitOk;
+  };
+}
+
+}  // namespace kiln
