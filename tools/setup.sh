@@ -25,7 +25,9 @@ packages=(build-essential cmake ninja-build git
 command -v npm >/dev/null || packages+=(nodejs npm)
 # The test suite's fuzzer of the config loader (tools/fuzz.sh): clang with libFuzzer and the
 # sanitizer runtimes, which are in libclang-rt-14-dev (clang only recommends it: named here).
-[[ "${1:-}" == "--tests" ]] && packages+=(clang libclang-rt-14-dev)
+# qemu-user: the bench test runs kiln on an emulated CPU that OpenBLAS does not recognise, to see
+# Kiln switch it to the kernels the CPU supports (tests/e2e/bench_test.cpp).
+[[ "${1:-}" == "--tests" ]] && packages+=(clang libclang-rt-14-dev qemu-user)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

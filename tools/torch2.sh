@@ -45,14 +45,14 @@ cannot() {
 
 packages=(build-essential cmake ninja-build ccache libtomlplusplus-dev libfmt-dev libsqlite3-dev
           libcli11-dev nlohmann-json3-dev googletest libgtest-dev libgmock-dev libxxhash-dev
-          libpcre2-dev pkgconf sqlite3 librsvg2-bin)
+          libpcre2-dev pkgconf sqlite3 librsvg2-bin libopenblas0-openmp)
 components=main
 if [[ $flavour == cuda ]]; then
   # contrib: libtorch-cuda-dev; non-free: the CUDA 12.4 toolkit and runtime, NCCL.
   components="main contrib non-free"
   packages+=(libtorch-cuda-dev libgloo-cuda-dev libnccl-dev nvidia-cuda-toolkit)
 else
-  packages+=(libtorch-dev libgloo-dev libopenblas0-openmp)
+  packages+=(libtorch-dev libgloo-dev)
 fi
 
 # The URI of the first Debian archive in this machine's apt sources (deb822 or one-line form)
@@ -173,7 +173,7 @@ chroot "$root" bash -c "cd /kiln && export CCACHE_DIR=/ccache CCACHE_MAXSIZE=4G 
   CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime &&
   ccache -z >/dev/null &&
   cmake -S . -B $build_dir -G Ninja $cmake_flags >/dev/null && cmake --build $build_dir -j $(nproc) &&
-  echo \"torch2: ccache: \$(ccache -s | grep -E 'Hits|Misses' | tr -s ' ' | paste -sd' ')\""
+  echo \"torch2: ccache: \$(ccache -s | grep -m 2 -E 'Hits|Misses' | tr -s ' ' | paste -sd' ')\""
 if [[ -n "$run_command" ]]; then
   chroot "$root" bash -c "cd /kiln && $run_command"
   exit
@@ -183,7 +183,7 @@ status=0
 chroot "$root" bash -c "cd /kiln && ctest --test-dir $build_dir --output-on-failure \
   -j $(nproc) ${*@Q}" | tee "$log" || status=$?
 # One line for a reader of CI's log: which build compiled, and how its tests went.
-summary=$(grep -E '^[0-9]+% tests passed' "$log" || echo "no test summary")
+summary=$(grep -E '^[0-9]+% tests passed' "$log" || echo "its tests did not run (see above)")
 skipped=$(grep -c '\*\*\*Skipped' "$log" || true)
 echo "torch2: RESULT: $flavour build compiled and linked (kiln, kiln_unit_tests," \
   "kiln_e2e_tests) against $what; $summary; $skipped skipped"
