@@ -127,6 +127,19 @@ if [[ ! -f "$version_h" ]]; then
     cannot "installing LibTorch 2.x ($flavour) and the build's packages in $root failed"
 fi
 
+# A chroot made by an earlier version of this script may lack packages added to the list since.
+missing=()
+for p in "${packages[@]}"; do
+  chroot "$root" dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "torch2: adding ${missing[*]} to $root"
+  { chroot "$root" apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive chroot "$root" \
+      apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; } ||
+    cannot "installing ${missing[*]} in $root failed"
+fi
+
 $prepare_only && { echo "torch2: $root is ready"; exit 0; }
 
 # The PyTorch reference's needs: torch, numpy, and for torch.compile's C++ kernels setuptools
