@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/util/error.h"
 #include "core/util/fs.h"
 
 namespace kiln::testing {
@@ -28,6 +29,16 @@ using TempDir = kiln::ScratchDir;
 inline void write_text(const std::string& path, const std::string& text) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   std::ofstream(path, std::ios::binary) << text;
+}
+
+// The message of the UserError that `fn` throws, or "(no error)" when it throws none.
+inline std::string user_error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 inline std::string read_file(const std::string& path) {

@@ -71,15 +71,6 @@ class VocabDirOverride {
   std::optional<std::string> old_;
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 class Gpt2TokenizerTest : public ::testing::Test {
  protected:
   // Loaded once: reading and hashing the vocabulary costs more than all the encoding here.
@@ -161,14 +152,15 @@ TEST_F(Gpt2TokenizerTest, HandlesVeryLongWordsAndSpaceRuns) {
 }
 
 TEST_F(Gpt2TokenizerTest, TextThatIsNotUtf8IsAUserError) {
-  EXPECT_NE(error_of([&] { tokenizer_->encode("ok \xff"); }).find("not UTF-8 at byte 3"),
-            std::string::npos);
+  EXPECT_NE(
+      testing::user_error_of([&] { tokenizer_->encode("ok \xff"); }).find("not UTF-8 at byte 3"),
+      std::string::npos);
 }
 
 TEST_F(Gpt2TokenizerTest, MissingVocabularySaysToRunSetup) {
   TempDir empty;
   VocabDirOverride override(empty.str());
-  const std::string error = error_of([] { new_tokenizer("gpt2"); });
+  const std::string error = testing::user_error_of([] { new_tokenizer("gpt2"); });
   EXPECT_NE(error.find(empty / "encoder.json"), std::string::npos) << error;
   EXPECT_NE(error.find("tools/setup.sh"), std::string::npos) << error;
 }
@@ -179,7 +171,7 @@ TEST_F(Gpt2TokenizerTest, AlteredVocabularyFailsItsChecksum) {
   std::filesystem::copy(std::string(kVocabDir) + "/vocab.bpe", altered / "vocab.bpe");
   std::ofstream(altered / "vocab.bpe", std::ios::app) << "a b\n";
   VocabDirOverride override(altered.str());
-  const std::string error = error_of([] { new_tokenizer("gpt2"); });
+  const std::string error = testing::user_error_of([] { new_tokenizer("gpt2"); });
   EXPECT_NE(error.find("is not GPT-2's file"), std::string::npos) << error;
   EXPECT_NE(error.find("1ce1664773c50f3e"), std::string::npos) << error;
 }

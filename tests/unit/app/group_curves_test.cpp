@@ -28,16 +28,6 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UserError";
-  return "";
-}
-
 TEST(GroupCurves, MeanAndBandAtEveryXAllRunsLogged) {
   // b is the shortest run and has no value at x = 3; c alone logs x = 5.
   const Curve a{{1, 2, 3, 4}, {1, 4, 10, 7}};
@@ -140,7 +130,9 @@ TEST_F(GroupPlot, OneMeanCurvePerGroupAndOneBandPerGroupOfSeveralRuns) {
   EXPECT_EQ(count(svg, "<polyline"), 3u);
 
   request.x = "time";
-  EXPECT_NE(error_of([&] { plot_runs(db, runs, request); }).find("--x time with --group-by"),
+  EXPECT_NE(testing::user_error_of([&] {
+              plot_runs(db, runs, request);
+            }).find("--x time with --group-by"),
             std::string::npos);
 }
 

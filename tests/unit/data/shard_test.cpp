@@ -27,15 +27,6 @@ uint16_t token_at(const ShardFile& shard, int64_t at) {
   return token;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 TEST(Shard, WritesAndReadsBackTheLlmcFormat) {
   TempDir dir;
   write_shard(dir / "a.bin", iota_tokens(1000, 7));
@@ -74,22 +65,24 @@ TEST(Shard, TruncatedFileIsAClearError) {
   TempDir dir;
   write_shard(dir / "a.bin", iota_tokens(1000));
   std::filesystem::resize_file(dir / "a.bin", 1024 + 1000);
-  std::string e = error_of([&] { ShardFile s(dir / "a.bin"); });
+  std::string e = testing::user_error_of([&] { ShardFile s(dir / "a.bin"); });
   EXPECT_NE(e.find("truncated: its header promises 1000 tokens (3024 bytes) but the file has "
                    "2024 bytes"),
             std::string::npos)
       << e;
   std::filesystem::resize_file(dir / "a.bin", 100);
-  e = error_of([&] { ShardFile s(dir / "a.bin"); });
+  e = testing::user_error_of([&] { ShardFile s(dir / "a.bin"); });
   EXPECT_NE(e.find("too short for the 1024-byte header"), std::string::npos) << e;
 }
 
 TEST(Shard, WrongMagicIsAClearError) {
   TempDir dir;
   testing::write_text(dir / "a.bin", std::string(4096, 'x'));
-  std::string e = error_of([&] { ShardFile s(dir / "a.bin"); });
+  std::string e = testing::user_error_of([&] { ShardFile s(dir / "a.bin"); });
   EXPECT_NE(e.find("is not a usable token shard: magic number"), std::string::npos) << e;
-  EXPECT_NE(error_of([&] { ShardFile s(dir / "missing.bin"); }).find("cannot open token shard"),
+  EXPECT_NE(testing::user_error_of([&] {
+              ShardFile s(dir / "missing.bin");
+            }).find("cannot open token shard"),
             std::string::npos);
 }
 
@@ -122,19 +115,22 @@ TEST(Shard, ReadsNumpyAndRawFiles) {
   ASSERT_EQ(raw.size(), 700);
   EXPECT_EQ(token_at(raw, 699), 708);
   // Without format = raw, a headerless .bin is reported, not misread.
-  EXPECT_NE(error_of([&] { ShardFile s(dir / "train.bin"); }).find("magic number"),
+  EXPECT_NE(testing::user_error_of([&] { ShardFile s(dir / "train.bin"); }).find("magic number"),
             std::string::npos);
 }
 
 TEST(Shard, NumpyFilesOfTheWrongKindAreClearErrors) {
   TempDir dir;
   write_npy(dir / "f.npy", iota_tokens(10), "<f4", "(5,)");
-  EXPECT_NE(error_of([&] { ShardFile s(dir / "f.npy"); }).find("dtype '<f4', not uint16"),
-            std::string::npos);
+  EXPECT_NE(
+      testing::user_error_of([&] { ShardFile s(dir / "f.npy"); }).find("dtype '<f4', not uint16"),
+      std::string::npos);
   write_npy(dir / "m.npy", iota_tokens(12), "<u2", "(3, 4)");
-  EXPECT_NE(error_of([&] { ShardFile s(dir / "m.npy"); }).find("not 1-D"), std::string::npos);
+  EXPECT_NE(testing::user_error_of([&] { ShardFile s(dir / "m.npy"); }).find("not 1-D"),
+            std::string::npos);
   write_npy(dir / "t.npy", iota_tokens(10), "<u2", "(500,)");
-  EXPECT_NE(error_of([&] { ShardFile s(dir / "t.npy"); }).find("truncated"), std::string::npos);
+  EXPECT_NE(testing::user_error_of([&] { ShardFile s(dir / "t.npy"); }).find("truncated"),
+            std::string::npos);
 }
 
 TEST(Loader, ReadsSequentialWindowsWithTargetsShiftedByOne) {
@@ -186,7 +182,7 @@ TEST(Loader, PositionRestoresTheStream) {
 TEST(Loader, ShardSmallerThanOneWindowIsAClearError) {
   TempDir dir;
   write_shard(dir / "a.bin", iota_tokens(8));
-  std::string e = error_of([&] {
+  std::string e = testing::user_error_of([&] {
     TokenLoader l({{dir / "a.bin"}, 2, 4, 0, 1, 0, ShardFormat::kAuto});
   });
   EXPECT_NE(e.find("holds 8 tokens, fewer than one round of windows needs"), std::string::npos)
@@ -202,7 +198,7 @@ TEST(Loader, AShardTruncatedWhileItIsReadIsAClearError) {
   std::vector<int64_t> x(8), y(8);
   loader.next(x.data(), y.data());
   std::filesystem::resize_file(dir / "a.bin", 0);
-  const std::string e = error_of([&] { loader.next(x.data(), y.data()); });
+  const std::string e = testing::user_error_of([&] { loader.next(x.data(), y.data()); });
   EXPECT_NE(e.find("token shard '" + (dir / "a.bin") +
                    "' was truncated while this run read it: it now has 0 bytes, and the tokens "
                    "to read end at byte 1058"),
@@ -215,7 +211,7 @@ TEST(Loader, TokenBeyondTheVocabularyIsFoundInAnyPartOfALargeShard) {
   std::vector<uint16_t> tokens(1500000, 7);
   tokens[1200000] = 77;
   write_shard(dir / "a.bin", tokens);
-  const std::string e = error_of([&] {
+  const std::string e = testing::user_error_of([&] {
     TokenLoader l({{dir / "a.bin"}, 2, 4, 0, 1, 50, ShardFormat::kAuto});
   });
   EXPECT_NE(e.find("holds token id 77 at position 1200000"), std::string::npos) << e;
@@ -224,7 +220,7 @@ TEST(Loader, TokenBeyondTheVocabularyIsFoundInAnyPartOfALargeShard) {
 TEST(Loader, TokenBeyondTheVocabularyIsAClearError) {
   TempDir dir;
   write_shard(dir / "a.bin", iota_tokens(100));
-  std::string e = error_of([&] {
+  std::string e = testing::user_error_of([&] {
     TokenLoader l({{dir / "a.bin"}, 2, 4, 0, 1, 50, ShardFormat::kAuto});
   });
   EXPECT_NE(e.find("holds token id 99 at position 99, but the model's vocabulary has 50 ids"),
