@@ -71,7 +71,8 @@ std::shared_ptr<DataSource> open_split(const Params& p, const DataRequest& reque
 
 const bool registered = DataRegistry::add(
     {"shards",
-     "uint16 token shards (llm.c, .npy or raw), read in order, each window copied with pread",
+     "token shards of uint16 or uint32 ids (llm.c, .npy or raw), read in order, each window "
+     "copied with pread",
      {ParamSpec::text("train", "", "glob of training shards, e.g. data/kjv_char/train_*.bin"),
       ParamSpec::text("val", "", "glob of validation shards; empty = no validation"),
       ParamSpec::text("test", "", "glob of test shards, for `kiln eval --split test`"),

@@ -14,7 +14,9 @@
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
+#include <nlohmann/json.hpp>
 
+#include "core/api/activation_checkpoint.h"
 #include "core/api/model.h"
 #include "core/util/error.h"
 #include "core/util/torch_compat.h"
@@ -68,8 +70,9 @@ class Embedding : public Layer {
 
 class Block : public Layer {
  public:
-  explicit Block(const GptOptions& o)
-      : n_head_(o.n_head),
+  Block(const GptOptions& o, bool checkpoint)
+      : checkpoint_(checkpoint),
+        n_head_(o.n_head),
         dropout_(o.dropout),
         ln_1(register_module("ln_1", LayerNorm(o.n_embd, o.bias))),
         c_attn(register_module("c_attn", linear(o.n_embd, 3 * o.n_embd, o.bias))),
@@ -80,10 +83,11 @@ class Block : public Layer {
         resid_drop(register_module("resid_drop", torch::nn::Dropout(o.dropout))) {}
 
   torch::Tensor forward(const torch::Tensor& x) override {
-    auto h = x + resid_drop(attention(ln_1(x)));
-    return h + resid_drop(mlp_proj(torch::gelu(c_fc(ln_2(h)), "tanh")));
+    if (!checkpoint_) return compute(x);
+    return checkpointed([this](const torch::Tensor& in) { return compute(in); }, x);
   }
 
+  bool checkpoint_;
   int64_t n_head_;
   double dropout_;
   LayerNorm ln_1;
@@ -93,6 +97,11 @@ class Block : public Layer {
   torch::nn::Dropout resid_drop;
 
  private:
+  torch::Tensor compute(const torch::Tensor& x) {
+    auto h = x + resid_drop(attention(ln_1(x)));
+    return h + resid_drop(mlp_proj(torch::gelu(c_fc(ln_2(h)), "tanh")));
+  }
+
   torch::Tensor attention(const torch::Tensor& x) {
     const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
     auto heads = [&](const torch::Tensor& m) {
@@ -128,11 +137,11 @@ class Head : public Layer {
 
 class Gpt : public Model {
  public:
-  explicit Gpt(const GptOptions& o) : options_(o) {
+  Gpt(const GptOptions& o, const std::vector<bool>& checkpointed_blocks) : options_(o) {
     embedding_ = register_module("embedding", std::make_shared<Embedding>(o));
     blocks_ = register_module("h", torch::nn::ModuleList());
     for (int64_t i = 0; i < o.n_layer; ++i)
-      blocks_->push_back(std::make_shared<Block>(o));
+      blocks_->push_back(std::make_shared<Block>(o, checkpointed_blocks[i]));
     head_ = register_module("head", std::make_shared<Head>(o, embedding_));
     append_layer(embedding_);
     for (const auto& block : *blocks_)
@@ -157,7 +166,12 @@ class Gpt : public Model {
     return out;
   }
 
-  void import_weights(const std::map<std::string, torch::Tensor>& weights) override {
+  // Either spelling of the names: GPT2LMHeadModel's ("transformer.h.0.attn.c_attn.weight") or
+  // GPT2Model's, as the gpt2 checkpoints on the Hub store them ("h.0.attn.c_attn.weight").
+  void import_weights(const std::map<std::string, torch::Tensor>& given) override {
+    std::map<std::string, torch::Tensor> weights;
+    for (const auto& [name, tensor] : given)
+      weights[with_prefix(name)] = tensor;
     std::vector<std::string> problems;
     for (const auto& [name, tensor, conv1d] : interchange()) {
       auto it = weights.find(name);
@@ -177,9 +191,12 @@ class Gpt : public Model {
       known.insert(std::get<0>(entry));
     for (const auto& [name, _] : weights) {
       // HF checkpoints also carry the causal-mask buffers and, untied, the head.
-      const bool ignorable = name.find(".attn.bias") != std::string::npos ||
-                             name.find(".attn.masked_bias") != std::string::npos ||
-                             name == "lm_head.weight";
+      auto ends_with = [&](const std::string& tail) {
+        return name.size() >= tail.size() &&
+               name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+      };
+      const bool ignorable =
+          ends_with(".attn.bias") || ends_with(".attn.masked_bias") || name == "lm_head.weight";
       if (!known.count(name) && !ignorable) problems.push_back("unexpected " + name);
     }
     if (!problems.empty()) {
@@ -197,6 +214,19 @@ class Gpt : public Model {
   }
   int64_t context_length() const override { return options_.block_size; }
 
+  // GPT2LMHeadModel's config.json; its LayerNorms' epsilon is the 1e-5 of LayerNormImpl.
+  std::string interchange_config() const override {
+    return nlohmann::json{{"architectures", nlohmann::json::array({"GPT2LMHeadModel"})},
+                          {"model_type", "gpt2"},
+                          {"n_embd", options_.n_embd},
+                          {"n_layer", options_.n_layer},
+                          {"n_head", options_.n_head},
+                          {"n_positions", options_.block_size},
+                          {"vocab_size", options_.vocab_size},
+                          {"layer_norm_epsilon", 1e-5}}
+        .dump();
+  }
+
   // 6N for the matmuls' weights plus 12 L H Q T for attention scores and their use (PaLM
   // appendix B); the position embedding does no matmul work and is left out of N.
   double flops_per_token(int64_t seq_len) const override {
@@ -207,6 +237,13 @@ class Gpt : public Model {
   }
 
  private:
+  static std::string with_prefix(const std::string& name) {
+    for (const char* bare : {"h.", "wte.", "wpe.", "ln_f."}) {
+      if (name.rfind(bare, 0) == 0) return "transformer." + name;
+    }
+    return name;
+  }
+
   // (HF name, our tensor, stored transposed as Conv1D)
   std::vector<std::tuple<std::string, torch::Tensor, bool>> interchange() const {
     std::vector<std::tuple<std::string, torch::Tensor, bool>> out;
@@ -277,24 +314,31 @@ GptOptions options_from(const Params& p) {
 const bool registered = ModelRegistry::add(
     {"gpt",
      "GPT-2: learned positions, pre-LayerNorm blocks, causal attention, tanh-GELU MLP, tied head",
-     {ParamSpec::integer("n_layer", 12, "Transformer blocks").at_least(1).at_most(10000),
-      ParamSpec::integer("n_head", 12, "attention heads per block").at_least(1).at_most(1 << 20),
-      ParamSpec::integer("n_embd", 768, "width of the residual stream").at_least(1),
-      ParamSpec::integer("block_size", 1024, "longest sequence (position embeddings)").at_least(1),
-      ParamSpec::integer("vocab_size", 50257, "token ids the data may contain")
-          .at_least(1)
-          .at_most(INT32_MAX),
-      ParamSpec::integer("vocab_multiple", 1,
-                         "pad the embedding rows to a multiple of this (64: 50257 -> 50304) "
-                         "for faster matmuls; padded ids are never targets")
-          .at_least(1)
-          .at_most(1 << 20),
-      ParamSpec::real("dropout", 0.0, "dropout on embeddings, attention and residuals")
-          .at_least(0)
-          .at_most(0.95),
-      ParamSpec::flag("bias", true, "biases in Linear and LayerNorm layers")}},
+     with_activation_checkpointing(
+         {ParamSpec::integer("n_layer", 12, "Transformer blocks").at_least(1).at_most(10000),
+          ParamSpec::integer("n_head", 12, "attention heads per block")
+              .at_least(1)
+              .at_most(1 << 20),
+          ParamSpec::integer("n_embd", 768, "width of the residual stream").at_least(1),
+          ParamSpec::integer("block_size", 1024, "longest sequence (position embeddings)")
+              .at_least(1),
+          ParamSpec::integer("vocab_size", 50257, "token ids the data may contain")
+              .at_least(1)
+              .at_most(INT32_MAX),
+          ParamSpec::integer("vocab_multiple", 1,
+                             "pad the embedding rows to a multiple of this (64: 50257 -> 50304) "
+                             "for faster matmuls; padded ids are never targets")
+              .at_least(1)
+              .at_most(1 << 20),
+          ParamSpec::real("dropout", 0.0, "dropout on embeddings, attention and residuals")
+              .at_least(0)
+              .at_most(0.95),
+          ParamSpec::flag("bias", true, "biases in Linear and LayerNorm layers")})},
     [](const Params& p) {
       const GptOptions o = options_from(p);
+      std::vector<bool> checkpointed_blocks;
+      for (int64_t i = 0; i < o.n_layer; ++i)
+        checkpointed_blocks.push_back(checkpoints_block(p, i));
       const double c = static_cast<double>(o.n_embd);
       // Per block: qkv, attention projection and MLP weights (12 c^2), their biases (9 c) and two
       // LayerNorms (2 c each, c without biases); the head's LayerNorm; the head reuses wte.
@@ -309,7 +353,9 @@ const bool registered = ModelRegistry::add(
       plan->vocab_size = o.vocab_size;
       plan->context_length = o.block_size;
       plan->layers = o.n_layer + 2;
-      plan->build = [o] { return std::make_shared<Gpt>(o); };
+      plan->build = [o, checkpointed_blocks] {
+        return std::make_shared<Gpt>(o, checkpointed_blocks);
+      };
       return plan;
     });
 

@@ -12,6 +12,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
+#include "core/api/activation_checkpoint.h"
 #include "core/api/model.h"
 #include "core/util/error.h"
 #include "core/util/torch_compat.h"
@@ -55,8 +56,9 @@ class EmbeddingLayer : public Layer {
 // torch.nn.TransformerEncoderLayer with norm_first = False, batch first, causal.
 class EncoderLayer : public Layer {
  public:
-  explicit EncoderLayer(const TransformerLmOptions& o)
-      : nhead_(o.nhead),
+  EncoderLayer(const TransformerLmOptions& o, bool checkpoint)
+      : checkpoint_(checkpoint),
+        nhead_(o.nhead),
         dropout_(o.dropout),
         in_proj(register_module("in_proj", torch::nn::Linear(o.d_model, 3 * o.d_model))),
         out_proj(register_module("out_proj", torch::nn::Linear(o.d_model, o.d_model))),
@@ -69,11 +71,16 @@ class EncoderLayer : public Layer {
         drop(register_module("drop", torch::nn::Dropout(o.dropout))) {}
 
   torch::Tensor forward(const torch::Tensor& x) override {
+    if (!checkpoint_) return compute(x);
+    return checkpointed([this](const torch::Tensor& in) { return compute(in); }, x);
+  }
+
+ private:
+  torch::Tensor compute(const torch::Tensor& x) {
     auto h = norm1(x + drop(attention(x)));
     return norm2(h + drop(linear2(drop(torch::relu(linear1(h))))));
   }
 
- private:
   torch::Tensor attention(const torch::Tensor& x) {
     const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
     auto heads = [&](const torch::Tensor& m) {
@@ -85,6 +92,7 @@ class EncoderLayer : public Layer {
     return out_proj(y.transpose(1, 2).contiguous().view({b, t, c}));
   }
 
+  bool checkpoint_;
   int64_t nhead_;
   double dropout_;
 
@@ -104,11 +112,12 @@ class Decoder : public Layer {
 
 class TransformerLm : public Model {
  public:
-  explicit TransformerLm(const TransformerLmOptions& o) : options_(o) {
+  TransformerLm(const TransformerLmOptions& o, const std::vector<bool>& checkpointed_blocks)
+      : options_(o) {
     auto embedding = register_module("embedding", std::make_shared<EmbeddingLayer>(o));
     auto layers = register_module("layers", torch::nn::ModuleList());
     for (int64_t i = 0; i < o.num_layers; ++i)
-      layers->push_back(std::make_shared<EncoderLayer>(o));
+      layers->push_back(std::make_shared<EncoderLayer>(o, checkpointed_blocks[i]));
     auto decoder = register_module("head", std::make_shared<Decoder>(o));
     append_layer(embedding);
     for (const auto& layer : *layers)
@@ -132,17 +141,18 @@ const bool registered = ModelRegistry::add(
     {"transformer_lm",
      "the PyTorch tutorial Transformer LM: scaled embedding, sinusoidal positions, post-LN "
      "encoder layers with a causal mask, linear decoder",
-     {ParamSpec::integer("vocab_size", 50257, "token ids the data may contain")
-          .at_least(1)
-          .at_most(INT32_MAX),
-      ParamSpec::integer("d_model", 200, "embedding and model width").at_least(2),
-      ParamSpec::integer("nhead", 2, "attention heads per layer").at_least(1).at_most(1 << 20),
-      ParamSpec::integer("num_layers", 2, "encoder layers").at_least(1).at_most(10000),
-      ParamSpec::integer("dim_feedforward", 200, "width of the feed-forward layer").at_least(1),
-      ParamSpec::integer("max_len", 512, "longest sequence (positional table)").at_least(1),
-      ParamSpec::real("dropout", 0.2, "dropout on embeddings, attention and sublayers")
-          .at_least(0)
-          .at_most(0.95)}},
+     with_activation_checkpointing(
+         {ParamSpec::integer("vocab_size", 50257, "token ids the data may contain")
+              .at_least(1)
+              .at_most(INT32_MAX),
+          ParamSpec::integer("d_model", 200, "embedding and model width").at_least(2),
+          ParamSpec::integer("nhead", 2, "attention heads per layer").at_least(1).at_most(1 << 20),
+          ParamSpec::integer("num_layers", 2, "encoder layers").at_least(1).at_most(10000),
+          ParamSpec::integer("dim_feedforward", 200, "width of the feed-forward layer").at_least(1),
+          ParamSpec::integer("max_len", 512, "longest sequence (positional table)").at_least(1),
+          ParamSpec::real("dropout", 0.2, "dropout on embeddings, attention and sublayers")
+              .at_least(0)
+              .at_most(0.95)})},
     [](const Params& p) {
       TransformerLmOptions o{
           p.integer("vocab_size"), p.integer("d_model"),         p.integer("nhead"),
@@ -169,7 +179,12 @@ const bool registered = ModelRegistry::add(
       plan->vocab_size = o.vocab_size;
       plan->context_length = o.max_len;
       plan->layers = o.num_layers + 2;
-      plan->build = [o] { return std::make_shared<TransformerLm>(o); };
+      std::vector<bool> checkpointed_blocks;
+      for (int64_t i = 0; i < o.num_layers; ++i)
+        checkpointed_blocks.push_back(checkpoints_block(p, i));
+      plan->build = [o, checkpointed_blocks] {
+        return std::make_shared<TransformerLm>(o, checkpointed_blocks);
+      };
       return plan;
     });
 

@@ -2,11 +2,13 @@
 // one owning rank (contiguous runs of parameters, balanced by element count); a rank keeps the
 // optimizer state of the parameters it owns only, updates only those, and then every owner
 // broadcasts its updated parameters to the others.
-//   stage 1: gradients are all-reduced as in ddp (overlapping backward); each rank then drops
-//            the gradients it does not own before the update, so optimizer state is 1/world.
-//   stage 2: gradients are reduce-scattered instead: each rank receives the sum of its own
-//            shard only (NCCL's reduce_scatter; on Gloo, which lacks it, an all-reduce of which
-//            each rank keeps its shard), so gradients beyond the shard are freed before the update.
+//   stage 1: gradients are all-reduced as in ddp (overlapping the last micro-step's backward);
+//            each rank then drops the gradients it does not own before the update, so optimizer
+//            state is 1/world but every rank holds every gradient at the end of backward.
+//   stage 2: gradients are summed into their owner bucket by bucket while backward runs, and
+//            the other ranks release them as soon as their bucket is packed, so a rank holds its
+//            shard plus about one bucket of others' gradients (core/dist/reduce_to_owners.h,
+//            which also says what it costs on Gloo); every micro-step communicates.
 // The gradient norm for clipping is summed over the shards. Snapshots hold the whole optimizer
 // state (rank 0 collects the shards first), so they resume at any world size and under ddp.
 #include <unordered_set>
@@ -16,6 +18,7 @@
 
 #include "core/api/model.h"
 #include "core/dist/data_parallel.h"
+#include "core/dist/reduce_to_owners.h"
 
 namespace kiln {
 namespace {
@@ -28,27 +31,41 @@ class ZeroRedundancy : public DataParallel {
   void attach(Model& model) override {
     DataParallel::attach(model);
     assign_owners(model.parameters());
-    if (stage_ == 1) {
+    if (stage_ == 2 && world_size() > 1) {
+      to_owners_ = std::make_unique<ReduceToOwners>(comm(), owned_, bucket_bytes());
+    } else {
       all_reduce_ =
           std::make_unique<OverlappedAllReduce>(comm(), model.parameters(), bucket_bytes());
     }
   }
 
   void begin_micro_step(bool final_micro_step) override {
-    if (all_reduce_) all_reduce_->arm(final_micro_step);
+    if (to_owners_) {
+      to_owners_->begin_micro_step();
+    } else {
+      all_reduce_->arm(final_micro_step);
+    }
   }
 
-  void finish_gradients(Model&) override {
-    if (all_reduce_) {
-      all_reduce_->finish();
-    } else {
-      reduce_scatter_gradients();
+  void finish_gradients(Model& model) override {
+    if (to_owners_) {
+      to_owners_->finish();
+      return;
+    }
+    all_reduce_->finish();
+    peak_gradient_bytes_ = 0;  // every gradient is held now, at its peak
+    for (auto& p : model.parameters()) {
+      if (p.grad().defined()) peak_gradient_bytes_ += static_cast<int64_t>(p.grad().nbytes());
     }
     for (int r = 0; r < world_size(); ++r) {
       if (r == rank()) continue;
       for (auto& p : owned_[r])
         p.mutable_grad() = at::Tensor();
     }
+  }
+
+  std::optional<int64_t> peak_gradient_bytes() const override {
+    return to_owners_ ? to_owners_->peak_bytes() : peak_gradient_bytes_;
   }
 
   bool replicates_gradients() const override { return world_size() == 1; }
@@ -101,71 +118,20 @@ class ZeroRedundancy : public DataParallel {
     }
   }
 
-  // Rounds of one reduce-scatter each: every rank's chunk is the next ~bucket_mb/world of
-  // gradients it owns, padded to the longest chunk of the round.
-  void reduce_scatter_gradients() {
-    const int world = world_size();
-    const double scale = 1.0 / static_cast<double>(world);
-    std::vector<size_t> next(static_cast<size_t>(world), 0);
-    struct Round {
-      std::vector<at::Tensor> mine;  // my gradients in this round
-      at::Tensor output;
-      Communicator::Pending pending;
-    };
-    std::vector<Round> rounds;
-    const int64_t chunk_bytes = std::max<int64_t>(1, bucket_bytes() / world);
-    while (true) {
-      std::vector<std::vector<at::Tensor>> chunks(static_cast<size_t>(world));
-      bool any = false;
-      for (int r = 0; r < world; ++r) {
-        int64_t bytes = 0;
-        auto& owned = owned_[static_cast<size_t>(r)];
-        while (next[r] < owned.size() && bytes < chunk_bytes) {
-          const at::Tensor& grad = owned[next[r]++].grad();
-          if (!grad.defined()) continue;
-          chunks[r].push_back(grad);
-          bytes += static_cast<int64_t>(grad.nbytes());
-        }
-        any = any || !chunks[r].empty();
-      }
-      if (!any) break;
-      int64_t longest = 0;
-      std::vector<at::Tensor> flats(static_cast<size_t>(world));
-      at::TensorOptions options;
-      for (int r = 0; r < world; ++r) {
-        if (chunks[r].empty()) continue;
-        flats[r] = flatten(chunks[r]);
-        options = flats[r].options();
-        longest = std::max(longest, flats[r].numel());
-      }
-      at::Tensor input = at::zeros({longest * world}, options);
-      for (int r = 0; r < world; ++r) {
-        if (flats[r].defined()) input.narrow(0, r * longest, flats[r].numel()).copy_(flats[r]);
-      }
-      Round round{chunks[static_cast<size_t>(rank())], at::empty({longest}, options), {}};
-      round.pending = comm().start_reduce_scatter_sum(input, round.output);
-      rounds.push_back(std::move(round));
-    }
-    for (auto& round : rounds) {
-      round.pending.wait();
-      if (round.mine.empty()) continue;
-      round.output.mul_(scale);
-      copy_from_flat(round.output, round.mine);
-    }
-  }
-
   int64_t stage_;
   int64_t gathers_ = 0;  // snapshots so far: each gather's store keys are new
   std::vector<std::vector<at::Tensor>> owned_;  // by owning rank, in model order
   std::unordered_set<const void*> owned_by_me_;
-  std::unique_ptr<OverlappedAllReduce> all_reduce_;  // stage 1
+  std::unique_ptr<OverlappedAllReduce> all_reduce_;  // stage 1, or a world of one
+  std::unique_ptr<ReduceToOwners> to_owners_;        // stage 2
+  int64_t peak_gradient_bytes_ = 0;                  // stage 1's, counted at finish_gradients
 };
 
 std::vector<ParamSpec> zero_params() {
   std::vector<ParamSpec> params = data_parallel_params();
   params.push_back(ParamSpec::integer("stage", 1,
                                       "1 = optimizer state sharded; 2 = gradients sharded too "
-                                      "(reduce-scatter)")
+                                      "(each bucket summed into its owner during backward)")
                        .at_least(1)
                        .at_most(2));
   return params;

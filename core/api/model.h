@@ -59,6 +59,10 @@ class Model : public torch::nn::Module {
   // Called by assemble() for model.init_from, before the model moves to its device and before
   // any optimizer exists; the tensors are on the CPU.
   virtual void import_weights(const std::map<std::string, torch::Tensor>& weights);
+  // The model's sizes as Hugging Face's config.json spells them (a JSON object as text, with
+  // "architectures" and "model_type"): written beside the exported weights, and compared field
+  // by field with a directory's config.json by model.init_from. Empty for a model without one.
+  virtual std::string interchange_config() const { return {}; }
 
   const std::vector<std::shared_ptr<Layer>>& layers() const { return layers_; }
   torch::Tensor forward(const torch::Tensor& tokens);

@@ -16,20 +16,47 @@
 
 #include <functional>
 #include <memory>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include <torch/optim/optimizer.h>
 
+#include "core/api/model.h"
 #include "core/config/registry.h"
 
 namespace kiln {
 
+// The parameters an optimizer is built over: the model's, in its parameters() order. `hidden`,
+// where the caller knows it, says of each whether it belongs to one of the model's inner layers
+// (its blocks) rather than to its first (the embedding) or last (the head): muon orthogonalises
+// only those. A plain vector of tensors converts to it with `hidden` empty, so a factory may take
+// `const std::vector<torch::Tensor>&` and ignore the rest.
+struct ModelParameters : std::vector<torch::Tensor> {
+  ModelParameters(std::vector<torch::Tensor> tensors = {})  // NOLINT: converts on purpose
+      : std::vector<torch::Tensor>(std::move(tensors)) {}
+  std::vector<bool> hidden;  // empty = unknown
+};
+
+// `model`'s parameters, with `hidden` from its layers(): what assemble() builds the optimizer on.
+inline ModelParameters parameters_of(const Model& model) {
+  std::unordered_set<const void*> inner;
+  const auto& layers = model.layers();
+  for (size_t i = 1; i + 1 < layers.size(); ++i) {
+    for (const auto& p : layers[i]->parameters())
+      inner.insert(p.unsafeGetTensorImpl());
+  }
+  ModelParameters out(model.parameters());
+  for (const auto& p : out)
+    out.hidden.push_back(inner.count(p.unsafeGetTensorImpl()) > 0);
+  return out;
+}
+
 struct OptimizerKind {
   static constexpr const char* name = "optimizer";
   using Product = torch::optim::Optimizer;
-  // `parameters`: the model's, in its parameters() order.
   using Factory = std::function<std::shared_ptr<torch::optim::Optimizer>(
-      const Params&, const std::vector<torch::Tensor>& parameters)>;
+      const Params&, const ModelParameters& parameters)>;
 };
 using OptimizerRegistry = Registry<OptimizerKind>;
 

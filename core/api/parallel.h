@@ -6,6 +6,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -58,8 +60,9 @@ struct PassContext {
 //   sum                 once after the session's first step (the optimizer-state report)
 //   per evaluation (Trainer::evaluate: every eval.every steps, the test split, `kiln eval`):
 //     run_passes(eval) or the trainer's forward passes, then loss_share and sum
-//   per snapshot (SnapshotPolicy::save, between steps): gather_state, rank 0 writes the files,
-//     shard_state
+//   per snapshot (SnapshotPolicy::save, between steps): gather_bytes (each rank's RNG state and
+//     data position), gather_state, rank 0 writes the files, shard_state
+//   peak_gradient_bytes  `kiln bench`, after its timed steps
 //   rank, world_size    at any time after construction; they never change
 //
 // Hooks marked "collective" must be called by every rank at the same point: a strategy may
@@ -126,6 +129,13 @@ class ParallelStrategy {
   // host sync. The trainer and session call it once per step, per evaluation and after the
   // first step; every rank passes a tensor of the same shape.
   virtual at::Tensor sum(const at::Tensor& value) { return value; }
+  // Collective. Every rank's `bytes` on rank 0, indexed by rank; the other ranks get their own
+  // only. For what is small and not a tensor: each rank's RNG states for a snapshot.
+  virtual std::vector<std::string> gather_bytes(const std::string& bytes) { return {bytes}; }
+  // The most bytes this rank's gradient tensors held at once in the last step, for strategies
+  // that free gradients during the step (zero); nullopt: none is freed before the update, so
+  // the gradients held after the step are the peak.
+  virtual std::optional<int64_t> peak_gradient_bytes() const { return std::nullopt; }
   // Collective. For strategies where ranks hold parts of the training state (zero: optimizer
   // state; pipeline: the weights of their stage too). gather_state: before a snapshot, between
   // two steps; ranks send their parts and rank 0 holds the whole when it returns. shard_state:

@@ -1,5 +1,6 @@
 #include "core/api/tokenizer.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -11,11 +12,26 @@
 
 namespace kiln {
 
-std::shared_ptr<Tokenizer> new_tokenizer(const std::string& name) {
-  if (!Catalog::global().find(TokenizerKind::name, name)) {
-    throw_unknown(TokenizerKind::name, name);
+std::shared_ptr<Tokenizer> new_tokenizer(const std::string& name, const std::string& file) {
+  const PluginSpec* spec = Catalog::global().find(TokenizerKind::name, name);
+  if (!spec) throw_unknown(TokenizerKind::name, name);
+  const bool reads_file = std::any_of(spec->params.begin(), spec->params.end(),
+                                      [](const ParamSpec& p) { return p.name == "file"; });
+  if (reads_file && file.empty()) {
+    throw UserError(
+        fmt::format("tokenizer '{}' reads its vocabulary from a file: give "
+                    "--tokenizer-file PATH (e.g. a model's tokenizer.json)",
+                    name));
   }
-  return TokenizerRegistry::create(name, nlohmann::json::object());
+  if (!reads_file && !file.empty()) {
+    throw UserError(
+        fmt::format("--tokenizer-file {}: tokenizer '{}' has its own vocabulary and "
+                    "reads no file; use --tokenizer hf for a tokenizer.json",
+                    file, name));
+  }
+  nlohmann::json options = nlohmann::json::object();
+  if (reads_file) options["file"] = file;
+  return TokenizerRegistry::create(name, options);
 }
 
 std::shared_ptr<Tokenizer> load_tokenizer(const std::string& dataset_dir) {

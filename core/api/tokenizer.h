@@ -43,12 +43,16 @@ class Tokenizer {
 struct TokenizerKind {
   static constexpr const char* name = "tokenizer";
   using Product = Tokenizer;
-  // `saved` is the object from tokenizer.json, or empty for a tokenizer about to be fitted.
+  // `saved` is the object from tokenizer.json, or for a tokenizer about to be fitted empty, or
+  // {"file": PATH} for one that reads a vocabulary file (new_tokenizer).
   using Factory = std::function<std::shared_ptr<Tokenizer>(const nlohmann::json& saved)>;
 };
 using TokenizerRegistry = Registry<TokenizerKind>;
 
-std::shared_ptr<Tokenizer> new_tokenizer(const std::string& name);
+// A tokenizer about to be fitted. `file` is the vocabulary file of a tokenizer that reads one
+// (its plugin declares a "file" parameter: hf's tokenizer.json); a UserError when it is given to
+// a tokenizer that takes none, or missing for one that needs it.
+std::shared_ptr<Tokenizer> new_tokenizer(const std::string& name, const std::string& file = "");
 std::shared_ptr<Tokenizer> load_tokenizer(const std::string& dataset_dir);
 void save_tokenizer(const Tokenizer& tokenizer, const std::string& name,
                     const std::string& dataset_dir);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/cuda.h>
 
 #include "core/app/bench_compare.h"
@@ -95,7 +96,7 @@ BenchRecord identity(const ResolvedConfig& config, const AssembledRun& run,
 std::unique_ptr<RunStore> open_results(const ResolvedConfig& config, const BenchOptions& options) {
   if (!options.record && !options.against) return nullptr;
   const std::string db = run_options(config).db;
-  if (!options.record && !std::filesystem::exists(db)) {
+  if (!options.record && !store_may_exist(db)) {
     throw UserError(
         fmt::format("no bench result '{}': run store '{}' does not exist; `kiln "
                     "bench EXPERIMENT --record {}` records one",
@@ -180,6 +181,23 @@ std::string measure_mfu(BenchRecord& r, const AssembledRun& run, const CpuFeatur
                    peak_matmul_size(run.device), dtype_name(dtype));
 }
 
+// "peak gradients  53376, 51520 bytes per rank": the most bytes each rank's gradient tensors
+// held at once in the last timed step, as its strategy counted them (zero frees gradients during
+// the step), or else what they hold after the step. A collective: rank 0 prints every rank's.
+std::string peak_gradient_line(const AssembledRun& run) {
+  int64_t held = 0;
+  for (const auto& p : run.model->parameters()) {
+    if (p.grad().defined()) held += static_cast<int64_t>(p.grad().nbytes());
+  }
+  at::Tensor slots = at::zeros({run.parallel->world_size()}, at::TensorOptions().dtype(at::kLong));
+  slots[run.parallel->rank()].fill_(run.parallel->peak_gradient_bytes().value_or(held));
+  const at::Tensor all = run.parallel->sum(slots.to(run.device)).cpu();
+  std::vector<int64_t> bytes(all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + all.numel());
+  return fmt::format(
+      "peak gradients  {} bytes per rank ({:.2f} MiB at most)\n", fmt::join(bytes, ", "),
+      static_cast<double>(*std::max_element(bytes.begin(), bytes.end())) / (1 << 20));
+}
+
 }  // namespace
 
 std::string run_bench(const ResolvedConfig& config, const BenchOptions& options) {
@@ -201,6 +219,7 @@ std::string run_bench(const ResolvedConfig& config, const BenchOptions& options)
   if (options.record) require_free_bench_label(results->connection(), r.label);
 
   const Timings t = time_steps(config, run, options);
+  const std::string gradients = peak_gradient_line(run);
   const double n = static_cast<double>(options.steps);
   r.ms = {t.phases.data_ms / n,
           t.phases.forward_ms / n,
@@ -241,9 +260,9 @@ std::string run_bench(const ResolvedConfig& config, const BenchOptions& options)
       r.tokens_per_sec, flops_per_token, r.achieved_flops / 1e9);
   out += mfu;
   out += fmt::format(
-      "peak memory     {:.0f} MB resident (host)\n"
+      "peak memory     {:.0f} MB resident (host)\n{}"
       "snapshot        {:.1f} ms for {:.1f} MB ({:.0f} MB/s), once per checkpoint.every steps\n",
-      r.peak_memory_mb, t.snapshot_ms, static_cast<double>(t.snapshot_bytes) / 1e6,
+      r.peak_memory_mb, gradients, t.snapshot_ms, static_cast<double>(t.snapshot_bytes) / 1e6,
       static_cast<double>(t.snapshot_bytes) / 1e6 / (t.snapshot_ms / 1000.0));
   if (baseline) out += "\n" + format_bench_comparison(*baseline, r);
   if (options.record) {

@@ -269,7 +269,7 @@ SessionOutcome run_experiment(ResolvedConfig config, bool restart) {
   // Stored absolute (both unhashed keys): every later command finds the same store and folder,
   // whatever directory it runs in.
   set_option(config, "run", "out_dir", absolute_path(run_options(config).out_dir));
-  set_option(config, "run", "db", absolute_path(run_options(config).db));
+  set_option(config, "run", "db", store_location(run_options(config).db));
   make_tensorboard_absolute(config);
   if (restarted_worker() && !restart) {
     // Decided before assembly, whose rendezvous every rank passes before rank 0 can create the
@@ -300,7 +300,7 @@ SessionOutcome run_experiment(ResolvedConfig config, bool restart) {
 
 SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
                           const std::vector<std::string>& overrides) {
-  if (!std::filesystem::exists(db)) {
+  if (!store_may_exist(db)) {
     throw UserError(fmt::format("no run store at '{}': pass the --db that `kiln run` used", db));
   }
   auto store = std::make_unique<RunStore>(db);

@@ -1,12 +1,12 @@
 #include "core/app/snapshot_commands.h"
 
 #include <cmath>
-#include <filesystem>
 
 #include <fmt/format.h>
 #include <torch/utils.h>
 
 #include "core/api/tokenizer.h"
+#include "core/checkpoint/hf_directory.h"
 #include "core/checkpoint/snapshot_policy.h"
 #include "core/checkpoint/weights_io.h"
 #include "core/store/history_db.h"
@@ -31,8 +31,7 @@ struct OpenedSnapshot {
 // The store a snapshot command reads, checked first: opening a path that is not one would create
 // an empty one.
 void require_store_file(const std::string& db) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(db, ec)) {
+  if (!store_may_exist(db)) {
     throw UserError(fmt::format("no run store at '{}': pass --db PATH, the run.db of the run", db));
   }
 }
@@ -96,9 +95,14 @@ EvalReport evaluate_snapshot(const SnapshotRequest& request, const std::string& 
   report.step = opened.state.step;
   report.batches = count;
   report.tokens = count * opened.run.train.micro_batch * opened.run.train.seq_len;
-  report.loss = trainer.evaluate(*data, count);
+  const EvalResult result = trainer.evaluate(*data, count);
+  report.loss = result.loss;
+  if (data->masks_loss()) report.counted_tokens = result.tokens;
   report.perplexity = std::exp(report.loss);
-  store.add_eval(opened.info.id, EvalRow{report.step, split, report.loss, report.checkpoint});
+  std::optional<int64_t> counted;
+  if (report.counted_tokens > 0) counted = report.counted_tokens;
+  store.add_eval(opened.info.id,
+                 EvalRow{report.step, split, report.loss, report.checkpoint, counted});
   store.flush();
   return report;
 }
@@ -154,14 +158,40 @@ std::string sample_snapshot(const SnapshotRequest& request, const SampleOptions&
   return options.prompt + tokenizer->decode(generated);
 }
 
+bool exports_directory(const std::string& out_path) {
+  const std::string suffix = ".safetensors";
+  return out_path.size() < suffix.size() ||
+         out_path.compare(out_path.size() - suffix.size(), suffix.size(), suffix) != 0;
+}
+
 int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_path) {
+  std::error_code ec;
+  if (exports_directory(out_path) && std::filesystem::exists(out_path, ec) &&
+      !std::filesystem::is_directory(out_path, ec)) {
+    throw UserError(
+        fmt::format("-o {}: that is a file, and a path not ending in .safetensors "
+                    "names a model directory: give a directory or a .safetensors path",
+                    out_path));
+  }
   OpenedSnapshot opened = open_snapshot_read_only(request);
+  const std::string config = opened.run.model->interchange_config();
+  if (exports_directory(out_path) && config.empty()) {
+    throw UserError(
+        fmt::format("-o {}: model '{}' has no Hugging Face config to write a model "
+                    "directory with: give a path ending in .safetensors",
+                    out_path, opened.run.config.type("model")));
+  }
   auto weights = opened.run.model->export_weights();
-  write_weights(out_path, weights,
-                {{"format", "pt"},
-                 {"kiln_run", opened.info.name},
-                 {"kiln_snapshot", opened.snapshot.label},
-                 {"kiln_config_hash", opened.info.config_hash}});
+  const std::map<std::string, std::string> metadata = {
+      {"format", "pt"},
+      {"kiln_run", opened.info.name},
+      {"kiln_snapshot", opened.snapshot.label},
+      {"kiln_config_hash", opened.info.config_hash}};
+  if (exports_directory(out_path)) {
+    write_hf_directory(out_path, weights, config, metadata);
+  } else {
+    write_weights(out_path, weights, metadata);
+  }
   announce(request, opened);
   return static_cast<int64_t>(weights.size());
 }

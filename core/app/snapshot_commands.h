@@ -7,10 +7,12 @@
 #include <functional>
 #include <string>
 
+#include "core/config/schema.h"
+
 namespace kiln {
 
 struct SnapshotRequest {
-  std::string db = "runs/kiln.db";
+  std::string db = default_run_db();
   std::string run;                               // name or id
   std::string checkpoint = "latest";             // latest | best | a step number
   std::function<void(const std::string&)> note;  // progress and warnings, one line each
@@ -21,6 +23,7 @@ struct EvalReport {
   int64_t step = 0;
   int64_t batches = 0;
   int64_t tokens = 0;
+  int64_t counted_tokens = 0;  // data whose loss counts only some tokens: how many; else 0
   double loss = 0;
   double perplexity = 0;
 };
@@ -40,7 +43,12 @@ struct SampleOptions {
 // The prompt followed by the generated text.
 std::string sample_snapshot(const SnapshotRequest& request, const SampleOptions& options);
 
-// Writes the model's weights in its interchange format (safetensors); returns the tensor count.
+// Whether `kiln export -o out_path` writes a Hugging Face model directory (model.safetensors and
+// config.json in it) rather than one file: any path not ending in ".safetensors".
+bool exports_directory(const std::string& out_path);
+
+// Writes the model's weights in its interchange format: a .safetensors file, or a directory
+// (exports_directory) for a model with a Hugging Face config. Returns the tensor count.
 int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_path);
 
 }  // namespace kiln

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -12,13 +11,12 @@
 #include "core/app/run_groups.h"
 #include "core/app/runs_views.h"
 #include "core/app/sweep_check.h"
+#include "core/app/sweep_member.h"
 #include "core/config/canonical.h"
 #include "core/config/config.h"
 #include "core/config/options.h"
-#include "core/store/run_paths.h"
 #include "core/store/run_queries.h"
 #include "core/store/run_store.h"
-#include "core/util/fs.h"
 #include "core/util/process.h"
 #include "core/util/stop_signal.h"
 #include "core/util/table.h"
@@ -28,56 +26,12 @@ namespace kiln {
 
 namespace {
 
-// What starting any member of this sweep needs.
+// The sweep being run here: its members' launch, and how many run at once.
 struct SweepRun {
   const SweepSpec& spec;
-  std::string db;
-  std::string out_dir;  // the base experiment's run.out_dir, for the start line
+  MemberLaunch launch;
   int jobs = 1;
-  int threads = 1;                 // CPU threads per member when several run at once
-  std::vector<std::string> extra;  // --set values every new member gets after its own
 };
-
-struct Child {
-  Process process;
-  const SweepMember* member = nullptr;
-  std::string uuid;    // the identity chosen for a new member (core/store/run_paths.h)
-  std::string folder;  // the member's folder, where its console.log is
-  std::string log;
-  std::chrono::steady_clock::time_point started;
-};
-
-std::string last_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (!line.empty()) last = line;
-  }
-  return last;
-}
-
-// The member's config as its `kiln run` resolves it.
-ResolvedConfig member_config(const SweepRun& sweep, const SweepMember& member) {
-  std::vector<std::string> overrides = member.overrides;
-  overrides.insert(overrides.end(), sweep.extra.begin(), sweep.extra.end());
-  overrides.push_back("run.name=" + format_value(member.name));
-  return load_config(sweep.spec.base, overrides);
-}
-
-// A member that failed before its run row existed (say, its data went away after the sweep's
-// check): the sweep records it as failed, with the member's own error line, so the store has
-// every member.
-void record_early_failure(RunStore& store, const SweepRun& sweep, const Child& child) {
-  const SweepMember& member = *child.member;
-  const ResolvedConfig config = member_config(sweep, member);
-  const RunOptions run = run_options(config);
-  const int64_t id = store.create_run(
-      NewRun{member.name, sweep.spec.base, config.to_toml(), config.hash(), run.seed, 1,
-             train_options(config).steps, "", "", run.sweep, child.uuid, child.folder});
-  std::string error = last_line(child.log);
-  if (error.empty()) error = "the member's process ended before it created its run";
-  store.finish_run(id, "failed", error);
-}
 
 // The members not yet completed, in order; a line for each one skipped.
 std::vector<const SweepMember*> members_to_run(
@@ -96,68 +50,11 @@ std::vector<const SweepMember*> members_to_run(
   return queue;
 }
 
-// `kiln resume` for a member with a run row (interrupted or failed), `kiln run` otherwise.
-std::vector<std::string> member_command(const SweepRun& sweep, const SweepMember& m, bool exists) {
-  std::vector<std::string> args = {"kiln"};
-  if (exists) {
-    args.insert(args.end(), {"resume", m.name, "--db", sweep.db});
-    if (sweep.jobs > 1) {
-      args.insert(args.end(), {"--set", fmt::format("run.threads={}", sweep.threads)});
-    }
-    return args;
-  }
-  args.insert(args.end(), {"run", sweep.spec.base, "--name", m.name});
-  for (const auto& o : m.overrides)
-    args.insert(args.end(), {"--set", o});
-  for (const auto& o : sweep.extra)
-    args.insert(args.end(), {"--set", o});
-  return args;
-}
-
-Child start_member(const SweepRun& sweep, const SweepMember& m,
-                   const std::function<void(const std::string&)>& print) {
-  std::optional<RunRecord> existing = RunStore(sweep.db).find_run(m.name);
-  const bool exists = existing.has_value();
-  ProcessOptions options;
-  // A new member's identity is chosen here and handed to its `kiln run`, so that its folder,
-  // and the console.log in it, are known before it starts.
-  std::string uuid;
-  std::optional<RunPaths> paths;
-  if (existing) {
-    paths = require_paths(*existing);
-  } else {
-    uuid = new_run_uuid();
-    paths = RunPaths::for_new_run(run_options(member_config(sweep, m)).out_dir, m.name, uuid);
-    write_run_marker(*paths, uuid);
-    options.extra_env.emplace_back(kChosenRunUuid, uuid);
-  }
-  options.program = "/proc/self/exe";
-  options.argv = member_command(sweep, m, exists);
-  options.output = ProcessOptions::Output::kFile;
-  options.output_file = paths->console_log();
-  options.own_process_group = true;  // a Ctrl-C reaches the sweep, which passes it on once
-  options.what = "a sweep member";
-  ensure_parent_dir(options.output_file);
-  Child child{Process::start(options),         &m, uuid, paths->folder(), options.output_file,
-              std::chrono::steady_clock::now()};
-  print(fmt::format("start {} ({})", m.name, exists ? "resume" : "new"));
-  return child;
-}
-
-// The member's state as its run row says (or failed, recorded now, when it has no row).
-void report_finished(const SweepRun& sweep, const Child& child, size_t finished, size_t total,
-                     const std::function<void(const std::string&)>& print) {
+void report_finished(const SweepRun& sweep, const MemberProcess& child, size_t finished,
+                     size_t total, const std::function<void(const std::string&)>& print) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - child.started).count();
-  std::string state = "failed";
-  {
-    RunStore store(sweep.db);
-    if (auto r = store.find_run(child.member->name)) {
-      state = r->status;
-    } else {
-      record_early_failure(store, sweep, child);
-    }
-  }
+  const std::string state = finished_member_state(sweep.launch, child);
   print(fmt::format("[{}/{}] {} {} in {}", finished, total, child.member->name, state,
                     format_duration(seconds)));
 }
@@ -168,12 +65,12 @@ bool run_members(const SweepRun& sweep, const std::vector<const SweepMember*>& q
                  const std::function<void(const std::string&)>& print) {
   const StopSignal stop;
   int forwarded = 0;
-  std::vector<Child> running;
+  std::vector<MemberProcess> running;
   size_t next = 0, finished = 0;
   while (next < queue.size() || !running.empty()) {
     while (!StopSignal::requested() && next < queue.size() &&
            static_cast<int>(running.size()) < sweep.jobs) {
-      running.push_back(start_member(sweep, *queue[next++], print));
+      running.push_back(start_member(sweep.launch, *queue[next++], print));
     }
     if (running.empty()) break;  // stopped before the rest of the queue started
     std::vector<Process*> processes;
@@ -246,7 +143,7 @@ void print_seed_groups(HistoryDb& history, std::vector<RunRecord> records,
 // The summary table of the sweep's runs; returns the number of members that did not complete.
 int print_summary(const SweepRun& sweep, const std::vector<SweepMember>& members,
                   const std::string& sort, const std::function<void(const std::string&)>& print) {
-  HistoryDb history(sweep.db);
+  HistoryDb history(sweep.launch.db);
   std::vector<RunRecord> records;
   for (const auto& r : list_runs(history, ListQuery{"", sort, 0})) {
     if (r.sweep == sweep.spec.name) records.push_back(r);
@@ -281,15 +178,18 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
   const int threads = std::max(1, static_cast<int>(cores) / jobs);
   std::vector<std::string> extra = {"run.sweep=" + format_value(spec.name)};
   if (!options.db.empty()) extra.push_back("run.db=" + format_value(options.db));
-  if (jobs > 1) extra.push_back(fmt::format("run.threads={}", threads));
-  const SweepRun sweep{spec, options.db.empty() ? base.db : options.db, base.out_dir, jobs, threads,
-                       extra};
+  MemberLaunch launch;
+  launch.base = spec.base;
+  launch.db = options.db.empty() ? base.db : options.db;
+  launch.extra = extra;
+  if (jobs > 1) launch.threads = threads;
+  const SweepRun sweep{spec, launch, jobs};
 
-  const std::vector<const SweepMember*> queue = members_to_run(sweep.db, members, print);
+  const std::vector<const SweepMember*> queue = members_to_run(sweep.launch.db, members, print);
   {
     // --sort orders the summary at the end: a key it cannot sort by is reported now, not after
     // every member has run.
-    HistoryDb history(sweep.db);
+    HistoryDb history(sweep.launch.db);
     list_runs(history, ListQuery{"", options.sort, 1});
   }
   print(

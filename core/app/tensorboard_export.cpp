@@ -34,7 +34,7 @@ std::optional<double> epoch_seconds(const std::string& created_at) {
 
 EvalRow eval_row(const EvalRecord& e) {
   return EvalRow{e.step, e.split, e.loss.value_or(std::numeric_limits<double>::quiet_NaN()),
-                 e.checkpoint};
+                 e.checkpoint, e.counted_tokens};
 }
 
 // The run's records in step order, each eval after its step's metrics row, each at the time its

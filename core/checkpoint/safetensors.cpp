@@ -67,6 +67,7 @@ void SafetensorsFile::parse(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     fail(std::string("bad JSON header: ") + e.what());
   }
+  if (!header.is_object()) fail("the header is not a JSON object");
   const char* data = base + 8 + header_bytes;
   const size_t data_bytes = map_.size() - 8 - header_bytes;
   for (const auto& [name, entry] : header.items()) {
@@ -80,11 +81,17 @@ void SafetensorsFile::parse(const std::string& path) {
       TensorBlob blob{name, entry.at("dtype").get<std::string>(),
                       entry.at("shape").get<std::vector<int64_t>>(), nullptr, 0};
       auto offsets = entry.at("data_offsets").get<std::vector<size_t>>();
-      size_t count = 1;
-      for (int64_t d : blob.shape)
-        count *= static_cast<size_t>(d);
       const size_t size = element_size(blob.dtype);
       if (size == 0) fail(fmt::format("tensor '{}' has unknown dtype {}", name, blob.dtype));
+      // Counted against what the file can hold at each step, so that no shape can overflow.
+      size_t count = 1;
+      for (int64_t d : blob.shape) {
+        if (d < 0 || (d > 0 && count > data_bytes / size / static_cast<size_t>(d))) {
+          fail(fmt::format("tensor '{}' has shape {}, more than the file holds", name,
+                           entry.at("shape").dump()));
+        }
+        count *= static_cast<size_t>(d);
+      }
       if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_bytes ||
           offsets[1] - offsets[0] != count * size) {
         fail(fmt::format("tensor '{}' has data offsets that do not fit its shape or the file",

@@ -80,15 +80,6 @@ std::vector<at::Generator> generators() {
   return out;
 }
 
-nlohmann::json capture_rng() {
-  nlohmann::json states = nlohmann::json::array();
-  for (auto& gen : generators()) {
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    states.push_back(to_hex(gen.get_state()));
-  }
-  return states;
-}
-
 void restore_rng(const nlohmann::json& states) {
   auto gens = generators();
   for (size_t i = 0; i < gens.size() && i < states.size(); ++i) {
@@ -102,14 +93,16 @@ nlohmann::json state_to_json(const SnapshotState& s) {
   for (const auto& p : s.data_positions) {
     positions.push_back({{"shard", p.shard}, {"offset", p.offset}, {"epoch", p.epoch}});
   }
-  nlohmann::json j = {{"step", s.step},
-                      {"tokens_seen", s.tokens_seen},
-                      {"world_size", s.world_size},
-                      {"data_positions", positions},
-                      {"precision", s.precision},
-                      {"config_hash", s.config_hash},
-                      {"config", s.config_toml},
-                      {"rng", capture_rng()}};
+  nlohmann::json j = {
+      {"step", s.step},
+      {"tokens_seen", s.tokens_seen},
+      {"world_size", s.world_size},
+      {"data_positions", positions},
+      {"precision", s.precision},
+      {"config_hash", s.config_hash},
+      {"config", s.config_toml},
+      {"rng_by_rank",
+       s.rng_by_rank.empty() ? nlohmann::json::array({capture_rng_states()}) : s.rng_by_rank}};
   j["best_val_loss"] = s.best_val_loss ? nlohmann::json(*s.best_val_loss) : nlohmann::json();
   return j;
 }
@@ -126,6 +119,9 @@ SnapshotState state_from_json(const nlohmann::json& j) {
   s.precision = j.at("precision");
   s.config_hash = j.at("config_hash");
   s.config_toml = j.at("config");
+  // Before per-rank states, "rng" held rank 0's, which every rank took.
+  s.rng_by_rank =
+      j.contains("rng_by_rank") ? j.at("rng_by_rank") : nlohmann::json::array({j.at("rng")});
   return s;
 }
 
@@ -140,6 +136,15 @@ nlohmann::json read_json(const std::string& path) {
 }
 
 }  // namespace
+
+nlohmann::json capture_rng_states() {
+  nlohmann::json states = nlohmann::json::array();
+  for (auto& gen : generators()) {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    states.push_back(to_hex(gen.get_state()));
+  }
+  return states;
+}
 
 std::string regular_label(int64_t step) {
   return fmt::format("step_{:06}", step);
@@ -289,7 +294,7 @@ void verify_snapshot(const SnapshotRef& snapshot) {
 }
 
 SnapshotState load_snapshot(const SnapshotRef& snapshot, Model& model,
-                            torch::optim::Optimizer* optimizer, bool restore) {
+                            torch::optim::Optimizer* optimizer, bool restore, int rank) {
   const fs::path dir(snapshot.path);
   nlohmann::json state_json = read_json((dir / "state.json").string());
   // LibTorch's archive reader gives a tensor of another shape to the parameter it replaces, so
@@ -343,8 +348,12 @@ SnapshotState load_snapshot(const SnapshotRef& snapshot, Model& model,
     }
   }
   try {
-    if (restore) restore_rng(state_json.at("rng"));
-    return state_from_json(state_json);
+    SnapshotState state = state_from_json(state_json);
+    if (restore) {
+      const auto& states = state.rng_by_rank;
+      restore_rng(states.at(static_cast<size_t>(rank) < states.size() ? rank : 0));
+    }
+    return state;
   } catch (const nlohmann::json::exception& e) {
     throw UserError(fmt::format("snapshot '{}' has a state.json Kiln cannot read ({})",
                                 snapshot.path, e.what()));

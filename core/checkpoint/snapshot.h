@@ -4,7 +4,7 @@
 //                            best_000200/   the best by validation loss, when eval is on
 //       model.pt       parameters and buffers (LibTorch archive)
 //       optimizer.pt   optimizer state (moments, step counts)
-//       state.json     step, tokens seen, every rank's data position, RNG states, precision
+//       state.json     step, tokens seen, every rank's data position and RNG states, precision
 //                      state, the resolved config and its hash
 //       manifest.json  the run (uuid) and config hash the snapshot belongs to, and the size and
 //                      XXH3-64 checksum of each file above; written last
@@ -49,6 +49,9 @@ struct SnapshotState {
   int64_t tokens_seen = 0;
   int64_t world_size = 1;
   std::vector<LoaderPosition> data_positions;  // indexed by rank
+  // Each rank's capture_rng_states(), indexed by rank. Written empty: this process's alone. Read
+  // from a snapshot older than per-rank states: the one state it holds (rank 0's).
+  nlohmann::json rng_by_rank = nlohmann::json::array();
   std::optional<double> best_val_loss;
   nlohmann::json precision = nlohmann::json::object();  // the precision policy's own state
   std::string config_toml;
@@ -70,7 +73,10 @@ class SnapshotAbandoned : public std::runtime_error {
 // snapshot_catalog.h); sorted by step, oldest first.
 std::vector<SnapshotRef> list_snapshots(const std::string& dir);
 
-// Writes model, optimizer, the process's RNG states and `state` as `dir/label`.
+// This process's RNG states (CPU, and each CUDA device's), as state.json holds them.
+nlohmann::json capture_rng_states();
+
+// Writes model, optimizer and `state` as `dir/label`.
 void write_snapshot(const std::string& dir, const std::string& label, const Model& model,
                     const torch::optim::Optimizer& optimizer, const SnapshotState& state);
 
@@ -82,9 +88,11 @@ std::vector<std::string> remove_unfinished_snapshots(const std::string& dir);
 // Checks the manifest; a UserError saying what is wrong when the snapshot is damaged.
 void verify_snapshot(const SnapshotRef& snapshot);
 
-// Loads tensors into `model` (and `optimizer` when given) and returns the state; restores the
-// RNG states when `restore_rng`. The snapshot must have been verified.
+// Loads tensors into `model` (and `optimizer` when given) and returns the state; when
+// `restore_rng`, restores rank `rank`'s RNG states, or rank 0's when the snapshot holds fewer
+// ranks' (RNG streams cannot be split or merged across world sizes). The snapshot must have
+// been verified.
 SnapshotState load_snapshot(const SnapshotRef& snapshot, Model& model,
-                            torch::optim::Optimizer* optimizer, bool restore_rng);
+                            torch::optim::Optimizer* optimizer, bool restore_rng, int rank = 0);
 
 }  // namespace kiln

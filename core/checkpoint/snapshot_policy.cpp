@@ -30,8 +30,9 @@ SnapshotPolicy::SnapshotPolicy(const CheckpointOptions& options, int64_t total_s
       run_id_(run_id) {}
 
 SnapshotState SnapshotPolicy::restore(const SnapshotRef& snapshot) {
+  const int rank = parts_.parallel.rank();
   SnapshotState state =
-      load_snapshot(snapshot, parts_.model, &parts_.optimizer, /*restore_rng=*/true);
+      load_snapshot(snapshot, parts_.model, &parts_.optimizer, /*restore_rng=*/true, rank);
   parts_.parallel.shard_state(parts_.model, parts_.optimizer);
   best_val_ = state.best_val_loss;
   last_step_ = state.step;
@@ -50,11 +51,29 @@ bool SnapshotPolicy::best_due(double val_loss) {
 }
 
 void SnapshotPolicy::save(int64_t step, bool best, SnapshotState run_state) {
+  gather_rank_states(run_state);
   // Ranks that hold a shard of the training state send it to rank 0 first.
   parts_.parallel.gather_state(parts_.model, parts_.optimizer);
   if (store_) write(step, best, std::move(run_state));
   parts_.parallel.shard_state(parts_.model, parts_.optimizer);
   last_step_ = step;  // on every rank, so that each names the same snapshot in its messages
+}
+
+// Every rank's RNG states and data position (`state` holds this rank's one) go to rank 0.
+void SnapshotPolicy::gather_rank_states(SnapshotState& state) {
+  const nlohmann::json mine = {{"rng", capture_rng_states()},
+                               {"shard", state.data_positions.at(0).shard},
+                               {"offset", state.data_positions.at(0).offset},
+                               {"epoch", state.data_positions.at(0).epoch}};
+  const std::vector<std::string> all = parts_.parallel.gather_bytes(mine.dump());
+  if (!store_) return;
+  state.rng_by_rank = nlohmann::json::array();
+  state.data_positions.clear();
+  for (const auto& bytes : all) {
+    const nlohmann::json rank = nlohmann::json::parse(bytes);
+    state.rng_by_rank.push_back(rank.at("rng"));
+    state.data_positions.push_back({rank.at("shard"), rank.at("offset"), rank.at("epoch")});
+  }
 }
 
 // Rank 0 only: after gather_state it holds the whole training state.

@@ -55,9 +55,10 @@ class SnapshotPolicy {
   // (checkpoint.every > 0), so a best snapshot is due.
   bool best_due(double val_loss);
 
-  // Writes the regular (or best) snapshot of `step` from `run_state` (tokens, data position,
-  // precision, config: the step and best loss are the policy's), records it in the store and
-  // prunes older ones. Collective; `run_state` is read on rank 0 only.
+  // Writes the regular (or best) snapshot of `step` from `run_state` (tokens, precision, config:
+  // read on rank 0 only; and on every rank, this rank's data position as the one entry of
+  // data_positions; the step and best loss are the policy's), records it in the store and
+  // prunes older ones. Collective: every rank's RNG states and data position are gathered.
   void save(int64_t step, bool best, SnapshotState run_state);
 
   // The step of the latest snapshot, this session's or the one resumed from; 0 when none.
@@ -66,6 +67,7 @@ class SnapshotPolicy {
   double seconds() const { return seconds_; }
 
  private:
+  void gather_rank_states(SnapshotState& state);
   void write(int64_t step, bool best, SnapshotState state);
 
   CheckpointOptions options_;

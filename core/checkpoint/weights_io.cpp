@@ -30,9 +30,10 @@ std::map<std::string, at::Tensor> read_weights(const std::string& path) {
       throw UserError(fmt::format("'{}': tensor '{}' has dtype {}, which Kiln cannot load", path,
                                   blob.name, blob.dtype));
     }
-    out[blob.name] =
-        at::from_blob(const_cast<void*>(blob.data), blob.shape, at::TensorOptions(it->second))
-            .clone();
+    auto tensor =
+        at::from_blob(const_cast<void*>(blob.data), blob.shape, at::TensorOptions(it->second));
+    const bool half = it->second == at::kHalf || it->second == at::kBFloat16;
+    out[blob.name] = half ? tensor.to(at::kFloat) : tensor.clone();
   }
   return out;
 }

@@ -11,7 +11,9 @@
 
 namespace kiln {
 
-// Every tensor of the file, copied out of the map (so the file may go away afterwards).
+// Every tensor of the file, copied out of the map (so the file may go away afterwards). 16-bit
+// floats (F16, BF16: how checkpoints on the Hub are often stored) come back as fp32, the
+// precision Kiln keeps its weights in; every other dtype as it is.
 std::map<std::string, at::Tensor> read_weights(const std::string& path);
 
 void write_weights(const std::string& path,

@@ -1,6 +1,13 @@
 #include "core/config/schema.h"
 
+#include <cstdlib>
+
 namespace kiln {
+
+std::string default_run_db() {
+  const char* env = std::getenv("KILN_DB");
+  return env && *env ? env : "runs/kiln.db";
+}
 
 const std::vector<SectionSchema>& config_sections() {
   using P = ParamSpec;
@@ -12,7 +19,9 @@ const std::vector<SectionSchema>& config_sections() {
             .unhashed(),
         P::integer("seed", 1337, "seeds every random stream: init, dropout, sampling").at_least(0),
         P::text("out_dir", "runs", "directory for snapshots, one folder per run").unhashed(),
-        P::text("db", "runs/kiln.db", "SQLite run store shared by all runs").unhashed(),
+        P::text("db", default_run_db(),
+                "run store shared by all runs: an SQLite file, or postgresql://user@host:port/db")
+            .unhashed(),
         P::text("sweep", "", "the sweep this run belongs to (kiln sweep sets it)").unhashed(),
         P::integer("threads", 0,
                    "CPU threads for LibTorch; 0 = the cores / processes on this machine")
@@ -26,7 +35,8 @@ const std::vector<SectionSchema>& config_sections() {
        true,
        "the network; type picks a model plugin",
        {P::text("init_from", "",
-                "safetensors weights to start from (e.g. GPT-2 in Hugging Face names); "
+                "weights to start from: a .safetensors file or a Hugging Face model directory "
+                "(config.json with model.safetensors or a sharded index; e.g. GPT-2 from the Hub); "
                 "empty = the model's own initialisation")}},
       {"data", true, "where the tokens come from; type picks a data plugin", {}},
       {"train",

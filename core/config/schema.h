@@ -22,5 +22,8 @@ struct SectionSchema {
   std::vector<ParamSpec> params;
 };
 const std::vector<SectionSchema>& config_sections();
+// run.db's default, and every --db's: $KILN_DB when set (a path or a postgresql:// URL), else
+// runs/kiln.db.
+std::string default_run_db();
 
 }  // namespace kiln

@@ -102,15 +102,20 @@ std::vector<std::vector<uint32_t>> encode_parallel(
   return encoded;
 }
 
-// Writes tokens[begin, end) as shards named <split>_NNNNNN.bin; removes older, higher-numbered
+// Writes tokens[begin, end) as shards named <split>_NNNNNN.bin, of uint32 ids when `wide` and
+// of uint16 otherwise (llm.c's GPT-2 shards, half the size); removes older, higher-numbered
 // shards of the split left by a previous prepare, so the glob sees only this dataset.
-int64_t write_split(const std::vector<uint16_t>& tokens, size_t begin, size_t end,
+int64_t write_split(const std::vector<uint32_t>& tokens, size_t begin, size_t end, bool wide,
                     const std::string& dir, const std::string& split, int64_t shard_tokens) {
   int64_t index = 0;
   for (size_t at = begin; at < end; at += static_cast<size_t>(shard_tokens), ++index) {
-    size_t stop = std::min(end, at + static_cast<size_t>(shard_tokens));
-    write_shard(fmt::format("{}/{}_{:06}.bin", dir, split, index),
-                std::vector<uint16_t>(tokens.begin() + at, tokens.begin() + stop));
+    const size_t stop = std::min(end, at + static_cast<size_t>(shard_tokens));
+    const std::string path = fmt::format("{}/{}_{:06}.bin", dir, split, index);
+    if (wide) {
+      write_shard(path, std::vector<uint32_t>(tokens.begin() + at, tokens.begin() + stop));
+    } else {
+      write_shard(path, std::vector<uint16_t>(tokens.begin() + at, tokens.begin() + stop));
+    }
   }
   for (const auto& stale : glob_files(fmt::format("{}/{}_*.bin", dir, split))) {
     // Only the files this naming scheme writes: <split>_<digits>.bin.
@@ -143,7 +148,7 @@ void check_options(const PrepareOptions& options) {
 PrepareSummary prepare_dataset(const PrepareOptions& options,
                                const std::function<void(const std::string&)>& progress) {
   check_options(options);
-  auto tokenizer = new_tokenizer(options.tokenizer);
+  auto tokenizer = new_tokenizer(options.tokenizer, options.tokenizer_file);
   const std::vector<std::string> documents = read_documents(options.inputs);
   size_t bytes = 0;
   for (const auto& d : documents)
@@ -153,24 +158,23 @@ PrepareSummary prepare_dataset(const PrepareOptions& options,
   for (const auto& d : documents)
     corpus += d;
   tokenizer->fit(corpus);
-  if (tokenizer->vocab_size() > 65536) {
-    throw UserError(fmt::format("tokenizer '{}' has {} ids, more than uint16 shards can hold",
-                                options.tokenizer, tokenizer->vocab_size()));
-  }
+  const bool wide = tokenizer->vocab_size() > 65536;  // ids that uint16 shards cannot hold
 
   // Each document is preceded by the end-of-text token where the tokenizer has one, as GPT-2's
   // training data is (and llm.c's shards are).
-  std::vector<uint16_t> tokens;
+  std::vector<uint32_t> tokens;
   const auto separator = tokenizer->end_of_text();
   for (const auto& document : documents) {
-    if (separator) tokens.push_back(static_cast<uint16_t>(*separator));
+    if (separator) tokens.push_back(*separator);
     for (const auto& ids : encode_parallel(*tokenizer, chunks_of(document), progress)) {
       tokens.insert(tokens.end(), ids.begin(), ids.end());
     }
   }
-  progress(fmt::format("encoded {} tokens with tokenizer '{}' ({} ids) on {} threads",
-                       tokens.size(), options.tokenizer, tokenizer->vocab_size(),
-                       std::thread::hardware_concurrency()));
+  progress(
+      fmt::format("encoded {} tokens with tokenizer '{}' ({} ids, {}-bit shards) on {} "
+                  "threads",
+                  tokens.size(), options.tokenizer, tokenizer->vocab_size(), wide ? 32 : 16,
+                  std::thread::hardware_concurrency()));
 
   auto share = [&](double fraction) {
     return static_cast<size_t>(std::llround(static_cast<double>(tokens.size()) * fraction));
@@ -180,11 +184,11 @@ PrepareSummary prepare_dataset(const PrepareOptions& options,
   ensure_parent_dir(options.out_dir + "/tokenizer.json");
   PrepareSummary summary;
   summary.train_shards =
-      write_split(tokens, 0, val_at, options.out_dir, "train", options.shard_tokens);
+      write_split(tokens, 0, val_at, wide, options.out_dir, "train", options.shard_tokens);
   summary.val_shards =
-      write_split(tokens, val_at, test_at, options.out_dir, "val", options.shard_tokens);
-  summary.test_shards =
-      write_split(tokens, test_at, tokens.size(), options.out_dir, "test", options.shard_tokens);
+      write_split(tokens, val_at, test_at, wide, options.out_dir, "val", options.shard_tokens);
+  summary.test_shards = write_split(tokens, test_at, tokens.size(), wide, options.out_dir, "test",
+                                    options.shard_tokens);
   save_tokenizer(*tokenizer, options.tokenizer, options.out_dir);
   summary.train_tokens = static_cast<int64_t>(val_at);
   summary.val_tokens = static_cast<int64_t>(test_at - val_at);

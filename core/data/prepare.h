@@ -1,4 +1,5 @@
-// `kiln prepare`: text files -> token shards (llm.c format) plus the tokenizer that made them.
+// `kiln prepare`: text files -> token shards (llm.c format: uint16 ids, or uint32 when the
+// vocabulary has more than 65,536) plus the tokenizer that made them.
 // Each file is a document. The tokens split in order: train, then the last val_fraction and
 // test_fraction as validation and test. Encoding runs on every core.
 #pragma once
@@ -13,6 +14,7 @@ namespace kiln {
 struct PrepareOptions {
   std::vector<std::string> inputs;
   std::string tokenizer = "char";
+  std::string tokenizer_file;  // for a tokenizer that reads one (hf: a tokenizer.json)
   std::string out_dir;
   double val_fraction = 0.1;
   double test_fraction = 0.0;

@@ -29,6 +29,7 @@ namespace {
 struct Layout {
   int64_t offset = 0;  // bytes before the first token
   int64_t count = 0;   // tokens
+  int token_bytes = 2;
 };
 
 [[noreturn]] void not_a_shard(const std::string& path, const std::string& why) {
@@ -69,12 +70,12 @@ Layout llmc_layout(const std::string& path, int fd, int64_t bytes) {
                                   "with `kiln prepare`, or set data.format for .npy or raw files",
                                   header[0], kShardMagic));
   }
-  if (header[1] != kShardVersion) {
-    not_a_shard(path, fmt::format("version {}, Kiln reads version {} (uint16 tokens); re-create "
-                                  "it with `kiln prepare`",
-                                  header[1], kShardVersion));
+  if (header[1] != kShardVersion && header[1] != kShardVersion32) {
+    not_a_shard(path, fmt::format("version {}, Kiln reads versions {} (uint16 tokens) and {} "
+                                  "(uint32); re-create it with `kiln prepare`",
+                                  header[1], kShardVersion, kShardVersion32));
   }
-  return {kShardHeaderBytes, header[2]};
+  return {kShardHeaderBytes, header[2], header[1] == kShardVersion32 ? 4 : 2};
 }
 
 // NumPy's format: "\x93NUMPY", major and minor version bytes, the header length (uint16 for
@@ -117,9 +118,10 @@ Layout npy_layout(const std::string& path, int fd, int64_t bytes) {
     return value;
   };
   const std::string descr = value_of("descr");
-  if (descr != "'<u2'" && descr != "'|u2'") {
-    not_a_shard(path, fmt::format("the .npy array has dtype {}, not uint16 ('<u2'); convert it "
-                                  "with numpy's .astype(np.uint16)",
+  const bool wide = descr == "'<u4'";
+  if (descr != "'<u2'" && descr != "'|u2'" && !wide) {
+    not_a_shard(path, fmt::format("the .npy array has dtype {}, not uint16 ('<u2') or uint32 "
+                                  "('<u4'); convert it with numpy's .astype(np.uint16)",
                                   descr));
   }
   if (value_of("fortran_order") != "False") not_a_shard(path, "the .npy array is in Fortran order");
@@ -138,13 +140,13 @@ Layout npy_layout(const std::string& path, int fd, int64_t bytes) {
   if (used == 0 || shape.find_first_not_of(' ', used) != std::string::npos || count < 0) {
     not_a_shard(path, fmt::format("the .npy array has shape ({},), not a token count", shape));
   }
-  return {header_at + header_len, count};
+  return {header_at + header_len, count, wide ? 4 : 2};
 }
 
 Layout raw_layout(const std::string& path, int64_t bytes) {
   if (bytes % 2 != 0)
     not_a_shard(path, fmt::format("{} bytes is not a whole number of uint16 tokens", bytes));
-  return {0, bytes / 2};
+  return {0, bytes / 2, 2};
 }
 
 // The shard open for reading. A directory or a FIFO where a shard was expected is a mistake in
@@ -199,18 +201,20 @@ void ShardFile::read_layout(ShardFormat format) {
                                                       : llmc_layout(path_, fd_, bytes);
   count_ = layout.count;
   offset_ = layout.offset;
+  token_bytes_ = layout.token_bytes;
   if (count_ < 0) {
     not_a_shard(path_, fmt::format("its header gives a negative token count ({}): the file is "
                                    "corrupt; re-create it",
                                    count_));
   }
   // Compared without multiplying, so that no count in a header can overflow the check.
-  if (offset_ > bytes || count_ > (bytes - offset_) / 2) {
-    not_a_shard(
-        path_, fmt::format("truncated: its header promises {} tokens ({:.0f} bytes) but "
-                           "the file has {} bytes; re-create it",
-                           count_, static_cast<double>(offset_) + 2.0 * static_cast<double>(count_),
-                           bytes));
+  if (offset_ > bytes || count_ > (bytes - offset_) / token_bytes_) {
+    not_a_shard(path_, fmt::format("truncated: its header promises {} tokens ({:.0f} bytes) but "
+                                   "the file has {} bytes; re-create it",
+                                   count_,
+                                   static_cast<double>(offset_) +
+                                       token_bytes_ * static_cast<double>(count_),
+                                   bytes));
   }
 }
 
@@ -222,12 +226,13 @@ ShardFile::ShardFile(ShardFile&& other) noexcept
     : path_(std::move(other.path_)),
       fd_(std::exchange(other.fd_, -1)),
       offset_(other.offset_),
-      count_(other.count_) {}
+      count_(other.count_),
+      token_bytes_(other.token_bytes_) {}
 
-void ShardFile::read(int64_t first, int64_t count, uint16_t* out) const {
-  const int64_t at = offset_ + 2 * first;
-  const auto want = static_cast<size_t>(2 * count);
-  auto* bytes = reinterpret_cast<char*>(out);  // the file's little-endian uint16, as the host's
+void ShardFile::read(int64_t first, int64_t count, uint32_t* out) const {
+  const int64_t at = offset_ + token_bytes_ * first;
+  const auto want = static_cast<size_t>(token_bytes_ * count);
+  auto* bytes = reinterpret_cast<char*>(out);  // the file's little-endian ids, as the host's
   size_t got = 0;
   while (got < want) {
     const ssize_t n = ::pread(fd_, bytes + got, want - got, static_cast<off_t>(at + got));
@@ -242,20 +247,41 @@ void ShardFile::read(int64_t first, int64_t count, uint16_t* out) const {
     }
     got += static_cast<size_t>(n);
   }
+  if (token_bytes_ == 2) {
+    // Widened in place from the end: out[i] covers the uint16 slots 2i and 2i + 1, which are
+    // never below i, so each narrow id is read before anything overwrites it.
+    for (int64_t i = count - 1; i >= 0; --i) {
+      uint16_t narrow = 0;
+      std::memcpy(&narrow, bytes + 2 * i, sizeof narrow);
+      out[i] = narrow;
+    }
+  }
 }
 
-void write_shard(const std::string& path, const std::vector<uint16_t>& tokens) {
+namespace {
+
+template <class Token>
+void write_llmc(const std::string& path, const std::vector<Token>& tokens, int32_t version) {
   if (tokens.size() > static_cast<size_t>(INT32_MAX)) {
     throw UserError(
         fmt::format("shard '{}' would hold {} tokens, more than the format's int32 "
                     "count allows: use a smaller --shard-tokens",
                     path, tokens.size()));
   }
-  int32_t header[kShardHeaderInts] = {kShardMagic, kShardVersion,
-                                      static_cast<int32_t>(tokens.size())};
+  int32_t header[kShardHeaderInts] = {kShardMagic, version, static_cast<int32_t>(tokens.size())};
   std::string bytes(reinterpret_cast<const char*>(header), kShardHeaderBytes);
-  bytes.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(uint16_t));
+  bytes.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(Token));
   write_file_atomic(path, bytes);
+}
+
+}  // namespace
+
+void write_shard(const std::string& path, const std::vector<uint16_t>& tokens) {
+  write_llmc(path, tokens, kShardVersion);
+}
+
+void write_shard(const std::string& path, const std::vector<uint32_t>& tokens) {
+  write_llmc(path, tokens, kShardVersion32);
 }
 
 }  // namespace kiln

@@ -1,8 +1,9 @@
-// Token shards. Three layouts of uint16 tokens:
-//   llmc  llm.c's: a header of 256 little-endian int32 (magic 20240520, version 1, token count,
-//         zeros), then the tokens. What `kiln prepare` writes.
-//   npy   a NumPy .npy file holding a 1-D '<u2' array (build-nanogpt's shards).
-//   raw   the bare tokens, no header (nanoGPT's train.bin / val.bin).
+// Token shards. Three layouts of little-endian token ids:
+//   llmc  llm.c's: a header of 256 little-endian int32 (magic 20240520, version, token count,
+//         zeros), then the tokens: uint16 in version 1 (GPT-2's), uint32 in version 2 (llm.c's
+//         Llama 3 shards, for vocabularies beyond 65,536 ids). What `kiln prepare` writes.
+//   npy   a NumPy .npy file holding a 1-D '<u2' or '<u4' array (build-nanogpt's shards).
+//   raw   bare uint16 tokens, no header (nanoGPT's train.bin / val.bin).
 //
 // Read by copy (pread of each window), not through a memory map: a map turns a file truncated
 // while a run reads it (a re-run `kiln prepare`, a full disk, a user's `truncate`) into SIGBUS,
@@ -20,7 +21,8 @@
 namespace kiln {
 
 constexpr int32_t kShardMagic = 20240520;
-constexpr int32_t kShardVersion = 1;
+constexpr int32_t kShardVersion = 1;    // uint16 tokens
+constexpr int32_t kShardVersion32 = 2;  // uint32 tokens
 constexpr int64_t kShardHeaderInts = 256;
 constexpr int64_t kShardHeaderBytes = kShardHeaderInts * 4;
 
@@ -38,10 +40,11 @@ class ShardFile {
   ShardFile& operator=(ShardFile&&) = delete;
   ShardFile(const ShardFile&) = delete;
 
-  // Copies tokens [first, first + count) to `out`. A UserError when the file no longer holds
-  // them (truncated since it was opened) or cannot be read.
-  void read(int64_t first, int64_t count, uint16_t* out) const;
+  // Copies tokens [first, first + count) to `out`, whatever their width in the file. A UserError
+  // when the file no longer holds them (truncated since it was opened) or cannot be read.
+  void read(int64_t first, int64_t count, uint32_t* out) const;
   int64_t size() const { return count_; }
+  int token_bytes() const { return token_bytes_; }  // 2 or 4
   const std::string& path() const { return path_; }
 
  private:
@@ -51,9 +54,12 @@ class ShardFile {
   int fd_ = -1;
   int64_t offset_ = 0;  // bytes before the first token
   int64_t count_ = 0;
+  int token_bytes_ = 2;
 };
 
-// Writes a shard atomically (temporary name, fsync, rename).
+// Writes an llm.c shard atomically (temporary name, fsync, rename): version 1 for uint16
+// tokens, version 2 for uint32.
 void write_shard(const std::string& path, const std::vector<uint16_t>& tokens);
+void write_shard(const std::string& path, const std::vector<uint32_t>& tokens);
 
 }  // namespace kiln

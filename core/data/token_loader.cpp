@@ -30,7 +30,8 @@ TokenLoader::TokenLoader(TokenLoaderOptions options) : options_(std::move(option
 
 void TokenLoader::seek(const LoaderPosition& position) {
   if (position.shard < 0 || position.shard >= static_cast<int64_t>(shards_.size()) ||
-      position.offset < 0 || position.offset + stride_ + 1 > shards_[position.shard].size()) {
+      position.offset < 0 || position.offset % window_ != 0 ||
+      position.offset / window_ >= windows_in(position.shard)) {
     throw UserError(
         fmt::format("data position (shard {}, offset {}) does not exist in these {} "
                     "shards: the data changed since the position was saved",
@@ -43,8 +44,8 @@ void TokenLoader::seek(const LoaderPosition& position) {
 void TokenLoader::check_vocab(size_t shard) {
   if (options_.vocab_limit <= 0 || vocab_checked_[shard]) return;
   const ShardFile& file = shards_[shard];
-  constexpr int64_t kChunk = 1 << 20;  // tokens read at a time: 2 MiB
-  std::vector<uint16_t> chunk;
+  constexpr int64_t kChunk = 1 << 20;  // tokens read at a time: 4 MiB
+  std::vector<uint32_t> chunk;
   for (int64_t first = 0; first < file.size(); first += kChunk) {
     chunk.resize(static_cast<size_t>(std::min(kChunk, file.size() - first)));
     file.read(first, static_cast<int64_t>(chunk.size()), chunk.data());
@@ -60,35 +61,42 @@ void TokenLoader::check_vocab(size_t shard) {
   vocab_checked_[shard] = true;
 }
 
+int64_t TokenLoader::windows_in(int64_t shard) const {
+  return (shards_[static_cast<size_t>(shard)].size() - 1) / window_;
+}
+
+LoaderPosition TokenLoader::after(LoaderPosition from, int64_t windows) const {
+  int64_t index = from.offset / window_ + windows;  // within from.shard, if it had room
+  while (index >= windows_in(from.shard)) {
+    index -= windows_in(from.shard);
+    if (++from.shard == static_cast<int64_t>(shards_.size())) {
+      from.shard = 0;
+      ++from.epoch;
+    }
+  }
+  from.offset = index * window_;
+  return from;
+}
+
 void TokenLoader::next(int64_t* inputs, int64_t* targets) {
+  const LoaderPosition mine = after(position_, options_.rank);
+  check_vocab(static_cast<size_t>(mine.shard));
   // The window and the one token after it, the last target.
   window_tokens_.resize(static_cast<size_t>(window_ + 1));
-  shards_[position_.shard].read(position_.offset + window_ * options_.rank, window_ + 1,
-                                window_tokens_.data());
-  const uint16_t* tokens = window_tokens_.data();
+  shards_[mine.shard].read(mine.offset, window_ + 1, window_tokens_.data());
+  const uint32_t* tokens = window_tokens_.data();
   for (int64_t i = 0; i < window_; ++i) {
     inputs[i] = tokens[i];
     targets[i] = tokens[i + 1];
   }
-  position_.offset += stride_;
-  if (position_.offset + stride_ + 1 > shards_[position_.shard].size()) {
-    position_.offset = 0;
-    position_.shard += 1;
-    if (position_.shard == static_cast<int64_t>(shards_.size())) {
-      position_.shard = 0;
-      position_.epoch += 1;
-    }
-    check_vocab(static_cast<size_t>(position_.shard));
-  }
+  position_ = after(position_, options_.world);
 }
 
 int64_t TokenLoader::windows_per_pass() const {
-  // A shard is left when the next round would not fit: rounds start at 0, stride, 2 stride...
-  // while start + stride + 1 <= size.
   int64_t windows = 0;
-  for (const auto& s : shards_)
-    windows += (s.size() - 1) / stride_;
-  return windows;
+  for (size_t s = 0; s < shards_.size(); ++s)
+    windows += windows_in(static_cast<int64_t>(s));
+  return windows / options_.world;
 }
 
 int64_t TokenLoader::total_tokens() const {

@@ -1,9 +1,11 @@
 // Sequential reader of token windows across a list of shards, in the manner of llm.c's
 // DataLoaderLite. Each call yields one micro-batch of micro_batch x seq_len inputs and the
-// targets shifted by one token. Ranks interleave: with world size W, rank r reads the r-th window
-// of every W consecutive ones, so the union over ranks of a step's windows is the same tokens
-// whatever W is. When the next round of windows would not fit in a shard, all ranks move to the
-// next shard; after the last shard they wrap to the first (a new epoch). Windows are copied out
+// targets shifted by one token. The windows have one global order, whatever the world size:
+// each shard's whole windows ((tokens - 1) / window of them) in turn, then the first shard's
+// again (a new epoch); nothing is shuffled, so the order depends on the window's index alone
+// (no seed). Ranks interleave: with world size W, rank r reads the r-th window of every W
+// consecutive ones (a round may straddle two shards or epochs), so a step's windows are the same
+// tokens at any W and a resume at another W neither repeats nor skips one. Windows are copied out
 // of the shards (ShardFile::read), so a shard truncated under a run is an error, not SIGBUS.
 #pragma once
 
@@ -37,18 +39,21 @@ class TokenLoader {
   LoaderPosition position() const { return position_; }
   void seek(const LoaderPosition& position);
   int64_t total_tokens() const;
-  // Calls of next() that read every shard once, from the start.
+  // Calls of next() on every rank that read every shard's windows once (rounded down).
   int64_t windows_per_pass() const;
   size_t shard_count() const { return shards_.size(); }
 
  private:
   void check_vocab(size_t shard);
+  int64_t windows_in(int64_t shard) const;
+  // The position `windows` windows after `from` in the global order.
+  LoaderPosition after(LoaderPosition from, int64_t windows) const;
 
   TokenLoaderOptions options_;
   std::vector<ShardFile> shards_;
   std::vector<bool> vocab_checked_;
   LoaderPosition position_;
-  std::vector<uint16_t> window_tokens_;  // the window next() copies from its shard
+  std::vector<uint32_t> window_tokens_;  // the window next() copies from its shard
   int64_t window_ = 0;                   // micro_batch x seq_len
   int64_t stride_ = 0;                   // window_ x world
 };

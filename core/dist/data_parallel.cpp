@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -97,6 +98,18 @@ void DataParallel::attach(Model& model) {
   }
 }
 
+std::vector<std::string> DataParallel::gather_bytes(const std::string& bytes) {
+  const std::string key = fmt::format("bytes/{}/", byte_gathers_++);
+  if (comm_->rank() != 0) {
+    comm_->put(key + std::to_string(comm_->rank()), bytes);
+    return {bytes};
+  }
+  std::vector<std::string> all = {bytes};
+  for (int r = 1; r < comm_->size(); ++r)
+    all.push_back(comm_->take(key + std::to_string(r)));
+  return all;
+}
+
 at::Tensor DataParallel::sum(const at::Tensor& value) {
   std::vector<at::Tensor> one = {value.detach().clone()};
   comm_->all_reduce_sum(one);
@@ -131,6 +144,22 @@ void copy_from_flat(const at::Tensor& flat, const std::vector<at::Tensor>& into)
     t.detach().copy_(flat.narrow(0, offset, t.numel()).view_as(t));
     offset += t.numel();
   }
+}
+
+std::vector<std::shared_ptr<torch::autograd::Node>> on_gradient_accumulated(
+    const std::vector<at::Tensor>& parameters, const std::function<void(size_t)>& ready) {
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(parameters[i]);
+    accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [ready, i](const torch::autograd::variable_list& outputs,
+                   const torch::autograd::variable_list&) {
+          ready(i);
+          return outputs;
+        }));
+    accumulators.push_back(std::move(accumulator));
+  }
+  return accumulators;
 }
 
 struct OverlappedAllReduce::State {
@@ -182,17 +211,11 @@ OverlappedAllReduce::OverlappedAllReduce(Communicator& comm,
     state_->buckets.emplace_back().parameters = std::move(group);
   if (comm.size() == 1) return;  // nothing to overlap with
   for (size_t b = 0; b < state_->buckets.size(); ++b) {
-    for (auto& p : state_->buckets[b].parameters) {
-      auto accumulator = torch::autograd::impl::grad_accumulator(p);
-      std::weak_ptr<State> weak = state_;
-      accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-          [weak, b](const torch::autograd::variable_list& outputs,
-                    const torch::autograd::variable_list&) {
-            if (auto state = weak.lock()) state->gradient_ready(b);
-            return outputs;
-          }));
-      state_->accumulators.push_back(std::move(accumulator));
-    }
+    std::weak_ptr<State> weak = state_;
+    auto hooked = on_gradient_accumulated(state_->buckets[b].parameters, [weak, b](size_t) {
+      if (auto state = weak.lock()) state->gradient_ready(b);
+    });
+    state_->accumulators.insert(state_->accumulators.end(), hooked.begin(), hooked.end());
   }
 }
 

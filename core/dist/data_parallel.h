@@ -3,6 +3,7 @@
 // gradients packed into flat buckets so that each collective moves megabytes, not one tensor.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -13,6 +14,10 @@
 #include "core/api/parallel.h"
 #include "core/config/params.h"
 #include "core/dist/distributed.h"
+
+namespace torch::autograd {
+struct Node;
+}
 
 namespace kiln {
 
@@ -40,6 +45,8 @@ class DataParallel : public ParallelStrategy {
   // Rank 0's parameters and buffers, copied to every rank in buckets.
   void attach(Model& model) override;
   at::Tensor sum(const at::Tensor& value) override;
+  // Through the rendezvous store: small things (an RNG state), not tensors.
+  std::vector<std::string> gather_bytes(const std::string& bytes) override;
 
  protected:
   Communicator& comm() { return *comm_; }
@@ -48,7 +55,15 @@ class DataParallel : public ParallelStrategy {
  private:
   std::unique_ptr<Communicator> comm_;
   int64_t bucket_bytes_;
+  int64_t byte_gathers_ = 0;  // each gather's store keys are new
 };
+
+// Hooks `ready(i)` to run each time backward has accumulated parameters[i]'s gradient: a post
+// hook on its gradient accumulator, as torch DDP's Reducer does (LibTorch 1.13 and 2.x alike).
+// The hooks live as long as the returned accumulators; `ready` must not own them (capture a
+// weak pointer), or neither is ever freed.
+std::vector<std::shared_ptr<torch::autograd::Node>> on_gradient_accumulated(
+    const std::vector<at::Tensor>& parameters, const std::function<void(size_t)>& ready);
 
 // Packs `tensors`, in order, into groups of about `bytes` (a tensor larger than that is a group
 // of its own).

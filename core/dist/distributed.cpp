@@ -262,29 +262,14 @@ void Communicator::broadcast(std::vector<at::Tensor>& tensors, int root) {
   pending.wait();
 }
 
-Communicator::Pending Communicator::start_reduce_scatter_sum(const at::Tensor& input,
-                                                             const at::Tensor& output) {
+Communicator::Pending Communicator::start_reduce_sum(const at::Tensor& tensor, int root) {
   Pending pending;
-  const int64_t chunk = output.numel();
-  if (env_.world_size == 1) {
-    output.copy_(input.narrow(0, 0, chunk));
-    return pending;
-  }
-#ifdef USE_C10D_NCCL
-  if (impl_->nccl) {
-    std::vector<at::Tensor> outputs = {output};
-    std::vector<std::vector<at::Tensor>> inputs(1);
-    for (int r = 0; r < env_.world_size; ++r)
-      inputs[0].push_back(input.narrow(0, r * chunk, chunk));
-    pending.add([work = impl_->nccl->reduce_scatter(outputs, inputs)] { work->wait(); });
-    return pending;
-  }
-#endif
-  std::vector<at::Tensor> whole = {input};
-  auto work = impl_->gloo->allreduce(whole);
-  pending.add([work, input, output, offset = env_.rank * chunk, chunk] {
-    work->wait();
-    output.copy_(input.narrow(0, offset, chunk));
+  if (env_.world_size == 1) return pending;
+  c10d::ReduceOptions options;
+  options.rootRank = root;
+  std::vector<at::Tensor> one = {tensor};
+  impl_->run([&](auto& group) {
+    pending.add([work = group.reduce(one, options), keep = tensor] { work->wait(); });
   });
   return pending;
 }

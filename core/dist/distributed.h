@@ -62,10 +62,10 @@ class Communicator {
   void all_reduce_sum(std::vector<at::Tensor>& tensors) { start_all_reduce_sum(tensors).wait(); }
   void all_reduce_max(std::vector<at::Tensor>& tensors);
   void broadcast(std::vector<at::Tensor>& tensors, int root);
-  // Sums `input` (size() equal chunks) over the ranks; this rank's chunk of the sum goes to
-  // `output`. NCCL's reduce_scatter; Gloo (which refuses reduce_scatter in LibTorch 1.13) sums
-  // the whole input with all-reduce and keeps the chunk.
-  Pending start_reduce_scatter_sum(const at::Tensor& input, const at::Tensor& output);
+  // Sums `tensor` over the ranks into `root`'s copy (the others' copies are scratch afterwards).
+  // Gloo's reduce is a ring reduce-scatter followed by a gather to the root: a rank sends about
+  // (world - 1) / world of the tensor in the ring, and the non-roots 1 / world more to the root.
+  Pending start_reduce_sum(const at::Tensor& tensor, int root);
   void barrier();
   // Point to point (pipeline stages): matched by peer and tag, in order.
   Pending start_send(const at::Tensor& tensor, int peer, int tag);

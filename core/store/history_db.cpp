@@ -3,7 +3,6 @@
 #include <sqlite3.h>
 
 #include <chrono>
-#include <filesystem>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -51,17 +50,11 @@ void kiln_config_function(sqlite3_context* ctx, int, sqlite3_value** argv) {
 }
 
 Connection open_existing(const std::string& path) {
-  if (!std::filesystem::is_regular_file(path)) {
+  if (!store_may_exist(path)) {
     throw UserError(
         fmt::format("no run store at '{}': train a run first, or pass --db PATH", path));
   }
   return Connection(path, OpenMode::kReadOnly, "check its permissions");
-}
-
-int64_t schema_version(Connection& db) {
-  Statement version(db, "PRAGMA user_version");
-  version.step();
-  return version.integer(0);
 }
 
 }  // namespace
@@ -70,7 +63,7 @@ HistoryDb::HistoryDb(const std::string& path) : db_(open_existing(path)) {
   db_.set_failure_hint("is it a Kiln run store?");
   // A run being trained writes about once a second; readers wait for it rather than fail.
   db_.set_busy_timeout(std::chrono::seconds(30));
-  schema_version_ = schema_version(db_);
+  schema_version_ = db_.schema_version();
   if (schema_version_ > known_schema_version()) {
     warning_ = newer_schema_line(path, schema_version_) +
                ": reading what this kiln knows of it; a newer kiln shows all of it";
@@ -82,6 +75,8 @@ HistoryDb::HistoryDb(const std::string& path) : db_(open_existing(path)) {
         "'{}' is not a Kiln run store (it has no runs table): pass the run.db of your runs", path));
   }
   columns_ = run_columns(db_);
+  // PostgreSQL has its own lookups of the config's jsonb copy (core/store/postgres_dialect.cpp).
+  if (!db_.handle()) return;
   sqlite3_create_function_v2(db_.handle(), "kiln_config", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
                              new ConfigCache, kiln_config_function, nullptr, nullptr,
                              [](void* cache) { delete static_cast<ConfigCache*>(cache); });
@@ -97,8 +92,7 @@ Connection& HistoryDb::for_writing() {
   if (!writer_) {
     writer_ = std::make_unique<Connection>(path(), OpenMode::kExisting, "check its permissions");
     writer_->set_failure_hint("is it a Kiln run store?");
-    writer_->set_busy_timeout(std::chrono::seconds(30));
-    writer_->exec("PRAGMA foreign_keys = ON");  // so that a run's rows go with it
+    writer_->prepare_writer();  // foreign keys on, so that a run's rows go with it
   }
   return *writer_;
 }

@@ -80,11 +80,16 @@ std::optional<RunRecord> lookup_run(Connection& db, const std::string& name_or_i
                                     const RunColumns& columns) {
   // An id only when the text is all digits ("12abc" is no id), and a run named "12" wins over
   // the run with id 12.
-  auto found = read_run_records(
-      db, {run_summary_select(columns) +
-               " WHERE name = ?1 OR (?1 <> '' AND ?1 NOT GLOB '*[^0-9]*' AND id = CAST(?1 AS "
-               "INTEGER)) ORDER BY name = ?1 DESC LIMIT 1",
-           {name_or_id}});
+  SqlFragment query{run_summary_select(columns) + " WHERE name = ?", {name_or_id}};
+  const bool digits = !name_or_id.empty() && name_or_id.size() <= 18 &&
+                      name_or_id.find_first_not_of("0123456789") == std::string::npos;
+  if (digits) {
+    query.sql += " OR id = ?";
+    query.params.emplace_back(static_cast<int64_t>(std::stoll(name_or_id)));
+  }
+  query.sql += " ORDER BY CASE WHEN name = ? THEN 0 ELSE 1 END LIMIT 1";
+  query.params.emplace_back(name_or_id);
+  auto found = read_run_records(db, query);
   if (found.empty()) return std::nullopt;
   return std::move(found[0]);
 }

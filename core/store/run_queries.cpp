@@ -25,7 +25,7 @@ namespace {
 // The keys --where and --sort can name besides config keys: the summary's columns, and the
 // metrics a point or an aggregate can name. The SQL is our text: the summary's column, the
 // metric's column, or the split of the eval.
-KeySpace summary_keys(const HistoryDb& db) {
+KeySpace summary_keys(HistoryDb& db) {
   KeySpace keys{{{"id", "id"},
                  {"name", "name"},
                  {"status", "status"},
@@ -54,6 +54,13 @@ KeySpace summary_keys(const HistoryDb& db) {
                 "summary.id"};
   // metrics.loss_scale arrives with metrics.skipped (schema version 2); an older store has none.
   if (!db.has_skipped_column()) keys.metrics["loss_scale"] = "NULL";
+  if (db.connection().dialect() == SqlDialect::kPostgres) {
+    // One SQL type per expression there: the jsonb copy of the config, looked up as text or as
+    // a number (core/store/postgres_dialect.cpp).
+    const char* const json = "(SELECT config_json FROM runs WHERE runs.id = summary.id)";
+    keys.config_sql = fmt::format("kiln_config_text({}, ?)", json);
+    keys.config_number_sql = fmt::format("kiln_config_number({}, ?)", json);
+  }
   return keys;
 }
 
@@ -162,7 +169,7 @@ std::vector<RunRecord> match_runs(HistoryDb& db, const std::vector<std::string>&
     if (auto run = lookup_run(db.connection(), pattern, db.columns())) {
       found.push_back(std::move(*run));
     } else {
-      found = read_records(db, " WHERE sweep = ?1 OR name GLOB ?1 ORDER BY id", {pattern});
+      found = read_records(db, " WHERE sweep = ? OR name GLOB ? ORDER BY id", {pattern, pattern});
     }
     if (found.empty()) {
       throw UserError(
@@ -191,9 +198,10 @@ std::vector<MetricRow> run_metric_rows(HistoryDb& db, int64_t run_id) {
   };
   Statement q(db.connection(),
               fmt::format("SELECT step, loss, lr, grad_norm, tokens_per_sec, dt_ms, tokens_seen, "
-                          "coalesce({}, 1), {}, {}, {} FROM metrics WHERE run_id = ? ORDER BY step",
+                          "coalesce({}, 1), {}, {}, {}, {} FROM metrics WHERE run_id = ? ORDER BY step",
                           column_or("loss_scale", "1"), column_or("skipped", "0"),
-                          column_or("rank_skew_ms", "NULL"), column_or("bubble", "NULL")),
+                          column_or("rank_skew_ms", "NULL"), column_or("bubble", "NULL"),
+                          column_or("counted_tokens", "NULL")),
               {run_id});
   std::vector<MetricRow> rows;
   while (q.step()) {
@@ -209,6 +217,7 @@ std::vector<MetricRow> run_metric_rows(HistoryDb& db, int64_t run_id) {
     row.skipped = q.integer(8) != 0;
     row.rank_skew_ms = q.maybe_real(9);
     row.bubble = q.maybe_real(10);
+    row.counted_tokens = q.maybe_integer(11);
   }
   return rows;
 }
@@ -220,13 +229,20 @@ std::optional<MetricRecord> last_metrics(HistoryDb& db, int64_t run_id) {
 }
 
 std::vector<EvalRecord> run_evals(HistoryDb& db, int64_t run_id) {
+  // A store older than migration 8 (read-only, so not migrated) has no counted_tokens.
+  bool has_counted = false;
+  Statement info(db.connection(), "SELECT name FROM pragma_table_info('evals')");
+  while (info.step())
+    has_counted = has_counted || info.text(0) == "counted_tokens";
   Statement q(db.connection(),
-              "SELECT step, split, checkpoint, loss, perplexity FROM evals WHERE run_id = ? "
-              "ORDER BY step, split, checkpoint",
+              fmt::format("SELECT step, split, checkpoint, loss, perplexity, {} FROM evals "
+                          "WHERE run_id = ? ORDER BY step, split, checkpoint",
+                          has_counted ? "counted_tokens" : "NULL"),
               {run_id});
   std::vector<EvalRecord> rows;
   while (q.step())
-    rows.push_back({q.integer(0), q.text(1), q.text(2), q.maybe_real(3), q.maybe_real(4)});
+    rows.push_back({q.integer(0), q.text(1), q.text(2), q.maybe_real(3), q.maybe_real(4),
+                    q.maybe_integer(5)});
   return rows;
 }
 

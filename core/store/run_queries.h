@@ -39,6 +39,7 @@ struct EvalRecord {
   int64_t step = 0;
   std::string split, checkpoint;
   std::optional<double> loss, perplexity;
+  std::optional<int64_t> counted_tokens;  // fine-tuning data: the targets the loss counted
 };
 struct SnapshotRecord {
   std::string label;

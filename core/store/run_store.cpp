@@ -1,12 +1,11 @@
 #include "core/store/run_store.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
 
+#include "core/store/config_json.h"
 #include "core/store/run_paths.h"
+#include "core/store/sweep_records.h"
 #include "core/util/error.h"
-#include "core/util/fault.h"
 #include "core/util/fs.h"
 
 namespace kiln {
@@ -150,13 +149,21 @@ const char* const kMigrations[] = {
       PRIMARY KEY (run_id, key)
     ) WITHOUT ROWID;
     )sql",
+    // 7: sweeps submitted to a scheduler, and their members (core/store/sweep_records.h).
+    kSweepTablesSql,
+    // 8: how many tokens the loss counted, for data that counts only some (fine-tuning).
+    "ALTER TABLE metrics ADD COLUMN counted_tokens INTEGER;"
+    "ALTER TABLE evals ADD COLUMN counted_tokens INTEGER;",
+    // 9: the config as JSON (core/store/config_json.h), jsonb on PostgreSQL with the functions
+    // --where and --sort look config keys up with there (core/store/postgres_dialect.cpp).
+    "ALTER TABLE runs ADD COLUMN config_json TEXT;",
 };
 
 const int64_t kKnownSchema = static_cast<int64_t>(std::size(kMigrations));
 
 Connection open_store(const std::string& path) {
-  ensure_parent_dir(path);
-  return Connection(path, OpenMode::kCreate, "set run.db to a writable path");
+  if (!is_database_url(path)) ensure_parent_dir(path);
+  return Connection(path, OpenMode::kCreate, "set run.db to a writable path or a reachable server");
 }
 
 }  // namespace
@@ -172,18 +179,12 @@ std::string newer_schema_line(const std::string& path, int64_t version) {
 }
 
 RunStore::RunStore(const std::string& path) : db_(open_store(path)) {
-  // Writers from other processes (sweeps) wait their turn instead of failing.
-  db_.set_busy_timeout(std::chrono::seconds(30));
   try {
-    db_.exec("PRAGMA journal_mode = WAL");
-    // NORMAL in WAL mode: a power loss may drop the last commits, never corrupt the file.
-    db_.exec("PRAGMA synchronous = NORMAL");
-    db_.exec("PRAGMA foreign_keys = ON");
+    db_.prepare_writer();
     migrate();
   } catch (const SqliteError& e) {
     throw UserError(
-        fmt::format("cannot use run store '{}': {}: point run.db at a Kiln SQLite "
-                    "file or a new path",
+        fmt::format("cannot use run store '{}': {}: point run.db at a Kiln run store or a new one",
                     path, e.reason()));
   }
   last_flush_ = std::chrono::steady_clock::now();
@@ -195,7 +196,7 @@ void RunStore::migrate() {
   // opening a new db at once (a sweep's members) then apply each migration exactly once.
   for (;;) {
     Transaction migration(db_);
-    const int64_t have = schema_version();
+    const int64_t have = db_.schema_version();
     if (have >= want) {
       migration.commit();
       if (have > want) {
@@ -206,8 +207,8 @@ void RunStore::migrate() {
       }
       return;
     }
-    db_.exec(kMigrations[have]);
-    db_.exec(fmt::format("PRAGMA user_version = {}", have + 1));
+    db_.apply_migration(kMigrations[have]);
+    db_.set_schema_version(have + 1);
     migration.commit();
   }
 }
@@ -228,14 +229,14 @@ int64_t RunStore::create_run(const NewRun& run, const RunProvenance& provenance)
   }
   // The id after the highest ever used: one `kiln runs rm` freed is never handed out again.
   Statement next(db_,
-                 "SELECT max(coalesce((SELECT max(id) FROM runs), 0), "
-                 "coalesce((SELECT max(highest_used) FROM run_ids), 0)) + 1");
+                 "SELECT coalesce(max(used), 0) + 1 FROM (SELECT max(id) AS used FROM runs "
+                 "UNION ALL SELECT max(highest_used) FROM run_ids) AS ids");
   next.step();
   const int64_t id = next.integer(0);
   Statement insert(db_, R"sql(
       INSERT INTO runs (id, name, status, experiment, config, config_hash, seed, git_commit, host,
-                        world_size, steps, sweep, uuid, folder)
-      VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
+                        world_size, steps, sweep, uuid, folder, config_json)
+      VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
   insert.bind(1, id)
       .bind(2, run.name)
       .bind(3, run.experiment)
@@ -248,7 +249,8 @@ int64_t RunStore::create_run(const NewRun& run, const RunProvenance& provenance)
       .bind(10, run.planned_steps)
       .bind_text_or_null(11, run.sweep)
       .bind(12, run.uuid.empty() ? new_run_uuid() : run.uuid)
-      .bind_text_or_null(13, run.folder);
+      .bind_text_or_null(13, run.folder)
+      .bind(14, config_json(run.config_toml));
   insert.step();
   Statement(db_, "UPDATE run_ids SET highest_used = ?", {id}).step();
   Statement(db_, "INSERT INTO run_config_hashes (run_id, config_hash) VALUES (?, ?)",
@@ -273,69 +275,6 @@ UpdateCount RunStore::count_updates(int64_t run_id) {
   return kiln::count_updates(db_, run_id, /*has_skipped_column=*/true);
 }
 
-int64_t RunStore::schema_version() {
-  Statement version(db_, "PRAGMA user_version");
-  version.step();
-  return version.integer(0);
-}
-
-void RunStore::add_metric(int64_t run_id, const MetricRow& row) {
-  pending_metrics_.emplace_back(run_id, row);
-  if (listener_) listener_->metric_added(run_id, row);
-  maybe_flush();
-}
-
-void RunStore::add_eval(int64_t run_id, const EvalRow& row) {
-  pending_evals_.emplace_back(run_id, row);
-  if (listener_) listener_->eval_added(run_id, row);
-  maybe_flush();
-}
-
-void RunStore::maybe_flush() {
-  // About once a second, and at least every 64 rows when steps are fast: a crash loses a
-  // bounded number of steps either way.
-  if (pending_metrics_.size() >= 64 ||
-      std::chrono::steady_clock::now() - last_flush_ >= std::chrono::seconds(1)) {
-    flush();
-  }
-}
-
-void RunStore::flush() {
-  if (pending_metrics_.empty() && pending_evals_.empty()) return;
-  auto start = std::chrono::steady_clock::now();
-  Transaction write(db_);
-  // REPLACE: a resumed run re-does the steps after its snapshot, and their rows replace the old
-  // ones rather than duplicating them.
-  Statement metric(db_, R"sql(
-      INSERT OR REPLACE INTO metrics (run_id, step, loss, lr, grad_norm, tokens_per_sec, dt_ms,
-                                      tokens_seen, loss_scale, skipped, rank_skew_ms, bubble)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
-  for (const auto& [run_id, m] : pending_metrics_) {
-    metric.bind(1, run_id).bind(2, m.step).bind(3, m.loss).bind(4, m.lr).bind(5, m.grad_norm);
-    metric.bind(6, m.tokens_per_sec).bind(7, m.dt_ms).bind(8, m.tokens_seen);
-    metric.bind(9, m.loss_scale).bind(10, static_cast<int64_t>(m.skipped));
-    metric.bind(11, m.rank_skew_ms).bind(12, m.bubble);
-    metric.step();
-    metric.reset();
-  }
-  Statement eval(db_, R"sql(
-      INSERT OR REPLACE INTO evals (run_id, step, split, loss, perplexity, checkpoint)
-      VALUES (?, ?, ?, ?, ?, ?))sql");
-  for (const auto& [run_id, e] : pending_evals_) {
-    eval.bind(1, run_id).bind(2, e.step).bind(3, e.split).bind(4, e.loss);
-    eval.bind(5, std::exp(e.loss)).bind(6, e.checkpoint);
-    eval.step();
-    eval.reset();
-  }
-  fault_point("store.uncommitted");
-  write.commit();
-  pending_metrics_.clear();
-  pending_evals_.clear();
-  last_flush_ = std::chrono::steady_clock::now();
-  seconds_spent_ += std::chrono::duration<double>(last_flush_ - start).count();
-  if (listener_) listener_->committed();
-}
-
 void RunStore::reopen_run(int64_t run_id, int64_t from_step, const std::string& changes,
                           const std::string& config_toml, const std::string& config_hash,
                           const std::map<std::string, std::string>& key_sources) {
@@ -351,9 +290,10 @@ void RunStore::reopen_run(int64_t run_id, int64_t from_step, const std::string& 
   }
   Statement update(db_, R"sql(
       UPDATE runs SET status = 'running', finished_at = NULL, error = NULL, config = ?,
-                      config_hash = ?
+                      config_hash = ?, config_json = ?
       WHERE id = ?)sql");
-  update.bind(1, config_toml).bind(2, config_hash).bind(3, run_id);
+  update.bind(1, config_toml).bind(2, config_hash).bind(3, config_json(config_toml));
+  update.bind(4, run_id);
   update.step();
   Statement record(db_, "INSERT INTO resumes (run_id, from_step, changes) VALUES (?, ?, ?)");
   record.bind(1, run_id).bind(2, from_step).bind_text_or_null(3, changes);

@@ -45,6 +45,8 @@ struct MetricRow {
   bool skipped = false;   // the update was skipped (non-finite gradients)
   std::optional<double> rank_skew_ms;  // slowest minus fastest rank's step time; null: one rank
   std::optional<double> bubble;        // pipelines: share of stage time spent waiting
+  // Data whose loss counts only some tokens (fine-tuning): the targets the step's loss counted.
+  std::optional<int64_t> counted_tokens;
 };
 
 struct EvalRow {
@@ -52,6 +54,7 @@ struct EvalRow {
   std::string split;
   double loss = 0;
   std::string checkpoint;  // the snapshot `kiln eval` loaded; empty for evals during training
+  std::optional<int64_t> counted_tokens;  // as MetricRow's: the targets the loss counted
 };
 
 // The schema this kiln writes: the PRAGMA user_version of a store with all its migrations.
@@ -89,10 +92,16 @@ class RunStore {
   // The run's steps and skipped updates so far, rows still buffered included.
   UpdateCount count_updates(int64_t run_id);
 
-  // Buffered; written by flush(), which add_* call themselves about once a second.
+  // Buffered; written about once a second (core/store/run_store_rows.cpp). When a PostgreSQL
+  // server goes away (a restart, a network cut), training goes on and the rows stay buffered,
+  // up to kMaxBufferedRows, until it answers again; past that the run fails with one line.
   void add_metric(int64_t run_id, const MetricRow& row);
   void add_eval(int64_t run_id, const EvalRow& row);
+  // Every buffered row durable before it returns (what a snapshot and the run's end need): it
+  // waits for a server that is away, up to kServerWait, then fails with one line.
   void flush();
+  static constexpr size_t kMaxBufferedRows = 100000;  // about 20 MB
+  static constexpr std::chrono::minutes kServerWait{5};
   // The one listener (null: none); it must stay alive until it is replaced or removed.
   void set_listener(RunStoreListener* listener) { listener_ = listener; }
   void finish_run(int64_t run_id, const std::string& status, const std::string& error = "");
@@ -111,14 +120,17 @@ class RunStore {
 
  private:
   void migrate();
-  int64_t schema_version();  // PRAGMA user_version: the migrations applied
   void maybe_flush();
+  void try_flush();      // the rows written, or kept when the server is away
+  void write_pending();  // one transaction
 
   Connection db_;
   std::vector<std::pair<int64_t, MetricRow>> pending_metrics_;
   std::vector<std::pair<int64_t, EvalRow>> pending_evals_;
   RunStoreListener* listener_ = nullptr;
   std::chrono::steady_clock::time_point last_flush_;
+  std::optional<std::chrono::steady_clock::time_point> away_since_;  // the server's, if away
+  std::string away_reason_;
   double seconds_spent_ = 0;
 };
 

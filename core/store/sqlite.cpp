@@ -12,9 +12,39 @@
 
 #include <fmt/format.h>
 
+#include "core/store/postgres.h"
+#include "core/store/run_paths.h"
+
 namespace kiln {
 
 namespace {
+
+// The key of the advisory lock a PostgreSQL store's writers take in turn ('kiln').
+constexpr int64_t kPostgresWriteLock = 0x6b696c6e;
+
+// "mysql://" of "mysql://host/db": a URL's scheme, or "" for a path.
+std::string url_scheme(const std::string& location) {
+  const size_t end = location.find("://");
+  if (end == std::string::npos || end == 0) return "";
+  for (size_t i = 0; i < end; ++i) {
+    const unsigned char c = location[i];
+    if (!std::isalnum(c) && !std::strchr("+.-", c)) return "";
+  }
+  return location.substr(0, end + 3);
+}
+
+// A UserError for a URL Kiln cannot use.
+void check_store_url(const std::string& location) {
+  const std::string scheme = url_scheme(location);
+  if (scheme.empty()) return;
+  if (!is_database_url(location)) {
+    throw UserError(fmt::format(
+        "run store '{}': '{}' is no store Kiln knows: run.db and --db take a file path (SQLite) "
+        "or postgresql://user@host:port/dbname",
+        location, scheme));
+  }
+  refuse_password_in_url(location);
+}
 
 // Why this process may not write the store at `path`, or "" when it may. access() asks the
 // kernel, so a read-only mount or an immutable file counts even for root.
@@ -62,8 +92,37 @@ std::string immutable_uri(const std::string& path) {
 
 }  // namespace
 
+bool is_database_url(const std::string& location) {
+  return location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0;
+}
+
+std::string store_location(const std::string& location) {
+  check_store_url(location);
+  return is_database_url(location) ? location : absolute_path(location);
+}
+
+bool store_may_exist(const std::string& location) {
+  check_store_url(location);
+  std::error_code ec;
+  return is_database_url(location) || std::filesystem::is_regular_file(location, ec);
+}
+
 Connection::Connection(std::string path, OpenMode mode, const std::string& open_hint)
     : path_(std::move(path)) {
+  check_store_url(path_);
+  if (is_database_url(path_)) {
+    try {
+      pg_ = std::make_unique<PgSession>(path_, mode == OpenMode::kReadOnly);
+    } catch (const PgError& e) {
+      // The caller's hint is about files; a server's is about the URL and credentials.
+      throw SqliteError(fmt::format("cannot open run store '{}': {}: check the URL, that the "
+                                    "server is up, and the password libpq reads (PGPASSWORD, "
+                                    "~/.pgpass)",
+                                    path_, e.what()),
+                        e.what());
+    }
+    return;
+  }
   if (mode != OpenMode::kReadOnly) {
     const std::string refusal = write_refusal(path_);
     if (!refusal.empty()) throw read_only_store(path_, refusal);
@@ -100,10 +159,73 @@ Connection::~Connection() {
 }
 
 void Connection::set_busy_timeout(std::chrono::milliseconds wait) {
-  sqlite3_busy_timeout(db_, static_cast<int>(wait.count()));
+  // PostgreSQL waits for a lock as long as it takes.
+  if (db_) sqlite3_busy_timeout(db_, static_cast<int>(wait.count()));
+}
+
+void Connection::prepare_writer() {
+  if (pg_) return;
+  // Writers from other processes (sweeps) wait their turn instead of failing.
+  set_busy_timeout(std::chrono::seconds(30));
+  exec("PRAGMA journal_mode = WAL");
+  // NORMAL in WAL mode: a power loss may drop the last commits, never corrupt the file.
+  exec("PRAGMA synchronous = NORMAL");
+  exec("PRAGMA foreign_keys = ON");
+}
+
+int64_t Connection::schema_version() {
+  if (pg_) {
+    try {
+      if (!pg_->has_table("kiln_schema")) return 0;
+    } catch (const PgError& e) {
+      fail(e.what());
+    }
+  }
+  Statement version(*this, pg_ ? "SELECT max(version) FROM kiln_schema" : "PRAGMA user_version");
+  version.step();
+  return version.integer(0);
+}
+
+void Connection::set_schema_version(int64_t version) {
+  if (!pg_) return exec(fmt::format("PRAGMA user_version = {}", version));
+  exec(fmt::format(
+      "CREATE TABLE IF NOT EXISTS kiln_schema (version BIGINT NOT NULL); DELETE FROM kiln_schema; "
+      "INSERT INTO kiln_schema (version) VALUES ({})",
+      version));
+}
+
+void Connection::apply_migration(const std::string& sqlite_sql) {
+  exec(pg_ ? postgres_migration(sqlite_sql) : sqlite_sql);
+}
+
+void Connection::rollback_quietly() noexcept {
+  // A failed ROLLBACK leaves nothing to do: the database rolls an open transaction back when the
+  // connection closes.
+  if (pg_) return pg_->exec_quietly("ROLLBACK");
+  sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+}
+
+bool Connection::lost() const {
+  return pg_ && pg_->lost();
+}
+
+void Connection::reconnect() {
+  if (!pg_) return;
+  try {
+    pg_->reconnect();
+  } catch (const PgError& e) {
+    fail(e.what());
+  }
 }
 
 void Connection::exec(const std::string& sql) {
+  if (pg_) {
+    try {
+      return pg_->exec(sql);
+    } catch (const PgError& e) {
+      fail(e.what());
+    }
+  }
   char* message = nullptr;
   if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
     const std::string why = message ? message : sqlite3_errmsg(db_);
@@ -112,12 +234,12 @@ void Connection::exec(const std::string& sql) {
   }
 }
 
-int64_t Connection::last_insert_rowid() const {
-  return sqlite3_last_insert_rowid(db_);
-}
-
 void Connection::fail() const {
   throw failure(sqlite3_errmsg(db_));
+}
+
+void Connection::fail(const std::string& why) const {
+  throw failure(why);
 }
 
 SqliteError Connection::failure(const std::string& why) const {
@@ -128,7 +250,15 @@ SqliteError Connection::failure(const std::string& why) const {
 
 Statement::Statement(Connection& db, const std::string& sql, const std::vector<SqlValue>& params)
     : db_(db) {
-  if (sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK) db.fail();
+  if (PgSession* session = db.postgres()) {
+    try {
+      pg_ = std::make_unique<PgStatement>(*session, sql);
+    } catch (const PgError& e) {
+      db.fail(e.what());
+    }
+  } else if (sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK) {
+    db.fail();
+  }
   for (size_t i = 0; i < params.size(); ++i)
     bind(static_cast<int>(i) + 1, params[i]);
 }
@@ -143,11 +273,11 @@ Statement& Statement::check(int rc) {
 }
 
 Statement& Statement::bind(int index, int64_t value) {
-  return check(sqlite3_bind_int64(stmt_, index, value));
+  return bind(index, SqlValue(value));
 }
 
 Statement& Statement::bind(int index, double value) {
-  return check(sqlite3_bind_double(stmt_, index, value));
+  return bind(index, SqlValue(value));
 }
 
 Statement& Statement::bind(int index, std::optional<double> value) {
@@ -155,15 +285,28 @@ Statement& Statement::bind(int index, std::optional<double> value) {
 }
 
 Statement& Statement::bind(int index, const std::string& value) {
-  return check(sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()),
-                                 SQLITE_TRANSIENT));
+  return bind(index, SqlValue(value));
 }
 
 Statement& Statement::bind(int index, const SqlValue& value) {
-  return std::visit([&](const auto& v) -> Statement& { return bind(index, v); }, value);
+  if (pg_) {
+    pg_->bind(index, value);
+    return *this;
+  }
+  if (const auto* integer = std::get_if<int64_t>(&value))
+    return check(sqlite3_bind_int64(stmt_, index, *integer));
+  if (const auto* real = std::get_if<double>(&value))
+    return check(sqlite3_bind_double(stmt_, index, *real));
+  const auto& text = std::get<std::string>(value);
+  return check(sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()),
+                                 SQLITE_TRANSIENT));
 }
 
 Statement& Statement::bind_null(int index) {
+  if (pg_) {
+    pg_->bind_null(index);
+    return *this;
+  }
   return check(sqlite3_bind_null(stmt_, index));
 }
 
@@ -172,6 +315,13 @@ Statement& Statement::bind_text_or_null(int index, const std::string& value) {
 }
 
 bool Statement::step() {
+  if (pg_) {
+    try {
+      return pg_->step();
+    } catch (const PgError& e) {
+      db_.fail(e.what());
+    }
+  }
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc != SQLITE_DONE) db_.fail();
@@ -179,45 +329,51 @@ bool Statement::step() {
 }
 
 void Statement::reset() {
+  if (pg_) return pg_->reset();
   sqlite3_reset(stmt_);
   sqlite3_clear_bindings(stmt_);
 }
 
 bool Statement::is_null(int column) const {
+  if (pg_) return pg_->is_null(column);
   return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
 }
 
 int64_t Statement::integer(int column) const {
+  if (pg_) return pg_->integer(column);
   return sqlite3_column_int64(stmt_, column);
 }
 
 double Statement::real(int column) const {
-  return is_null(column) ? NAN : sqlite3_column_double(stmt_, column);
+  if (is_null(column)) return NAN;
+  return pg_ ? pg_->real(column) : sqlite3_column_double(stmt_, column);
 }
 
 std::optional<double> Statement::maybe_real(int column) const {
   if (is_null(column)) return std::nullopt;
-  return sqlite3_column_double(stmt_, column);
+  return real(column);
 }
 
 std::optional<int64_t> Statement::maybe_integer(int column) const {
   if (is_null(column)) return std::nullopt;
-  return sqlite3_column_int64(stmt_, column);
+  return integer(column);
 }
 
 std::string Statement::text(int column) const {
+  if (pg_) return pg_->text(column);
   const auto* p = sqlite3_column_text(stmt_, column);
   return p ? reinterpret_cast<const char*>(p) : "";
 }
 
 Transaction::Transaction(Connection& db) : db_(db) {
-  db_.exec("BEGIN IMMEDIATE");
+  db_.exec(db_.dialect() == SqlDialect::kSqlite
+               ? std::string("BEGIN IMMEDIATE")
+               : fmt::format("BEGIN; SELECT pg_advisory_xact_lock({})", kPostgresWriteLock));
 }
 
 Transaction::~Transaction() {
-  // Not through exec(): a destructor must not throw, and a failed ROLLBACK leaves nothing to do
-  // (SQLite rolls an open transaction back when the connection closes).
-  if (!done_) sqlite3_exec(db_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+  // Not through exec(): a destructor must not throw.
+  if (!done_) db_.rollback_quietly();
 }
 
 void Transaction::commit() {

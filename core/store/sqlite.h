@@ -1,12 +1,15 @@
-// The one SQLite layer of Kiln: a connection, prepared statements and write transactions, each
-// released by its destructor. Every SQLite file Kiln opens is a run store, so every failure is a
-// SqliteError (a UserError) that names the store's path and says what the user can do.
-// Rules: SQL text is always ours; values reach SQLite only as bound parameters. No LibTorch, and
-// sqlite3.h stays out of this header.
+// The one database layer of Kiln: a connection, prepared statements and write transactions, each
+// released by its destructor. A run store is an SQLite file, or a PostgreSQL database when run.db
+// is a postgresql:// URL (core/store/postgres.h: libpq, and the translation of this SQL into
+// PostgreSQL's dialect). Callers write one SQL text, SQLite's, with `?` placeholders. Every
+// failure is a SqliteError (a UserError) that names the store and says what the user can do.
+// Rules: SQL text is always ours; values reach the database only as bound parameters. No
+// LibTorch, and neither sqlite3.h nor libpq-fe.h is included here.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -18,6 +21,21 @@ struct sqlite3;
 struct sqlite3_stmt;
 
 namespace kiln {
+
+class PgSession;
+class PgStatement;
+
+enum class SqlDialect { kSqlite, kPostgres };
+
+// True for a postgresql:// (or postgres://) URL, a PostgreSQL store; anything else is a path.
+bool is_database_url(const std::string& location);
+// How run.db and --db are kept: a URL as given, a path made absolute. A UserError for a URL of
+// another scheme, or one that carries a password (libpq's PGPASSWORD, ~/.pgpass or a service
+// file give it: a run's stored config and its console never hold one).
+std::string store_location(const std::string& location);
+// Whether a command that must not create a store may open `location`: an existing file, or a URL
+// (the server answers for it).
+bool store_may_exist(const std::string& location);
 
 using SqlValue = std::variant<int64_t, double, std::string>;
 
@@ -62,12 +80,30 @@ class Connection {
 
   // Runs one or more statements that return no rows.
   void exec(const std::string& sql);
-  int64_t last_insert_rowid() const;
+  // What a writer sets once: SQLite's WAL journal, its sync level and foreign keys (PostgreSQL
+  // has them always), and how long it waits for another writer.
+  void prepare_writer();
+  // The migrations applied: SQLite's PRAGMA user_version, PostgreSQL's kiln_schema table. Set
+  // it inside the migration's Transaction.
+  int64_t schema_version();
+  void set_schema_version(int64_t version);
+  // A migration's DDL, written for SQLite (types mapped for PostgreSQL).
+  void apply_migration(const std::string& sqlite_sql);
 
+  SqlDialect dialect() const { return pg_ ? SqlDialect::kPostgres : SqlDialect::kSqlite; }
   const std::string& path() const { return path_; }
-  sqlite3* handle() const { return db_; }  // for what this layer does not wrap (SQL functions)
-  // Throws the SqliteError for SQLite's latest error on this connection.
+  // SQLite's handle, for what this layer does not wrap (SQL functions); null on PostgreSQL.
+  sqlite3* handle() const { return db_; }
+  PgSession* postgres() const { return pg_.get(); }
+  // Throws the SqliteError for SQLite's latest error on this connection, or for `why`.
   [[noreturn]] void fail() const;
+  [[noreturn]] void fail(const std::string& why) const;
+  // ROLLBACK, reporting nothing (a destructor's).
+  void rollback_quietly() noexcept;
+  // PostgreSQL: the connection to the server is broken (a restart, a network cut); reconnect()
+  // tries again, a SqliteError when the server does not answer. Never on SQLite.
+  bool lost() const;
+  void reconnect();
 
  private:
   // sqlite3_open_v2 of `name` (the path, or a URI for it) into db_, or the SqliteError.
@@ -77,9 +113,11 @@ class Connection {
   std::string path_;
   std::string failure_hint_;
   sqlite3* db_ = nullptr;
+  std::unique_ptr<PgSession> pg_;
 };
 
 // A prepared statement. Parameters are 1-based, as SQLite counts them; rows are read with step().
+// On PostgreSQL `?` and `?N` become `$n`, values go as bound parameters, and the rows come whole.
 class Statement {
  public:
   // `params` are bound in order, from parameter 1.
@@ -114,10 +152,13 @@ class Statement {
 
   Connection& db_;
   sqlite3_stmt* stmt_ = nullptr;
+  std::unique_ptr<PgStatement> pg_;
 };
 
 // BEGIN IMMEDIATE now (the write lock taken up front, so two writers never deadlock upgrading a
-// read); ROLLBACK when destroyed without commit(), as when an exception passes through.
+// read; on PostgreSQL: BEGIN and the store's advisory write lock, so writers take turns there
+// too, and each migration is applied once however many processes start together); ROLLBACK
+// when destroyed without commit(), as when an exception passes through.
 class Transaction {
  public:
   explicit Transaction(Connection& db);

@@ -54,6 +54,9 @@ struct KeySpace {
   std::map<std::string, std::string> metrics = {};      // metric -> its column of `metrics`
   std::map<std::string, std::string> eval_splits = {};  // metric -> its split of `evals`, quoted
   std::string run_id = {};  // the id of the run a filter is testing, for a metric's rows
+  // Where a config key's value has one SQL type (PostgreSQL): its expression as a number, for
+  // comparisons with numbers and for sorts (config_sql is then its text). Empty: config_sql.
+  std::string config_number_sql = {};
 };
 
 // The left-hand side of a comparison, or a --sort key.

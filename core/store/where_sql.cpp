@@ -48,13 +48,21 @@ void append_aggregate(SqlFragment& out, const WhereKey& key, const KeySpace& key
   out.sql += "(SELECT " + function + "(" + rows.value + ")" + rows.from + ")";
 }
 
+bool all_numbers(const std::vector<SqlValue>& values) {
+  return !values.empty() && std::none_of(values.begin(), values.end(), [](const SqlValue& v) {
+    return std::holds_alternative<std::string>(v);
+  });
+}
+
 // The left-hand side of a comparison or a sort: whitelisted SQL, with any config key, step or
-// token count bound.
-void append_key(SqlFragment& out, const WhereKey& key, const KeySpace& keys) {
+// token count bound. `as_number`: a config key's value is compared with numbers or sorted.
+void append_key(SqlFragment& out, const WhereKey& key, const KeySpace& keys,
+                bool as_number = false) {
   switch (key.kind) {
     case WhereKey::Kind::kColumn: out.sql += keys.columns.at(key.name); return;
     case WhereKey::Kind::kConfig:
-      out.sql += keys.config_sql;
+      out.sql +=
+          as_number && !keys.config_number_sql.empty() ? keys.config_number_sql : keys.config_sql;
       out.params.emplace_back(key.name);
       return;
     case WhereKey::Kind::kPoint: return append_point(out, key, keys);
@@ -62,10 +70,11 @@ void append_key(SqlFragment& out, const WhereKey& key, const KeySpace& keys) {
   }
 }
 
-// `KEY OP ?`, `KEY IN (?, ...)` or `KEY BETWEEN ? AND ?`, false rather than NULL.
+// `KEY OP ?`, `KEY IN (?, ...)` or `KEY BETWEEN ? AND ?`, false rather than NULL (FALSE, not 0:
+// PostgreSQL's comparisons are booleans).
 void append_comparison(SqlFragment& out, const WhereNode& node, const KeySpace& keys) {
   out.sql += "coalesce(";
-  append_key(out, node.key, keys);
+  append_key(out, node.key, keys, node.op != "~" && all_numbers(node.values));
   if (node.op == "in") {
     out.sql += " IN (";
     for (size_t i = 0; i < node.values.size(); ++i)
@@ -76,7 +85,7 @@ void append_comparison(SqlFragment& out, const WhereNode& node, const KeySpace& 
   } else {
     out.sql += node.op == "~" ? " GLOB ?" : " " + node.op + " ?";
   }
-  out.sql += ", 0)";
+  out.sql += ", FALSE)";
   out.params.insert(out.params.end(), node.values.begin(), node.values.end());
 }
 
@@ -175,8 +184,15 @@ SqlFragment where_sql(const WhereNode& node, const KeySpace& keys) {
 
 SqlFragment sort_sql(const SortKey& sort, const KeySpace& keys) {
   SqlFragment out;
-  append_key(out, sort.key, keys);
-  out.sql += sort.descending ? " DESC NULLS LAST" : " ASC NULLS LAST";
+  const char* order = sort.descending ? " DESC NULLS LAST" : " ASC NULLS LAST";
+  append_key(out, sort.key, keys, /*as_number=*/true);
+  out.sql += order;
+  if (sort.key.kind == WhereKey::Kind::kConfig && !keys.config_number_sql.empty()) {
+    // Numbers first, then text, as SQLite orders one column of both.
+    out.sql += ", ";
+    append_key(out, sort.key, keys);
+    out.sql += order;
+  }
   return out;
 }
 

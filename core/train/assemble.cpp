@@ -9,8 +9,7 @@
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
-#include "core/checkpoint/safetensors.h"
-#include "core/checkpoint/weights_io.h"
+#include "core/checkpoint/hf_directory.h"
 #include "core/train/cuda_graph.h"
 #include "core/util/error.h"
 
@@ -110,7 +109,8 @@ std::shared_ptr<torch::optim::Optimizer> stand_in_optimizer(const ResolvedConfig
   return optimizer;
 }
 
-// model.init_from, when set, handed to `use`; its UserError gets the key's place.
+// model.init_from (a .safetensors file or a Hugging Face model directory), when set, handed to
+// `use`; its UserError gets the key's place.
 void read_initial_weights(const ResolvedConfig& config,
                           const std::function<void(const std::string&)>& use) {
   const std::string& init_from = config.params("model").text("init_from");
@@ -120,6 +120,25 @@ void read_initial_weights(const ResolvedConfig& config,
   } catch (const UserError& e) {
     throw UserError(fmt::format("{}: model.init_from = \"{}\": {}",
                                 config.where("model.init_from").str(), init_from, e.what()));
+  }
+}
+
+// Data whose loss counts only some targets (DataSource::masks_loss) is trained by the trainer's
+// own micro-steps: a pipeline's passes and a captured CUDA graph take every target's mean.
+void refuse_masked_loss_where_unsupported(const AssembledRun& a) {
+  if (!a.train_data->masks_loss()) return;
+  const std::string data = a.config.type("data");
+  if (a.parallel->stages() > 1) {
+    throw UserError(fmt::format(
+        "{}: data '{}' counts only some tokens in the loss, which parallel '{}' does not support "
+        "yet (its stages compute every token's mean): use parallel.type = \"ddp\" or \"zero\"",
+        a.config.where("parallel.type").str(), data, a.config.type("parallel")));
+  }
+  if (a.train.cuda_graphs) {
+    throw UserError(fmt::format(
+        "{}: train.cuda_graphs = true captures a loss over every token, and data '{}' counts "
+        "only some: set train.cuda_graphs = false",
+        a.config.where("train.cuda_graphs").str(), data));
   }
 }
 
@@ -161,6 +180,17 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
         config.where("train.seq_len").str(), a.train.seq_len, a.model_plan->context_length));
   }
   a.parallel->check_layer_count(a.model_plan->layers);
+  a.precision = located(config, "precision", [&] {
+    return PrecisionRegistry::create(config.type("precision"), config.params("precision"),
+                                     a.device.type());
+  });
+  // Refused before any rank builds its model (and every rank refuses alike).
+  if (a.precision->inspects_gradients() && !a.parallel->replicates_gradients()) {
+    throw UserError(fmt::format(
+        "{}: precision '{}' checks every gradient for overflow, but parallel '{}' leaves each "
+        "rank only its shard of them: use precision.type = \"bf16\" or parallel.type = \"ddp\"",
+        config.where("precision.type").str(), config.type("precision"), config.type("parallel")));
+  }
   std::shared_ptr<torch::optim::Optimizer> stand_in;
   if (mode == Assembly::kLoad) {
     a.memory = loading_floor(*a.model_plan);
@@ -175,33 +205,24 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
   }
   check_memory_floor(config, *a.model_plan, a.memory, a.device, usable_memory(a.device));
   if (mode == Assembly::kCheck) {
-    read_initial_weights(config, [](const std::string& path) { SafetensorsFile header(path); });
+    read_initial_weights(config, [](const std::string& path) { check_model_weights(path); });
     a.optimizer = stand_in;
   } else {
     a.model = build_model(*a.model_plan);
-    read_initial_weights(
-        config, [&](const std::string& path) { a.model->import_weights(read_weights(path)); });
+    read_initial_weights(config, [&](const std::string& path) {
+      a.model->import_weights(read_model_weights(path, a.model->interchange_config()));
+    });
     a.model->to(a.device);
     a.parallel->attach(*a.model);
     a.optimizer = located(config, "optimizer", [&] {
       return OptimizerRegistry::create(config.type("optimizer"), config.params("optimizer"),
-                                       a.model->parameters());
+                                       parameters_of(*a.model));
     });
   }
   a.schedule = located(config, "schedule", [&] {
     return ScheduleRegistry::create(config.type("schedule"), config.params("schedule"),
                                     configured_lr(*a.optimizer), a.train.steps);
   });
-  a.precision = located(config, "precision", [&] {
-    return PrecisionRegistry::create(config.type("precision"), config.params("precision"),
-                                     a.device.type());
-  });
-  if (a.precision->inspects_gradients() && !a.parallel->replicates_gradients()) {
-    throw UserError(fmt::format(
-        "{}: precision '{}' checks every gradient for overflow, but parallel '{}' leaves each "
-        "rank only its shard of them: use precision.type = \"bf16\" or parallel.type = \"ddp\"",
-        config.where("precision.type").str(), config.type("precision"), config.type("parallel")));
-  }
 
   if (a.train.pinned_batches == "on" && !a.device.is_cuda()) {
     throw UserError(
@@ -214,6 +235,7 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
     throw UserError(fmt::format("{}: the data plugin '{}' found no training split",
                                 config.where("data.type").str(), config.type("data")));
   }
+  refuse_masked_loss_where_unsupported(a);
   a.val_data = open_split(a, "val");
   // Opened now, so that a bad test pattern stops the run before it starts, not after training.
   if (a.eval.final_test) a.test_data = open_split(a, "test");

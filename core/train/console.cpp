@@ -15,12 +15,17 @@ void Console::line(const std::string& text) const {
   std::fflush(stdout);
 }
 
-void Console::legend() const {
+void Console::legend(bool masked_loss) const {
   line(
       "columns: loss = mean cross-entropy of the step's tokens (nats/token) | lr = learning rate "
       "of this update | norm = global gradient L2 norm before clipping | ms = wall time of the "
       "step | tok/s = tokens per second over all ranks | % done and ETA from the recent mean "
       "step time");
+  if (!masked_loss) return;
+  line(
+      "the loss counts only response tokens: loss = mean over the step's counted tokens | "
+      "counted = how many (all ranks) | tok/s counts every token the model ran, padding "
+      "included");
 }
 
 void Console::step(const StepStats& s, bool print) {
@@ -37,15 +42,17 @@ std::string Console::format_step(const StepStats& s) const {
   const int width = static_cast<int>(std::to_string(total_steps_).size());
   return fmt::format(
       "step {:>{}}/{} | loss {:.6f} | lr {:.3e} | norm {:.4f} | {:7.1f} ms | {:8.0f} tok/s | "
-      "{:3.0f}% eta {}{}",
+      "{:3.0f}% eta {}{}{}",
       s.step, width, total_steps_, s.loss, s.lr, s.grad_norm, s.dt_ms, s.tokens_per_sec,
       100.0 * static_cast<double>(s.step) / static_cast<double>(total_steps_),
-      format_duration(eta_ms / 1000.0), s.skipped ? " | update skipped" : "");
+      format_duration(eta_ms / 1000.0), s.skipped ? " | update skipped" : "",
+      s.counted_tokens > 0 ? fmt::format(" | {} counted", s.counted_tokens) : "");
 }
 
-void Console::eval(int64_t step, const std::string& split, double loss) const {
-  line(fmt::format("eval step {} | {} loss {:.6f} | perplexity {:.3f}", step, split, loss,
-                   std::exp(loss)));
+void Console::eval(int64_t step, const std::string& split, double loss, int64_t counted) const {
+  line(fmt::format("eval step {} | {} loss {:.6f} | perplexity {:.3f}{}", step, split, loss,
+                   std::exp(loss),
+                   counted > 0 ? fmt::format(" | over {} counted tokens", counted) : ""));
 }
 
 }  // namespace kiln

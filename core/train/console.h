@@ -14,10 +14,12 @@ class Console {
   explicit Console(int64_t total_steps) : total_steps_(total_steps) {}
 
   void line(const std::string& text) const;
-  void legend() const;
+  // masked_loss: the data's loss counts only some tokens (fine-tuning on responses).
+  void legend(bool masked_loss) const;
   void step(const StepStats& stats, bool print);
   std::string format_step(const StepStats& stats) const;
-  void eval(int64_t step, const std::string& split, double loss) const;
+  // counted: with masked data, the targets the loss averaged (said on the line); else 0.
+  void eval(int64_t step, const std::string& split, double loss, int64_t counted) const;
 
  private:
   int64_t total_steps_;

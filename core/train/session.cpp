@@ -30,6 +30,16 @@ std::string pipeline_line(const StepStats& stats) {
                      fmt::join(stats.stage_peak_live, " | "));
 }
 
+// What an eval line says it counted: the counted tokens of masked data, nothing otherwise.
+int64_t counted_tokens(const DataSource& data, const EvalResult& result) {
+  return data.masks_loss() ? result.tokens : 0;
+}
+
+// The run store keeps a count only for data that counts some tokens (NULL otherwise).
+std::optional<int64_t> stored_count(int64_t counted) {
+  return counted > 0 ? std::optional<int64_t>(counted) : std::nullopt;
+}
+
 }  // namespace
 
 MetricRow metric_row(const StepStats& stats, int world_size) {
@@ -45,6 +55,7 @@ MetricRow metric_row(const StepStats& stats, int world_size) {
   row.skipped = stats.skipped;
   if (world_size > 1) row.rank_skew_ms = stats.rank_skew_ms;
   row.bubble = stats.bubble;
+  if (stats.counted_tokens > 0) row.counted_tokens = stats.counted_tokens;
   return row;
 }
 
@@ -70,9 +81,19 @@ void Session::restore(const SnapshotRef& snapshot) {
                     "from an earlier one (kiln runs show)",
                     snapshot.path));
   }
-  // A position names the next global batch (rank 0's window in it; rank r reads r windows
-  // further), so it holds at any world size.
-  run_.train_data->seek(state.data_positions.front());
+  // Each rank takes its own position and RNG states back (SnapshotPolicy::restore). A position
+  // names the next global batch (rank 0's window in it; rank r reads r windows further), so
+  // rank 0's holds at any world size; RNG streams do not map from one world size to another.
+  const size_t rank = static_cast<size_t>(run_.parallel->rank());
+  run_.train_data->seek(state.data_positions.at(rank < state.data_positions.size() ? rank : 0));
+  const size_t world = static_cast<size_t>(run_.parallel->world_size());
+  if (store_ && state.rng_by_rank.size() != world) {
+    console_.line(fmt::format(
+        "note: snapshot '{}' holds the RNG states of {} rank(s) and this run has {}: ranks "
+        "without their own continue from rank 0's, so dropout masks differ from those of a "
+        "run never stopped (the data order does not)",
+        snapshot.path, state.rng_by_rank.size(), world));
+  }
   trainer_.set_tokens_seen(state.tokens_seen);
   try {
     run_.precision->load_state(state.precision.get<std::map<std::string, double>>());
@@ -111,7 +132,7 @@ void Session::print_header() {
     console_.line(fmt::format("resuming after step {} ({} tokens seen)", start_step_,
                               trainer_.tokens_seen()));
   }
-  console_.legend();
+  console_.legend(run_.train_data->masks_loss());
 }
 
 SessionOutcome Session::train() {
@@ -189,21 +210,23 @@ void Session::print_step(const StepStats& stats) {
 }
 
 void Session::evaluate(int64_t step) {
-  const double loss = trainer_.evaluate(*run_.val_data, run_.eval.steps);
+  const EvalResult result = trainer_.evaluate(*run_.val_data, run_.eval.steps);
   if (store_) {
-    store_->add_eval(run_id_, EvalRow{step, "val", loss, ""});
-    console_.eval(step, "val", loss);
+    const int64_t counted = counted_tokens(*run_.val_data, result);
+    store_->add_eval(run_id_, EvalRow{step, "val", result.loss, "", stored_count(counted)});
+    console_.eval(step, "val", result.loss, counted);
   }
-  if (snapshots_.best_due(loss)) snapshot(step, /*best=*/true);
+  if (snapshots_.best_due(result.loss)) snapshot(step, /*best=*/true);
 }
 
 // The seed recipe's closing number: loss and perplexity over the whole test split.
 void Session::test_at_end(int64_t step) {
   if (!run_.test_data) return;
-  const double loss = trainer_.evaluate(*run_.test_data, run_.test_data->batches_per_pass());
+  const EvalResult result = trainer_.evaluate(*run_.test_data, run_.test_data->batches_per_pass());
   if (!store_) return;
-  store_->add_eval(run_id_, EvalRow{step, "test", loss, ""});
-  console_.eval(step, "test", loss);
+  const int64_t counted = counted_tokens(*run_.test_data, result);
+  store_->add_eval(run_id_, EvalRow{step, "test", result.loss, "", stored_count(counted)});
+  console_.eval(step, "test", result.loss, counted);
 }
 
 void Session::say_abandoned() {
@@ -232,11 +255,11 @@ void Session::snapshot(int64_t step, bool best) {
   if (store_) {
     state.tokens_seen = trainer_.tokens_seen();
     state.world_size = run_.parallel->world_size();
-    state.data_positions.assign(static_cast<size_t>(state.world_size), run_.train_data->position());
     state.precision = run_.precision->state();
     state.config_toml = run_.config.to_toml();
     state.config_hash = run_.config.hash();
   }
+  state.data_positions = {run_.train_data->position()};  // this rank's: the policy gathers
   snapshots_.save(step, best, std::move(state));
 }
 

@@ -1,5 +1,6 @@
 #include "core/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -13,7 +14,10 @@
 
 namespace kiln {
 
-Trainer::Trainer(AssembledRun& run) : run_(run), parameters_(run.model->parameters()) {
+Trainer::Trainer(AssembledRun& run)
+    : run_(run),
+      parameters_(run.model->parameters()),
+      masked_(run.train_data && run.train_data->masks_loss()) {
   if (run.train.cuda_graphs) {
     graph_ = std::make_unique<CapturedMicroStep>(
         run, [this](const at::Tensor& inputs, const at::Tensor& targets) {
@@ -27,6 +31,9 @@ Trainer::Trainer(AssembledRun& run) : run_(run), parameters_(run.model->paramete
 Trainer::~Trainer() = default;
 
 namespace {
+
+// The target value cross_entropy skips: what a target the loss mask leaves out becomes.
+constexpr int64_t kUncounted = -100;
 
 // Splits a step's wall time into phases for `kiln bench`. Off during training: measuring on a
 // GPU means waiting for the device at every phase boundary, which costs the overlap it measures.
@@ -107,6 +114,47 @@ void Trainer::poison_gradients() {
   }
 }
 
+at::Tensor Trainer::masked_loss_sum(const Batch& batch) {
+  // Filled on the device, so that the copies stay asynchronous from pinned batches.
+  auto inputs = batch.inputs.to(run_.device, /*non_blocking=*/true);
+  auto mask = batch.loss_mask.to(run_.device, /*non_blocking=*/true);
+  auto targets = batch.targets.to(run_.device, /*non_blocking=*/true)
+                     .masked_fill(mask.logical_not(), kUncounted);
+  auto scope = run_.precision->forward_scope();
+  at::Tensor logits = run_.model->forward(inputs);
+  const int64_t vocab = run_.model->vocab_size();
+  if (logits.size(-1) != vocab) logits = logits.narrow(-1, 0, vocab);  // padded vocabulary
+  return at::cross_entropy_loss(logits.reshape({-1, vocab}).to(at::kFloat), targets.reshape(-1), {},
+                                at::Reduction::Sum, kUncounted);
+}
+
+int64_t Trainer::masked_micro_steps(at::Tensor& loss_sum) {
+  std::vector<Batch> batches;
+  int64_t local = 0;  // counted on the host, from the CPU masks: no device sync
+  for (int64_t micro = 0; micro < run_.grad_accum; ++micro) {
+    batches.push_back(run_.train_data->next());
+    local += batches.back().loss_mask.sum().item<int64_t>();
+  }
+  int64_t counted = local;
+  if (run_.parallel->world_size() > 1) {
+    at::Tensor all = at::tensor({static_cast<double>(local)}, at::kDouble).to(run_.device);
+    counted = std::llround(run_.parallel->sum(all).item<double>());
+  }
+  // The ranks' gradients are combined with weight loss_share (ddp and zero average them), so
+  // dividing by counted x loss_share makes the combined gradient that of the counted tokens'
+  // summed loss over their global count. A step that counts nothing (possible only for empty
+  // rows on every rank) contributes zero rather than 0/0.
+  const double divisor =
+      static_cast<double>(std::max<int64_t>(counted, 1)) * run_.parallel->loss_share();
+  for (int64_t micro = 0; micro < run_.grad_accum; ++micro) {
+    run_.parallel->begin_micro_step(micro == run_.grad_accum - 1);
+    at::Tensor loss = masked_loss_sum(batches[static_cast<size_t>(micro)]) / divisor;
+    loss_sum += loss.detach();
+    run_.precision->scale_loss(loss).backward();
+  }
+  return counted;
+}
+
 at::Tensor Trainer::micro_loss(const at::Tensor& inputs, const at::Tensor& targets) {
   // Each micro-batch's mean loss is divided by the number of micro-batches, so the summed
   // gradients equal those of one big batch.
@@ -132,7 +180,11 @@ StepStats Trainer::train_step(int64_t step) {
   std::optional<at::Tensor> piped = run_.parallel->run_passes(passes);
   at::Tensor loss_sum = piped ? *piped : at::zeros({}, at::TensorOptions().device(run_.device));
   if (piped) clock.lap(phases_.forward_ms);  // a pipeline's passes interleave both directions
-  for (int64_t micro = 0; !piped && micro < run_.grad_accum; ++micro) {
+  if (masked_) {  // its phases are not told apart: all of it counts as forward
+    stats.counted_tokens = masked_micro_steps(loss_sum);
+    clock.lap(phases_.forward_ms);
+  }
+  for (int64_t micro = 0; !piped && !masked_ && micro < run_.grad_accum; ++micro) {
     run_.parallel->begin_micro_step(micro == run_.grad_accum - 1);
     Batch batch = run_.train_data->next();
     if (graph_) {  // the copies to the device are part of the replay
@@ -204,7 +256,8 @@ StepStats Trainer::train_step(int64_t step) {
   return stats;
 }
 
-double Trainer::evaluate(DataSource& data, int64_t batches) {
+EvalResult Trainer::evaluate(DataSource& data, int64_t batches) {
+  if (data.masks_loss()) return masked_evaluate(data, batches);
   torch::NoGradGuard no_grad;
   run_.model->eval();
   data.reset();
@@ -217,7 +270,28 @@ double Trainer::evaluate(DataSource& data, int64_t batches) {
     total += loss_of(data.next()).to(at::kDouble);
   run_.model->train();
   const double share = run_.parallel->loss_share();
-  return run_.parallel->sum(total * (share / static_cast<double>(batches))).item<double>();
+  const double loss =
+      run_.parallel->sum(total * (share / static_cast<double>(batches))).item<double>();
+  return {loss,
+          batches * run_.train.micro_batch * run_.train.seq_len * run_.parallel->data_world()};
+}
+
+EvalResult Trainer::masked_evaluate(DataSource& data, int64_t batches) {
+  torch::NoGradGuard no_grad;
+  run_.model->eval();
+  data.reset();
+  at::Tensor loss = at::zeros({}, at::TensorOptions().device(run_.device).dtype(at::kDouble));
+  int64_t counted = 0;
+  for (int64_t i = 0; i < batches; ++i) {
+    Batch batch = data.next();
+    counted += batch.loss_mask.sum().item<int64_t>();
+    loss += masked_loss_sum(batch).to(at::kDouble);
+  }
+  run_.model->train();
+  at::Tensor local = at::stack({loss, at::full({}, static_cast<double>(counted), loss.options())});
+  at::Tensor total = run_.parallel->sum(local).cpu();
+  const double tokens = total[1].item<double>();
+  return {total[0].item<double>() / std::max(tokens, 1.0), std::llround(tokens)};
 }
 
 }  // namespace kiln

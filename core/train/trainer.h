@@ -3,6 +3,11 @@
 //   gradient sync (parallel strategy) -> unscale / finiteness check (precision policy) ->
 //   global-norm clip -> optimizer update.
 // The loss and the pre-clip norm come back to the host in one transfer per step.
+// Data whose batches carry a loss mask (DataSource::masks_loss) read all of a step's
+// micro-batches first: the step's loss is the sum of its counted targets' losses, over every
+// micro-batch and rank, divided by how many they are (summed over the ranks: one more all-reduce
+// per step), so each micro-step's loss is its masked sum over that global count and gradient
+// accumulation stays exact whatever each micro-batch counts.
 #pragma once
 
 #include <cstdint>
@@ -16,14 +21,15 @@ namespace kiln {
 
 struct StepStats {
   int64_t step = 0;  // 1-based: the number of updates done once this one is applied
-  double loss = 0;   // mean cross-entropy over the step's tokens (all ranks)
+  double loss = 0;   // mean cross-entropy over the step's (counted) tokens, all ranks
   double lr = 0;
   double grad_norm = 0;  // global L2 norm before clipping
   double dt_ms = 0;
   double tokens_per_sec = 0;
   int64_t tokens_seen = 0;
-  double loss_scale = 1;   // the precision policy's scale for this step's loss
-  bool skipped = false;    // the update was not applied (non-finite gradients)
+  int64_t counted_tokens = 0;  // masked data: the targets the loss counted (all ranks); else 0
+  double loss_scale = 1;       // the precision policy's scale for this step's loss
+  bool skipped = false;        // the update was not applied (non-finite gradients)
   bool nonfinite = false;  // ... because they were inf/NaN beyond what the precision policy expects
   // With several ranks: the slowest rank's step time minus the fastest one's, the time up to
   // the step's closing all-reduce (how long the fastest rank waited for the others).
@@ -44,6 +50,13 @@ struct PhaseTimes {
   double optimizer_ms = 0;      // unscale, clip, update
 };
 
+// An evaluation: the mean loss over `tokens` targets (all ranks): every target, or with masked
+// data the counted ones.
+struct EvalResult {
+  double loss = 0;
+  int64_t tokens = 0;
+};
+
 class Trainer {
  public:
   explicit Trainer(AssembledRun& run);
@@ -51,7 +64,7 @@ class Trainer {
 
   StepStats train_step(int64_t step);
   // Mean loss over `batches` micro-batches of `data` from its start, without gradients.
-  double evaluate(DataSource& data, int64_t batches);
+  EvalResult evaluate(DataSource& data, int64_t batches);
   int64_t tokens_seen() const { return tokens_seen_; }
   // Profiling waits for the device between phases so that last_phases() is exact.
   void set_profiling(bool on) { profile_ = on; }
@@ -70,11 +83,18 @@ class Trainer {
 
   // A training micro-batch's share of the step's loss (its mean loss / grad_accum).
   at::Tensor micro_loss(const at::Tensor& inputs, const at::Tensor& targets);
+  // The sum of the losses of the targets `batch.loss_mask` counts (fp32).
+  at::Tensor masked_loss_sum(const Batch& batch);
+  // A step's micro-steps on masked data, adding each one's loss to `loss_sum`; returns the
+  // targets counted over all ranks.
+  int64_t masked_micro_steps(at::Tensor& loss_sum);
+  EvalResult masked_evaluate(DataSource& data, int64_t batches);
 
   AssembledRun& run_;
   std::vector<at::Tensor> parameters_;
   std::unique_ptr<CapturedMicroStep> graph_;  // train.cuda_graphs
   int64_t tokens_seen_ = 0;
+  bool masked_ = false;  // the train data's batches carry a loss mask
   bool profile_ = false;
   PhaseTimes phases_;
 };

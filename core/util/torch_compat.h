@@ -105,14 +105,14 @@ auto optimizer_state_key(const Tensor& parameter) {
   }
 }
 
-// Autocast for one device type while alive, restoring what was there before. LibTorch 2.4
-// replaced the per-device functions (set_cpu_enabled, set_autocast_gpu_dtype, ...) with ones
-// that take the device type.
+// Autocast for one device type while alive (on to `dtype`, or off when `on` is false),
+// restoring what was there before. LibTorch 2.4 replaced the per-device functions
+// (set_cpu_enabled, set_autocast_gpu_dtype, ...) with ones that take the device type.
 class AutocastGuard {
  public:
-  AutocastGuard(at::DeviceType device, at::ScalarType dtype)
+  AutocastGuard(at::DeviceType device, at::ScalarType dtype, bool on = true)
       : device_(device), was_enabled_(enabled(device)), was_dtype_(dtype_of(device)) {
-    set(device, true, dtype);
+    set(device, on, dtype);
     at::autocast::increment_nesting();
   }
   ~AutocastGuard() {
@@ -123,7 +123,7 @@ class AutocastGuard {
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
 
- private:
+  // What autocast is now for `d`: whether it is on, and the type it casts to.
 #if KILN_TORCH_AT_LEAST(2, 4)
   static bool enabled(at::DeviceType d) {
     return at::autocast::is_autocast_enabled(d);
@@ -131,6 +131,8 @@ class AutocastGuard {
   static at::ScalarType dtype_of(at::DeviceType d) {
     return at::autocast::get_autocast_dtype(d);
   }
+
+ private:
   static void set(at::DeviceType d, bool on, at::ScalarType dtype) {
     at::autocast::set_autocast_dtype(d, dtype);
     at::autocast::set_autocast_enabled(d, on);
@@ -143,6 +145,8 @@ class AutocastGuard {
     return d == at::kCUDA ? at::autocast::get_autocast_gpu_dtype()
                           : at::autocast::get_autocast_cpu_dtype();
   }
+
+ private:
   static void set(at::DeviceType d, bool on, at::ScalarType dtype) {
     if (d == at::kCUDA) {
       at::autocast::set_autocast_gpu_dtype(dtype);

@@ -74,7 +74,7 @@ class FakeRuns : public ::testing::Test {
       store.add_metric(id, m);
     }
     for (const auto& [step, loss] : run.val)
-      store.add_eval(id, EvalRow{step, "val", loss, ""});
+      store.add_eval(id, EvalRow{step, "val", loss, "", std::nullopt});
     store.finish_run(id, run.status);
   }
 

@@ -160,20 +160,24 @@ def load_config(path, overrides):
 # --------------------------------------------------------------------------------------------
 
 SHARD_MAGIC = 20240520
-SHARD_VERSION = 1
+SHARD_TOKEN_TYPES = {1: "<u2", 2: "<u4"}  # version -> token type (2: vocabularies beyond 65,536)
 SHARD_HEADER_INTS = 256
 
 
 def open_shard(path):
-    """The tokens of an llm.c shard: 256 int32 header (magic, version, count), then uint16."""
+    """The tokens of an llm.c shard: 256 int32 header (magic, version, count), then uint16
+    (version 1) or uint32 (version 2) tokens."""
     header = np.fromfile(path, dtype="<i4", count=SHARD_HEADER_INTS)
-    if len(header) != SHARD_HEADER_INTS or header[0] != SHARD_MAGIC or header[1] != SHARD_VERSION:
-        fail(f"'{path}' is not an llm.c token shard (magic {SHARD_MAGIC}, version 1)")
+    if (len(header) != SHARD_HEADER_INTS or header[0] != SHARD_MAGIC
+            or int(header[1]) not in SHARD_TOKEN_TYPES):
+        fail(f"'{path}' is not an llm.c token shard (magic {SHARD_MAGIC}, version 1 or 2)")
+    token_type = SHARD_TOKEN_TYPES[int(header[1])]
     count = int(header[2])
-    expected = SHARD_HEADER_INTS * 4 + 2 * count
+    expected = SHARD_HEADER_INTS * 4 + np.dtype(token_type).itemsize * count
     if os.path.getsize(path) != expected:
         fail(f"'{path}' holds {os.path.getsize(path)} bytes, its header says {expected}")
-    return np.memmap(path, dtype="<u2", mode="r", offset=SHARD_HEADER_INTS * 4, shape=(count,))
+    return np.memmap(path, dtype=token_type, mode="r", offset=SHARD_HEADER_INTS * 4,
+                     shape=(count,))
 
 
 class TokenLoader:

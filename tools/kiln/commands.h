@@ -24,5 +24,6 @@ ChosenCommand add_plugins_command(CLI::App& app);    // plugins (plugins_command
 ChosenCommand add_config_command(CLI::App& app);     // config (config_command.cpp)
 ChosenCommand add_prepare_command(CLI::App& app);    // prepare (data_command.cpp)
 ChosenCommand add_runs_commands(CLI::App& app);      // runs ..., report (runs_command.cpp)
+ChosenCommand add_serve_command(CLI::App& app);      // serve (serve_command.cpp)
 
 }  // namespace kiln

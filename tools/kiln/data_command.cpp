@@ -32,6 +32,8 @@ ChosenCommand add_prepare_command(CLI::App& app) {
   CLI::App* prepare = app.add_subcommand("prepare", "tokenize text files into token shards");
   prepare->add_option("text", prep->inputs, "text file(s)")->required();
   prepare->add_option("--tokenizer", prep->tokenizer, "tokenizer plugin")->capture_default_str();
+  prepare->add_option("--tokenizer-file", prep->tokenizer_file,
+                      "vocabulary file of a tokenizer that reads one (hf: tokenizer.json)");
   prepare->add_option("--out", prep->out_dir, "output directory")->required();
   prepare->add_option("--val-fraction", prep->val_fraction, "share of tokens kept for validation")
       ->capture_default_str();

@@ -80,7 +80,7 @@ int dispatch(int argc, char** argv) {
       kiln::add_launch_command(app),    kiln::add_bench_command(app),
       kiln::add_snapshot_commands(app), kiln::add_plugins_command(app),
       kiln::add_config_command(app),    kiln::add_prepare_command(app),
-      kiln::add_runs_commands(app)};
+      kiln::add_runs_commands(app),     kiln::add_serve_command(app)};
 
   refuse_unknown_command(app, argc, argv);
   try {

@@ -12,6 +12,7 @@
 
 #include "core/app/run_command.h"
 #include "core/config/config.h"
+#include "core/config/schema.h"
 #include "core/util/error.h"
 #include "core/util/stop_signal.h"
 #include "tools/kiln/commands.h"
@@ -22,7 +23,7 @@ namespace {
 
 struct RunArgs {
   std::string experiment, name, run_ref;
-  std::string db = "runs/kiln.db";
+  std::string db = default_run_db();
   std::vector<std::string> overrides;
   bool restart = false;
 };

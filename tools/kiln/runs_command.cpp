@@ -15,7 +15,9 @@
 #include "core/app/run_groups.h"
 #include "core/app/runs_views.h"
 #include "core/app/tensorboard_export.h"
+#include "core/config/schema.h"
 #include "core/store/output_guard.h"
+#include "core/store/run_import.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
 #include "core/util/text.h"
@@ -32,8 +34,9 @@ struct RunsCli {
   CLI::App* rm = nullptr;
   CLI::App* plot = nullptr;
   CLI::App* report = nullptr;
+  CLI::App* import = nullptr;
 
-  std::string db = "runs/kiln.db";
+  std::string db = default_run_db();
   ListQuery query;
   std::string list_format = "table";
   std::string export_format = "csv";
@@ -41,6 +44,8 @@ struct RunsCli {
   std::vector<std::string> refs;  // compare, diff, export, rm, plot, report
   std::string output;
   bool yes = false;
+  std::string source;   // import
+  bool rename = false;  // import
   CurveRequest curve;
   std::vector<std::string> group_by;  // compare: config keys, or auto
   GroupReportOptions grouped;         // compare --group-by
@@ -232,7 +237,18 @@ void warn_if_newer(const HistoryDb& db) {
   if (!db.warning().empty()) std::cerr << "kiln: warning: " << db.warning() << "\n";
 }
 
+// Every run of cli.source into cli.db (made when missing), one line a run.
+int import_command(const RunsCli& cli) {
+  for (const auto& run : import_runs(cli.source, cli.db, cli.rename)) {
+    std::cout << fmt::format("imported run '{}'{}: {} metrics rows, {} evals\n", run.from,
+                             run.to == run.from ? "" : " as '" + run.to + "'", run.metrics,
+                             run.evals);
+  }
+  return kExitOk;
+}
+
 int runs_command(const RunsCli& cli) {
+  if (*cli.import) return import_command(cli);
   if (*cli.exporter || *cli.plot) refuse_output_over_store(cli.output, cli.db);
   HistoryDb db(cli.db);
   if (!*cli.rm) warn_if_newer(db);  // rm refuses such a store instead
@@ -289,6 +305,12 @@ ChosenCommand add_runs_commands(CLI::App& app) {
   add_list(cli->runs, *cli);
   add_show_export_rm(cli->runs, *cli);
   add_compare_plot(cli->runs, *cli);
+  cli->import = cli->runs->add_subcommand(
+      "import", "copy every run of another store (SQLite or PostgreSQL) into --db");
+  cli->import->add_option("source", cli->source, "the store to copy: a path or postgresql:// URL")
+      ->required();
+  cli->import->add_flag("--rename", cli->rename, "import a run whose name is taken as NAME-2, ...");
+  add_db_option(cli->import, *cli);
 
   cli->report = app.add_subcommand("report", "one self-contained HTML page about runs or sweeps");
   cli->report->add_option("runs", cli->refs, "run names, ids, sweeps or name globs")->required();

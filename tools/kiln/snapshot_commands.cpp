@@ -29,8 +29,9 @@ int eval_command(const SnapshotArgs& args) {
   const EvalReport r = evaluate_snapshot(args.request, args.split, args.eval_batches);
   std::cout << fmt::format(
       "{} {} step {} | {} loss {:.6f} | perplexity {:.4f} | {} batches, "
-      "{} tokens\n",
-      r.run, r.checkpoint, r.step, r.split, r.loss, r.perplexity, r.batches, r.tokens);
+      "{} tokens{}\n",
+      r.run, r.checkpoint, r.step, r.split, r.loss, r.perplexity, r.batches, r.tokens,
+      r.counted_tokens > 0 ? fmt::format(" ({} counted by the loss)", r.counted_tokens) : "");
   return kExitOk;
 }
 
@@ -41,6 +42,10 @@ int sample_command(const SnapshotArgs& args) {
 
 int export_command(const SnapshotArgs& args) {
   refuse_output_over_store(args.export_path, args.request.db);
+  if (exports_directory(args.export_path)) {
+    for (const char* file : {"/model.safetensors", "/config.json"})
+      refuse_output_over_store(args.export_path + file, args.request.db);
+  }
   const int64_t tensors = export_snapshot(args.request, args.export_path);
   std::cout << fmt::format("wrote {} tensors to {}\n", tensors, args.export_path);
   return kExitOk;
@@ -73,9 +78,14 @@ ChosenCommand add_snapshot_commands(CLI::App& app) {
       ->capture_default_str();
   sample->add_option("--seed", sampling.seed, "sampling seed")->capture_default_str();
 
-  CLI::App* exporter = app.add_subcommand("export", "write a snapshot's weights as safetensors");
+  CLI::App* exporter = app.add_subcommand(
+      "export", "write a snapshot's weights as a Hugging Face model directory or safetensors file");
   add_snapshot_options(exporter);
-  exporter->add_option("-o,--output", args->export_path, "output .safetensors file")->required();
+  exporter
+      ->add_option("-o,--output", args->export_path,
+                   "a directory (model.safetensors + config.json, as Hugging Face's "
+                   "save_pretrained) or a file ending in .safetensors")
+      ->required();
 
   return [eval, sample, exporter, args]() -> std::optional<int> {
     if (*eval) return eval_command(*args);

@@ -1,7 +1,9 @@
 // `kiln sweep`: a grid of experiments from a sweep file, or from an experiment file with
 // --grid/--zip axes; --dry-run checks and lists the members without running them. Exit code
 // kExitInterrupted when a SIGINT or SIGTERM stopped it, kExitSomeFailed when a member did not
-// complete otherwise.
+// complete otherwise. With --launcher slurm the sweep is submitted as a Slurm job array and the
+// command exits (core/app/slurm_sweep.h); `kiln sweep status|cancel|resubmit NAME` follow it,
+// and `kiln sweep task` is what each array task runs (core/app/slurm_task.h).
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -10,6 +12,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/app/slurm_sweep.h"
+#include "core/app/slurm_task.h"
 #include "core/app/sweep_runner.h"
 #include "core/app/sweep_spec.h"
 #include "core/util/error.h"
@@ -20,12 +24,20 @@ namespace kiln {
 namespace {
 
 struct SweepArgs {
-  std::string file, name;
+  std::string file, name, launcher = "local";
   std::vector<std::string> grid, zip, fixed;
   SweepOptions options;
+  SlurmOptions slurm;
+  bool jobs_given = false, slurm_given = false;
+  std::string sweep_name;  // of status, cancel, resubmit and task
+  std::string store_db = "runs/kiln.db";
 };
 
-int sweep_command(const SweepArgs& args) {
+void print_line(const std::string& line) {
+  std::cout << line << std::endl;
+}
+
+SweepSpec sweep_spec(const SweepArgs& args) {
   SweepSpec spec;
   if (is_sweep_file(args.file)) {
     spec = load_sweep_file(args.file);
@@ -39,10 +51,74 @@ int sweep_command(const SweepArgs& args) {
   for (const auto& z : args.zip)
     spec.zip.push_back(parse_axis(z));
   spec.fixed.insert(spec.fixed.end(), args.fixed.begin(), args.fixed.end());
-  const SweepOutcome outcome = run_sweep(
-      spec, args.options, [](const std::string& line) { std::cout << line << std::endl; });
+  return spec;
+}
+
+int sweep_command(const SweepArgs& args) {
+  if (args.file.empty()) {
+    throw UserError(
+        "kiln sweep needs a sweep file (or an experiment file with --grid), or one "
+        "of status, cancel, resubmit NAME: see kiln sweep --help");
+  }
+  const bool slurm = args.launcher == "slurm";
+  if (slurm && args.jobs_given) {
+    throw UserError(
+        "--jobs runs members on this machine: with --launcher slurm, --max-parallel "
+        "says how many run at once");
+  }
+  if (!slurm && args.slurm_given) {
+    throw UserError(
+        "--partition, --time, --nodes, --gpus-per-node, --cpus-per-task, "
+        "--max-parallel and --sbatch-arg are for --launcher slurm");
+  }
+  const SweepSpec spec = sweep_spec(args);
+  if (slurm && !args.options.dry_run) {
+    submit_sweep(spec, args.slurm, args.options.db, print_line);
+    return kExitOk;
+  }
+  const SweepOutcome outcome = run_sweep(spec, args.options, print_line);
   if (outcome.interrupted) return kExitInterrupted;
   return outcome.incomplete == 0 ? kExitOk : kExitSomeFailed;
+}
+
+void add_slurm_options(CLI::App& sweep, SweepArgs& args) {
+  const std::string group = "Slurm (with --launcher slurm)";
+  SlurmOptions& slurm = args.slurm;
+  sweep.add_option("--partition", slurm.partition, "the partition each member's task runs in")
+      ->group(group);
+  sweep.add_option("--time", slurm.time, "each task's time limit, as sbatch's --time")
+      ->group(group);
+  sweep.add_option("--nodes", slurm.nodes, "nodes per member")
+      ->check(CLI::Range(1, 100000))
+      ->group(group)
+      ->capture_default_str();
+  sweep.add_option("--gpus-per-node", slurm.gpus_per_node, "GPUs per node, one rank each")
+      ->group(group);
+  sweep.add_option("--cpus-per-task", slurm.cpus_per_task, "CPU cores per rank (run.threads)")
+      ->check(CLI::Range(1, 100000))
+      ->group(group)
+      ->capture_default_str();
+  sweep.add_option("--max-parallel", slurm.max_parallel, "members running at once (array %K)")
+      ->check(CLI::Range(0, 100000))
+      ->group(group);
+  sweep
+      .add_option("--signal-seconds", slurm.signal_seconds,
+                  "seconds before the time limit at which a member snapshots and requeues")
+      ->group(group)
+      ->capture_default_str();
+  sweep.add_option("--sbatch-arg", slurm.sbatch_args, "an sbatch option, e.g. --account=A")
+      ->group(group)
+      ->allow_extra_args(false);
+}
+
+// status, cancel, resubmit, and the hidden task: each takes the sweep's name and its run store.
+CLI::App* add_follow_up(CLI::App& sweep, SweepArgs& args, const std::string& name,
+                        const std::string& help) {
+  CLI::App* sub = sweep.add_subcommand(name, help);
+  sub->add_option("name", args.sweep_name, "the sweep's name")->required();
+  sub->add_option("--db", args.store_db, "the run store it was submitted to")
+      ->capture_default_str();
+  return sub;
 }
 
 }  // namespace
@@ -51,8 +127,7 @@ ChosenCommand add_sweep_command(CLI::App& app) {
   auto args = std::make_shared<SweepArgs>();
   CLI::App* sweep =
       app.add_subcommand("sweep", "run a grid of experiments (a sweep file, or --grid)");
-  sweep->add_option("file", args->file, "sweep file, or an experiment file with --grid/--zip")
-      ->required();
+  sweep->add_option("file", args->file, "sweep file, or an experiment file with --grid/--zip");
   sweep->add_option("--grid", args->grid,
                     "section.key=v1,v2,...: one axis of the product (repeatable)");
   sweep->add_option("--zip", args->zip,
@@ -66,9 +141,31 @@ ChosenCommand add_sweep_command(CLI::App& app) {
       ->capture_default_str();
   sweep->add_flag("--dry-run", args->options.dry_run,
                   "check every member (assembled without training) and print them; run nothing");
+  sweep->add_option("--launcher", args->launcher, "local: child processes; slurm: a job array")
+      ->check(CLI::IsMember({"local", "slurm"}))
+      ->capture_default_str();
+  add_slurm_options(*sweep, *args);
+  CLI::App* status = add_follow_up(*sweep, *args, "status", "each member's state and Slurm's");
+  CLI::App* cancel = add_follow_up(*sweep, *args, "cancel", "scancel what is pending or running");
+  CLI::App* resubmit =
+      add_follow_up(*sweep, *args, "resubmit", "submit the members not completed again");
+  CLI::App* task = add_follow_up(*sweep, *args, "task", "");  // no help: hidden
+  task->group("");
 
-  return [sweep, args]() -> std::optional<int> {
+  return [=]() -> std::optional<int> {
     if (!*sweep) return std::nullopt;
+    if (*status) print_sweep_status(args->store_db, args->sweep_name, print_line);
+    if (*cancel) cancel_sweep(args->store_db, args->sweep_name, print_line);
+    if (*resubmit) resubmit_sweep(args->store_db, args->sweep_name, print_line);
+    if (*task) return run_sweep_task(args->store_db, args->sweep_name, print_line);
+    if (*status || *cancel || *resubmit) return kExitOk;
+    args->jobs_given = sweep->count("--jobs") > 0;
+    args->slurm_given = false;
+    for (const char* option :
+         {"--partition", "--time", "--nodes", "--gpus-per-node", "--cpus-per-task",
+          "--max-parallel", "--sbatch-arg", "--signal-seconds"}) {
+      args->slurm_given = args->slurm_given || sweep->count(option) > 0;
+    }
     return sweep_command(*args);
   };
 }

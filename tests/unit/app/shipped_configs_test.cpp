@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -88,16 +89,24 @@ struct TomlBlock {
   std::string text;
 };
 
+// Fences may be indented (a block inside a numbered list): the body loses that indentation.
 std::vector<TomlBlock> readme_toml_blocks() {
   const std::string readme = testing::read_file(std::string(KILN_SOURCE_DIR) + "/README.md");
   std::vector<TomlBlock> blocks;
   const std::string open = "```toml\n";
   for (size_t at = readme.find(open); at != std::string::npos; at = readme.find(open, at + 1)) {
+    const size_t line_start = readme.rfind('\n', at) + 1;  // npos + 1 == 0 on the first line
+    const std::string indent = readme.substr(line_start, at - line_start);
+    if (indent.find_first_not_of(' ') != std::string::npos) continue;  // not a fence
     const size_t body = at + open.size();
-    const size_t close = readme.find("\n```", body - 1);
+    const size_t close = readme.find("\n" + indent + "```", body - 1);
     if (close == std::string::npos) break;
     const int line = static_cast<int>(std::count(readme.begin(), readme.begin() + at, '\n')) + 1;
-    blocks.push_back({line, readme.substr(body, close + 1 - body)});
+    std::string text;
+    std::istringstream lines(readme.substr(body, close + 1 - body));
+    for (std::string l; std::getline(lines, l);)
+      text += (l.compare(0, indent.size(), indent) == 0 ? l.substr(indent.size()) : l) + "\n";
+    blocks.push_back({line, text});
   }
   return blocks;
 }

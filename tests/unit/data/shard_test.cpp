@@ -1,3 +1,4 @@
+#include <cstring>
 #include <numeric>
 
 #include <gtest/gtest.h>
@@ -21,8 +22,8 @@ std::vector<uint16_t> iota_tokens(size_t n, uint16_t start = 0) {
   return t;
 }
 
-uint16_t token_at(const ShardFile& shard, int64_t at) {
-  uint16_t token = 0;
+uint32_t token_at(const ShardFile& shard, int64_t at) {
+  uint32_t token = 0;
   shard.read(at, 1, &token);
   return token;
 }
@@ -35,6 +36,35 @@ TEST(Shard, WritesAndReadsBackTheLlmcFormat) {
   EXPECT_EQ(token_at(shard, 0), 7);
   EXPECT_EQ(token_at(shard, 999), 1006);
   EXPECT_EQ(std::filesystem::file_size(dir / "a.bin"), 1024u + 2000u);
+}
+
+// 16-bit ids widen to 32 on reading, a whole window at once; 32-bit shards (llm.c's version 2,
+// for vocabularies beyond 65,536 ids) read back as written.
+TEST(Shard, ReadsWindowsOfEitherWidth) {
+  TempDir dir;
+  write_shard(dir / "narrow.bin", iota_tokens(1000, 65000));
+  ShardFile narrow(dir / "narrow.bin");
+  EXPECT_EQ(narrow.token_bytes(), 2);
+  std::vector<uint32_t> window(600);
+  narrow.read(100, 600, window.data());
+  for (size_t i = 0; i < window.size(); ++i)
+    ASSERT_EQ(window[i], (65100 + i) % 65536) << i;
+
+  std::vector<uint32_t> wide(500);
+  std::iota(wide.begin(), wide.end(), 128000u);
+  write_shard(dir / "wide.bin", wide);
+  const std::string bytes = testing::read_file(dir / "wide.bin");
+  ASSERT_EQ(bytes.size(), 1024u + 2000u);
+  int32_t header[3];
+  std::memcpy(header, bytes.data(), sizeof header);
+  EXPECT_EQ(header[0], 20240520);
+  EXPECT_EQ(header[1], 2);
+  EXPECT_EQ(header[2], 500);
+  ShardFile shard(dir / "wide.bin");
+  EXPECT_EQ(shard.token_bytes(), 4);
+  ASSERT_EQ(shard.size(), 500);
+  EXPECT_EQ(token_at(shard, 0), 128000u);
+  EXPECT_EQ(token_at(shard, 499), 128499u);
 }
 
 TEST(BatchBuffers, AreReusedOnlyOnceNothingHoldsThem) {

@@ -155,10 +155,11 @@ TEST(EventFile, TheLogWritesWhatTheStoreCommitsWhenItCommits) {
       NewRun{"other", "exp.toml", "[run]\n", "0123456789abcdef", 7, 1, 5, "", "host", "", "", ""});
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const std::vector<MetricRow> rows = {
-      {1, 4.25, 3e-4, 6.5, 1151.18, 17.79, 2048, 1, false, std::nullopt, std::nullopt},
-      {2, nan, 3e-4, -nan, 1200.5, 16.5, 4096, 65536, true, 0.75, std::nullopt},
+      {1, 4.25, 3e-4, 6.5, 1151.18, 17.79, 2048, 1, false, std::nullopt, std::nullopt,
+       std::nullopt},
+      {2, nan, 3e-4, -nan, 1200.5, 16.5, 4096, 65536, true, 0.75, std::nullopt, std::nullopt},
       {3, 3.125, 2.5e-4, 1.0 / 3, 1e7, 0.001, (int64_t{1} << 40) + 1, 32768, false, std::nullopt,
-       0.375},
+       0.375, std::nullopt},
   };
   std::vector<std::string> warnings;
   const std::string config = "[optimizer]\nlr = 0.003\n";
@@ -182,8 +183,8 @@ TEST(EventFile, TheLogWritesWhatTheStoreCommitsWhenItCommits) {
           testing::scalar(db, "select count(*) from metrics where run_id = " + std::to_string(id));
       EXPECT_EQ(std::to_string(metric_events(read_event_file(log.path()))), committed);
     }
-    store.add_eval(id, EvalRow{2, "val", 3.5, ""});
-    store.add_eval(id, EvalRow{3, "val", 3.25, "best"});  // as `kiln eval` records
+    store.add_eval(id, EvalRow{2, "val", 3.5, "", std::nullopt});
+    store.add_eval(id, EvalRow{3, "val", 3.25, "best", std::nullopt});  // as `kiln eval` records
     store.flush();
     const auto events = read_event_file(log.path());
     ASSERT_EQ(events.size(), 2 + rows.size() + 2);
@@ -203,7 +204,8 @@ TEST(EventFile, TheLogWritesWhatTheStoreCommitsWhenItCommits) {
       last = e.wall_time;
     }
   }
-  store.add_metric(id, MetricRow{4, 3.0, 0, 0, 0, 0, 0, 1, false, std::nullopt, std::nullopt});
+  store.add_metric(
+      id, MetricRow{4, 3.0, 0, 0, 0, 0, 0, 1, false, std::nullopt, std::nullopt, std::nullopt});
   store.flush();  // the log is gone: nothing more in its file
   EXPECT_EQ(metric_events(read_event_file(files_in(dir / "tb/sweep/m")[0])), rows.size());
 

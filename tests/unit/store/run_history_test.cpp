@@ -199,9 +199,10 @@ TEST_F(RunHistory, WhereCompilesToPlaceholdersOnly) {
   KeySpace keys{{{"name", "name"}, {"best_loss", "best_loss"}}, "kiln_config(config, ?)"};
   auto ast = parse_where("not (name ~ 'a*' or optimizer.lr >= 1e-3) and best_loss < 2", keys);
   SqlFragment sql = where_sql(*ast, keys);
-  EXPECT_EQ(sql.sql,
-            "NOT (coalesce(name GLOB ?, 0) OR coalesce(kiln_config(config, ?) >= ?, 0)) AND "
-            "coalesce(best_loss < ?, 0)");
+  EXPECT_EQ(
+      sql.sql,
+      "NOT (coalesce(name GLOB ?, FALSE) OR coalesce(kiln_config(config, ?) >= ?, FALSE)) AND "
+      "coalesce(best_loss < ?, FALSE)");
   ASSERT_EQ(sql.params.size(), 4u);
   EXPECT_EQ(std::get<std::string>(sql.params[0]), "a*");
   EXPECT_EQ(std::get<std::string>(sql.params[1]), "optimizer.lr");

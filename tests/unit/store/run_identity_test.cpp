@@ -147,7 +147,10 @@ TEST(RunIds, AStoreFromBeforeGetsUuidsNoFolderAndNoReusedIds) {
   ASSERT_EQ(sqlite3_exec(raw,
                          "DELETE FROM runs WHERE name = 'c'; DROP TABLE run_ids; "
                          "DROP TABLE bench_results; DROP TABLE run_files; "
-                         "DROP TABLE run_key_sources; "
+                         "DROP TABLE run_key_sources; DROP TABLE sweep_members; "
+                         "DROP TABLE sweeps; ALTER TABLE runs DROP COLUMN config_json; "
+                         "ALTER TABLE metrics DROP COLUMN counted_tokens; "
+                         "ALTER TABLE evals DROP COLUMN counted_tokens; "
                          "DROP TABLE run_config_hashes; DROP INDEX runs_by_uuid; "
                          "ALTER TABLE runs DROP COLUMN uuid; ALTER TABLE runs DROP COLUMN folder; "
                          "PRAGMA user_version = 3",

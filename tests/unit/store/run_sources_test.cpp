@@ -45,9 +45,13 @@ TEST(RunSources, AStoreFromBeforeThemReadsAsNoneAndIsUpgradedByTheNextWriter) {
   const int64_t id = RunStore(db).create_run(new_run("a"));
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  // Schema version 5: before the provenance tables (6), the sweeps of a scheduler (7), the
+  // counted tokens (8) and the config's JSON copy (9).
   const std::string older =
-      "drop table run_files; drop table run_key_sources; pragma user_version = " +
-      std::to_string(known_schema_version() - 1);
+      "drop table run_files; drop table run_key_sources; drop table sweep_members; "
+      "drop table sweeps; alter table metrics drop column counted_tokens; "
+      "alter table evals drop column counted_tokens; alter table runs drop column config_json; "
+      "pragma user_version = 5";
   ASSERT_EQ(sqlite3_exec(raw, older.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(raw);
   {

@@ -180,19 +180,19 @@ std::string sql_of(const std::string& expr) {
 
 TEST(WhereSql, AChainOfOneOperatorIsFlat) {
   const std::string flat =
-      "coalesce(name = ?, 0) OR coalesce(name = ?, 0) OR coalesce(name = ?, 0)";
+      "coalesce(name = ?, FALSE) OR coalesce(name = ?, FALSE) OR coalesce(name = ?, FALSE)";
   EXPECT_EQ(sql_of("name = a or name = b or name = c"), flat);
   EXPECT_EQ(sql_of("(name = a or name = b) or (name = c)"), flat);
   EXPECT_EQ(sql_of("name = a or (name = b or name = c)"), flat);
-  EXPECT_EQ(sql_of("not not name = a"), "NOT NOT coalesce(name = ?, 0)");
+  EXPECT_EQ(sql_of("not not name = a"), "NOT NOT coalesce(name = ?, FALSE)");
 }
 
 TEST(WhereSql, NestedOperandsComeFirstAndComparisonsLastWithTheirValues) {
   auto ast = parse_where("name = a and (name = b or x.y = 2) and name = c", kKeys);
   const SqlFragment sql = where_sql(*ast, kKeys);
   EXPECT_EQ(sql.sql,
-            "(coalesce(name = ?, 0) OR coalesce(kiln_config(config, ?) = ?, 0)) AND "
-            "(coalesce(name = ?, 0) AND coalesce(name = ?, 0))");
+            "(coalesce(name = ?, FALSE) OR coalesce(kiln_config(config, ?) = ?, FALSE)) AND "
+            "(coalesce(name = ?, FALSE) AND coalesce(name = ?, FALSE))");
   ASSERT_EQ(sql.params.size(), 5u);
   EXPECT_EQ(std::get<std::string>(sql.params[0]), "b");
   EXPECT_EQ(std::get<std::string>(sql.params[1]), "x.y");

@@ -1,0 +1,167 @@
+#include "core/checkpoint/hf_directory.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "core/checkpoint/safetensors.h"
+#include "core/checkpoint/weights_io.h"
+#include "core/util/error.h"
+#include "core/util/fs.h"
+
+namespace kiln {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+constexpr const char* kWeightsFile = "model.safetensors";
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+constexpr const char* kConfigFile = "config.json";
+
+// Fields of config.json that say how a checkpoint was saved, not what model it is.
+const std::set<std::string>& ignored_fields() {
+  static const std::set<std::string> fields = {"torch_dtype", "transformers_version",
+                                               "_name_or_path"};
+  return fields;
+}
+
+Json read_json(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(fmt::format("cannot read '{}', the {}", path, what));
+  std::ostringstream text;
+  text << in.rdbuf();
+  try {
+    Json parsed = Json::parse(text.str());
+    if (!parsed.is_object()) throw UserError(fmt::format("'{}' is not a JSON object", path));
+    return parsed;
+  } catch (const Json::exception& e) {
+    throw UserError(fmt::format("'{}' is not valid JSON: {}", path, e.what()));
+  }
+}
+
+// Every field of `ours` (the experiment's) that `theirs` (config.json) lacks or holds otherwise.
+// Fields only config.json has (dropout rates, token ids, ...) do not describe the weights.
+std::vector<std::string> differences(const Json& ours, const Json& theirs) {
+  std::vector<std::string> out;
+  for (const auto& [field, value] : ours.items()) {
+    if (ignored_fields().count(field)) continue;
+    const auto it = theirs.find(field);
+    if (it == theirs.end()) {
+      if (!value.is_null())
+        out.push_back(fmt::format("{} absent (experiment {})", field, value.dump()));
+    } else if (*it != value) {
+      out.push_back(fmt::format("{} {} (experiment {})", field, it->dump(), value.dump()));
+    }
+  }
+  return out;
+}
+
+void check_config(const std::string& dir, const std::string& interchange_config) {
+  const std::string path = dir + "/" + kConfigFile;
+  if (interchange_config.empty()) return;  // the model's import refuses on its own
+  if (!fs::exists(path)) {
+    throw UserError(
+        fmt::format("'{}' has no {}: give a Hugging Face model directory (config.json beside "
+                    "the weights, as `kiln export RUN -o DIR` writes it) or a .safetensors file",
+                    dir, kConfigFile));
+  }
+  const auto found =
+      differences(Json::parse(interchange_config), read_json(path, "model's Hugging Face config"));
+  if (!found.empty()) {
+    throw UserError(
+        fmt::format("'{}' describes another model than the experiment's: {}; set the "
+                    "model section to the checkpoint's sizes",
+                    path, fmt::join(found, ", ")));
+  }
+}
+
+// The weight files of a directory, each with the tensors it must hold (empty: all of them).
+std::map<std::string, std::set<std::string>> directory_files(const std::string& dir) {
+  if (fs::exists(dir + "/" + kWeightsFile)) return {{dir + "/" + kWeightsFile, {}}};
+  const std::string index_path = dir + "/" + kIndexFile;
+  if (!fs::exists(index_path)) {
+    throw UserError(
+        fmt::format("'{}' holds neither {} nor {}: point model.init_from at a Hugging "
+                    "Face model directory or a .safetensors file",
+                    dir, kWeightsFile, kIndexFile));
+  }
+  const Json index = read_json(index_path, "index of a sharded checkpoint");
+  const auto map = index.find("weight_map");
+  if (map == index.end() || !map->is_object() || map->empty()) {
+    throw UserError(
+        fmt::format("'{}' has no weight_map naming the file of each tensor", index_path));
+  }
+  std::map<std::string, std::set<std::string>> files;
+  for (const auto& [tensor, file] : map->items()) {
+    const std::string name = file.is_string() ? file.get<std::string>() : "";
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+      throw UserError(fmt::format("'{}' places tensor '{}' in {}, which is not a file name in {}",
+                                  index_path, tensor, file.dump(), dir));
+    }
+    files[dir + "/" + name].insert(tensor);
+  }
+  return files;
+}
+
+// `path`'s weight files, each with the tensors it must hold (empty: all of them).
+std::map<std::string, std::set<std::string>> weight_files(const std::string& path) {
+  if (fs::is_directory(path)) return directory_files(path);
+  if (!fs::exists(path)) {
+    throw UserError(
+        fmt::format("no such file or directory '{}': give a .safetensors file or a "
+                    "Hugging Face model directory",
+                    path));
+  }
+  return {{path, {}}};
+}
+
+}  // namespace
+
+void write_hf_directory(const std::string& dir,
+                        const std::vector<std::pair<std::string, at::Tensor>>& weights,
+                        const std::string& config,
+                        const std::map<std::string, std::string>& metadata) {
+  Json described = Json::parse(config);
+  described["torch_dtype"] = "float32";
+  ensure_parent_dir(dir + "/" + kConfigFile);
+  write_weights(dir + "/" + kWeightsFile, weights, metadata);
+  write_file_atomic(dir + "/" + kConfigFile, described.dump(2) + "\n");
+}
+
+std::map<std::string, at::Tensor> read_model_weights(const std::string& path,
+                                                     const std::string& interchange_config) {
+  if (fs::is_directory(path)) check_config(path, interchange_config);
+  std::map<std::string, at::Tensor> all;
+  for (const auto& [file, expected] : weight_files(path)) {
+    auto weights = read_weights(file);
+    for (const auto& tensor : expected) {
+      if (!weights.count(tensor)) {
+        throw UserError(
+            fmt::format("the index places tensor '{}' in '{}', which does not hold "
+                        "it",
+                        tensor, file));
+      }
+    }
+    for (auto& [name, tensor] : weights) {
+      if (!expected.empty() && !expected.count(name)) continue;  // the index's word is final
+      if (!all.emplace(name, std::move(tensor)).second) {
+        throw UserError(fmt::format("tensor '{}' is in more than one file of '{}'", name, path));
+      }
+    }
+  }
+  return all;
+}
+
+void check_model_weights(const std::string& path) {
+  for (const auto& entry : weight_files(path))
+    SafetensorsFile header(entry.first);
+}
+
+}  // namespace kiln

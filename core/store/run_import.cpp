@@ -1,0 +1,136 @@
+#include "core/store/run_import.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/store/history_db.h"
+#include "core/store/run_queries.h"
+#include "core/store/run_store.h"
+#include "core/util/error.h"
+
+namespace kiln {
+
+namespace {
+
+bool taken(Connection& db, const char* column, const std::string& value) {
+  Statement q(db, fmt::format("SELECT count(*) FROM runs WHERE {} = ?", column), {value});
+  q.step();
+  return q.integer(0) > 0;
+}
+
+// The target's name for each source run, or the UserError that refuses the import.
+std::vector<std::string> target_names(const std::vector<RunRecord>& runs, RunStore& target,
+                                      const std::string& source, bool rename) {
+  std::vector<std::string> names;
+  for (const auto& run : runs) {
+    if (!run.uuid.empty() && taken(target.connection(), "uuid", run.uuid)) {
+      throw UserError(fmt::format(
+          "run '{}' of '{}' is in '{}' already (the same run: its uuid {}): nothing imported",
+          run.name, source, target.path(), run.uuid));
+    }
+    std::string name = run.name;
+    for (int k = 2; taken(target.connection(), "name", name); ++k) {
+      if (!rename) {
+        throw UserError(fmt::format(
+            "a run named '{}' is in '{}' already: nothing imported: pass --rename to import it "
+            "as '{}-2' (and so on)",
+            run.name, target.path(), run.name));
+      }
+      name = fmt::format("{}-{}", run.name, k);
+    }
+    names.push_back(name);
+  }
+  return names;
+}
+
+// The columns of runs that RunRecord does not carry.
+struct RunExtras {
+  int64_t seed = 0, world_size = 1;
+  std::string created_at;
+};
+
+RunExtras extras_of(HistoryDb& source, int64_t id) {
+  Statement q(source.connection(), "SELECT seed, world_size, created_at FROM runs WHERE id = ?",
+              {id});
+  q.step();
+  return {q.integer(0), q.integer(1), q.text(2)};
+}
+
+ImportedRun copy_rows(HistoryDb& source, RunStore& target, const RunRecord& run, int64_t id) {
+  ImportedRun copied;
+  for (const MetricRow& row : run_metric_rows(source, run.id)) {
+    target.add_metric(id, row);
+    ++copied.metrics;
+  }
+  for (const EvalRecord& e : run_evals(source, run.id)) {
+    target.add_eval(id, EvalRow{e.step, e.split, e.loss.value_or(NAN), e.checkpoint, e.counted_tokens});
+    ++copied.evals;
+  }
+  target.flush();
+  Connection& db = target.connection();
+  for (const SnapshotRecord& s : run_snapshots(source, run.id)) {
+    Statement(
+        db, "INSERT INTO snapshots (run_id, label, step, path, created_at) VALUES (?, ?, ?, ?, ?)",
+        {id, s.label, s.step, s.path, s.created_at})
+        .step();
+  }
+  for (const ResumeRecord& r : run_resumes(source, run.id)) {
+    Statement resume(db,
+                     "INSERT INTO resumes (run_id, from_step, changes, created_at) VALUES "
+                     "(?, ?, ?, ?)");
+    resume.bind(1, id).bind(2, r.from_step).bind_text_or_null(3, r.changes).bind(4, r.created_at);
+    resume.step();
+  }
+  for (const std::string& hash : run_config_hashes(source.connection(), run)) {
+    Statement(db, "INSERT OR IGNORE INTO run_config_hashes (run_id, config_hash) VALUES (?, ?)",
+              {id, hash})
+        .step();
+  }
+  Statement status(db,
+                   "UPDATE runs SET status = ?, created_at = ?, finished_at = ?, error = ? "
+                   "WHERE id = ?");
+  status.bind(1, run.status).bind(2, extras_of(source, run.id).created_at);
+  status.bind_text_or_null(3, run.finished_at).bind_text_or_null(4, run.error).bind(5, id);
+  status.step();
+  return copied;
+}
+
+ImportedRun import_run(HistoryDb& source, RunStore& target, const RunRecord& run,
+                       const std::string& name) {
+  const RunExtras extras = extras_of(source, run.id);
+  const RunProvenance provenance{read_run_files(source.connection(), run.id),
+                                 read_key_sources(source.connection(), run.id)};
+  const int64_t id = target.create_run(
+      NewRun{name, run.experiment, run.config, run.config_hash, extras.seed, extras.world_size,
+             run.planned_steps, run.git_commit, run.host, run.sweep, run.uuid, run.folder},
+      provenance);
+  try {
+    ImportedRun copied = copy_rows(source, target, run, id);
+    copied.from = run.name;
+    copied.to = name;
+    return copied;
+  } catch (...) {
+    // Nothing half-written: the run's rows go with it (ON DELETE CASCADE).
+    Statement(target.connection(), "DELETE FROM runs WHERE id = ?", {id}).step();
+    throw;
+  }
+}
+
+}  // namespace
+
+std::vector<ImportedRun> import_runs(const std::string& source, const std::string& target,
+                                     bool rename) {
+  HistoryDb from(source);
+  if (!from.warning().empty()) throw UserError(from.warning() + ": nothing imported");
+  RunStore to(target);
+  const std::vector<RunRecord> runs = read_run_records(
+      from.connection(), {run_summary_select(from.columns()) + " ORDER BY id", {}});
+  const std::vector<std::string> names = target_names(runs, to, source, rename);
+  std::vector<ImportedRun> imported;
+  for (size_t i = 0; i < runs.size(); ++i)
+    imported.push_back(import_run(from, to, runs[i], names[i]));
+  return imported;
+}
+
+}  // namespace kiln

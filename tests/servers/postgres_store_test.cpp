@@ -1,0 +1,154 @@
+// What only a PostgreSQL run store has to show: many processes on one fresh database (each
+// migration applied once, no lost row), and the refusals of a URL a user got wrong, with the
+// password never printed. The store is read back through libpq, not through Kiln.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "postgres_server.h"
+#include "test_util.h"
+#include "tiny_run.h"
+
+namespace kiln::testing {
+namespace {
+
+class PostgresStore : public TinyRun {
+ protected:
+  void SetUp() override {
+    if (!server_.skip_reason().empty()) {
+      GTEST_SKIP() << "SKIP no PostgreSQL server: " << server_.skip_reason();
+    }
+    TinyRun::SetUp();
+  }
+
+  // The tiny experiment with run.db = `url`.
+  std::string exp_on(const std::string& url) {
+    const std::string path = experiment();
+    std::string text = read_file(path);
+    const std::string line = fmt::format("db = \"{}\"", db());
+    text.replace(text.find(line), line.size(), fmt::format("db = \"{}\"", url));
+    write_text(path, text);
+    return path;
+  }
+
+  PostgresServer server_{"s3cret-pw"};
+};
+
+// Four `kiln run` at once on a database no run store is in yet, and a reader listing the runs
+// all the while: the schema is made once, and every run has every step, once.
+TEST_F(PostgresStore, FourRunsAndAReaderOnOneDatabaseLoseNoRow) {
+  const std::string url = server_.new_database("shared");
+  ::setenv("PGPASSWORD", "s3cret-pw", 1);
+  const std::string e = exp_on(url);
+  std::vector<pid_t> runs;
+  for (int i = 0; i < 4; ++i) {
+    runs.push_back(start_kiln(
+        {"run", e, "--name", fmt::format("r{}", i), "--set", fmt::format("run.seed={}", i + 1)},
+        dir_ / fmt::format("r{}.log", i)));
+  }
+  int reads = 0, failed_reads = 0;
+  auto running = [&] {
+    for (pid_t pid : runs) {
+      if (::waitpid(pid, nullptr, WNOHANG) == 0) return true;
+    }
+    return false;
+  };
+  std::vector<int> statuses;
+  while (running()) {
+    const auto list = run_kiln("runs list --db " + url);
+    ++reads;
+    // Before the first run made the schema, the reader finds no store yet: that is an answer.
+    if (list.exit_code != 0 && list.output.find("no runs table") == std::string::npos &&
+        list.output.find("is not a Kiln run store") == std::string::npos) {
+      ++failed_reads;
+      ADD_FAILURE() << list.output;
+    }
+  }
+  for (pid_t pid : runs) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const std::string log = dir_ / fmt::format("r{}.log", i);
+    const std::string name = fmt::format("r{}", i);
+    EXPECT_EQ(store_scalar(url, "SELECT status FROM runs WHERE name = '" + name + "'"), "completed")
+        << read_file(log);
+    EXPECT_EQ(store_scalar(url,
+                           "SELECT count(DISTINCT step) FROM metrics m JOIN runs r ON "
+                           "r.id = m.run_id WHERE r.name = '" +
+                               name + "'"),
+              "30");
+  }
+  EXPECT_EQ(store_scalar(url, "SELECT count(*) FROM metrics"), "120");
+  EXPECT_EQ(store_scalar(url, "SELECT count(*) FROM kiln_schema"), "1");
+  EXPECT_GT(reads, 0);
+  EXPECT_EQ(failed_reads, 0);
+  ::unsetenv("PGPASSWORD");
+}
+
+TEST_F(PostgresStore, AWrongPasswordIsOneLineThatNamesTheStoreAndNotThePassword) {
+  const std::string url = server_.new_database("guarded");
+  ::setenv("PGPASSWORD", "not-the-password", 1);
+  const std::string e = exp_on(url);
+  auto run = run_kiln("run " + e + " --name r");
+  expect_one_error_line(run, "run with a wrong password", "password authentication failed");
+  EXPECT_NE(run.output.find(url), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("not-the-password"), std::string::npos) << run.output;
+  ::setenv("PGPASSWORD", "s3cret-pw", 1);
+  EXPECT_EQ(store_scalar(url, "SELECT count(*) FROM pg_tables WHERE tablename = 'runs'"), "0");
+  // A password in the URL is refused before anything connects, and never echoed.
+  const std::string with_password =
+      fmt::format("postgresql://kiln:s3cret-pw@127.0.0.1:{}/guarded", server_.port());
+  auto listed = run_kiln("runs list --db " + with_password);
+  expect_one_error_line(listed, "a password in the URL", "carries a password");
+  EXPECT_EQ(listed.output.find("s3cret-pw"), std::string::npos) << listed.output;
+  // The right one, from the environment as libpq reads it: the run is stored.
+  auto good = run_kiln("run " + e + " --name r");
+  EXPECT_EQ(good.exit_code, 0) << good.output;
+  EXPECT_EQ(store_scalar(url, "SELECT count(*) FROM metrics"), "30");
+  EXPECT_EQ(store_scalar(url, "SELECT config_json -> 'optimizer' ->> 'lr' FROM runs"), "0.01");
+  ::unsetenv("PGPASSWORD");
+}
+
+// The server stops mid-run and comes back 3 s later: training goes on, the rows made meanwhile
+// wait in memory, and every step is stored exactly once.
+TEST_F(PostgresStore, AServerRestartMidRunLosesAndDuplicatesNoRow) {
+  const std::string url = server_.new_database("restarted");
+  ::setenv("PGPASSWORD", "s3cret-pw", 1);
+  const std::string e = exp_on(url);
+  const std::string log = dir_ / "run.log";
+  const pid_t run = start_kiln({"run", e, "--name", "r", "--set", "train.steps=600", "--set",
+                                "checkpoint.every=300", "--set", "eval.every=100"},
+                               log);
+  auto stored = [&] {
+    return std::atoll(store_scalar(url, "SELECT count(*) FROM metrics").c_str());
+  };
+  for (int i = 0; i < 3000 && stored() < 40; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_GE(stored(), 40) << read_file(log);
+  server_.stop();
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  EXPECT_EQ(::waitpid(run, nullptr, WNOHANG), 0) << "the run ended while the server was away\n"
+                                                 << read_file(log);
+  server_.start();
+  int status = 0;
+  ::waitpid(run, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_file(log);
+  EXPECT_EQ(store_scalar(url, "SELECT status FROM runs"), "completed");
+  EXPECT_EQ(store_scalar(url, "SELECT count(*) FROM metrics"), "600");
+  EXPECT_EQ(store_scalar(url, "SELECT count(DISTINCT step) FROM metrics"), "600");
+  EXPECT_EQ(store_scalar(url, "SELECT min(step) || '-' || max(step) FROM metrics"), "1-600");
+  EXPECT_EQ(store_scalar(url, "SELECT count(*) FROM evals WHERE split = 'val'"), "6");
+  EXPECT_EQ(
+      store_scalar(url, "SELECT count(DISTINCT step) FROM snapshots WHERE step IN (300, 600)"),
+      "2");
+  ::unsetenv("PGPASSWORD");
+}
+
+}  // namespace
+}  // namespace kiln::testing

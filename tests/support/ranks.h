@@ -1,0 +1,47 @@
+// Starting kiln on several ranks of one machine, as torchrun would, for the tests that train
+// over real c10d process groups.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+namespace kiln::testing {
+
+// Starts `world` ranks of `kiln ARGS` with torchrun's environment and waits for them all;
+// returns their exit codes. Rank r's output goes to `log_prefix`r.log when one is given.
+inline std::vector<int> run_ranks(int world, const std::string& args,
+                                  const std::string& log_prefix = "") {
+  std::mt19937 rng(std::random_device{}());
+  const int port = 20000 + static_cast<int>(rng() % 20000);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < world; ++rank) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      const std::string log =
+          log_prefix.empty() ? "/dev/null" : log_prefix + std::to_string(rank) + ".log";
+      const std::string command =
+          std::string("'") + KILN_BINARY + "' " + args + " > '" + log + "' 2>&1";
+      ::execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
+      ::_exit(127);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> codes;
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  }
+  return codes;
+}
+
+}  // namespace kiln::testing

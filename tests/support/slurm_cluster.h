@@ -1,0 +1,224 @@
+// A one-node Slurm cluster of this machine, started by the tests themselves (Debian's slurm-wlm
+// and munge: tools/setup.sh --tests) and stopped after: munged with its own key, socket and
+// state, slurmctld and slurmd in the foreground as this process's children, every state, log,
+// pid and spool path in a scratch folder, both daemons on free local ports. SLURM_CONF points at
+// its slurm.conf in this process's environment while it lives, so the kiln and Slurm commands a
+// test runs reach it. When it cannot start, `why` says what failed, for the test's SKIP line.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/util/process.h"
+#include "test_util.h"
+
+namespace kiln::testing {
+
+// A shell command's output (stdout and stderr) and exit code, with SLURM_CONF as set here.
+inline CommandResult shell(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;)
+    result.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+class SlurmCluster {
+ public:
+  // The running cluster, or null with `why` set.
+  static std::unique_ptr<SlurmCluster> start(std::string& why) {
+    for (const char* tool : {"munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel"}) {
+      if (shell(fmt::format("PATH=$PATH:/usr/sbin command -v {}", tool)).exit_code != 0) {
+        why = fmt::format(
+            "{} is not installed (tools/setup.sh --tests installs slurm-wlm and "
+            "munge)",
+            tool);
+        return nullptr;
+      }
+    }
+    std::unique_ptr<SlurmCluster> cluster(new SlurmCluster());
+    why = cluster->start_daemons();
+    if (!why.empty()) return nullptr;
+    return cluster;
+  }
+
+  ~SlurmCluster() {
+    // Jobs first, so no task outlives its slurmd; then the daemons, newest first.
+    if (up_) {
+      shell("scancel --me");
+      for (int i = 0; i < 300 && !shell("squeue --me -h").output.empty(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    for (auto it = daemons_.rbegin(); it != daemons_.rend(); ++it) {
+      it->signal(SIGTERM);
+      it->wait();
+    }
+    ::unsetenv("SLURM_CONF");
+  }
+
+  std::string folder() const { return dir_.str(); }
+  // The last lines of the daemons' logs, for a failure's message.
+  std::string logs() const {
+    std::string text;
+    for (const char* name : {"slurmctld.log", "slurmd.log"}) {
+      text += fmt::format("--- {}\n{}\n", name, tail(read_file(dir_ / name), 3000));
+    }
+    return text;
+  }
+
+ private:
+  SlurmCluster() = default;
+
+  static std::string tail(const std::string& text, size_t chars) {
+    return text.size() > chars ? text.substr(text.size() - chars) : text;
+  }
+
+  static int free_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+    ::close(fd);
+    return ntohs(address.sin_port);
+  }
+
+  // A daemon in the foreground, its output into `log` in the scratch folder.
+  void start_daemon(const std::string& program, std::vector<std::string> argv,
+                    const std::string& log) {
+    ProcessOptions options;
+    options.program = program;
+    options.argv = std::move(argv);
+    options.output = ProcessOptions::Output::kFile;
+    options.output_file = dir_ / log;
+    options.own_process_group = true;  // a Ctrl-C of the test run stops the tests, then these
+    daemons_.push_back(Process::start(options));
+  }
+
+  bool wait_until(const std::function<bool()>& ready, std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (ready()) return true;
+      for (auto& d : daemons_) {
+        if (d.try_wait()) return false;  // a daemon that exited will not become ready
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+
+  // munged, its key made here; an empty string when its socket appears.
+  std::string start_munge() {
+    std::filesystem::permissions(dir_.str(), std::filesystem::perms(0755));
+    std::string key(1024, '\0');
+    std::random_device random;
+    for (auto& c : key)
+      c = static_cast<char>(random());
+    write_text(dir_ / "munge.key", key);
+    std::filesystem::permissions(dir_ / "munge.key", std::filesystem::perms(0600));
+    socket_ = dir_ / "munge.socket";
+    start_daemon("/usr/sbin/munged",
+                 {"munged", "--foreground", "--force", "--key-file=" + (dir_ / "munge.key"),
+                  "--socket=" + socket_, "--pid-file=" + (dir_ / "munged.pid"),
+                  "--seed-file=" + (dir_ / "munged.seed"), "--log-file=" + (dir_ / "munged.log")},
+                 "munged.out");
+    if (wait_until([&] { return std::filesystem::exists(socket_); }, std::chrono::seconds(10))) {
+      return "";
+    }
+    return "munged did not start: " + tail(read_file(dir_ / "munged.log"), 500);
+  }
+
+  // slurm.conf for this machine: the node line is what `slurmd -C` finds here.
+  std::string write_config() {
+    const CommandResult node = shell("/usr/sbin/slurmd -C");
+    const std::string node_line = node.output.substr(0, node.output.find('\n'));
+    if (node.exit_code != 0 || node_line.rfind("NodeName=", 0) != 0) {
+      return "slurmd -C cannot describe this machine: " + node.output;
+    }
+    const std::string node_name = node_line.substr(9, node_line.find(' ') - 9);
+    const std::string user = shell("id -un").output.substr(0, shell("id -un").output.find('\n'));
+    for (const char* spool : {"ctld", "d"})
+      std::filesystem::create_directories(dir_ / fmt::format("spool-{}", spool));
+    const std::string conf = dir_ / "slurm.conf";
+    // cred_expire is also how long a requeued task waits before it may start again (default
+    // 120 s): short here, so the requeue test does not wait minutes.
+    write_text(conf, fmt::format(R"(ClusterName=kilntest
+SlurmctldHost={node}(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdPort={d_port}
+SlurmUser={user}
+SlurmdUser={user}
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={socket},cred_expire=5
+StateSaveLocation={dir}/spool-ctld
+SlurmdSpoolDir={dir}/spool-d
+SlurmctldPidFile={dir}/slurmctld.pid
+SlurmdPidFile={dir}/slurmd.pid
+SlurmctldLogFile={dir}/slurmctld.log
+SlurmdLogFile={dir}/slurmd.log
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SchedulerType=sched/builtin
+ReturnToService=2
+MinJobAge=600
+KillWait=10
+{node_line} NodeAddr=127.0.0.1 State=UNKNOWN
+PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
+)",
+                                 fmt::arg("node", node_name), fmt::arg("ctld_port", free_port()),
+                                 fmt::arg("d_port", free_port()), fmt::arg("user", user),
+                                 fmt::arg("socket", socket_), fmt::arg("dir", dir_.str()),
+                                 fmt::arg("node_line", node_line)));
+    ::setenv("SLURM_CONF", conf.c_str(), 1);
+    return "";
+  }
+
+  std::string start_daemons() {
+    std::string why = start_munge();
+    if (why.empty()) why = write_config();
+    if (!why.empty()) return why;
+    start_daemon("/usr/sbin/slurmctld", {"slurmctld", "-D", "-c"}, "slurmctld.out");
+    start_daemon("/usr/sbin/slurmd", {"slurmd", "-D"}, "slurmd.out");
+    up_ = wait_until([] { return shell("sinfo -h -o %t").output == "idle\n"; },
+                     std::chrono::seconds(60));
+    if (up_) return "";
+    return "slurmctld and slurmd did not bring the node up within 60 s: " +
+           tail(read_file(dir_ / "slurmctld.log"), 400) + " | " +
+           tail(read_file(dir_ / "slurmd.log"), 400);
+  }
+
+  TempDir dir_;
+  std::string socket_;
+  std::vector<Process> daemons_;
+  bool up_ = false;
+};
+
+}  // namespace kiln::testing
