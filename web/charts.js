@@ -91,7 +91,9 @@ function runSeries(run, metric, options) {
       if (xs[i] !== null) { px.push(xs[i]); py.push(ys[i]); }
     }
   }
-  let smooth = movingAverage(py, options.smooth);
+  // Evaluations are few and far apart: averaging them would shift the best val loss the table
+  // shows, so only per-step metrics are smoothed.
+  let smooth = metric === "val_loss" ? py : movingAverage(py, options.smooth);
   if (options.logY) smooth = smooth.map(y => (y !== null && y > 0 ? y : null));
   return [px, smooth];
 }

@@ -1,6 +1,9 @@
 #include "core/store/run_import.h"
 
 #include <cmath>
+#include <optional>
+#include <set>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -19,29 +22,53 @@ bool taken(Connection& db, const char* column, const std::string& value) {
   return q.integer(0) > 0;
 }
 
-// The target's name for each source run, or the UserError that refuses the import.
-std::vector<std::string> target_names(const std::vector<RunRecord>& runs, RunStore& target,
-                                      const std::string& source, bool rename) {
-  std::vector<std::string> names;
+// Where each source run goes in the target: a new run of this name, or (the same run, its uuid,
+// there already) the run to merge into.
+struct Destination {
+  std::string name;
+  std::optional<int64_t> same_run;
+};
+
+// The destination of each source run, or the UserError that refuses the import.
+std::vector<Destination> destinations(const std::vector<RunRecord>& runs, RunStore& target,
+                                      bool rename) {
+  std::vector<Destination> to;
   for (const auto& run : runs) {
-    if (!run.uuid.empty() && taken(target.connection(), "uuid", run.uuid)) {
-      throw UserError(fmt::format(
-          "run '{}' of '{}' is in '{}' already (the same run: its uuid {}): nothing imported",
-          run.name, source, target.path(), run.uuid));
+    if (!run.uuid.empty()) {
+      Statement same(target.connection(), "SELECT id, name FROM runs WHERE uuid = ?", {run.uuid});
+      if (same.step()) {
+        to.push_back({same.text(1), same.integer(0)});
+        continue;
+      }
     }
     std::string name = run.name;
     for (int k = 2; taken(target.connection(), "name", name); ++k) {
       if (!rename) {
         throw UserError(fmt::format(
-            "a run named '{}' is in '{}' already: nothing imported: pass --rename to import it "
-            "as '{}-2' (and so on)",
+            "a run named '{}' is in '{}' already (another run: its uuid differs): nothing "
+            "imported: pass --rename to import it as '{}-2' (and so on)",
             run.name, target.path(), run.name));
       }
       name = fmt::format("{}-{}", run.name, k);
     }
-    names.push_back(name);
+    to.push_back({name, std::nullopt});
   }
-  return names;
+  return to;
+}
+
+// The keys `sql` (one column, the run id bound) finds.
+template <typename Key>
+std::set<Key> keys_of(Connection& db, const char* sql, int64_t run_id) {
+  std::set<Key> keys;
+  Statement q(db, sql, {run_id});
+  while (q.step()) {
+    if constexpr (std::is_same_v<Key, int64_t>) {
+      keys.insert(q.integer(0));
+    } else {
+      keys.insert(q.text(0));
+    }
+  }
+  return keys;
 }
 
 // The columns of runs that RunRecord does not carry.
@@ -64,7 +91,8 @@ ImportedRun copy_rows(HistoryDb& source, RunStore& target, const RunRecord& run,
     ++copied.metrics;
   }
   for (const EvalRecord& e : run_evals(source, run.id)) {
-    target.add_eval(id, EvalRow{e.step, e.split, e.loss.value_or(NAN), e.checkpoint, e.counted_tokens});
+    target.add_eval(id,
+                    EvalRow{e.step, e.split, e.loss.value_or(NAN), e.checkpoint, e.counted_tokens});
     ++copied.evals;
   }
   target.flush();
@@ -117,6 +145,50 @@ ImportedRun import_run(HistoryDb& source, RunStore& target, const RunRecord& run
   }
 }
 
+// The same run, there already (a run whose server went away wrote the rest of its rows to its
+// unstored-rows file): only the rows the target lacks are added, so no row is duplicated and an
+// import that stops midway is finished by running it again.
+ImportedRun merge_run(HistoryDb& source, RunStore& target, const RunRecord& run, int64_t id,
+                      const std::string& name) {
+  ImportedRun added{run.name, name, 0, 0, true};
+  Connection& db = target.connection();
+  const std::set<int64_t> steps =
+      keys_of<int64_t>(db, "SELECT step FROM metrics WHERE run_id = ?", id);
+  for (const MetricRow& row : run_metric_rows(source, run.id)) {
+    if (steps.count(row.step)) continue;
+    target.add_metric(id, row);
+    ++added.metrics;
+  }
+  std::set<std::string> evals;
+  Statement there(db, "SELECT step, split, checkpoint FROM evals WHERE run_id = ?", {id});
+  while (there.step())
+    evals.insert(fmt::format("{}/{}/{}", there.integer(0), there.text(1), there.text(2)));
+  for (const EvalRecord& e : run_evals(source, run.id)) {
+    if (evals.count(fmt::format("{}/{}/{}", e.step, e.split, e.checkpoint))) continue;
+    target.add_eval(id,
+                    EvalRow{e.step, e.split, e.loss.value_or(NAN), e.checkpoint, e.counted_tokens});
+    ++added.evals;
+  }
+  target.flush();
+  const std::set<std::string> labels =
+      keys_of<std::string>(db, "SELECT label FROM snapshots WHERE run_id = ?", id);
+  for (const SnapshotRecord& s : run_snapshots(source, run.id)) {
+    if (labels.count(s.label)) continue;
+    Statement(
+        db, "INSERT INTO snapshots (run_id, label, step, path, created_at) VALUES (?, ?, ?, ?, ?)",
+        {id, s.label, s.step, s.path, s.created_at})
+        .step();
+  }
+  // The run's end as the source knows it, where the target never heard of one.
+  Statement status(db,
+                   "UPDATE runs SET status = ?, finished_at = ?, error = ? "
+                   "WHERE id = ? AND status = 'running'");
+  status.bind(1, run.status).bind_text_or_null(2, run.finished_at);
+  status.bind_text_or_null(3, run.error).bind(4, id);
+  if (run.status != "running") status.step();
+  return added;
+}
+
 }  // namespace
 
 std::vector<ImportedRun> import_runs(const std::string& source, const std::string& target,
@@ -126,10 +198,13 @@ std::vector<ImportedRun> import_runs(const std::string& source, const std::strin
   RunStore to(target);
   const std::vector<RunRecord> runs = read_run_records(
       from.connection(), {run_summary_select(from.columns()) + " ORDER BY id", {}});
-  const std::vector<std::string> names = target_names(runs, to, source, rename);
+  const std::vector<Destination> where = destinations(runs, to, rename);
   std::vector<ImportedRun> imported;
-  for (size_t i = 0; i < runs.size(); ++i)
-    imported.push_back(import_run(from, to, runs[i], names[i]));
+  for (size_t i = 0; i < runs.size(); ++i) {
+    imported.push_back(where[i].same_run
+                           ? merge_run(from, to, runs[i], *where[i].same_run, where[i].name)
+                           : import_run(from, to, runs[i], where[i].name));
+  }
   return imported;
 }
 

@@ -12,12 +12,15 @@ namespace kiln {
 
 struct ImportedRun {
   std::string from, to;  // its name in the source, and in the target (--rename may change it)
-  int64_t metrics = 0, evals = 0;
+  int64_t metrics = 0, evals = 0;  // the rows added
+  bool merged = false;             // into the same run (its uuid), there already
 };
 
-// A UserError, before anything is written, when a source run's name is taken in the target
-// (unless `rename`: it becomes NAME-2, NAME-3, ...) or the target holds the same run (its uuid)
-// already. A run whose copy fails midway is removed from the target again.
+// A UserError, before anything is written, when a source run's name is taken in the target by
+// another run (unless `rename`: it becomes NAME-2, NAME-3, ...). The same run (its uuid) in the
+// target already is merged: only the metrics, evals and snapshots rows it lacks are added, and
+// the run's end where the target has the run still running. A run whose copy fails midway is
+// removed from the target again.
 std::vector<ImportedRun> import_runs(const std::string& source, const std::string& target,
                                      bool rename);
 

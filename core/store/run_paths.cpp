@@ -105,6 +105,10 @@ std::string RunPaths::console_log() const {
   return (fs::path(folder_) / "console.log").string();
 }
 
+std::string RunPaths::unstored_rows() const {
+  return (fs::path(folder_) / "unstored-rows.db").string();
+}
+
 std::string RunPaths::snapshots() const {
   return (fs::path(folder_) / "snapshots").string();
 }

@@ -8,6 +8,8 @@
 //                    console.log     what a sweep member printed
 //                    snapshots/      one folder per snapshot (core/checkpoint/snapshot.h)
 //                       <label>/
+//                    unstored-rows.db  a SQLite run store with the rows a server that went away
+//                                    never took (core/store/run_store.h), for `kiln runs import`
 //
 // The folder is made from the run's identity, not its name alone: two runs (of one name in two
 // run stores, or `a` and `a/b`) never share one, and no name can reach into another run's folder
@@ -58,6 +60,7 @@ class RunPaths {
   std::string console_log() const;
   std::string snapshots() const;
   std::string snapshot(const std::string& label) const;
+  std::string unstored_rows() const;
 
  private:
   RunPaths(std::string folder, std::string name);

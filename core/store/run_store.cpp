@@ -188,6 +188,7 @@ RunStore::RunStore(const std::string& path) : db_(open_store(path)) {
                     path, e.reason()));
   }
   last_flush_ = std::chrono::steady_clock::now();
+  server_wait_ = configured_server_wait();
 }
 
 void RunStore::migrate() {
@@ -305,21 +306,9 @@ void RunStore::reopen_run(int64_t run_id, int64_t from_step, const std::string& 
   write.commit();
 }
 
-void RunStore::add_snapshot(int64_t run_id, int64_t step, const std::string& label,
-                            const std::string& path) {
-  Statement insert(db_, R"sql(
-      INSERT OR REPLACE INTO snapshots (run_id, label, step, path) VALUES (?, ?, ?, ?))sql");
-  insert.bind(1, run_id).bind(2, label).bind(3, step).bind(4, path);
-  insert.step();
-}
-
-void RunStore::remove_snapshot(int64_t run_id, const std::string& label) {
-  Statement drop(db_, "DELETE FROM snapshots WHERE run_id = ? AND label = ?");
-  drop.bind(1, run_id).bind(2, label);
-  drop.step();
-}
-
 void RunStore::finish_run(int64_t run_id, const std::string& status, const std::string& error) {
+  // A run that gave up on its server has its end in the unstored-rows file already.
+  if (unstored_ && unstored_->written && unstored_->run_id == run_id) return;
   flush();
   Statement update(db_, R"sql(
       UPDATE runs SET status = ?, error = ?,

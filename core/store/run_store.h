@@ -98,10 +98,16 @@ class RunStore {
   void add_metric(int64_t run_id, const MetricRow& row);
   void add_eval(int64_t run_id, const EvalRow& row);
   // Every buffered row durable before it returns (what a snapshot and the run's end need): it
-  // waits for a server that is away, up to kServerWait, then fails with one line.
+  // waits for a server that is away, up to kServerWait (or KILN_SERVER_WAIT_SECONDS), then
+  // fails with one line, the buffered rows written to the unstored-rows file when there is one.
   void flush();
   static constexpr size_t kMaxBufferedRows = 100000;  // about 20 MB
   static constexpr std::chrono::minutes kServerWait{5};
+  static constexpr const char* kServerWaitVariable = "KILN_SERVER_WAIT_SECONDS";
+  // Where the run's rows go when the server does not come back in time (RunPaths::unstored_rows):
+  // a local SQLite store given the run's row as it is now and every row of it still buffered,
+  // which `kiln runs import FILE --db URL` merges back into the run. Read while the server is up.
+  void keep_unstored_rows_in(int64_t run_id, const std::string& file);
   // The one listener (null: none); it must stay alive until it is replaced or removed.
   void set_listener(RunStoreListener* listener) { listener_ = listener; }
   void finish_run(int64_t run_id, const std::string& status, const std::string& error = "");
@@ -119,14 +125,33 @@ class RunStore {
   double seconds_spent() const { return seconds_spent_; }  // inside add_*/flush, for reports
 
  private:
+  struct SnapshotRow {
+    int64_t run_id = 0, step = 0;
+    std::string label, path;
+  };
+  struct UnstoredRows {
+    int64_t run_id = 0;
+    NewRun run;
+    std::string file;
+    bool written = false;
+  };
+
   void migrate();
   void maybe_flush();
   void try_flush();      // the rows written, or kept when the server is away
   void write_pending();  // one transaction
+  // The server stayed away too long: the buffered rows go to the unstored-rows file (or are
+  // lost without one) and a UserError says so, with the command that loads them.
+  [[noreturn]] void give_up(const std::string& why);
+  size_t write_unstored(const std::string& error);  // the rows written there
+  static std::chrono::seconds configured_server_wait();
 
   Connection db_;
   std::vector<std::pair<int64_t, MetricRow>> pending_metrics_;
   std::vector<std::pair<int64_t, EvalRow>> pending_evals_;
+  std::vector<SnapshotRow> pending_snapshots_;  // only while the server is away
+  std::optional<UnstoredRows> unstored_;
+  std::chrono::seconds server_wait_{kServerWait};
   RunStoreListener* listener_ = nullptr;
   std::chrono::steady_clock::time_point last_flush_;
   std::optional<std::chrono::steady_clock::time_point> away_since_;  // the server's, if away

@@ -1,6 +1,9 @@
 // RunStore's rows: buffered as training makes them, written in one transaction about once a
 // second, and kept in memory while a PostgreSQL server is away (core/store/run_store.h).
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <thread>
 
 #include <fmt/format.h>
@@ -53,21 +56,21 @@ void RunStore::maybe_flush() {
 
 void RunStore::flush() {
   // What follows a flush (a snapshot, the run's end) needs the rows durable: wait for a server
-  // that went away, up to kServerWait.
+  // that went away, up to server_wait_.
   for (try_flush(); away_since_; try_flush()) {
-    if (Clock::now() - *away_since_ >= kServerWait) {
-      throw UserError(fmt::format(
-          "run store '{}' has been unreachable for {} ({}): {} rows of this run are not stored: "
-          "resume the run once the server is back (`kiln resume NAME --db {}`)",
-          db_.path(), minutes_of(Clock::now() - *away_since_), away_reason_,
-          pending_metrics_.size() + pending_evals_.size(), db_.path()));
+    if (Clock::now() - *away_since_ >= server_wait_) {
+      give_up(fmt::format("run store '{}' has been unreachable for {} ({})", db_.path(),
+                          minutes_of(Clock::now() - *away_since_), away_reason_));
     }
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }
 }
 
 void RunStore::try_flush() {
-  if (pending_metrics_.empty() && pending_evals_.empty()) return;
+  if (pending_metrics_.empty() && pending_evals_.empty() && pending_snapshots_.empty()) {
+    away_since_.reset();
+    return;
+  }
   last_flush_ = Clock::now();
   try {
     if (away_since_) db_.reconnect();
@@ -80,14 +83,123 @@ void RunStore::try_flush() {
     away_reason_ = e.reason();
     const size_t buffered = pending_metrics_.size() + pending_evals_.size();
     if (buffered > kMaxBufferedRows) {
-      throw UserError(fmt::format(
+      give_up(fmt::format(
           "run store '{}' has been unreachable for {} ({}) and {} rows are buffered, the most a "
-          "run keeps in memory: resume the run once the server is back",
+          "run keeps in memory",
           db_.path(), minutes_of(Clock::now() - *away_since_), away_reason_, buffered));
     }
     return;
   }
   away_since_.reset();
+}
+
+void RunStore::give_up(const std::string& why) {
+  const size_t buffered = pending_metrics_.size() + pending_evals_.size();
+  std::string line;
+  if (unstored_) {
+    const size_t kept = write_unstored(why);
+    line = fmt::format(
+        "{}: {} rows of this run are in '{}': load them once the server is back with `kiln runs "
+        "import {} --db {}`, then resume the run",
+        why, kept, unstored_->file, unstored_->file, db_.path());
+  } else {
+    line = fmt::format(
+        "{}: {} rows of this run are not stored: resume the run once the server is back "
+        "(`kiln resume NAME --db {}`)",
+        why, buffered, db_.path());
+  }
+  // Nothing is left to wait for: the run's end (and this store's destructor) return at once.
+  pending_metrics_.clear();
+  pending_evals_.clear();
+  pending_snapshots_.clear();
+  away_since_.reset();
+  throw UserError(line);
+}
+
+void RunStore::keep_unstored_rows_in(int64_t run_id, const std::string& file) {
+  Statement row(db_, R"sql(
+      SELECT name, experiment, config, config_hash, seed, world_size, steps, git_commit, host,
+             sweep, uuid, folder
+      FROM runs WHERE id = ?)sql",
+                {run_id});
+  if (!row.step()) return;
+  unstored_ = UnstoredRows{
+      run_id,
+      NewRun{row.text(0), row.text(1), row.text(2), row.text(3), row.integer(4), row.integer(5),
+             row.integer(6), row.text(7), row.text(8), row.text(9), row.text(10), row.text(11)},
+      file};
+}
+
+size_t RunStore::write_unstored(const std::string& error) {
+  RunStore local(unstored_->file);
+  const NewRun& run = unstored_->run;
+  // A run that lost its server twice (resumed in between) adds to the file it has.
+  const std::optional<RunRecord> there = local.find_run(run.name);
+  const int64_t id = there && there->uuid == run.uuid ? there->id : local.create_run(run);
+  size_t kept = 0;
+  for (const auto& [run_id, m] : pending_metrics_) {
+    if (run_id != unstored_->run_id) continue;
+    local.add_metric(id, m);
+    ++kept;
+  }
+  for (const auto& [run_id, e] : pending_evals_) {
+    if (run_id != unstored_->run_id) continue;
+    local.add_eval(id, e);
+    ++kept;
+  }
+  local.flush();
+  for (const SnapshotRow& s : pending_snapshots_) {
+    if (s.run_id == unstored_->run_id) local.add_snapshot(id, s.step, s.label, s.path);
+  }
+  local.finish_run(id, "failed", error);
+  unstored_->written = true;
+  return kept;
+}
+
+std::chrono::seconds RunStore::configured_server_wait() {
+  const char* text = std::getenv(kServerWaitVariable);
+  if (!text || !*text) return kServerWait;
+  char* end = nullptr;
+  errno = 0;
+  const long long seconds = std::strtoll(text, &end, 10);
+  if (*end != '\0' || errno != 0 || seconds < 0) {
+    throw UserError(fmt::format(
+        "{}='{}' is not a number of seconds: set it to a whole number (the default is {}) or "
+        "unset it",
+        kServerWaitVariable, text, std::chrono::seconds(kServerWait).count()));
+  }
+  return std::chrono::seconds(seconds);
+}
+
+void RunStore::add_snapshot(int64_t run_id, int64_t step, const std::string& label,
+                            const std::string& path) {
+  if (!away_since_) {
+    try {
+      Statement insert(db_, R"sql(
+          INSERT OR REPLACE INTO snapshots (run_id, label, step, path) VALUES (?, ?, ?, ?))sql");
+      insert.bind(1, run_id).bind(2, label).bind(3, step).bind(4, path);
+      insert.step();
+      return;
+    } catch (const SqliteError& e) {
+      if (!db_.lost()) throw;
+      away_since_ = Clock::now();
+      away_reason_ = e.reason();
+    }
+  }
+  // The server is away: the row waits with the rows it follows.
+  pending_snapshots_.push_back({run_id, step, label, path});
+}
+
+void RunStore::remove_snapshot(int64_t run_id, const std::string& label) {
+  const auto before = pending_snapshots_.size();
+  pending_snapshots_.erase(
+      std::remove_if(pending_snapshots_.begin(), pending_snapshots_.end(),
+                     [&](const SnapshotRow& s) { return s.run_id == run_id && s.label == label; }),
+      pending_snapshots_.end());
+  if (pending_snapshots_.size() != before) return;  // never stored
+  Statement drop(db_, "DELETE FROM snapshots WHERE run_id = ? AND label = ?");
+  drop.bind(1, run_id).bind(2, label);
+  drop.step();
 }
 
 void RunStore::write_pending() {
@@ -120,10 +232,17 @@ void RunStore::write_pending() {
     eval.step();
     eval.reset();
   }
+  for (const SnapshotRow& s : pending_snapshots_) {
+    Statement(db_,
+              "INSERT OR REPLACE INTO snapshots (run_id, label, step, path) VALUES (?, ?, ?, ?)",
+              {s.run_id, s.label, s.step, s.path})
+        .step();
+  }
   fault_point("store.uncommitted");
   write.commit();
   pending_metrics_.clear();
   pending_evals_.clear();
+  pending_snapshots_.clear();
   last_flush_ = Clock::now();
   seconds_spent_ += std::chrono::duration<double>(last_flush_ - start).count();
   if (listener_) listener_->committed();

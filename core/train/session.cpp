@@ -71,7 +71,11 @@ Session::Session(AssembledRun& run, RunPaths paths, SnapshotOwner owner, RunStor
       evals_(run.eval, run.train.steps),
       snapshots_(run.checkpoint, run.train.steps,
                  SnapshotParts{*run.model, *run.optimizer, *run.parallel}, std::move(paths),
-                 std::move(owner), store, run_id) {}
+                 std::move(owner), store, run_id) {
+  // Rows a server that went away never took are kept beside the snapshots, not lost.
+  if (store_)
+    store_->keep_unstored_rows_in(run_id_, RunPaths::in_folder(folder_, name_).unstored_rows());
+}
 
 void Session::restore(const SnapshotRef& snapshot) {
   SnapshotState state = snapshots_.restore(snapshot);

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include <fmt/format.h>
@@ -147,6 +148,72 @@ TEST_F(PostgresStore, AServerRestartMidRunLosesAndDuplicatesNoRow) {
   EXPECT_EQ(
       store_scalar(url, "SELECT count(DISTINCT step) FROM snapshots WHERE step IN (300, 600)"),
       "2");
+  ::unsetenv("PGPASSWORD");
+}
+
+// The server stops mid-run and stays away past the (shortened) wait: the run stops with one
+// line naming the unstored-rows file beside its snapshots and the command that loads it; once
+// the server is back that import merges the rows into the run, and every step is there once.
+TEST_F(PostgresStore, ARunWhoseServerNeverReturnsKeepsItsRowsInAFileThatImportMerges) {
+  const std::string url = server_.new_database("abandoned");
+  ::setenv("PGPASSWORD", "s3cret-pw", 1);
+  ::setenv("KILN_SERVER_WAIT_SECONDS", "2", 1);
+  const std::string e = exp_on(url);
+  const std::string log = dir_ / "run.log";
+  const pid_t run = start_kiln({"run", e, "--name", "r", "--set", "train.steps=600", "--set",
+                                "checkpoint.every=300", "--set", "eval.every=100"},
+                               log);
+  auto stored = [&] {
+    return std::atoll(store_scalar(url, "SELECT count(*) FROM metrics").c_str());
+  };
+  for (int i = 0; i < 3000 && stored() < 40; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_GE(stored(), 40) << read_file(log);
+  server_.stop();
+  int status = 0;
+  ::waitpid(run, &status, 0);
+  ::unsetenv("KILN_SERVER_WAIT_SECONDS");
+  const std::string output = read_file(log);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << output;
+  // The one line: the file, and the command that loads it.
+  const std::string marker = "rows of this run are in '";
+  const size_t at = output.find(marker);
+  ASSERT_NE(at, std::string::npos) << output;
+  const size_t from = at + marker.size();
+  const std::string file = output.substr(from, output.find('\'', from) - from);
+  EXPECT_EQ(std::filesystem::path(file).filename(), "unstored-rows.db") << output;
+  EXPECT_NE(output.find(fmt::format("`kiln runs import {} --db {}`", file, url)), std::string::npos)
+      << output;
+  // The file holds the rows the server never took: the last steps, up to the snapshot (after
+  // an eval, the best so far) whose wait gave up.
+  const int64_t kept = std::atoll(store_scalar(file, "SELECT count(*) FROM metrics").c_str());
+  const int64_t last = std::atoll(store_scalar(file, "SELECT max(step) FROM metrics").c_str());
+  EXPECT_GT(kept, 0);
+  EXPECT_EQ(last % 100, 0) << "a snapshot's step";
+  EXPECT_EQ(store_scalar(file, "SELECT status FROM runs WHERE name = 'r'"), "failed");
+  server_.start();
+  ASSERT_TRUE(server_.skip_reason().empty()) << server_.skip_reason();
+  const int64_t before = stored();
+  EXPECT_GE(before + kept, last) << "steps neither the server nor the file has";
+  auto merged = run_kiln("runs import " + file + " --db " + url);
+  ASSERT_EQ(merged.exit_code, 0) << merged.output;
+  EXPECT_NE(merged.output.find(
+                fmt::format("merged run 'r' into the same run 'r': {} new metrics", last - before)),
+            std::string::npos)
+      << merged.output;
+  const std::string n = std::to_string(last);
+  EXPECT_EQ(store_scalar(url, "SELECT count(*) FROM runs"), "1");
+  EXPECT_EQ(store_scalar(url, "SELECT count(*) FROM metrics"), n);
+  EXPECT_EQ(store_scalar(url, "SELECT count(DISTINCT step) FROM metrics"), n);
+  EXPECT_EQ(store_scalar(url, "SELECT min(step) || '-' || max(step) FROM metrics"), "1-" + n);
+  EXPECT_EQ(store_scalar(url, "SELECT count(*) FROM evals WHERE split = 'val'"),
+            std::to_string(last / 100));
+  EXPECT_EQ(store_scalar(url, "SELECT status FROM runs"), "failed");
+  // Imported again: nothing the run lacks, so nothing added.
+  auto again = run_kiln("runs import " + file + " --db " + url);
+  EXPECT_NE(again.output.find("0 new metrics rows, 0 new evals"), std::string::npos)
+      << again.output;
+  EXPECT_EQ(store_scalar(url, "SELECT count(*) FROM metrics"), n);
   ::unsetenv("PGPASSWORD");
 }
 

@@ -147,8 +147,9 @@ TEST_P(StoreBackends, SweepMembersFromSeveralProcesses) {
   EXPECT_EQ(listed, 2u) << members.output;
 }
 
-// `kiln runs import` to the other backend: every row comes along; the same run twice, or a name
-// the target has, is refused (exit 2, nothing written) unless --rename.
+// `kiln runs import` to the other backend: every row comes along; the same run twice is merged
+// (no row twice); another run with a name the target has is refused (exit 2, nothing written)
+// unless --rename.
 TEST_P(StoreBackends, ImportCopiesRunsToTheOtherBackend) {
   if (!server_->skip_reason().empty()) GTEST_SKIP() << "SKIP " << server_->skip_reason();
   const std::string e = exp("\n[checkpoint]\nevery = 10\n");
@@ -169,8 +170,17 @@ TEST_P(StoreBackends, ImportCopiesRunsToTheOtherBackend) {
     const std::string value = fmt::format("SELECT {} FROM runs WHERE name = 'a'", column);
     EXPECT_EQ(store_scalar(other, value), sql(value)) << column;
   }
-  expect_one_error_line(run_kiln("runs import " + store_ + " --db " + other), "import again",
-                        "is in '" + other + "' already");
+  // The same run again (its uuid): merged, and it lacks no row, so none is added.
+  auto again = run_kiln("runs import " + store_ + " --db " + other);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("merged run 'a' into the same run 'a': 0 new metrics rows, 0 new "
+                              "evals"),
+            std::string::npos)
+      << again.output;
+  for (const char* table : {"metrics", "evals", "snapshots", "resumes"}) {
+    const std::string count = fmt::format("SELECT count(*) FROM {}", table);
+    EXPECT_EQ(store_scalar(other, count), sql(count)) << table;
+  }
   // Another run named a, in a third store: refused, then imported as a-2.
   const std::string third = dir_ / "third.db";
   ASSERT_EQ(run_kiln("run " + e + " --name a --set run.db=" + third +

@@ -240,6 +240,12 @@ void warn_if_newer(const HistoryDb& db) {
 // Every run of cli.source into cli.db (made when missing), one line a run.
 int import_command(const RunsCli& cli) {
   for (const auto& run : import_runs(cli.source, cli.db, cli.rename)) {
+    if (run.merged) {
+      std::cout << fmt::format(
+          "merged run '{}' into the same run '{}': {} new metrics rows, {} new evals\n", run.from,
+          run.to, run.metrics, run.evals);
+      continue;
+    }
     std::cout << fmt::format("imported run '{}'{}: {} metrics rows, {} evals\n", run.from,
                              run.to == run.from ? "" : " as '" + run.to + "'", run.metrics,
                              run.evals);

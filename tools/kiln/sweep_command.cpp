@@ -16,6 +16,7 @@
 #include "core/app/slurm_task.h"
 #include "core/app/sweep_runner.h"
 #include "core/app/sweep_spec.h"
+#include "core/config/schema.h"
 #include "core/util/error.h"
 #include "tools/kiln/commands.h"
 
@@ -30,7 +31,7 @@ struct SweepArgs {
   SlurmOptions slurm;
   bool jobs_given = false, slurm_given = false;
   std::string sweep_name;  // of status, cancel, resubmit and task
-  std::string store_db = "runs/kiln.db";
+  std::string store_db = default_run_db();  // KILN_DB, else runs/kiln.db
 };
 
 void print_line(const std::string& line) {
