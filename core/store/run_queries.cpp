@@ -196,13 +196,14 @@ std::vector<MetricRow> run_metric_rows(HistoryDb& db, int64_t run_id) {
   auto column_or = [&](const std::string& name, const char* absent) {
     return columns.count(name) ? name : std::string(absent);
   };
-  Statement q(db.connection(),
-              fmt::format("SELECT step, loss, lr, grad_norm, tokens_per_sec, dt_ms, tokens_seen, "
-                          "coalesce({}, 1), {}, {}, {}, {} FROM metrics WHERE run_id = ? ORDER BY step",
-                          column_or("loss_scale", "1"), column_or("skipped", "0"),
-                          column_or("rank_skew_ms", "NULL"), column_or("bubble", "NULL"),
-                          column_or("counted_tokens", "NULL")),
-              {run_id});
+  Statement q(
+      db.connection(),
+      fmt::format("SELECT step, loss, lr, grad_norm, tokens_per_sec, dt_ms, tokens_seen, "
+                  "coalesce({}, 1), {}, {}, {}, {} FROM metrics WHERE run_id = ? ORDER BY step",
+                  column_or("loss_scale", "1"), column_or("skipped", "0"),
+                  column_or("rank_skew_ms", "NULL"), column_or("bubble", "NULL"),
+                  column_or("counted_tokens", "NULL")),
+      {run_id});
   std::vector<MetricRow> rows;
   while (q.step()) {
     MetricRow& row = rows.emplace_back();
@@ -241,8 +242,8 @@ std::vector<EvalRecord> run_evals(HistoryDb& db, int64_t run_id) {
               {run_id});
   std::vector<EvalRecord> rows;
   while (q.step())
-    rows.push_back({q.integer(0), q.text(1), q.text(2), q.maybe_real(3), q.maybe_real(4),
-                    q.maybe_integer(5)});
+    rows.push_back(
+        {q.integer(0), q.text(1), q.text(2), q.maybe_real(3), q.maybe_real(4), q.maybe_integer(5)});
   return rows;
 }
 

@@ -30,7 +30,7 @@ struct SweepArgs {
   SweepOptions options;
   SlurmOptions slurm;
   bool jobs_given = false, slurm_given = false;
-  std::string sweep_name;  // of status, cancel, resubmit and task
+  std::string sweep_name;                   // of status, cancel, resubmit and task
   std::string store_db = default_run_db();  // KILN_DB, else runs/kiln.db
 };
 
