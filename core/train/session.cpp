@@ -30,14 +30,11 @@ std::string pipeline_line(const StepStats& stats) {
                      fmt::join(stats.stage_peak_live, " | "));
 }
 
-// What an eval line says it counted: the counted tokens of masked data, nothing otherwise.
-int64_t counted_tokens(const DataSource& data, const EvalResult& result) {
-  return data.masks_loss() ? result.tokens : 0;
-}
-
-// The run store keeps a count only for data that counts some tokens (NULL otherwise).
-std::optional<int64_t> stored_count(int64_t counted) {
-  return counted > 0 ? std::optional<int64_t>(counted) : std::nullopt;
+// What an eval's row and line say it counted: the counted tokens of masked data that counted
+// some; nothing (NULL in the store) otherwise.
+std::optional<int64_t> counted_tokens(const DataSource& data, const EvalResult& result) {
+  if (!data.masks_loss() || result.tokens <= 0) return std::nullopt;
+  return result.tokens;
 }
 
 }  // namespace
@@ -216,9 +213,9 @@ void Session::print_step(const StepStats& stats) {
 void Session::evaluate(int64_t step) {
   const EvalResult result = trainer_.evaluate(*run_.val_data, run_.eval.steps);
   if (store_) {
-    const int64_t counted = counted_tokens(*run_.val_data, result);
-    store_->add_eval(run_id_, EvalRow{step, "val", result.loss, "", stored_count(counted)});
-    console_.eval(step, "val", result.loss, counted);
+    const std::optional<int64_t> counted = counted_tokens(*run_.val_data, result);
+    store_->add_eval(run_id_, EvalRow{step, "val", result.loss, "", counted});
+    console_.eval(step, "val", result.loss, counted.value_or(0));
   }
   if (snapshots_.best_due(result.loss)) snapshot(step, /*best=*/true);
 }
@@ -228,9 +225,9 @@ void Session::test_at_end(int64_t step) {
   if (!run_.test_data) return;
   const EvalResult result = trainer_.evaluate(*run_.test_data, run_.test_data->batches_per_pass());
   if (!store_) return;
-  const int64_t counted = counted_tokens(*run_.test_data, result);
-  store_->add_eval(run_id_, EvalRow{step, "test", result.loss, "", stored_count(counted)});
-  console_.eval(step, "test", result.loss, counted);
+  const std::optional<int64_t> counted = counted_tokens(*run_.test_data, result);
+  store_->add_eval(run_id_, EvalRow{step, "test", result.loss, "", counted});
+  console_.eval(step, "test", result.loss, counted.value_or(0));
 }
 
 void Session::say_abandoned() {

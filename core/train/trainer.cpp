@@ -67,10 +67,11 @@ at::Tensor Trainer::forward_loss(const at::Tensor& inputs, const at::Tensor& tar
   return loss_from_logits(run_.model->forward(inputs), targets);
 }
 
-at::Tensor Trainer::loss_from_logits(at::Tensor logits, const at::Tensor& targets) const {
+at::Tensor Trainer::loss_from_logits(at::Tensor logits, const at::Tensor& targets, bool sum) const {
   const int64_t vocab = run_.model->vocab_size();
   if (logits.size(-1) != vocab) logits = logits.narrow(-1, 0, vocab);  // padded vocabulary
-  return at::cross_entropy_loss(logits.reshape({-1, vocab}).to(at::kFloat), targets.reshape(-1));
+  return at::cross_entropy_loss(logits.reshape({-1, vocab}).to(at::kFloat), targets.reshape(-1), {},
+                                sum ? at::Reduction::Sum : at::Reduction::Mean, kUncounted);
 }
 
 PassContext Trainer::pass_context(DataSource& data, int64_t micro_batches, bool train) {
@@ -121,11 +122,7 @@ at::Tensor Trainer::masked_loss_sum(const Batch& batch) {
   auto targets = batch.targets.to(run_.device, /*non_blocking=*/true)
                      .masked_fill(mask.logical_not(), kUncounted);
   auto scope = run_.precision->forward_scope();
-  at::Tensor logits = run_.model->forward(inputs);
-  const int64_t vocab = run_.model->vocab_size();
-  if (logits.size(-1) != vocab) logits = logits.narrow(-1, 0, vocab);  // padded vocabulary
-  return at::cross_entropy_loss(logits.reshape({-1, vocab}).to(at::kFloat), targets.reshape(-1), {},
-                                at::Reduction::Sum, kUncounted);
+  return loss_from_logits(run_.model->forward(inputs), targets, /*sum=*/true);
 }
 
 int64_t Trainer::masked_micro_steps(at::Tensor& loss_sum) {

@@ -76,7 +76,9 @@ class Trainer {
   at::Tensor forward_loss(const at::Tensor& inputs, const at::Tensor& targets);
   // Global gradient norm (a tensor: no host sync); scales gradients down to `max_norm` if > 0.
   at::Tensor clip_gradients(double max_norm);
-  at::Tensor loss_from_logits(at::Tensor logits, const at::Tensor& targets) const;
+  // Cross-entropy over the model's vocabulary (fp32); targets equal to -100 are left out.
+  // `sum`: their summed loss instead of the mean.
+  at::Tensor loss_from_logits(at::Tensor logits, const at::Tensor& targets, bool sum = false) const;
   // The first gradient's first element becomes inf (KILN_FAULT=grad.nonfinite, core/util/fault.h).
   void poison_gradients();
   PassContext pass_context(DataSource& data, int64_t micro_batches, bool train);

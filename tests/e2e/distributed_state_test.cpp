@@ -3,7 +3,6 @@
 // snapshot keeps every rank's RNG state and data position, so a run with dropout resumes bit for
 // bit on two ranks under every strategy.
 #include <algorithm>
-#include <random>
 #include <sstream>
 
 #include "ranks.h"
@@ -43,10 +42,6 @@ std::vector<int64_t> peak_gradient_bytes(const std::string& output) {
   return bytes;
 }
 
-int free_port() {
-  return 20000 + static_cast<int>(std::random_device{}() % 20000);
-}
-
 TEST_F(DistributedState, ZeroStageTwoHoldsItsShardAndOneBucketOfGradientsAndStageOneAll) {
   const std::string exp = experiment();
   std::vector<int64_t> sizes = tiny_gpt_parameter_sizes();
@@ -71,7 +66,7 @@ TEST_F(DistributedState, ZeroStageTwoHoldsItsShardAndOneBucketOfGradientsAndStag
         "launch --nproc-per-node 2 --master-port {} -- bench {} --steps 2 --warmup 1 --set "
         "model.vocab_multiple=1 --set parallel.type=zero --set parallel.stage={} --set "
         "parallel.bucket_mb={} --set train.micro_batch=4 --set train.batch_tokens=512",
-        free_port(), exp, stage, bucket_mb));
+        testing::random_master_port(), exp, stage, bucket_mb));
     ASSERT_EQ(bench.exit_code, 0) << bench.output;
     peaks[stage] = peak_gradient_bytes(bench.output);
     ASSERT_EQ(peaks[stage].size(), 2u) << bench.output;

@@ -6,7 +6,6 @@
 #include <csignal>
 #include <fstream>
 #include <map>
-#include <random>
 #include <sstream>
 #include <thread>
 
@@ -56,7 +55,7 @@ TEST_F(Distributed, LaunchRestartsAllRanksWhenOneIsKilledAndTheCurveIsUnchanged)
       "--set checkpoint.every=10";
   ASSERT_EQ(run_kiln("run " + exp + " --name ref" + same).exit_code, 0);
   const std::string log = dir_ / "launch.log";
-  const int port = 20000 + static_cast<int>(std::random_device{}() % 20000);
+  const int port = testing::random_master_port();
   pid_t launcher = ::fork();
   if (launcher == 0) {
     const std::string command = fmt::format(
@@ -338,7 +337,7 @@ TEST_F(Distributed, AnIncompleteEnvironmentIsAClearError) {
 // parallel.backend = "nccl" on ranks without a GPU: every rank says so in one line and none
 // builds its model (no step line); "auto" on the same ranks is Gloo and trains.
 TEST_F(Distributed, NcclOnRanksWithoutAGpuIsRefusedBeforeAnyModelAndAutoIsGloo) {
-  const int port = 20000 + static_cast<int>(std::random_device{}() % 20000);
+  const int port = testing::random_master_port();
   auto refused = run_kiln(fmt::format(
       "launch --nproc-per-node 2 --master-port {} -- run {} --name nccl --set run.device=auto "
       "--set parallel.type=ddp --set parallel.backend=nccl",

@@ -1,9 +1,9 @@
 // The llama model, the muon optimizer and activation checkpointing through the real binary:
 // training, a kill and an exact resume, eval, sampling, export, two pipeline stages.
-#include <random>
 #include <sstream>
 #include <tuple>
 
+#include "ranks.h"
 #include "tiny_run.h"
 
 namespace kiln {
@@ -136,7 +136,7 @@ TEST_F(LlamaRun, TwoPipelineStagesFollowTheSingleProcessCurve) {
       " --set train.steps=8 --set train.micro_batch=4 --set train.batch_tokens=256 "
       "--set eval.every=0 --set checkpoint.every=0";
   ASSERT_EQ(run_kiln("run " + exp + " --name single" + batch).exit_code, 0);
-  const int port = 20000 + static_cast<int>(std::random_device{}() % 20000);
+  const int port = testing::random_master_port();
   auto staged = run_kiln(
       fmt::format("launch --nproc-per-node 2 --master-port {} -- run {} --name staged --set "
                   "parallel.type=pipeline --set parallel.pp=2 --set parallel.microbatches=2{}",

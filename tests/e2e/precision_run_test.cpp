@@ -1,9 +1,9 @@
 // A precision policy end to end: a tiny run trained through the real binary under bf16 autocast
 // on the CPU. The policies and the loss scaler in process: tests/unit/train/precision_test.cpp.
 #include <cstdlib>
-#include <random>
 
 #include "core/util/torch_compat.h"
+#include "ranks.h"
 #include "tiny_run.h"
 
 namespace kiln {
@@ -60,7 +60,7 @@ TEST_F(PrecisionRun, Fp16IsRefusedWhereRanksHoldOnlyPartOfTheGradients) {
   SKIP_WITHOUT_CPU_FP16();
   const std::string exp = experiment();
   for (const std::string parallel : {"zero", "pipeline --set parallel.pp=2"}) {
-    const int port = 20000 + static_cast<int>(std::random_device{}() % 20000);
+    const int port = testing::random_master_port();
     auto result = testing::run_kiln(fmt::format(
         "launch --nproc-per-node 2 --master-port {} -- run {} --set precision.type=fp16 "
         "--set parallel.type={}",

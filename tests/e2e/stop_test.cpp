@@ -21,18 +21,9 @@ namespace {
 
 using testing::run_kiln;
 using testing::scalar;
+using testing::wait_for;
 using Stop = testing::TinyRun;
 namespace fs = std::filesystem;
-
-// True once `ready()` holds, asked every 10 ms; false after `limit`.
-bool wait_for(const std::function<bool()>& ready, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (ready()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
 
 // The exit code as a shell reports it; SIGKILLs the process after `limit` (and says so).
 int wait_exit(pid_t pid, std::chrono::seconds limit) {

@@ -19,16 +19,8 @@ namespace {
 
 using testing::run_kiln;
 using testing::scalar;
+using testing::wait_for;
 using SweepResume = testing::TinyRun;
-
-bool wait_for(const std::function<bool()>& ready, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (ready()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
 
 const std::string kSteps = "train.steps=300";
 

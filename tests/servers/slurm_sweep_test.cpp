@@ -19,15 +19,7 @@ namespace {
 using testing::run_kiln;
 using testing::scalar;
 using testing::shell;
-
-bool wait_for(const std::function<bool()>& ready, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (ready()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
+using testing::wait_for;
 
 // The job id in `kiln sweep --launcher slurm`'s output ("... as Slurm job 12 (array ...").
 std::string job_of(const std::string& output) {

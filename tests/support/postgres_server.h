@@ -7,8 +7,6 @@
 #pragma once
 
 #include <libpq-fe.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -51,7 +49,7 @@ class PostgresServer {
       skip_ = "initdb failed: " + read_file(dir_ / "log");
       return;
     }
-    port_ = free_port();
+    port_ = free_local_port();
     start();
   }
 
@@ -97,18 +95,6 @@ class PostgresServer {
       if (std::filesystem::exists(bin + "/initdb", ec)) return bin;
     }
     return "";
-  }
-
-  static int free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t size = sizeof address;
-    ::bind(fd, reinterpret_cast<sockaddr*>(&address), size);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
-    ::close(fd);
-    return ntohs(address.sin_port);
   }
 
   bool shell(const std::string& command) {

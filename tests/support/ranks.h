@@ -11,12 +11,17 @@
 
 namespace kiln::testing {
 
+// A MASTER_PORT for one test's ranks: random in [20000, 40000), so tests running side by side
+// rarely meet on one.
+inline int random_master_port() {
+  return 20000 + static_cast<int>(std::random_device{}() % 20000);
+}
+
 // Starts `world` ranks of `kiln ARGS` with torchrun's environment and waits for them all;
 // returns their exit codes. Rank r's output goes to `log_prefix`r.log when one is given.
 inline std::vector<int> run_ranks(int world, const std::string& args,
                                   const std::string& log_prefix = "") {
-  std::mt19937 rng(std::random_device{}());
-  const int port = 20000 + static_cast<int>(rng() % 20000);
+  const int port = random_master_port();
   std::vector<pid_t> pids;
   for (int rank = 0; rank < world; ++rank) {
     pid_t pid = ::fork();

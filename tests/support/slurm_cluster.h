@@ -6,8 +6,6 @@
 // test runs reach it. When it cannot start, `why` says what failed, for the test's SKIP line.
 #pragma once
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -92,18 +90,6 @@ class SlurmCluster {
     return text.size() > chars ? text.substr(text.size() - chars) : text;
   }
 
-  static int free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-    ::close(fd);
-    return ntohs(address.sin_port);
-  }
-
   // A daemon in the foreground, its output into `log` in the scratch folder.
   void start_daemon(const std::string& program, std::vector<std::string> argv,
                     const std::string& log) {
@@ -163,7 +149,8 @@ class SlurmCluster {
     const std::string conf = dir_ / "slurm.conf";
     // cred_expire is also how long a requeued task waits before it may start again (default
     // 120 s): short here, so the requeue test does not wait minutes.
-    write_text(conf, fmt::format(R"(ClusterName=kilntest
+    write_text(conf,
+               fmt::format(R"(ClusterName=kilntest
 SlurmctldHost={node}(127.0.0.1)
 SlurmctldPort={ctld_port}
 SlurmdPort={d_port}
@@ -193,10 +180,10 @@ KillWait=10
 {node_line} NodeAddr=127.0.0.1 State=UNKNOWN
 PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
 )",
-                                 fmt::arg("node", node_name), fmt::arg("ctld_port", free_port()),
-                                 fmt::arg("d_port", free_port()), fmt::arg("user", user),
-                                 fmt::arg("socket", socket_), fmt::arg("dir", dir_.str()),
-                                 fmt::arg("node_line", node_line)));
+                           fmt::arg("node", node_name), fmt::arg("ctld_port", free_local_port()),
+                           fmt::arg("d_port", free_local_port()), fmt::arg("user", user),
+                           fmt::arg("socket", socket_), fmt::arg("dir", dir_.str()),
+                           fmt::arg("node_line", node_line)));
     ::setenv("SLURM_CONF", conf.c_str(), 1);
     return "";
   }
