@@ -30,8 +30,8 @@
 #include "core/api/data_source.h"
 #include "core/api/model.h"
 #include "core/dist/data_parallel.h"
+#include "core/dist/pipeline_stages.h"
 #include "core/util/error.h"
-#include "core/util/text.h"
 
 namespace kiln {
 namespace {
@@ -78,13 +78,22 @@ class Pipeline : public DataParallel {
   PassTimes pass_times() const override { return times_; }
   bool replicates_gradients() const override { return pp_ == 1; }
   void check_layer_count(int64_t layer_count) const override {
-    explicit_starts(static_cast<size_t>(layer_count));
+    // Parameter counts do not matter for whether the cuts fit.
+    pipeline_stage_starts(std::vector<int64_t>(static_cast<size_t>(layer_count), 1), pp_,
+                          split_points_);
   }
 
   void attach(Model& model) override {
     DataParallel::attach(model);  // rank 0's weights everywhere
     const auto& layers = model.layers();
-    const std::vector<size_t> starts = stage_starts(layers);
+    std::vector<int64_t> sizes;
+    for (auto& layer : layers) {
+      int64_t count = 0;
+      for (auto& p : layer->parameters())
+        count += p.numel();
+      sizes.push_back(count);
+    }
+    const std::vector<size_t> starts = pipeline_stage_starts(sizes, pp_, split_points_);
     std::unordered_map<const void*, int> owner;  // parameter -> the stage that registers it
     for (int s = 0; s < pp_; ++s) {
       for (size_t i = starts[s]; i < starts[s + 1]; ++i) {
@@ -338,67 +347,6 @@ class Pipeline : public DataParallel {
 
   bool first() const { return stage_ == 0; }
   bool last() const { return stage_ == pp_ - 1; }
-
-  // The first layer of each stage that split_points names, after 0; just {0} when it names none.
-  // A UserError when the stages or the cuts do not fit `n` layers.
-  std::vector<size_t> explicit_starts(size_t n) const {
-    if (static_cast<size_t>(pp_) > n) {
-      throw UserError(fmt::format(
-          "parallel.pp = {} stages but the model has {} layers (embedding, blocks, head): lower "
-          "parallel.pp or add layers",
-          pp_, n));
-    }
-    std::vector<size_t> starts = {0};
-    if (split_points_.empty()) return starts;
-    for (const auto& item : split(split_points_, ',')) {
-      size_t at = 0;
-      try {
-        at = std::stoul(item);
-      } catch (const std::exception&) {
-        at = 0;
-      }
-      if (at <= starts.back() || at >= n) {
-        throw UserError(fmt::format(
-            "parallel.split_points = \"{}\": each must be a layer index above the previous "
-            "one and below {} (the model's layer count), e.g. \"{}\" for 2 stages",
-            split_points_, n, n / 2));
-      }
-      starts.push_back(at);
-    }
-    if (starts.size() != static_cast<size_t>(pp_)) {
-      throw UserError(fmt::format(
-          "parallel.split_points = \"{}\" makes {} stages but parallel.pp = {}: give pp - 1 = "
-          "{} layer indices",
-          split_points_, starts.size(), pp_, pp_ - 1));
-    }
-    return starts;
-  }
-
-  // Index of each stage's first layer, and the layer count at the end: the explicit
-  // split_points, or cuts that balance the stages' parameter counts.
-  std::vector<size_t> stage_starts(const std::vector<std::shared_ptr<Layer>>& layers) const {
-    const size_t n = layers.size();
-    std::vector<size_t> starts = explicit_starts(n);
-    if (split_points_.empty()) {
-      std::vector<double> prefix = {0};
-      for (auto& layer : layers) {
-        int64_t count = 0;
-        for (auto& p : layer->parameters())
-          count += p.numel();
-        prefix.push_back(prefix.back() + static_cast<double>(std::max<int64_t>(count, 1)));
-      }
-      for (int k = 1; k < pp_; ++k) {
-        const double target = prefix[n] * k / pp_;
-        size_t best = starts.back() + 1;
-        for (size_t b = best; b <= n - static_cast<size_t>(pp_ - k); ++b) {
-          if (std::abs(prefix[b] - target) < std::abs(prefix[best] - target)) best = b;
-        }
-        starts.push_back(best);
-      }
-    }
-    starts.push_back(n);
-    return starts;
-  }
 
   int pp_, dp_;
   int64_t microbatches_;
