@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/api/activation_checkpoint.h"
+#include "core/api/kernel_choice.h"
 #include "core/api/model.h"
 #include "core/util/error.h"
 #include "core/util/torch_compat.h"
@@ -28,6 +29,7 @@ struct GptOptions {
   int64_t n_layer, n_head, n_embd, block_size, vocab_size, padded_vocab;
   double dropout;
   bool bias;
+  bool fused_kernels;  // model.kernels = "fused": core/api/fused_*.h where they apply
 };
 
 // LayerNorm with an optional bias (LibTorch 1.13's module always has one; GPT without biases
@@ -72,6 +74,7 @@ class Block : public Layer {
  public:
   Block(const GptOptions& o, bool checkpoint)
       : checkpoint_(checkpoint),
+        fused_(o.fused_kernels),
         n_head_(o.n_head),
         dropout_(o.dropout),
         ln_1(register_module("ln_1", LayerNorm(o.n_embd, o.bias))),
@@ -88,6 +91,7 @@ class Block : public Layer {
   }
 
   bool checkpoint_;
+  bool fused_;  // model.kernels = "fused"
   int64_t n_head_;
   double dropout_;
   LayerNorm ln_1;
@@ -299,7 +303,7 @@ class Gpt : public Model {
 GptOptions options_from(const Params& p) {
   GptOptions o{p.integer("n_layer"),    p.integer("n_head"),     p.integer("n_embd"),
                p.integer("block_size"), p.integer("vocab_size"), 0,
-               p.real("dropout"),       p.flag("bias")};
+               p.real("dropout"),       p.flag("bias"),          uses_fused_kernels(p)};
   const int64_t multiple = p.integer("vocab_multiple");
   o.padded_vocab = (o.vocab_size + multiple - 1) / multiple * multiple;
   if (o.n_embd % o.n_head != 0) {
@@ -314,7 +318,7 @@ GptOptions options_from(const Params& p) {
 const bool registered = ModelRegistry::add(
     {"gpt",
      "GPT-2: learned positions, pre-LayerNorm blocks, causal attention, tanh-GELU MLP, tied head",
-     with_activation_checkpointing(
+     with_kernel_choice(with_activation_checkpointing(
          {ParamSpec::integer("n_layer", 12, "Transformer blocks").at_least(1).at_most(10000),
           ParamSpec::integer("n_head", 12, "attention heads per block")
               .at_least(1)
@@ -333,7 +337,7 @@ const bool registered = ModelRegistry::add(
           ParamSpec::real("dropout", 0.0, "dropout on embeddings, attention and residuals")
               .at_least(0)
               .at_most(0.95),
-          ParamSpec::flag("bias", true, "biases in Linear and LayerNorm layers")})},
+          ParamSpec::flag("bias", true, "biases in Linear and LayerNorm layers")}))},
     [](const Params& p) {
       const GptOptions o = options_from(p);
       std::vector<bool> checkpointed_blocks;

@@ -11,8 +11,8 @@ namespace kiln {
 
 torch::Tensor Model::forward(const torch::Tensor& tokens) {
   torch::Tensor x = tokens;
-  for (const auto& layer : layers_)
-    x = layer->forward(x);
+  for (size_t i = 0; i < layers_.size(); ++i)
+    x = runner_ ? runner_(i, *layers_[i], x) : layers_[i]->forward(x);
   return x;
 }
 
@@ -33,6 +33,10 @@ std::vector<std::pair<std::string, torch::Tensor>> Model::export_weights() const
 
 void Model::import_weights(const std::map<std::string, torch::Tensor>&) {
   throw UserError("this model type cannot load model.init_from weights");
+}
+
+std::vector<ParameterSplit> Model::split_for_tensor_parallel(const TensorParallelGroup&) {
+  throw UserError("this model type has no tensor-parallel form: use parallel.type = \"ddp\"");
 }
 
 std::shared_ptr<Model> build_model(const ModelPlan& plan) {

@@ -20,6 +20,7 @@
 
 #include <torch/nn/module.h>
 
+#include "core/api/tensor_parallel.h"
 #include "core/config/registry.h"
 
 namespace kiln {
@@ -64,8 +65,22 @@ class Model : public torch::nn::Module {
   // by field with a directory's config.json by model.init_from. Empty for a model without one.
   virtual std::string interchange_config() const { return {}; }
 
+  // Tensor parallelism: keep only this rank's slice of the weights `group` splits (attention
+  // heads, MLP hidden units; see core/api/tensor_parallel.h) and run forward on them, calling
+  // group.enter / group.leave around the split layers. Returns how each split parameter was
+  // cut, so that the strategy can gather whole weights for snapshots. Called once by the
+  // "tensor" strategy's attach(), on a model built whole (so initialised exactly as on one
+  // process), before the optimizer exists. Only for plans with check_tensor_parallel set.
+  virtual std::vector<ParameterSplit> split_for_tensor_parallel(const TensorParallelGroup& group);
+
   const std::vector<std::shared_ptr<Layer>>& layers() const { return layers_; }
+  // Runs every layer in order through the layer runner (by default layer.forward(x)).
   torch::Tensor forward(const torch::Tensor& tokens);
+  // How forward() runs layer `index`: a strategy that keeps a layer's weights elsewhere between
+  // uses (fsdp) installs one that fetches them first. Set at most once, by attach().
+  using LayerRunner =
+      std::function<torch::Tensor(size_t index, Layer& layer, const torch::Tensor& x)>;
+  void set_layer_runner(LayerRunner runner) { runner_ = std::move(runner); }
   int64_t parameter_count() const;
 
  protected:
@@ -75,6 +90,7 @@ class Model : public torch::nn::Module {
 
  private:
   std::vector<std::shared_ptr<Layer>> layers_;
+  LayerRunner runner_;
 };
 
 // A model as its parameters describe it, before anything is allocated. A model plugin's factory
@@ -90,6 +106,10 @@ struct ModelPlan {
   int64_t context_length = 0;  // what Model::context_length() of the built model gives
   int64_t layers = 0;          // entries of the built model's layers(): embedding, blocks, head
   std::function<std::shared_ptr<Model>()> build;  // allocates and initialises it, on the CPU
+  // A UserError when the model's shapes do not divide over `tp` tensor-parallel ranks
+  // ("model.n_head = 6 does not divide over parallel.tp = 4"); empty for a model that has no
+  // tensor-parallel form. Asked by assemble() before the model is built.
+  std::function<void(int64_t tp)> check_tensor_parallel;
 };
 
 // `plan`'s model, built; an allocation failure while building is a UserError naming the model.

@@ -41,12 +41,15 @@ struct PassContext {
 //   construction        ParallelRegistry::create in assemble() (core/train/assemble.cpp), once
 //                       per process; a multi-process strategy joins its world here.
 //   data_world, micro_batches    assemble(), to size the step (grad_accum, batch_tokens)
+//   tensor_parallel     assemble(), before the model is built (the plan's shapes are checked)
 //   check_layer_count   assemble(), before the model is built (also for a sweep's members, whose
 //                       models are never built there)
 //   attach(model)       assemble(), once: the model is built, initialised and on its device; the
 //                       optimizer does not exist yet
 //   replicates_gradients         assemble(), against the precision policy
 //   data_rank, data_world        assemble(), opening the train, val and test splits
+//   before_restore      Session::restore (via SnapshotPolicy), on a resume: before every rank
+//                       loads the whole snapshot
 //   shard_state         Session::restore (via SnapshotPolicy), on a resume: after every rank
 //                       loaded the whole snapshot into its model and optimizer
 //   per step (Trainer::train_step):
@@ -105,6 +108,9 @@ class ParallelStrategy {
   // Model::layers(), from the model's plan): a pipeline with more stages than layers, or cuts
   // past the last one. Asked once by assemble(), before the model is built.
   virtual void check_layer_count(int64_t layer_count) const { (void)layer_count; }
+  // Ranks over which each weight is split by Model::split_for_tensor_parallel (1: none).
+  // assemble() refuses a model whose plan cannot split that way, before building it.
+  virtual int64_t tensor_parallel() const { return 1; }
   // Collective. Once, by assemble(), after the model is built, initialised (model.init_from)
   // and moved to its device, before the optimizer exists: e.g. broadcast rank 0's weights, hook
   // the gradient accumulators, move layers this rank never runs off the device.
@@ -150,6 +156,11 @@ class ParallelStrategy {
     (void)model;
     (void)optimizer;
   }
+  // Collective. On a resume, before every rank loads the whole snapshot: strategies whose
+  // parameters hold only a slice of each weight (fsdp, tensor) give them their whole shapes
+  // again (the values are about to be overwritten), so that the snapshot's tensors fit;
+  // shard_state cuts them again after the load.
+  virtual void before_restore(Model& model) { (void)model; }
 };
 
 struct ParallelKind {

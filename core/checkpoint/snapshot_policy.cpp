@@ -31,6 +31,7 @@ SnapshotPolicy::SnapshotPolicy(const CheckpointOptions& options, int64_t total_s
 
 SnapshotState SnapshotPolicy::restore(const SnapshotRef& snapshot) {
   const int rank = parts_.parallel.rank();
+  parts_.parallel.before_restore(parts_.model);
   SnapshotState state =
       load_snapshot(snapshot, parts_.model, &parts_.optimizer, /*restore_rng=*/true, rank);
   parts_.parallel.shard_state(parts_.model, parts_.optimizer);

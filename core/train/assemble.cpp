@@ -180,6 +180,19 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
         config.where("train.seq_len").str(), a.train.seq_len, a.model_plan->context_length));
   }
   a.parallel->check_layer_count(a.model_plan->layers);
+  if (const int64_t tp = a.parallel->tensor_parallel(); tp > 1) {
+    if (!a.model_plan->check_tensor_parallel) {
+      throw UserError(fmt::format(
+          "{}: model.type = \"{}\" has no tensor-parallel form: use parallel.tp = 1 or a model "
+          "that has one (gpt, llama)",
+          config.where("parallel.tp").str(), config.type("model")));
+    }
+    try {
+      a.model_plan->check_tensor_parallel(tp);
+    } catch (const UserError& e) {
+      throw UserError(fmt::format("{}: {}", config.where("parallel.tp").str(), e.what()));
+    }
+  }
   a.precision = located(config, "precision", [&] {
     return PrecisionRegistry::create(config.type("precision"), config.params("precision"),
                                      a.device.type());
