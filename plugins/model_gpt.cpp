@@ -17,10 +17,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/api/activation_checkpoint.h"
+#include "core/api/fused_attention.h"
+#include "core/api/fused_gelu.h"
 #include "core/api/kernel_choice.h"
 #include "core/api/model.h"
 #include "core/util/error.h"
-#include "core/util/torch_compat.h"
 
 namespace kiln {
 namespace {
@@ -90,9 +91,26 @@ class Block : public Layer {
     return checkpointed([this](const torch::Tensor& in) { return compute(in); }, x);
   }
 
+  // Keeps this rank's heads and MLP units: c_attn and c_fc are column-parallel (rows: q, k and v
+  // each cut by heads), attn_proj and mlp_proj row-parallel (columns); `name` is the block's
+  // prefix in the model's parameter names.
+  std::vector<ParameterSplit> split(const TensorParallelGroup& group, const std::string& name) {
+    tp_ = group;
+    n_head_ /= group.size;
+    std::vector<ParameterSplit> splits = {{name + "c_attn.weight", 0, 3},
+                                          {name + "attn_proj.weight", 1, 1},
+                                          {name + "c_fc.weight", 0, 1},
+                                          {name + "mlp_proj.weight", 1, 1}};
+    if (c_attn->bias.defined()) {
+      splits.push_back({name + "c_attn.bias", 0, 3});
+      splits.push_back({name + "c_fc.bias", 0, 1});
+    }
+    return splits;
+  }
+
   bool checkpoint_;
-  bool fused_;  // model.kernels = "fused"
-  int64_t n_head_;
+  bool fused_;      // model.kernels = "fused"
+  int64_t n_head_;  // on this rank
   double dropout_;
   LayerNorm ln_1;
   torch::nn::Linear c_attn, attn_proj;
@@ -103,19 +121,23 @@ class Block : public Layer {
  private:
   torch::Tensor compute(const torch::Tensor& x) {
     auto h = x + resid_drop(attention(ln_1(x)));
-    return h + resid_drop(mlp_proj(torch::gelu(c_fc(ln_2(h)), "tanh")));
+    return h + resid_drop(row_parallel(mlp_proj, gelu_tanh(c_fc(tp_.enter(ln_2(h))), fused_)));
   }
 
   torch::Tensor attention(const torch::Tensor& x) {
-    const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
-    auto heads = [&](const torch::Tensor& m) {
-      return m.view({b, t, n_head_, c / n_head_}).transpose(1, 2);  // [b, heads, t, head_dim]
-    };
-    auto qkv = c_attn(x).split(c, 2);
-    auto y = compat::causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), dropout_,
-                                      is_training());
-    return attn_proj(y.transpose(1, 2).contiguous().view({b, t, c}));
+    return row_parallel(attn_proj, causal_self_attention(c_attn(tp_.enter(x)), n_head_, dropout_,
+                                                         is_training(), fused_));
   }
+
+  // `layer` on this rank's slice of its input, the partial outputs summed over the group before
+  // the (whole) bias is added once.
+  torch::Tensor row_parallel(torch::nn::Linear& layer, const torch::Tensor& x) {
+    if (tp_.size == 1) return layer(x);
+    auto y = tp_.leave(torch::nn::functional::linear(x, layer->weight));
+    return layer->bias.defined() ? y + layer->bias : y;
+  }
+
+  TensorParallelGroup tp_;
 };
 
 class Head : public Layer {
@@ -217,6 +239,18 @@ class Gpt : public Model {
     }
   }
   int64_t context_length() const override { return options_.block_size; }
+
+  // Heads and MLP units split; embeddings, LayerNorms, the tied head and row-parallel biases
+  // replicated (a vocabulary-parallel embedding and head would save their memory too; not done).
+  std::vector<ParameterSplit> split_for_tensor_parallel(const TensorParallelGroup& group) override {
+    std::vector<ParameterSplit> splits;
+    for (size_t i = 0; i < blocks_->size(); ++i) {
+      for (auto& split : blocks_->ptr<Block>(i)->split(group, fmt::format("h.{}.", i)))
+        splits.push_back(std::move(split));
+    }
+    keep_slices(*this, splits, group);
+    return splits;
+  }
 
   // GPT2LMHeadModel's config.json; its LayerNorms' epsilon is the 1e-5 of LayerNormImpl.
   std::string interchange_config() const override {
@@ -359,6 +393,14 @@ const bool registered = ModelRegistry::add(
       plan->layers = o.n_layer + 2;
       plan->build = [o, checkpointed_blocks] {
         return std::make_shared<Gpt>(o, checkpointed_blocks);
+      };
+      plan->check_tensor_parallel = [n_head = o.n_head](int64_t tp) {
+        if (n_head % tp != 0) {
+          throw UserError(fmt::format(
+              "model.n_head = {} does not divide over parallel.tp = {}: each rank computes "
+              "n_head / tp whole heads",
+              n_head, tp));
+        }
       };
       return plan;
     });

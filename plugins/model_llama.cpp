@@ -44,11 +44,13 @@ class RmsNormImpl : public torch::nn::Module {
   RmsNormImpl(int64_t dim, double eps) : eps_(eps) {
     weight = register_parameter("weight", torch::ones({dim}));
   }
-  // In float32 whatever the input, as HF's LlamaRMSNorm, then back to the input's type.
-  torch::Tensor forward(const torch::Tensor& x) {
+  torch::Tensor forward(const torch::Tensor& x) { return normalise(x, weight); }
+  // In float32 whatever the input, as HF's LlamaRMSNorm, then back to the input's type, times
+  // `gain` (the weight, or what the caller made of it).
+  torch::Tensor normalise(const torch::Tensor& x, const torch::Tensor& gain) {
     auto h = x.to(torch::kFloat);
     h = h * torch::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps_);
-    return weight * h.to(x.scalar_type());
+    return gain * h.to(x.scalar_type());
   }
   torch::Tensor weight;
 
@@ -113,13 +115,16 @@ class AttentionImpl : public torch::nn::Module {
     inv_freq = register_buffer("inv_freq", inverse_frequencies(o));
   }
 
-  torch::Tensor forward(const torch::Tensor& x) {
+  torch::Tensor forward(const torch::Tensor& input) {
+    const auto x = tp.enter(input);
     const int64_t b = x.size(0), t = x.size(1);
     auto heads = [&](const torch::Tensor& m, int64_t n) { return m.view({b, t, n, head_dim_}); };
     auto q = heads(q_proj(x), n_head_), k = heads(k_proj(x), n_kv_head_);
     if (q_norm) {
-      q = q_norm(q);
-      k = k_norm(k);
+      // Replicated gains applied to this rank's heads only: their gradients are partial sums,
+      // which enter adds up over the group in backward.
+      q = q_norm->normalise(q, tp.enter(q_norm->weight));
+      k = k_norm->normalise(k, tp.enter(k_norm->weight));
     }
     q = apply_rotary(q.transpose(1, 2), inv_freq);
     k = apply_rotary(k.transpose(1, 2), inv_freq);
@@ -131,13 +136,26 @@ class AttentionImpl : public torch::nn::Module {
       v = v.repeat_interleave(group, 1);
     }
     auto y = compat::causal_attention(q, k, v, /*dropout=*/0.0, is_training());
-    return o_proj(y.transpose(1, 2).contiguous().view({b, t, n_head_ * head_dim_}));
+    return tp.leave(o_proj(y.transpose(1, 2).contiguous().view({b, t, n_head_ * head_dim_})));
   }
 
-  int64_t n_head_, n_kv_head_, head_dim_;
+  // This rank's query heads and the key/value heads they read (the rank's query heads are whole
+  // groups): q, k and v column-parallel by heads, o_proj row-parallel.
+  std::vector<ParameterSplit> split(const TensorParallelGroup& group, const std::string& name) {
+    tp = group;
+    n_head_ /= group.size;
+    n_kv_head_ /= group.size;
+    return {{name + "q_proj.weight", 0, 1},
+            {name + "k_proj.weight", 0, 1},
+            {name + "v_proj.weight", 0, 1},
+            {name + "o_proj.weight", 1, 1}};
+  }
+
+  int64_t n_head_, n_kv_head_, head_dim_;  // heads on this rank
   torch::nn::Linear q_proj, k_proj, v_proj, o_proj;
   RmsNorm q_norm{nullptr}, k_norm{nullptr};
   torch::Tensor inv_freq;
+  TensorParallelGroup tp;
 };
 TORCH_MODULE(Attention);
 
@@ -147,10 +165,19 @@ class MlpImpl : public torch::nn::Module {
       : gate_proj(register_module("gate_proj", linear(o.n_embd, o.ffn_dim))),
         up_proj(register_module("up_proj", linear(o.n_embd, o.ffn_dim))),
         down_proj(register_module("down_proj", linear(o.ffn_dim, o.n_embd))) {}
-  torch::Tensor forward(const torch::Tensor& x) {
-    return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+  torch::Tensor forward(const torch::Tensor& input) {
+    const auto x = tp.enter(input);
+    return tp.leave(down_proj(torch::silu(gate_proj(x)) * up_proj(x)));
+  }
+  // This rank's hidden units: gate and up column-parallel, down row-parallel.
+  std::vector<ParameterSplit> split(const TensorParallelGroup& group, const std::string& name) {
+    tp = group;
+    return {{name + "gate_proj.weight", 0, 1},
+            {name + "up_proj.weight", 0, 1},
+            {name + "down_proj.weight", 1, 1}};
   }
   torch::nn::Linear gate_proj, up_proj, down_proj;
+  TensorParallelGroup tp;
 };
 TORCH_MODULE(Mlp);
 
@@ -238,6 +265,22 @@ class Llama : public Model {
 
   int64_t vocab_size() const override { return options_.vocab_size; }
   int64_t context_length() const override { return options_.block_size; }
+
+  // Heads and SwiGLU units split; the embedding, norms (QK norms too: per head dimension) and
+  // head replicated.
+  std::vector<ParameterSplit> split_for_tensor_parallel(const TensorParallelGroup& group) override {
+    std::vector<ParameterSplit> splits;
+    for (size_t i = 0; i < blocks_->size(); ++i) {
+      auto& block = *blocks_->ptr<DecoderLayer>(i);
+      const std::string name = fmt::format("layers.{}.", i);
+      for (auto& split : block.self_attn->split(group, name + "self_attn."))
+        splits.push_back(std::move(split));
+      for (auto& split : block.mlp->split(group, name + "mlp."))
+        splits.push_back(std::move(split));
+    }
+    keep_slices(*this, splits, group);
+    return splits;
+  }
 
   // 6N for the weights' matmuls plus 12 L H Q T for attention scores and their use (PaLM
   // appendix B, as gpt), with H the query heads (grouped-query attention shares keys and values,
@@ -463,6 +506,18 @@ const bool registered = ModelRegistry::add(
       plan->layers = o.n_layer + 2;
       plan->build = [o, checkpointed_blocks] {
         return std::make_shared<Llama>(o, checkpointed_blocks);
+      };
+      plan->check_tensor_parallel = [o](int64_t tp) {
+        for (const auto& [key, value] :
+             {std::pair{"n_head", o.n_head}, std::pair{"n_kv_head", o.n_kv_head},
+              std::pair{"ffn_dim", o.ffn_dim}}) {
+          if (value % tp != 0) {
+            throw UserError(
+                fmt::format("model.{} = {} does not divide over parallel.tp = {}: "
+                            "each rank computes an equal share of them",
+                            key, value, tp));
+          }
+        }
       };
       return plan;
     });

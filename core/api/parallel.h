@@ -44,6 +44,7 @@ struct PassContext {
 //   tensor_parallel     assemble(), before the model is built (the plan's shapes are checked)
 //   check_layer_count   assemble(), before the model is built (also for a sweep's members, whose
 //                       models are never built there)
+//   check_optimizer     assemble(), right after check_layer_count
 //   attach(model)       assemble(), once: the model is built, initialised and on its device; the
 //                       optimizer does not exist yet
 //   replicates_gradients         assemble(), against the precision policy
@@ -108,6 +109,10 @@ class ParallelStrategy {
   // Model::layers(), from the model's plan): a pipeline with more stages than layers, or cuts
   // past the last one. Asked once by assemble(), before the model is built.
   virtual void check_layer_count(int64_t layer_count) const { (void)layer_count; }
+  // A UserError when this strategy cannot train with optimizer.type `optimizer` (fsdp gives
+  // each rank rows of a matrix, which muon must see whole). Asked once by assemble(), before
+  // the model is built.
+  virtual void check_optimizer(const std::string& optimizer) const { (void)optimizer; }
   // Ranks over which each weight is split by Model::split_for_tensor_parallel (1: none).
   // assemble() refuses a model whose plan cannot split that way, before building it.
   virtual int64_t tensor_parallel() const { return 1; }

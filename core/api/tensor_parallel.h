@@ -11,20 +11,27 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
+namespace torch::nn {
+class Module;
+}
+
 namespace kiln {
 
+// A model outside tensor parallelism holds the default group: one rank, enter and leave the
+// identity, so that its forward needs no second path.
 struct TensorParallelGroup {
   int rank = 0;  // this process's place in its tensor-parallel group
   int size = 1;  // ranks in the group (parallel.tp)
   // Identity forward, gradient summed over the group in backward (Megatron's f): the input of
   // column-parallel layers.
-  std::function<at::Tensor(const at::Tensor&)> enter;
+  std::function<at::Tensor(const at::Tensor&)> enter = [](const at::Tensor& x) { return x; };
   // Sum over the group forward, identity backward (Megatron's g): the output of row-parallel
   // layers, before their (replicated) bias is added.
-  std::function<at::Tensor(const at::Tensor&)> leave;
+  std::function<at::Tensor(const at::Tensor&)> leave = [](const at::Tensor& x) { return x; };
 };
 
 // How one parameter was cut: along `dim` into `size` equal slices, rank r keeping the r-th. A
@@ -39,5 +46,12 @@ struct ParameterSplit {
 
 // This rank's slice of `whole` (a copy, contiguous), cut as `split` says over `size` ranks.
 at::Tensor slice_for_rank(const at::Tensor& whole, const ParameterSplit& split, int rank, int size);
+// The whole tensor again from every rank's slice (slices[r] is rank r's): slice_for_rank undone.
+at::Tensor whole_from_slices(const std::vector<at::Tensor>& slices, const ParameterSplit& split);
+// Gives each parameter of `model` named in `splits` its slice for `group.rank` as its data (the
+// same parameter, so optimizers and hooks made later see the slice). A parameter a split names
+// but the model lacks is a logic error (std::logic_error).
+void keep_slices(torch::nn::Module& model, const std::vector<ParameterSplit>& splits,
+                 const TensorParallelGroup& group);
 
 }  // namespace kiln

@@ -19,6 +19,7 @@
 #include "core/store/run_store.h"
 #include "core/train/assemble.h"
 #include "core/train/console.h"
+#include "core/train/memory_check.h"
 #include "core/train/session.h"
 #include "core/train/trainer.h"
 #include "core/util/blas_kernels.h"
@@ -198,6 +199,17 @@ std::string peak_gradient_line(const AssembledRun& run) {
       static_cast<double>(*std::max_element(bytes.begin(), bytes.end())) / (1 << 20));
 }
 
+// "training state  1651200, 1651200 bytes per rank": parameters, gradients and optimizer state
+// each rank holds after the last timed step (fsdp and zero shard them). A collective.
+std::string training_state_line(const AssembledRun& run) {
+  at::Tensor slots = at::zeros({run.parallel->world_size()}, at::TensorOptions().dtype(at::kLong));
+  slots[run.parallel->rank()].fill_(training_state_bytes(*run.model, *run.optimizer));
+  const at::Tensor all = run.parallel->sum(slots.to(run.device)).cpu();
+  std::vector<int64_t> bytes(all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + all.numel());
+  return fmt::format("training state  {} bytes per rank (parameters, gradients, optimizer)\n",
+                     fmt::join(bytes, ", "));
+}
+
 }  // namespace
 
 std::string run_bench(const ResolvedConfig& config, const BenchOptions& options) {
@@ -219,7 +231,7 @@ std::string run_bench(const ResolvedConfig& config, const BenchOptions& options)
   if (options.record) require_free_bench_label(results->connection(), r.label);
 
   const Timings t = time_steps(config, run, options);
-  const std::string gradients = peak_gradient_line(run);
+  const std::string gradients = peak_gradient_line(run) + training_state_line(run);
   const double n = static_cast<double>(options.steps);
   r.ms = {t.phases.data_ms / n,
           t.phases.forward_ms / n,
@@ -238,8 +250,7 @@ std::string run_bench(const ResolvedConfig& config, const BenchOptions& options)
       "kiln bench {}: model {} {:.2f}M parameters | {} tokens/step ({} x {} x {} micro-steps) | "
       "{} | {} CPU threads | precision {}\n{}\n"
       "{} timed steps after {} warm-up; phases timed with a device sync at each boundary\n\n",
-      config.experiment, config.type("model"),
-      static_cast<double>(run.model->parameter_count()) / 1e6, run.batch_tokens,
+      config.experiment, config.type("model"), run.model_plan->parameters / 1e6, run.batch_tokens,
       run.train.micro_batch, run.train.seq_len, run.grad_accum, run.device.str(),
       at::get_num_threads(), config.type("precision"), blas_report().text(), options.steps,
       options.warmup);

@@ -18,6 +18,9 @@
 namespace torch::autograd {
 struct Node;
 }
+namespace torch::optim {
+class OptimizerParamState;
+}
 
 namespace kiln {
 
@@ -31,6 +34,11 @@ std::vector<ParamSpec> data_parallel_params();
 // replaces it.
 void gather_optimizer_state(Communicator& comm, torch::optim::Optimizer& optimizer,
                             const std::vector<int>& senders, const std::string& key);
+// Replaces each tensor of one parameter's optimizer state (whatever the optimizer calls them:
+// exp_avg, momentum_buffer, ...) by what `visit` returns for it; other entries (a step count)
+// stay as they are. For strategies that cut a parameter and its state alike (fsdp, tensor).
+void rewrite_optimizer_state(torch::optim::OptimizerParamState& entry,
+                             const std::function<at::Tensor(const at::Tensor&)>& visit);
 // Drops the state entries of parameters (TensorImpl addresses) not in `keep`.
 void keep_optimizer_state(torch::optim::Optimizer& optimizer,
                           const std::unordered_set<const void*>& keep);

@@ -262,6 +262,16 @@ void Communicator::broadcast(std::vector<at::Tensor>& tensors, int root) {
   pending.wait();
 }
 
+void Communicator::all_gather(const at::Tensor& shard, const std::vector<at::Tensor>& slots) {
+  if (env_.world_size == 1) {
+    slots.front().copy_(shard);
+    return;
+  }
+  std::vector<std::vector<at::Tensor>> outputs = {slots};
+  std::vector<at::Tensor> inputs = {shard};
+  impl_->run([&](auto& group) { group.allgather(outputs, inputs)->wait(); });
+}
+
 Communicator::Pending Communicator::start_reduce_sum(const at::Tensor& tensor, int root) {
   Pending pending;
   if (env_.world_size == 1) return pending;

@@ -180,6 +180,11 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
         config.where("train.seq_len").str(), a.train.seq_len, a.model_plan->context_length));
   }
   a.parallel->check_layer_count(a.model_plan->layers);
+  try {
+    a.parallel->check_optimizer(config.type("optimizer"));
+  } catch (const UserError& e) {
+    throw UserError(fmt::format("{}: {}", config.where("optimizer.type").str(), e.what()));
+  }
   if (const int64_t tp = a.parallel->tensor_parallel(); tp > 1) {
     if (!a.model_plan->check_tensor_parallel) {
       throw UserError(fmt::format(

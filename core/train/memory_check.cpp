@@ -16,6 +16,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #endif
 
+#include "core/dist/data_parallel.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
 
@@ -125,6 +126,22 @@ void check_memory_floor(const ResolvedConfig& config, const ModelPlan& model,
       format_bytes(floor.weights), format_bytes(floor.gradients),
       format_bytes(floor.optimizer_state), format_bytes(floor.logits), available,
       batch_bound ? "lower train.micro_batch or train.seq_len" : "make the model smaller"));
+}
+
+int64_t training_state_bytes(Model& model, torch::optim::Optimizer& optimizer) {
+  int64_t bytes = 0;
+  for (const auto& p : model.parameters()) {
+    bytes += static_cast<int64_t>(p.nbytes());
+    if (p.grad().defined()) bytes += static_cast<int64_t>(p.grad().nbytes());
+  }
+  for (auto& [key, entry] : optimizer.state()) {
+    if (!entry) continue;
+    rewrite_optimizer_state(*entry, [&](const at::Tensor& t) {
+      bytes += static_cast<int64_t>(t.nbytes());
+      return t;
+    });
+  }
+  return bytes;
 }
 
 }  // namespace kiln

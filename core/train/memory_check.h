@@ -49,6 +49,9 @@ double state_per_parameter(const torch::optim::Optimizer& optimizer, int64_t par
 
 // The optimizer's state as bytes serialized (what a snapshot writes of it).
 int64_t serialized_bytes(const torch::optim::Optimizer& optimizer);
+// Bytes of the parameters, their gradients and the optimizer state this process holds (the
+// training state fsdp, zero and tensor parallelism shard).
+int64_t training_state_bytes(Model& model, torch::optim::Optimizer& optimizer);
 
 // The bytes one process may use on `device`: the GPU's memory, or the CPU's MemAvailable
 // (/proc/meminfo) shared among this machine's ranks (LOCAL_WORLD_SIZE); 0 when it cannot be told.

@@ -1,5 +1,7 @@
 #include "core/train/session.h"
 
+#include "core/dist/fsdp_units.h"
+
 #include <cmath>
 #include <map>
 #include <stdexcept>
@@ -119,16 +121,19 @@ void Session::print_header() {
   }
   console_.line(fmt::format(
       "model {}: {:.2f}M parameters, context {} | device {}{} | {} CPU threads",
-      config.type("model"), static_cast<double>(run_.model->parameter_count()) / 1e6,
-      run_.model->context_length(), run_.device.str(),
-      run_.device_note.empty() ? "" : " (" + run_.device_note + ")", at::get_num_threads()));
+      config.type("model"), run_.model_plan->parameters / 1e6, run_.model->context_length(),
+      run_.device.str(), run_.device_note.empty() ? "" : " (" + run_.device_note + ")",
+      at::get_num_threads()));
   console_.line(blas_report().text());
   console_.line("data: " + run_.train_data->describe());
+  // Ranks that read the same batches (pipeline stages, a tensor-parallel group) count once.
+  const int replicas = run_.parallel->data_world(), world = run_.parallel->world_size();
   console_.line(fmt::format(
-      "batch: {} tokens per step = micro_batch {} x seq_len {} x {} micro-steps x {} rank(s) | "
-      "{} steps",
+      "batch: {} tokens per step = micro_batch {} x seq_len {} x {} micro-steps x {} | {} steps",
       run_.batch_tokens, run_.train.micro_batch, run_.train.seq_len, run_.grad_accum,
-      run_.parallel->world_size(), run_.train.steps));
+      replicas == world ? fmt::format("{} rank(s)", world)
+                        : fmt::format("{} replica(s) of {} ranks", replicas, world / replicas),
+      run_.train.steps));
   if (start_step_ > 0) {
     console_.line(fmt::format("resuming after step {} ({} tokens seen)", start_step_,
                               trainer_.tokens_seen()));
@@ -283,20 +288,25 @@ void Session::handle_nonfinite(const StepStats& stats) {
       what, name_, from));
 }
 
-// The optimizer's state, as bytes serialized, on each rank once the first step created it:
-// what sharding it (parallel.type = "zero") saves.
+// The optimizer's state, as bytes serialized, and the training state (parameters, gradients,
+// optimizer state), as bytes held, on each rank once the first step created them: what sharding
+// (parallel.type = "zero", "fsdp", "tensor") saves.
 void Session::report_optimizer_state() {
-  const int world = run_.parallel->world_size();
-  std::vector<double> mine(static_cast<size_t>(world), 0.0);
-  mine[static_cast<size_t>(run_.parallel->rank())] =
-      static_cast<double>(serialized_bytes(*run_.optimizer));
-  at::Tensor all = run_.parallel->sum(at::tensor(mine, at::kDouble).to(run_.device)).cpu();
+  const int world = run_.parallel->world_size(), rank = run_.parallel->rank();
+  at::Tensor mine = at::zeros({2, world}, at::kDouble);
+  mine[0][rank] = static_cast<double>(serialized_bytes(*run_.optimizer));
+  mine[1][rank] = static_cast<double>(training_state_bytes(*run_.model, *run_.optimizer));
+  at::Tensor all = run_.parallel->sum(mine.to(run_.device)).cpu();
   if (!store_) return;
-  std::string sizes;
+  std::string optimizer, training;
   for (int r = 0; r < world; ++r) {
-    sizes += fmt::format("{}{:.2f}", r ? ", " : "", all[r].item<double>() / (1 << 20));
+    optimizer += fmt::format("{}{:.2f}", r ? ", " : "", all[0][r].item<double>() / (1 << 20));
+    training += fmt::format("{}{:.2f}", r ? ", " : "", all[1][r].item<double>() / (1 << 20));
   }
-  console_.line(fmt::format("optimizer state per rank: {} MiB", sizes));
+  console_.line(
+      fmt::format("optimizer state per rank: {} MiB | training state per rank: {} MiB (parameters, "
+                  "gradients, optimizer)",
+                  optimizer, training));
 }
 
 void Session::print_closing(const SessionOutcome& outcome) {

@@ -3,7 +3,6 @@
 // snapshot keeps every rank's RNG state and data position, so a run with dropout resumes bit for
 // bit on two ranks under every strategy.
 #include <algorithm>
-#include <sstream>
 
 #include "ranks.h"
 #include "tiny_run.h"
@@ -28,18 +27,6 @@ std::vector<int64_t> tiny_gpt_parameter_sizes() {
   sizes.push_back(c);  // ln_f
   sizes.push_back(c);
   return sizes;
-}
-
-// "[rank 0] peak gradients  114176, 114176 bytes per rank (...)" -> {114176, 114176}
-std::vector<int64_t> peak_gradient_bytes(const std::string& output) {
-  const std::string marker = "peak gradients  ";
-  const auto at = output.find(marker);
-  if (at == std::string::npos) return {};
-  std::vector<int64_t> bytes;
-  std::istringstream in(output.substr(at + marker.size(), output.find(" bytes", at) - at));
-  for (std::string item; std::getline(in, item, ',');)
-    bytes.push_back(std::stoll(item));
-  return bytes;
 }
 
 TEST_F(DistributedState, ZeroStageTwoHoldsItsShardAndOneBucketOfGradientsAndStageOneAll) {
@@ -68,7 +55,7 @@ TEST_F(DistributedState, ZeroStageTwoHoldsItsShardAndOneBucketOfGradientsAndStag
         "parallel.bucket_mb={} --set train.micro_batch=4 --set train.batch_tokens=512",
         testing::random_master_port(), exp, stage, bucket_mb));
     ASSERT_EQ(bench.exit_code, 0) << bench.output;
-    peaks[stage] = peak_gradient_bytes(bench.output);
+    peaks[stage] = testing::bytes_per_rank(bench.output, "peak gradients");
     ASSERT_EQ(peaks[stage].size(), 2u) << bench.output;
   }
   for (int r = 0; r < 2; ++r) {
@@ -115,6 +102,8 @@ TEST_F(DistributedState, TwoRanksWithDropoutResumeBitForBitUnderEveryStrategy) {
       {"pipeline",
        "--set parallel.type=pipeline --set parallel.pp=2 --set parallel.microbatches=4 "
        "--set train.batch_tokens=512"},
+      {"fsdp", "--set parallel.type=fsdp --set train.batch_tokens=512"},
+      {"tensor", "--set parallel.type=tensor --set parallel.tp=2 --set train.batch_tokens=256"},
   };
   for (const auto& [name, settings] : strategies) {
     SCOPED_TRACE(name);

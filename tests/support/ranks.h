@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -47,6 +49,19 @@ inline std::vector<int> run_ranks(int world, const std::string& args,
     codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
   }
   return codes;
+}
+
+// The figures of a "<marker>  114176, 114176 bytes per rank (...)" line that `kiln bench`
+// prints (peak gradients, training state) -> {114176, 114176}; {} when there is none.
+inline std::vector<int64_t> bytes_per_rank(const std::string& output, const std::string& marker) {
+  const auto at = output.find(marker + "  ");
+  if (at == std::string::npos) return {};
+  const auto from = at + marker.size() + 2;
+  std::vector<int64_t> bytes;
+  std::istringstream in(output.substr(from, output.find(" bytes", at) - from));
+  for (std::string item; std::getline(in, item, ',');)
+    bytes.push_back(std::stoll(item));
+  return bytes;
 }
 
 }  // namespace kiln::testing

@@ -440,6 +440,9 @@ def main():
                         help="first steps left out of the mean step time (default 5)")
     parser.add_argument("--compile", action="store_true",
                         help="torch.compile the model (PyTorch 2; compiles in the first steps)")
+    parser.add_argument("--profile", action="store_true",
+                        help="run the timed steps under the autograd profiler and print the time "
+                             "per op (the same LibTorch kernels kiln runs; docs/benchmarks.md)")
     args = parser.parse_args()
     if args.steps is not None:
         args.overrides.append(f"train.steps={args.steps}")
@@ -496,8 +499,11 @@ def main():
 
     model.train()
     timed_ms = []
+    profiler = torch.autograd.profiler.profile() if args.profile else None
     width = len(str(steps))
     for step in range(1, steps + 1):
+        if profiler is not None and step == args.warmup + 1:
+            profiler.__enter__()
         start = time.perf_counter()
         lr = schedule.lr(step - 1)
         for group in optimizer.param_groups:
@@ -524,6 +530,10 @@ def main():
               f"norm {norm_value:.4f} | {dt_ms:7.1f} ms | {batch_tokens / (dt_ms / 1000.0):8.0f} "
               f"tok/s", flush=True)
 
+    if profiler is not None:
+        profiler.__exit__(None, None, None)
+        # Self time per op, per step: where the step goes once each op's children are taken out.
+        print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=60))
     mean_ms = sum(timed_ms) / len(timed_ms)
     print(f"pytorch: mean step ms {mean_ms:.1f}, tokens/s {batch_tokens / (mean_ms / 1000.0):.0f} "
           f"over {len(timed_ms)} timed steps (after {args.warmup} warm-up)")

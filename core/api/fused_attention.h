@@ -1,0 +1,30 @@
+// Causal self-attention as one CPU kernel with its own backward pass (model.kernels = "fused").
+// It reads q, k and v straight out of the qkv projection's [batch, time, 3 * n_embd] output and
+// writes [batch, time, n_embd], heads side by side, ready for the output projection: the head
+// split, transposes and copies of LibTorch's op sequence disappear, the upper triangle of the
+// scores is never computed, and the softmax runs in one pass over each row. The backward pass
+// recomputes the attention weights from q, k and each row's saved log-sum-exp, as flash
+// attention does, rather than keeping a [time, time] matrix per head.
+#pragma once
+
+#include <cstdint>
+
+#include <ATen/core/Tensor.h>
+
+namespace kiln {
+
+// Whether the fused kernel serves this call: LibTorch 1.x (2.x keeps its own
+// scaled_dot_product_attention), float32 CPU tensors (so never a GPU, nor bfloat16 autocast), and
+// no attention dropout while training (its random draws are the op sequence's).
+bool fused_attention_applies(const at::Tensor& qkv, double dropout, bool training);
+
+// Causal self-attention of `qkv` = [batch, time, 3 * n_embd] (q, k and v side by side, each
+// n_head heads of n_embd / n_head) -> [batch, time, n_embd]. With `fused`, Kiln's kernel where
+// fused_attention_applies() holds; otherwise LibTorch's ops (compat::causal_attention).
+at::Tensor causal_self_attention(const at::Tensor& qkv, int64_t n_head, double dropout,
+                                 bool training, bool fused);
+
+// The fused kernel alone, without dropout, for float32 CPU tensors on any LibTorch (tests).
+at::Tensor fused_causal_attention(const at::Tensor& qkv, int64_t n_head);
+
+}  // namespace kiln

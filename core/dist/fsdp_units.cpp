@@ -1,0 +1,251 @@
+#include "core/dist/fsdp_units.h"
+
+#include <algorithm>
+#include <functional>
+#include <unordered_map>
+
+#include <ATen/ATen.h>
+#include <c10/core/StorageImpl.h>
+#include <torch/autograd.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/optim/optimizer.h>
+
+#include "core/api/model.h"
+#include "core/dist/data_parallel.h"
+#include "core/dist/distributed.h"
+#include "core/util/torch_compat.h"
+
+namespace kiln {
+
+namespace {
+
+// One parameter and its dim-0 blocks.
+struct Sharded {
+  at::Tensor param;   // the model's: its data is `block`, or `whole` while gathered
+  at::Tensor block;   // this rank's rows of the padded whole
+  at::Tensor padded;  // world blocks; its storage holds memory only while gathered
+  at::Tensor whole;   // padded's first rows: the parameter's own shape
+  bool gathered = false;
+  at::Tensor gradient_sum;  // this rank's block of the gradient, summed over ranks, micro-steps
+};
+
+void resize_storage(const at::Tensor& t, size_t bytes) {
+  c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(bytes ? storage->allocator()->allocate(bytes)
+                                     : at::DataPtr(nullptr, t.device()));
+  storage->set_nbytes(bytes);
+}
+
+// `t`'s rows [rank * rows, (rank + 1) * rows) with t's dim 0 padded by zero rows to world * rows.
+at::Tensor block_of(const at::Tensor& t, int64_t rows, int rank, int world) {
+  std::vector<int64_t> shape = t.sizes().vec();
+  shape[0] = rows * world;
+  at::Tensor padded = at::zeros(shape, t.options());
+  padded.narrow(0, 0, t.size(0)).copy_(t);
+  return padded.narrow(0, rows * rank, rows).clone();
+}
+
+}  // namespace
+
+struct FsdpUnits::State {
+  Communicator& comm;
+  std::vector<Sharded> params;
+  std::vector<std::vector<size_t>> units;  // indices into params, per layer (borrowed ones too)
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  int64_t largest_whole_gradient = 0;
+
+  explicit State(Communicator& c) : comm(c) {}
+
+  void gather(Sharded& s) {
+    if (s.gathered) return;
+    resize_storage(s.padded, s.padded.numel() * s.padded.element_size());
+    comm.all_gather(s.block, s.padded.chunk(comm.size()));
+    s.param.set_data(s.whole);
+    s.gathered = true;
+  }
+
+  void release(Sharded& s) {
+    if (!s.gathered) return;
+    s.param.set_data(s.block);
+    resize_storage(s.padded, 0);
+    s.gathered = false;
+  }
+
+  void gather_unit(size_t unit) {
+    at::NoGradGuard no_grad;
+    for (size_t i : units[unit])
+      gather(params[i]);
+  }
+
+  void release_unit(size_t unit) {
+    for (size_t i : units[unit])
+      release(params[i]);
+  }
+
+  // Hooks each parameter's gradient accumulator unless the one hooked is still its own: an
+  // in-place set_ (how Module::load reads a snapshot) gives the parameter a new accumulator.
+  // Only while the parameters are whole: autograd expects a gradient of the shape they have.
+  void hook_accumulators(const std::shared_ptr<State>& self) {
+    std::weak_ptr<State> weak = self;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (torch::autograd::impl::grad_accumulator(params[i].param) == accumulators[i]) continue;
+      accumulators[i] = on_gradient_accumulated({params[i].param}, [weak, i](size_t) {
+                          if (auto state = weak.lock()) state->gradient_ready(i);
+                        }).front();
+    }
+  }
+
+  // The post hook of params[i]'s gradient accumulator: its whole gradient is complete.
+  void gradient_ready(size_t i) {
+    at::NoGradGuard no_grad;
+    Sharded& s = params[i];
+    at::Tensor whole_gradient = s.param.grad();
+    s.param.mutable_grad() = at::Tensor();
+    largest_whole_gradient =
+        std::max(largest_whole_gradient, static_cast<int64_t>(whole_gradient.nbytes()));
+    at::Tensor summed = at::zeros_like(s.padded, at::MemoryFormat::Contiguous);
+    summed.narrow(0, 0, whole_gradient.size(0)).copy_(whole_gradient);
+    std::vector<at::Tensor> one = {summed};
+    comm.all_reduce_sum(one);
+    at::Tensor mine = summed.chunk(comm.size())[comm.rank()].div(comm.size());
+    s.gradient_sum = s.gradient_sum.defined() ? s.gradient_sum.add_(mine) : mine;
+    release(s);
+  }
+};
+
+namespace {
+
+// Holds a unit's place for the identity node, which autograd keeps until backward.
+struct UnitRef : torch::CustomClassHolder {
+  std::weak_ptr<FsdpUnits::State> state;
+  size_t unit = 0;
+};
+
+// Identity on a unit's output whose backward gathers the unit's parameters again, before
+// autograd reaches the unit's own nodes (they all wait for this node's gradient).
+struct GatherBeforeBackward : torch::autograd::Function<GatherBeforeBackward> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& output,
+                            c10::intrusive_ptr<UnitRef> ref) {
+    ctx->saved_data["unit"] = c10::IValue::make_capsule(std::move(ref));
+    return output;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    auto& ref = static_cast<UnitRef&>(*ctx->saved_data["unit"].toCapsule());
+    if (auto state = ref.state.lock()) state->gather_unit(ref.unit);
+    return {grad_outputs[0], at::Tensor()};
+  }
+};
+
+}  // namespace
+
+FsdpUnits::FsdpUnits(Communicator& comm, Model& model) : state_(std::make_shared<State>(comm)) {
+  std::unordered_map<const void*, size_t> index;
+  const auto& layers = model.layers();
+  for (const auto& layer : layers) {
+    std::vector<at::Tensor> used = layer->parameters();
+    for (const auto& b : layer->borrowed_parameters())
+      used.push_back(b);
+    std::vector<size_t> unit;
+    for (const auto& p : used) {
+      auto [it, fresh] = index.emplace(p.unsafeGetTensorImpl(), state_->params.size());
+      if (fresh) state_->params.push_back({p, {}, {}, {}, false, {}});
+      if (std::find(unit.begin(), unit.end(), it->second) == unit.end()) unit.push_back(it->second);
+    }
+    state_->units.push_back(std::move(unit));
+  }
+  state_->accumulators.resize(state_->params.size());
+  state_->hook_accumulators(state_);
+  std::weak_ptr<State> weak = state_;
+  const int world = comm.size();
+  at::NoGradGuard no_grad;
+  for (Sharded& s : state_->params) {
+    const at::Tensor whole = s.param.detach();
+    const int64_t rows = (whole.size(0) + world - 1) / world;
+    s.block = block_of(whole, rows, comm.rank(), world);
+    std::vector<int64_t> shape = whole.sizes().vec();
+    shape[0] = rows * world;
+    s.padded = at::empty(shape, whole.options());
+    s.whole = s.padded.narrow(0, 0, whole.size(0));
+    s.param.set_data(s.block);
+    resize_storage(s.padded, 0);
+  }
+  model.set_layer_runner([weak](size_t unit, Layer& layer, const at::Tensor& x) {
+    auto state = weak.lock();
+    state->gather_unit(unit);
+    const bool training = torch::GradMode::is_enabled();
+    if (training) {
+      for (size_t i : state->units[unit])
+        state->params[i].param.mutable_grad() = at::Tensor();  // zero_grad left a block of 0s
+    }
+    at::Tensor out = layer.forward(x);
+    state->release_unit(unit);
+    if (!training || !out.requires_grad()) return out;
+    auto ref = c10::make_intrusive<UnitRef>();
+    ref->state = weak;
+    ref->unit = unit;
+    return GatherBeforeBackward::apply(out, ref);
+  });
+}
+
+FsdpUnits::~FsdpUnits() = default;
+
+void FsdpUnits::finish_gradients() {
+  for (Sharded& s : state_->params) {
+    state_->release(s);
+    s.param.mutable_grad() = std::move(s.gradient_sum);
+    s.gradient_sum = at::Tensor();
+  }
+}
+
+int64_t FsdpUnits::peak_gradient_bytes() const {
+  int64_t blocks = 0;
+  for (const Sharded& s : state_->params)
+    blocks += static_cast<int64_t>(s.block.nbytes());
+  return blocks + state_->largest_whole_gradient;
+}
+
+void FsdpUnits::gather(torch::optim::Optimizer& optimizer) {
+  at::NoGradGuard no_grad;
+  Communicator& comm = state_->comm;
+  for (Sharded& s : state_->params) {
+    const auto whole_of = [&](const at::Tensor& block) {
+      at::Tensor padded = at::empty(s.padded.sizes(), block.options());
+      comm.all_gather(block.contiguous(), padded.chunk(comm.size()));
+      return padded.narrow(0, 0, s.whole.size(0)).clone();
+    };
+    auto entry = optimizer.state().find(compat::optimizer_state_key(s.param));
+    if (entry != optimizer.state().end() && entry->second) {
+      rewrite_optimizer_state(*entry->second, [&](const at::Tensor& t) {
+        return t.sizes() == s.block.sizes() ? whole_of(t) : t;
+      });
+    }
+    s.param.set_data(whole_of(s.block));
+  }
+}
+
+void FsdpUnits::shard(torch::optim::Optimizer& optimizer) {
+  at::NoGradGuard no_grad;
+  Communicator& comm = state_->comm;
+  state_->hook_accumulators(state_);
+  for (Sharded& s : state_->params) {
+    const int64_t rows = s.block.size(0);
+    auto entry = optimizer.state().find(compat::optimizer_state_key(s.param));
+    if (entry != optimizer.state().end() && entry->second) {
+      rewrite_optimizer_state(*entry->second, [&](const at::Tensor& t) {
+        return t.sizes() == s.whole.sizes() ? block_of(t, rows, comm.rank(), comm.size()) : t;
+      });
+    }
+    s.block = block_of(s.param.detach(), rows, comm.rank(), comm.size());
+    s.param.set_data(s.block);
+  }
+}
+
+void FsdpUnits::make_whole_shaped() {
+  at::NoGradGuard no_grad;
+  for (Sharded& s : state_->params)
+    s.param.set_data(at::zeros(s.whole.sizes(), s.block.options()));
+}
+
+}  // namespace kiln

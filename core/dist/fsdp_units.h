@@ -1,0 +1,65 @@
+// Fully sharded data parallel (ZeRO stage 3) in units of one layer of Model::layers(). Every
+// parameter is cut along dim 0 into world equal row blocks (dim 0 padded with zero rows to a
+// multiple of world); between uses the parameter's data is this rank's block only, so its
+// gradient and optimizer state are blocks too, and the optimizer's decay groups (which look at
+// a parameter's dim) see the same parameters as on one process.
+//
+// Per step and unit (a layer with its borrowed, tied weights):
+//   forward   the layer runner all-gathers the unit's parameters into their whole buffers, runs
+//             the layer, and frees the buffers' memory in place (the storage is resized to 0, as
+//             torch FSDP1 does), although autograd still holds views of them;
+//   backward  an identity autograd node on the unit's output runs first: it reallocates the
+//             buffers and all-gathers them again; when a parameter's gradient accumulator has
+//             run, its whole gradient is summed over the ranks (Gloo has no reduce-scatter, so
+//             an all-reduce of the whole gradient, of which each rank keeps its block: twice
+//             the traffic of a reduce-scatter), divided by world, added to the rank's block sum,
+//             and the whole buffer is freed. Every micro-step communicates, so a rank never
+//             holds more than its blocks plus one whole gradient (plus what autograd buffers).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace kiln {
+
+class Communicator;
+class Layer;
+class Model;
+
+class FsdpUnits {
+ public:
+  // Hooks the gradient accumulators (while the parameters are whole, so that autograd expects
+  // whole gradients), cuts every parameter to its block and installs the model's layer runner.
+  // `model` holds rank 0's weights on every rank already.
+  FsdpUnits(Communicator& comm, Model& model);
+  ~FsdpUnits();
+  FsdpUnits(const FsdpUnits&) = delete;
+  FsdpUnits& operator=(const FsdpUnits&) = delete;
+
+  // After the last backward of a step: each parameter's gradient becomes its block of the sum
+  // over ranks and micro-steps.
+  void finish_gradients();
+  // Blocks of gradients plus the largest whole gradient held at once, in the last step.
+  int64_t peak_gradient_bytes() const;
+
+  // Snapshots: every parameter and every tensor of its optimizer state shaped like it becomes
+  // whole on every rank (gather), or this rank's block again (shard).
+  void gather(torch::optim::Optimizer& optimizer);
+  void shard(torch::optim::Optimizer& optimizer);
+  // On a resume: whole-shaped parameters, about to be overwritten by the snapshot's.
+  void make_whole_shaped();
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;  // shared with the layer runner and the autograd nodes
+};
+
+}  // namespace kiln

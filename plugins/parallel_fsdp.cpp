@@ -1,0 +1,75 @@
+// parallel "fsdp": fully sharded data parallel (ZeRO stage 3). Each rank keeps 1/world of every
+// parameter, of its gradient and of its optimizer state (dim-0 row blocks); a layer's weights
+// are gathered whole just before its forward and again before its backward, and freed after
+// each; gradients are summed over the ranks as backward produces them, each rank keeping its
+// block (core/dist/fsdp_units.h says how and what it costs on Gloo). Every micro-step of
+// gradient accumulation communicates, so no whole gradient outlives its layer's backward.
+// The optimizer steps on the blocks; clipping uses the norm summed over all blocks. Snapshots
+// hold whole weights and optimizer state (every rank gathers them first), so a run resumes at
+// any world size and under any strategy.
+#include <fmt/format.h>
+
+#include "core/api/model.h"
+#include "core/dist/data_parallel.h"
+#include "core/dist/fsdp_units.h"
+#include "core/util/error.h"
+
+namespace kiln {
+namespace {
+
+class FullyShardedDataParallel : public DataParallel {
+ public:
+  using DataParallel::DataParallel;
+
+  void check_optimizer(const std::string& optimizer) const override {
+    if (optimizer == "muon") {
+      throw UserError(
+          "optimizer 'muon' orthogonalises each whole weight matrix, but parallel 'fsdp' gives "
+          "each rank only rows of it: use optimizer.type = \"adamw\" or parallel.type = \"zero\"");
+    }
+  }
+
+  void attach(Model& model) override {
+    DataParallel::attach(model);
+    units_ = std::make_unique<FsdpUnits>(comm(), model);
+  }
+
+  void finish_gradients(Model&) override { units_->finish_gradients(); }
+
+  std::optional<int64_t> peak_gradient_bytes() const override {
+    return units_->peak_gradient_bytes();
+  }
+
+  // Every rank holds only its blocks of the gradients, in a world of one too (then its block
+  // is the whole, but the refusal of fp16 must not depend on the world size).
+  bool replicates_gradients() const override { return false; }
+
+  at::Tensor global_norm(const at::Tensor& local_norm) override {
+    return sum(local_norm * local_norm).sqrt();
+  }
+
+  void gather_state(Model&, torch::optim::Optimizer& optimizer) override {
+    units_->gather(optimizer);
+  }
+
+  void shard_state(Model&, torch::optim::Optimizer& optimizer) override {
+    units_->shard(optimizer);
+  }
+
+  void before_restore(Model&) override { units_->make_whole_shaped(); }
+
+ private:
+  std::unique_ptr<FsdpUnits> units_;
+};
+
+const bool registered = ParallelRegistry::add(
+    {"fsdp",
+     "fully sharded data parallel (ZeRO stage 3): each rank keeps 1/world of every parameter, "
+     "gradient and optimizer state, gathering a layer's weights only while it runs",
+     data_parallel_params()},
+    [](const Params& p, c10::DeviceType device) -> std::shared_ptr<ParallelStrategy> {
+      return std::make_shared<FullyShardedDataParallel>(p, device);
+    });
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,224 @@
+// parallel "tensor": tensor parallelism (Megatron-LM's split of attention heads and MLP units,
+// core/api/tensor_parallel.h) composed with data parallelism in a 2-D mesh of tp x dp ranks.
+// Rank r sits at tensor-parallel place r % tp of data-parallel replica r / tp, so the ranks of
+// one tensor-parallel group are neighbours (on one node, where their per-layer all-reduces are
+// cheapest). Each replica reads its own share of the data; its tp ranks read the same batches
+// and draw the same dropout masks (every rank starts from run.seed). Gradients of a parameter
+// slice are averaged over the replicas holding that slice (a dp group per tensor-parallel
+// place, overlapped with backward like ddp); replicated parameters (embeddings, norms, the head)
+// get equal gradients on every rank of a tp group, which Megatron's pairing of enter and leave
+// guarantees, so they need nothing more. Snapshots hold whole weights and optimizer state (the
+// tp groups gather them), so a run resumes at any mesh, world size or strategy.
+#include <unordered_set>
+
+#include <fmt/format.h>
+#include <torch/optim/optimizer.h>
+
+#include "core/api/model.h"
+#include "core/dist/data_parallel.h"
+#include "core/dist/tensor_parallel_ops.h"
+#include "core/util/error.h"
+#include "core/util/torch_compat.h"
+
+namespace kiln {
+namespace {
+
+// Where a rank sits: tp_index within its tensor-parallel group, dp_index its replica.
+struct Mesh {
+  int tp = 1, dp = 1;
+  int tp_index = 0, dp_index = 0;
+};
+
+// The mesh parallel.tp and parallel.dp ask for, checked against the world the environment
+// describes, before this process joins it (so every rank refuses alike, and none builds a model).
+Mesh mesh_for(const Params& p) {
+  const WorldEnv world = read_world_env();
+  Mesh mesh;
+  mesh.tp = static_cast<int>(p.integer("tp"));
+  if (world.world_size % mesh.tp != 0) {
+    throw UserError(fmt::format(
+        "parallel.tp = {} does not divide the world of {} process(es): start a multiple of tp "
+        "ranks (kiln launch --nproc-per-node N) or change parallel.tp",
+        mesh.tp, world.world_size));
+  }
+  mesh.dp = world.world_size / mesh.tp;
+  if (const int64_t dp = p.integer("dp"); dp != 0 && dp != mesh.dp) {
+    throw UserError(fmt::format(
+        "parallel.dp = {} x parallel.tp = {} is a mesh of {} processes, but the world has {}: "
+        "set parallel.dp = 0 (the world / tp) or start {} ranks",
+        dp, mesh.tp, dp * mesh.tp, world.world_size, dp * mesh.tp));
+  }
+  mesh.tp_index = world.rank % mesh.tp;
+  mesh.dp_index = world.rank / mesh.tp;
+  return mesh;
+}
+
+class TensorParallel : public DataParallel {
+ public:
+  TensorParallel(const Params& p, c10::DeviceType device, Mesh mesh)
+      : DataParallel(p, device), mesh_(mesh) {
+    std::vector<int> group, replicas;
+    for (int i = 0; i < mesh_.tp; ++i)
+      group.push_back(mesh_.dp_index * mesh_.tp + i);
+    for (int i = 0; i < mesh_.dp; ++i)
+      replicas.push_back(i * mesh_.tp + mesh_.tp_index);
+    tp_comm_ = comm().subgroup(fmt::format("tp{}/", mesh_.dp_index), group);
+    dp_comm_ = comm().subgroup(fmt::format("dp{}/", mesh_.tp_index), replicas);
+  }
+
+  int data_rank() const override { return mesh_.dp_index; }
+  int data_world() const override { return mesh_.dp; }
+  int64_t tensor_parallel() const override { return mesh_.tp; }
+
+  void check_optimizer(const std::string& optimizer) const override {
+    if (optimizer == "muon" && mesh_.tp > 1) {
+      throw UserError(
+          "optimizer 'muon' orthogonalises each whole weight matrix, but parallel 'tensor' gives "
+          "each rank only a slice of it: use optimizer.type = \"adamw\" or parallel.tp = 1");
+    }
+  }
+
+  // Every rank builds the whole model from run.seed and takes rank 0's weights (as ddp), then
+  // keeps its slices: the slices of one process's initialisation, whatever the mesh.
+  void attach(Model& model) override {
+    DataParallel::attach(model);
+    model_ = &model;
+    for (auto& split : model.split_for_tensor_parallel(tensor_parallel_group(*tp_comm_))) {
+      at::Tensor param = *model.named_parameters().find(split.name);
+      std::vector<int64_t> whole = param.sizes().vec();
+      whole[static_cast<size_t>(split.dim)] *= mesh_.tp;
+      sliced_.push_back({std::move(split), param, std::move(whole)});
+    }
+    hook_replicas();
+  }
+
+  void begin_micro_step(bool final_micro_step) override {
+    if (replicas_) replicas_->arm(final_micro_step);
+  }
+
+  void finish_gradients(Model&) override {
+    if (replicas_) replicas_->finish();
+  }
+
+  // A rank's slices hold different gradients from its group's others; an overflow seen by one
+  // rank only would make ranks disagree on skipping a step.
+  bool replicates_gradients() const override { return mesh_.tp == 1; }
+
+  // The sliced parameters' squares summed over the tp group, the replicated ones counted once
+  // (every rank of the group holds them equal); the replicas hold the same after averaging.
+  // Counted from the gradients, as the trainer counted local_norm, which mixes the two.
+  at::Tensor global_norm(const at::Tensor& local_norm) override {
+    if (mesh_.tp == 1) return local_norm;
+    at::NoGradGuard no_grad;
+    std::unordered_set<const void*> sliced_params;
+    for (const auto& s : sliced_)
+      sliced_params.insert(s.param.unsafeGetTensorImpl());
+    const auto zero = at::zeros({}, local_norm.options().dtype(at::kFloat));
+    std::vector<at::Tensor> sliced = {zero.clone()};
+    at::Tensor replicated = zero.clone();
+    for (const auto& p : model_->parameters()) {
+      if (!p.grad().defined()) continue;
+      auto& sum = sliced_params.count(p.unsafeGetTensorImpl()) ? sliced[0] : replicated;
+      sum += p.grad().to(at::kFloat).pow(2).sum();
+    }
+    tp_comm_->all_reduce_sum(sliced);
+    return (sliced[0] + replicated).sqrt().to(local_norm.scalar_type());
+  }
+
+  void gather_state(Model&, torch::optim::Optimizer& optimizer) override {
+    at::NoGradGuard no_grad;
+    for (auto& s : sliced_) {
+      const auto whole_of = [&](const at::Tensor& slice) {
+        std::vector<at::Tensor> slots;
+        for (int r = 0; r < mesh_.tp; ++r)
+          slots.push_back(at::empty_like(slice, at::MemoryFormat::Contiguous));
+        tp_comm_->all_gather(slice.contiguous(), slots);
+        return whole_from_slices(slots, s.split);
+      };
+      const auto slice_shape = s.param.sizes().vec();
+      rewrite_state(optimizer, s.param, [&](const at::Tensor& t) {
+        return t.sizes().vec() == slice_shape ? whole_of(t) : t;
+      });
+      s.param.set_data(whole_of(s.param.detach()));
+    }
+  }
+
+  void shard_state(Model&, torch::optim::Optimizer& optimizer) override {
+    at::NoGradGuard no_grad;
+    for (auto& s : sliced_) {
+      const auto slice_of = [&](const at::Tensor& whole) {
+        return slice_for_rank(whole, s.split, mesh_.tp_index, mesh_.tp);
+      };
+      rewrite_state(optimizer, s.param, [&](const at::Tensor& t) {
+        return t.sizes().vec() == s.whole ? slice_of(t) : t;
+      });
+      s.param.set_data(slice_of(s.param.detach()));
+    }
+    // Module::load (a resume) gives each parameter a new gradient accumulator; hooking the new
+    // ones only once the parameters are slices again, whose shape autograd then expects.
+    if (restoring_) hook_replicas();
+    restoring_ = false;
+  }
+
+  void before_restore(Model&) override {
+    at::NoGradGuard no_grad;
+    for (auto& s : sliced_)
+      s.param.set_data(at::zeros(s.whole, s.param.options()));
+    restoring_ = true;
+  }
+
+ private:
+  struct Sliced {
+    ParameterSplit split;
+    at::Tensor param;            // the model's
+    std::vector<int64_t> whole;  // its shape on one process
+  };
+
+  void hook_replicas() {
+    replicas_.reset();
+    if (mesh_.dp > 1)
+      replicas_ =
+          std::make_unique<OverlappedAllReduce>(*dp_comm_, model_->parameters(), bucket_bytes());
+  }
+
+  static void rewrite_state(torch::optim::Optimizer& optimizer, const at::Tensor& param,
+                            const std::function<at::Tensor(const at::Tensor&)>& visit) {
+    auto entry = optimizer.state().find(compat::optimizer_state_key(param));
+    if (entry != optimizer.state().end() && entry->second)
+      rewrite_optimizer_state(*entry->second, visit);
+  }
+
+  Mesh mesh_;
+  std::unique_ptr<Communicator> tp_comm_, dp_comm_;
+  Model* model_ = nullptr;
+  std::vector<Sliced> sliced_;
+  std::unique_ptr<OverlappedAllReduce> replicas_;  // dp > 1: slices averaged over replicas
+  bool restoring_ = false;
+};
+
+std::vector<ParamSpec> tensor_params() {
+  auto params = data_parallel_params();
+  params.push_back(ParamSpec::integer("tp", 2,
+                                      "ranks over which each block's heads and MLP units are "
+                                      "split; consecutive ranks form a group")
+                       .at_least(1)
+                       .at_most(1 << 16));
+  params.push_back(ParamSpec::integer("dp", 0,
+                                      "data-parallel replicas of the tp group; 0 = the world "
+                                      "size / tp (a given value is checked against it)")
+                       .at_least(0)
+                       .at_most(1 << 16));
+  return params;
+}
+
+const bool registered = ParallelRegistry::add(
+    {"tensor",
+     "tensor parallel (attention heads and MLP units split over parallel.tp ranks) x data "
+     "parallel over the rest of the world, as a 2-D mesh",
+     tensor_params()},
+    [](const Params& p, c10::DeviceType device) -> std::shared_ptr<ParallelStrategy> {
+      return std::make_shared<TensorParallel>(p, device, mesh_for(p));
+    });
+
+}  // namespace
+}  // namespace kiln
