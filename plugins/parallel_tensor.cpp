@@ -18,7 +18,6 @@
 #include "core/dist/data_parallel.h"
 #include "core/dist/tensor_parallel_ops.h"
 #include "core/util/error.h"
-#include "core/util/torch_compat.h"
 
 namespace kiln {
 namespace {
@@ -89,7 +88,10 @@ class TensorParallel : public DataParallel {
       whole[static_cast<size_t>(split.dim)] *= mesh_.tp;
       sliced_.push_back({std::move(split), param, std::move(whole)});
     }
-    hook_replicas();
+    if (mesh_.dp > 1) {
+      replicas_ =
+          std::make_unique<OverlappedAllReduce>(*dp_comm_, model.parameters(), bucket_bytes());
+    }
   }
 
   void begin_micro_step(bool final_micro_step) override {
@@ -136,7 +138,7 @@ class TensorParallel : public DataParallel {
         return whole_from_slices(slots, s.split);
       };
       const auto slice_shape = s.param.sizes().vec();
-      rewrite_state(optimizer, s.param, [&](const at::Tensor& t) {
+      rewrite_optimizer_state(optimizer, s.param, [&](const at::Tensor& t) {
         return t.sizes().vec() == slice_shape ? whole_of(t) : t;
       });
       s.param.set_data(whole_of(s.param.detach()));
@@ -149,22 +151,17 @@ class TensorParallel : public DataParallel {
       const auto slice_of = [&](const at::Tensor& whole) {
         return slice_for_rank(whole, s.split, mesh_.tp_index, mesh_.tp);
       };
-      rewrite_state(optimizer, s.param, [&](const at::Tensor& t) {
+      rewrite_optimizer_state(optimizer, s.param, [&](const at::Tensor& t) {
         return t.sizes().vec() == s.whole ? slice_of(t) : t;
       });
       s.param.set_data(slice_of(s.param.detach()));
     }
-    // Module::load (a resume) gives each parameter a new gradient accumulator; hooking the new
-    // ones only once the parameters are slices again, whose shape autograd then expects.
-    if (restoring_) hook_replicas();
-    restoring_ = false;
   }
 
   void before_restore(Model&) override {
     at::NoGradGuard no_grad;
     for (auto& s : sliced_)
       s.param.set_data(at::zeros(s.whole, s.param.options()));
-    restoring_ = true;
   }
 
  private:
@@ -174,26 +171,11 @@ class TensorParallel : public DataParallel {
     std::vector<int64_t> whole;  // its shape on one process
   };
 
-  void hook_replicas() {
-    replicas_.reset();
-    if (mesh_.dp > 1)
-      replicas_ =
-          std::make_unique<OverlappedAllReduce>(*dp_comm_, model_->parameters(), bucket_bytes());
-  }
-
-  static void rewrite_state(torch::optim::Optimizer& optimizer, const at::Tensor& param,
-                            const std::function<at::Tensor(const at::Tensor&)>& visit) {
-    auto entry = optimizer.state().find(compat::optimizer_state_key(param));
-    if (entry != optimizer.state().end() && entry->second)
-      rewrite_optimizer_state(*entry->second, visit);
-  }
-
   Mesh mesh_;
   std::unique_ptr<Communicator> tp_comm_, dp_comm_;
-  Model* model_ = nullptr;
+  Model* model_ = nullptr;  // for global_norm
   std::vector<Sliced> sliced_;
   std::unique_ptr<OverlappedAllReduce> replicas_;  // dp > 1: slices averaged over replicas
-  bool restoring_ = false;
 };
 
 std::vector<ParamSpec> tensor_params() {

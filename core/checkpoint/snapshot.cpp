@@ -34,6 +34,36 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// What Module::load does, but copying into the module's own tensors. Module::load set_s each
+// parameter to the tensor it read, which (LibTorch 1.13) gives the parameter a new gradient
+// accumulator and so silently drops the hooks ddp, zero and fsdp overlap their communication
+// with; and it would give a parameter a tensor of another shape, so a snapshot of another model
+// would load "fine" and fail at the first forward: those are collected in `mismatches` instead.
+void load_in_place(torch::nn::Module& module, torch::serialize::InputArchive& archive,
+                   const std::string& prefix, std::vector<std::string>& mismatches) {
+  at::NoGradGuard no_grad;
+  const auto copy_into = [&](const std::string& key, at::Tensor& target, bool buffer) {
+    at::Tensor loaded;
+    archive.read(key, loaded, buffer);
+    if (loaded.sizes() != target.sizes()) {
+      mismatches.push_back(fmt::format("{}{} is [{}] in the snapshot, [{}] in the model", prefix,
+                                       key, fmt::join(loaded.sizes(), ", "),
+                                       fmt::join(target.sizes(), ", ")));
+      return;
+    }
+    target.copy_(loaded);
+  };
+  for (auto& item : module.named_parameters(/*recurse=*/false))
+    copy_into(item.key(), item.value(), false);
+  for (auto& item : module.named_buffers(/*recurse=*/false))
+    copy_into(item.key(), item.value(), true);
+  for (const auto& child : module.named_children()) {
+    torch::serialize::InputArchive child_archive;
+    archive.read(child.key(), child_archive);
+    load_in_place(*child.value(), child_archive, prefix + child.key() + ".", mismatches);
+  }
+}
+
 // XXH3-64 of a whole file, read through a memory map (snapshots can be gigabytes).
 std::string file_checksum(const std::string& path, int64_t* bytes_out) {
   const MappedFile file(path, {"snapshot file", "", true});
@@ -297,29 +327,11 @@ SnapshotState load_snapshot(const SnapshotRef& snapshot, Model& model,
                             torch::optim::Optimizer* optimizer, bool restore, int rank) {
   const fs::path dir(snapshot.path);
   nlohmann::json state_json = read_json((dir / "state.json").string());
-  // LibTorch's archive reader gives a tensor of another shape to the parameter it replaces, so
-  // a snapshot of another model would load "fine" and fail at the first forward: compare.
-  std::map<std::string, std::vector<int64_t>> shapes;
-  for (const auto& p : model.named_parameters())
-    shapes[p.key()] = p.value().sizes().vec();
-  for (const auto& b : model.named_buffers())
-    shapes[b.key()] = b.value().sizes().vec();
   try {
     torch::serialize::InputArchive archive;
     archive.load_from((dir / "model.pt").string());
-    model.load(archive);
     std::vector<std::string> mismatches;
-    auto compare = [&](const std::string& name, const at::Tensor& loaded) {
-      const auto& want = shapes[name];
-      if (loaded.sizes().vec() != want) {
-        mismatches.push_back(fmt::format("{} is [{}] in the snapshot, [{}] in the model", name,
-                                         fmt::join(loaded.sizes(), ", "), fmt::join(want, ", ")));
-      }
-    };
-    for (const auto& p : model.named_parameters())
-      compare(p.key(), p.value());
-    for (const auto& b : model.named_buffers())
-      compare(b.key(), b.value());
+    load_in_place(model, archive, "", mismatches);
     if (!mismatches.empty()) {
       const size_t shown = std::min<size_t>(mismatches.size(), 3);
       throw UserError(fmt::format(

@@ -71,8 +71,11 @@ void keep_optimizer_state(torch::optim::Optimizer& optimizer,
   }
 }
 
-void rewrite_optimizer_state(torch::optim::OptimizerParamState& entry,
+void rewrite_optimizer_state(torch::optim::Optimizer& optimizer, const at::Tensor& param,
                              const std::function<at::Tensor(const at::Tensor&)>& visit) {
+  auto found = optimizer.state().find(compat::optimizer_state_key(param));
+  if (found == optimizer.state().end() || !found->second) return;
+  torch::optim::OptimizerParamState& entry = *found->second;
   torch::serialize::OutputArchive out;
   entry.serialize(out);
   std::stringstream bytes;

@@ -13,7 +13,6 @@
 #include "core/api/model.h"
 #include "core/dist/data_parallel.h"
 #include "core/dist/distributed.h"
-#include "core/util/torch_compat.h"
 
 namespace kiln {
 
@@ -82,17 +81,17 @@ struct FsdpUnits::State {
       release(params[i]);
   }
 
-  // Hooks each parameter's gradient accumulator unless the one hooked is still its own: an
-  // in-place set_ (how Module::load reads a snapshot) gives the parameter a new accumulator.
-  // Only while the parameters are whole: autograd expects a gradient of the shape they have.
+  // Hooks each parameter's gradient accumulator (a resume copies into the same parameters, so
+  // they stay hooked). Only while the parameters are whole: autograd expects a gradient of the
+  // shape they have when the accumulator is made.
   void hook_accumulators(const std::shared_ptr<State>& self) {
     std::weak_ptr<State> weak = self;
-    for (size_t i = 0; i < params.size(); ++i) {
-      if (torch::autograd::impl::grad_accumulator(params[i].param) == accumulators[i]) continue;
-      accumulators[i] = on_gradient_accumulated({params[i].param}, [weak, i](size_t) {
-                          if (auto state = weak.lock()) state->gradient_ready(i);
-                        }).front();
-    }
+    std::vector<at::Tensor> tensors;
+    for (const Sharded& s : params)
+      tensors.push_back(s.param);
+    accumulators = on_gradient_accumulated(tensors, [weak](size_t i) {
+      if (auto state = weak.lock()) state->gradient_ready(i);
+    });
   }
 
   // The post hook of params[i]'s gradient accumulator: its whole gradient is complete.
@@ -155,7 +154,6 @@ FsdpUnits::FsdpUnits(Communicator& comm, Model& model) : state_(std::make_shared
     }
     state_->units.push_back(std::move(unit));
   }
-  state_->accumulators.resize(state_->params.size());
   state_->hook_accumulators(state_);
   std::weak_ptr<State> weak = state_;
   const int world = comm.size();
@@ -215,12 +213,9 @@ void FsdpUnits::gather(torch::optim::Optimizer& optimizer) {
       comm.all_gather(block.contiguous(), padded.chunk(comm.size()));
       return padded.narrow(0, 0, s.whole.size(0)).clone();
     };
-    auto entry = optimizer.state().find(compat::optimizer_state_key(s.param));
-    if (entry != optimizer.state().end() && entry->second) {
-      rewrite_optimizer_state(*entry->second, [&](const at::Tensor& t) {
-        return t.sizes() == s.block.sizes() ? whole_of(t) : t;
-      });
-    }
+    rewrite_optimizer_state(optimizer, s.param, [&](const at::Tensor& t) {
+      return t.sizes() == s.block.sizes() ? whole_of(t) : t;
+    });
     s.param.set_data(whole_of(s.block));
   }
 }
@@ -228,15 +223,11 @@ void FsdpUnits::gather(torch::optim::Optimizer& optimizer) {
 void FsdpUnits::shard(torch::optim::Optimizer& optimizer) {
   at::NoGradGuard no_grad;
   Communicator& comm = state_->comm;
-  state_->hook_accumulators(state_);
   for (Sharded& s : state_->params) {
     const int64_t rows = s.block.size(0);
-    auto entry = optimizer.state().find(compat::optimizer_state_key(s.param));
-    if (entry != optimizer.state().end() && entry->second) {
-      rewrite_optimizer_state(*entry->second, [&](const at::Tensor& t) {
-        return t.sizes() == s.whole.sizes() ? block_of(t, rows, comm.rank(), comm.size()) : t;
-      });
-    }
+    rewrite_optimizer_state(optimizer, s.param, [&](const at::Tensor& t) {
+      return t.sizes() == s.whole.sizes() ? block_of(t, rows, comm.rank(), comm.size()) : t;
+    });
     s.block = block_of(s.param.detach(), rows, comm.rank(), comm.size());
     s.param.set_data(s.block);
   }

@@ -134,9 +134,8 @@ int64_t training_state_bytes(Model& model, torch::optim::Optimizer& optimizer) {
     bytes += static_cast<int64_t>(p.nbytes());
     if (p.grad().defined()) bytes += static_cast<int64_t>(p.grad().nbytes());
   }
-  for (auto& [key, entry] : optimizer.state()) {
-    if (!entry) continue;
-    rewrite_optimizer_state(*entry, [&](const at::Tensor& t) {
+  for (const auto& p : model.parameters()) {
+    rewrite_optimizer_state(optimizer, p, [&](const at::Tensor& t) {
       bytes += static_cast<int64_t>(t.nbytes());
       return t;
     });
