@@ -20,7 +20,10 @@ BatchBuffers::BatchBuffers(int64_t rows, int64_t cols, bool pinned)
 
 Batch BatchBuffers::allocate() const {
   auto options = at::TensorOptions().dtype(at::kLong).pinned_memory(pinned_);
-  return {at::empty({rows_, cols_}, options), at::empty({rows_, cols_}, options)};
+  Batch batch;
+  batch.inputs = at::empty({rows_, cols_}, options);
+  batch.targets = at::empty({rows_, cols_}, options);
+  return batch;  // loss_mask undefined: every target counts unless the source masks
 }
 
 Batch BatchBuffers::acquire() {
