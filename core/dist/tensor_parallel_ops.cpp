@@ -68,8 +68,12 @@ TensorParallelGroup tensor_parallel_group(int rank, int size, GroupSum sum) {
 
 TensorParallelGroup tensor_parallel_group(Communicator& group) {
   return tensor_parallel_group(group.rank(), group.size(), [&group](at::Tensor& x) {
-    std::vector<at::Tensor> one = {x};
+    // Gloo (LibTorch 1.13) has no bfloat16 sum, which bf16 autocast's activations need: summed
+    // in float32 there, then rounded once.
+    const bool widen = x.scalar_type() == at::kBFloat16 && group.backend() == "gloo";
+    std::vector<at::Tensor> one = {widen ? x.to(at::kFloat) : x};
     group.all_reduce_sum(one);
+    if (widen) x.copy_(one[0]);
   });
 }
 
