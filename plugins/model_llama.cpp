@@ -23,6 +23,7 @@
 
 #include "core/api/activation_checkpoint.h"
 #include "core/api/model.h"
+#include "core/api/rotary.h"
 #include "core/util/error.h"
 #include "core/util/torch_compat.h"
 
@@ -63,38 +64,6 @@ torch::nn::Linear linear(int64_t in, int64_t out) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
 }
 
-// The rotary inverse frequencies theta^(-2i/d), i < d/2, computed in float32 as HF does, with
-// Llama 3's scaling when o.rope_factor > 0: wavelengths longer than the original context / low
-// factor are divided by the factor, those shorter than context / high factor kept, and those
-// between interpolated smoothly.
-torch::Tensor inverse_frequencies(const LlamaOptions& o) {
-  const int64_t d = o.head_dim();
-  auto inv = 1.0 / torch::pow(o.rope_theta, torch::arange(0, d, 2, torch::kLong).to(torch::kFloat) /
-                                                static_cast<double>(d));
-  if (o.rope_factor <= 0) return inv;
-  const double context = static_cast<double>(o.rope_original_context);
-  const double low_wavelen = context / o.low_freq_factor,
-               high_wavelen = context / o.high_freq_factor;
-  auto wavelen = 2 * M_PI / inv;
-  auto scaled = torch::where(wavelen > low_wavelen, inv / o.rope_factor, inv);
-  auto smooth = (context / wavelen - o.low_freq_factor) / (o.high_freq_factor - o.low_freq_factor);
-  auto smoothed = (1 - smooth) * scaled / o.rope_factor + smooth * scaled;
-  auto medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
-  return torch::where(medium, smoothed, scaled);
-}
-
-// x [b, heads, t, d] rotated by position: x cos + rotate_half(x) sin, rotate_half(x) =
-// [-x2, x1] for x's halves x1, x2; `inv_freq` [d/2].
-torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& inv_freq) {
-  const int64_t t = x.size(2), half = x.size(3) / 2;
-  auto positions = torch::arange(t, inv_freq.options());
-  auto freqs = torch::outer(positions, inv_freq);
-  auto angles = torch::cat({freqs, freqs}, -1);  // [t, d]
-  auto cos = angles.cos().to(x.scalar_type()), sin = angles.sin().to(x.scalar_type());
-  auto rotated = torch::cat({-x.narrow(3, half, half), x.narrow(3, 0, half)}, -1);
-  return x * cos + rotated * sin;
-}
-
 class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const LlamaOptions& o)
@@ -112,7 +81,10 @@ class AttentionImpl : public torch::nn::Module {
     }
     // A buffer so that it moves with the block to the block's device; a pure function of the
     // options, so a snapshot's copy is the same numbers.
-    inv_freq = register_buffer("inv_freq", inverse_frequencies(o));
+    inv_freq = register_buffer(
+        "inv_freq",
+        rotary_inverse_frequencies({o.head_dim(), o.rope_theta, o.rope_factor, o.low_freq_factor,
+                                    o.high_freq_factor, o.rope_original_context}));
   }
 
   torch::Tensor forward(const torch::Tensor& input) {

@@ -1,0 +1,35 @@
+#include "core/api/rotary.h"
+
+#include <cmath>
+
+#include <ATen/ATen.h>
+
+namespace kiln {
+
+at::Tensor rotary_inverse_frequencies(const RotaryOptions& o) {
+  const int64_t d = o.head_dim;
+  auto inv = 1.0 / at::pow(o.theta,
+                           at::arange(0, d, 2, at::kLong).to(at::kFloat) / static_cast<double>(d));
+  if (o.factor <= 0) return inv;
+  const double context = static_cast<double>(o.original_context);
+  const double low_wavelen = context / o.low_freq_factor,
+               high_wavelen = context / o.high_freq_factor;
+  auto wavelen = 2 * M_PI / inv;
+  auto scaled = at::where(wavelen > low_wavelen, inv / o.factor, inv);
+  auto smooth = (context / wavelen - o.low_freq_factor) / (o.high_freq_factor - o.low_freq_factor);
+  auto smoothed = (1 - smooth) * scaled / o.factor + smooth * scaled;
+  auto medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
+  return at::where(medium, smoothed, scaled);
+}
+
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& inv_freq) {
+  const int64_t t = x.size(2), half = x.size(3) / 2;
+  auto positions = at::arange(t, inv_freq.options());
+  auto freqs = at::outer(positions, inv_freq);
+  auto angles = at::cat({freqs, freqs}, -1);  // [t, d]
+  auto cos = angles.cos().to(x.scalar_type()), sin = angles.sin().to(x.scalar_type());
+  auto rotated = at::cat({-x.narrow(3, half, half), x.narrow(3, 0, half)}, -1);
+  return x * cos + rotated * sin;
+}
+
+}  // namespace kiln
