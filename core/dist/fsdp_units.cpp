@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <unordered_map>
 
 #include <ATen/ATen.h>
@@ -51,17 +52,9 @@ struct FsdpUnits::State {
   std::vector<Sharded> params;
   std::vector<std::vector<size_t>> units;  // indices into params, per layer (borrowed ones too)
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
-  int64_t largest_whole_gradient = 0;
+  int64_t most_in_transit = 0;  // whole-gradient bytes held at once, at most
 
   explicit State(Communicator& c) : comm(c) {}
-
-  void gather(Sharded& s) {
-    if (s.gathered) return;
-    resize_storage(s.padded, s.padded.numel() * s.padded.element_size());
-    comm.all_gather(s.block, s.padded.chunk(comm.size()));
-    s.param.set_data(s.whole);
-    s.gathered = true;
-  }
 
   void release(Sharded& s) {
     if (!s.gathered) return;
@@ -70,10 +63,32 @@ struct FsdpUnits::State {
     s.gathered = false;
   }
 
+  // The unit's parameters that are not whole yet, whole on every rank, in one collective: each
+  // rank's blocks go out side by side and are copied into each parameter's buffer after (one
+  // all-gather of a block's weights costs about what one of a single bias does on Gloo).
   void gather_unit(size_t unit) {
     at::NoGradGuard no_grad;
-    for (size_t i : units[unit])
-      gather(params[i]);
+    std::vector<Sharded*> missing;
+    std::vector<at::Tensor> blocks;
+    for (size_t i : units[unit]) {
+      if (params[i].gathered) continue;
+      missing.push_back(&params[i]);
+      blocks.push_back(params[i].block.reshape(-1));
+    }
+    if (missing.empty()) return;
+    const at::Tensor mine = at::cat(blocks);
+    const at::Tensor all = at::empty({comm.size() * mine.numel()}, mine.options());
+    comm.all_gather(mine, all.chunk(comm.size()));
+    int64_t offset = 0;
+    for (Sharded* s : missing) {
+      resize_storage(s->padded, s->padded.numel() * s->padded.element_size());
+      const auto rows = s->padded.chunk(comm.size());
+      for (int r = 0; r < comm.size(); ++r)
+        rows[r].copy_(all.narrow(0, r * mine.numel() + offset, s->block.numel()).view_as(s->block));
+      offset += s->block.numel();
+      s->param.set_data(s->whole);
+      s->gathered = true;
+    }
   }
 
   void release_unit(size_t unit) {
@@ -94,22 +109,41 @@ struct FsdpUnits::State {
     });
   }
 
-  // The post hook of params[i]'s gradient accumulator: its whole gradient is complete.
+  // The post hook of params[i]'s gradient accumulator: its whole gradient is complete. Its sum
+  // over the ranks starts, and the one before it lands, so that each sum travels while backward
+  // computes the next gradient; at most two whole gradients are held at once.
   void gradient_ready(size_t i) {
     at::NoGradGuard no_grad;
     Sharded& s = params[i];
-    at::Tensor whole_gradient = s.param.grad();
-    s.param.mutable_grad() = at::Tensor();
-    largest_whole_gradient =
-        std::max(largest_whole_gradient, static_cast<int64_t>(whole_gradient.nbytes()));
     at::Tensor summed = at::zeros_like(s.padded, at::MemoryFormat::Contiguous);
-    summed.narrow(0, 0, whole_gradient.size(0)).copy_(whole_gradient);
-    std::vector<at::Tensor> one = {summed};
-    comm.all_reduce_sum(one);
-    at::Tensor mine = summed.chunk(comm.size())[comm.rank()].div(comm.size());
-    s.gradient_sum = s.gradient_sum.defined() ? s.gradient_sum.add_(mine) : mine;
+    summed.narrow(0, 0, s.whole.size(0)).copy_(s.param.grad());
+    s.param.mutable_grad() = at::Tensor();
     release(s);
+    const size_t in_transit = summed.nbytes() + (on_wire ? on_wire->summed.nbytes() : 0);
+    most_in_transit = std::max(most_in_transit, static_cast<int64_t>(in_transit));
+    std::vector<at::Tensor> one = {summed};
+    Communicator::Pending pending = comm.start_all_reduce_sum(one);
+    land();
+    on_wire = OnWire{i, summed, std::move(pending)};
   }
+
+  // Waits for the gradient sum on the wire and adds this rank's block of it, averaged, to the
+  // parameter's block sum.
+  void land() {
+    if (!on_wire) return;
+    on_wire->pending.wait();
+    Sharded& s = params[on_wire->param];
+    at::Tensor mine = on_wire->summed.chunk(comm.size())[comm.rank()].div(comm.size());
+    s.gradient_sum = s.gradient_sum.defined() ? s.gradient_sum.add_(mine) : mine;
+    on_wire.reset();
+  }
+
+  struct OnWire {
+    size_t param;
+    at::Tensor summed;  // the whole padded gradient, summed over the ranks once landed
+    Communicator::Pending pending;
+  };
+  std::optional<OnWire> on_wire;
 };
 
 namespace {
@@ -190,6 +224,7 @@ FsdpUnits::FsdpUnits(Communicator& comm, Model& model) : state_(std::make_shared
 FsdpUnits::~FsdpUnits() = default;
 
 void FsdpUnits::finish_gradients() {
+  state_->land();
   for (Sharded& s : state_->params) {
     state_->release(s);
     s.param.mutable_grad() = std::move(s.gradient_sum);
@@ -201,7 +236,7 @@ int64_t FsdpUnits::peak_gradient_bytes() const {
   int64_t blocks = 0;
   for (const Sharded& s : state_->params)
     blocks += static_cast<int64_t>(s.block.nbytes());
-  return blocks + state_->largest_whole_gradient;
+  return blocks + state_->most_in_transit;
 }
 
 void FsdpUnits::gather(torch::optim::Optimizer& optimizer) {

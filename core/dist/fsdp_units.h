@@ -10,11 +10,13 @@
 //             torch FSDP1 does), although autograd still holds views of them;
 //   backward  an identity autograd node on the unit's output runs first: it reallocates the
 //             buffers and all-gathers them again; when a parameter's gradient accumulator has
-//             run, its whole gradient is summed over the ranks (Gloo has no reduce-scatter, so
-//             an all-reduce of the whole gradient, of which each rank keeps its block: twice
-//             the traffic of a reduce-scatter), divided by world, added to the rank's block sum,
-//             and the whole buffer is freed. Every micro-step communicates, so a rank never
-//             holds more than its blocks plus one whole gradient (plus what autograd buffers).
+//             run, the parameter's whole buffer is freed and the sum of its whole gradient over
+//             the ranks starts (Gloo has no reduce-scatter, so an all-reduce of the whole
+//             gradient, of which each rank keeps its block: twice the traffic of a
+//             reduce-scatter) while backward computes the next gradient; the previous sum then
+//             lands, divided by world, into the rank's block sum, and its buffer is freed. Every
+//             micro-step communicates, so a rank never holds more than its blocks plus two
+//             whole gradients, one on the wire and the next (plus what autograd buffers).
 #pragma once
 
 #include <cstdint>
@@ -46,7 +48,7 @@ class FsdpUnits {
   // After the last backward of a step: each parameter's gradient becomes its block of the sum
   // over ranks and micro-steps.
   void finish_gradients();
-  // Blocks of gradients plus the largest whole gradient held at once, in the last step.
+  // Blocks of gradients plus the most whole-gradient bytes held at once (two in transit).
   int64_t peak_gradient_bytes() const;
 
   // Snapshots: every parameter and every tensor of its optimizer state shaped like it becomes
