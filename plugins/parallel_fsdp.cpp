@@ -3,7 +3,7 @@
 // are gathered whole just before its forward and again before its backward, and freed after
 // each; gradients are summed over the ranks as backward produces them, each rank keeping its
 // block (core/dist/fsdp_units.h says how and what it costs on Gloo). Every micro-step of
-// gradient accumulation communicates, so no whole gradient outlives its layer's backward.
+// gradient accumulation communicates, so no whole gradient outlives the next layer's backward.
 // The optimizer steps on the blocks; clipping uses the norm summed over all blocks. Snapshots
 // hold whole weights and optimizer state (every rank gathers them first), so a run resumes at
 // any world size and under any strategy.
@@ -31,8 +31,10 @@ class FullyShardedDataParallel : public DataParallel {
 
   void attach(Model& model) override {
     DataParallel::attach(model);
-    units_ = std::make_unique<FsdpUnits>(comm(), model);
+    units_ = std::make_unique<FsdpUnits>(comm(), model, bucket_bytes());
   }
+
+  void begin_micro_step(bool) override { units_->begin_micro_step(); }
 
   void finish_gradients(Model&) override { units_->finish_gradients(); }
 

@@ -109,38 +109,62 @@ struct FsdpUnits::State {
     });
   }
 
-  // The post hook of params[i]'s gradient accumulator: its whole gradient is complete. Its sum
-  // over the ranks starts, and the one before it lands, so that each sum travels while backward
-  // computes the next gradient; at most two whole gradients are held at once.
+  // The post hook of params[i]'s gradient accumulator: its whole gradient is complete. A copy
+  // padded to the blocks' rows joins the bucket and the parameter's whole buffers are freed.
   void gradient_ready(size_t i) {
     at::NoGradGuard no_grad;
     Sharded& s = params[i];
-    at::Tensor summed = at::zeros_like(s.padded, at::MemoryFormat::Contiguous);
-    summed.narrow(0, 0, s.whole.size(0)).copy_(s.param.grad());
+    at::Tensor padded = at::zeros_like(s.padded, at::MemoryFormat::Contiguous);
+    padded.narrow(0, 0, s.whole.size(0)).copy_(s.param.grad());
     s.param.mutable_grad() = at::Tensor();
     release(s);
-    const size_t in_transit = summed.nbytes() + (on_wire ? on_wire->summed.nbytes() : 0);
-    most_in_transit = std::max(most_in_transit, static_cast<int64_t>(in_transit));
-    std::vector<at::Tensor> one = {summed};
-    Communicator::Pending pending = comm.start_all_reduce_sum(one);
-    land();
-    on_wire = OnWire{i, summed, std::move(pending)};
+    bucket.push_back({i, padded.reshape(-1)});
+    bucket_bytes += static_cast<int64_t>(padded.nbytes());
+    const int64_t on_wire_bytes = on_wire ? static_cast<int64_t>(on_wire->flat.nbytes()) : 0;
+    most_in_transit = std::max(most_in_transit, bucket_bytes + on_wire_bytes);
+    if (bucket_bytes >= bucket_limit) send_bucket();
   }
 
-  // Waits for the gradient sum on the wire and adds this rank's block of it, averaged, to the
-  // parameter's block sum.
+  // Starts the sum over the ranks of the bucket's gradients, in one collective, and lands the
+  // one before it: each bucket travels while backward computes the next. Called when a bucket
+  // is full, when backward reaches the next unit and at the end of each micro-step's backward.
+  void send_bucket() {
+    if (bucket.empty()) return;
+    std::vector<at::Tensor> parts;
+    for (const auto& [param, gradient] : bucket)
+      parts.push_back(gradient);
+    std::vector<at::Tensor> one = {at::cat(parts)};
+    Communicator::Pending pending = comm.start_all_reduce_sum(one);
+    land();
+    on_wire = OnWire{{}, one[0], std::move(pending)};
+    for (const auto& entry : bucket)
+      on_wire->params.push_back(entry.first);
+    bucket.clear();
+    bucket_bytes = 0;
+  }
+
+  // Waits for the bucket on the wire and adds this rank's block of each gradient in it,
+  // averaged, to the parameter's block sum.
   void land() {
     if (!on_wire) return;
     on_wire->pending.wait();
-    Sharded& s = params[on_wire->param];
-    at::Tensor mine = on_wire->summed.chunk(comm.size())[comm.rank()].div(comm.size());
-    s.gradient_sum = s.gradient_sum.defined() ? s.gradient_sum.add_(mine) : mine;
+    int64_t offset = 0;
+    for (size_t i : on_wire->params) {
+      Sharded& s = params[i];
+      const at::Tensor whole = on_wire->flat.narrow(0, offset, s.padded.numel()).view_as(s.padded);
+      offset += s.padded.numel();
+      at::Tensor mine = whole.chunk(comm.size())[comm.rank()].div(comm.size());
+      s.gradient_sum = s.gradient_sum.defined() ? s.gradient_sum.add_(mine) : mine;
+    }
     on_wire.reset();
   }
 
+  std::vector<std::pair<size_t, at::Tensor>> bucket;  // (param, padded whole gradient, flat)
+  int64_t bucket_bytes = 0;
+  int64_t bucket_limit = 0;  // parallel.bucket_mb
   struct OnWire {
-    size_t param;
-    at::Tensor summed;  // the whole padded gradient, summed over the ranks once landed
+    std::vector<size_t> params;
+    at::Tensor flat;  // their padded whole gradients, summed over the ranks once landed
     Communicator::Pending pending;
   };
   std::optional<OnWire> on_wire;
@@ -166,14 +190,19 @@ struct GatherBeforeBackward : torch::autograd::Function<GatherBeforeBackward> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
     auto& ref = static_cast<UnitRef&>(*ctx->saved_data["unit"].toCapsule());
-    if (auto state = ref.state.lock()) state->gather_unit(ref.unit);
+    if (auto state = ref.state.lock()) {
+      state->send_bucket();  // the units after this one are done with backward
+      state->gather_unit(ref.unit);
+    }
     return {grad_outputs[0], at::Tensor()};
   }
 };
 
 }  // namespace
 
-FsdpUnits::FsdpUnits(Communicator& comm, Model& model) : state_(std::make_shared<State>(comm)) {
+FsdpUnits::FsdpUnits(Communicator& comm, Model& model, int64_t bucket_bytes)
+    : state_(std::make_shared<State>(comm)) {
+  state_->bucket_limit = bucket_bytes;
   std::unordered_map<const void*, size_t> index;
   const auto& layers = model.layers();
   for (const auto& layer : layers) {
@@ -223,7 +252,12 @@ FsdpUnits::FsdpUnits(Communicator& comm, Model& model) : state_(std::make_shared
 
 FsdpUnits::~FsdpUnits() = default;
 
+void FsdpUnits::begin_micro_step() {
+  state_->send_bucket();
+}
+
 void FsdpUnits::finish_gradients() {
+  state_->send_bucket();
   state_->land();
   for (Sharded& s : state_->params) {
     state_->release(s);

@@ -10,13 +10,15 @@
 //             torch FSDP1 does), although autograd still holds views of them;
 //   backward  an identity autograd node on the unit's output runs first: it reallocates the
 //             buffers and all-gathers them again; when a parameter's gradient accumulator has
-//             run, the parameter's whole buffer is freed and the sum of its whole gradient over
-//             the ranks starts (Gloo has no reduce-scatter, so an all-reduce of the whole
-//             gradient, of which each rank keeps its block: twice the traffic of a
-//             reduce-scatter) while backward computes the next gradient; the previous sum then
-//             lands, divided by world, into the rank's block sum, and its buffer is freed. Every
-//             micro-step communicates, so a rank never holds more than its blocks plus two
-//             whole gradients, one on the wire and the next (plus what autograd buffers).
+//             run, its whole gradient (padded) is copied into the bucket and the parameter's
+//             whole buffers are freed; when backward reaches the next unit (or the bucket holds
+//             parallel.bucket_mb), the bucket's sum over the ranks starts in one collective
+//             (Gloo has no reduce-scatter, so an all-reduce of the whole gradients, of which each
+//             rank keeps its blocks: twice the traffic of a reduce-scatter) while backward goes
+//             on, and the bucket before it lands, divided by world, into the rank's block sums.
+//             Every micro-step communicates, so a rank never holds more than its blocks plus
+//             two buckets of whole gradients, one filling and one on the wire (about two
+//             layers' worth), plus what autograd buffers.
 #pragma once
 
 #include <cstdint>
@@ -39,16 +41,20 @@ class FsdpUnits {
  public:
   // Hooks the gradient accumulators (while the parameters are whole, so that autograd expects
   // whole gradients), cuts every parameter to its block and installs the model's layer runner.
-  // `model` holds rank 0's weights on every rank already.
-  FsdpUnits(Communicator& comm, Model& model);
+  // `model` holds rank 0's weights on every rank already. Gradients are summed in buckets of
+  // about `bucket_bytes` (parallel.bucket_mb), cut at unit boundaries.
+  FsdpUnits(Communicator& comm, Model& model, int64_t bucket_bytes);
   ~FsdpUnits();
   FsdpUnits(const FsdpUnits&) = delete;
   FsdpUnits& operator=(const FsdpUnits&) = delete;
 
+  // Before each micro-step's forward: sends what the last backward left in the bucket.
+  void begin_micro_step();
   // After the last backward of a step: each parameter's gradient becomes its block of the sum
   // over ranks and micro-steps.
   void finish_gradients();
-  // Blocks of gradients plus the most whole-gradient bytes held at once (two in transit).
+  // Blocks of gradients plus the most whole-gradient bytes held at once (a bucket filling and
+  // one on the wire).
   int64_t peak_gradient_bytes() const;
 
   // Snapshots: every parameter and every tensor of its optimizer state shaped like it becomes
