@@ -30,10 +30,13 @@ TEST_F(TensorParallel, GptFollowsTheSingleProcessCurveAndResumesAcrossMeshes) {
       run_kiln("run " + exp + " --name one --set train.steps=20 --set checkpoint.every=0" + kSame);
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const std::string logs = dir_ / "rank";
-  // tp 2 for 12 steps, then one process to 20.
-  auto codes = run_ranks(
-      2, "run " + exp + " --name t2 --set train.steps=12 --set checkpoint.every=6" + kTp2 + kSame,
-      logs);
+  // tp 2 for 12 steps (blocks recomputed in backward, their all-reduces too), then one process
+  // to 20.
+  auto codes =
+      run_ranks(2,
+                "run " + exp + " --name t2 --set train.steps=12 --set checkpoint.every=6 " +
+                    "--set model.activation_checkpointing=full" + kTp2 + kSame,
+                logs);
   ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
   auto back =
       run_kiln("resume t2 --db " + db() + " --set train.steps=20 --set parallel.type=single");
