@@ -53,6 +53,26 @@ TEST_F(Fsdp, FollowsTheSingleProcessCurveAndResumesAtAnotherWorldSize) {
   }
 }
 
+// Under bf16 autocast the gathered weights are fp32 as on one process, but the gradients of
+// autocast's bf16 matmuls come out in a different order of sums: the curves agree to bf16's
+// precision.
+TEST_F(Fsdp, UnderBf16AutocastFollowsTheCurveToBf16Precision) {
+  const std::string exp = experiment();
+  const std::string bf16 =
+      " --set precision.type=bf16 --set train.steps=6 --set checkpoint.every=0 "
+      "--set train.micro_batch=4 --set train.batch_tokens=512 --set eval.every=0";
+  auto one = run_kiln("run " + exp + " --name one" + bf16);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const std::string logs = dir_ / "rank";
+  auto codes = run_ranks(2, "run " + exp + " --name f2 --set parallel.type=fsdp" + bf16, logs);
+  ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
+  const auto a = losses("one"), b = losses("f2");
+  ASSERT_EQ(a.size(), 6u);
+  ASSERT_EQ(b.size(), 6u);
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(a[i], b[i], 2e-2) << "step " << i + 1;
+}
+
 // The tiny GPT with vocab_size 63 (vocab_multiple 1): [dim 0, other dims' product] of each
 // parameter, GPT-2's layout (the head is the token embedding). 63 rows do not divide over two
 // ranks: the embedding's blocks are 32 rows, the second padded with a zero row.
