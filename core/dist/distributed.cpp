@@ -262,14 +262,19 @@ void Communicator::broadcast(std::vector<at::Tensor>& tensors, int root) {
   pending.wait();
 }
 
-void Communicator::all_gather(const at::Tensor& shard, const std::vector<at::Tensor>& slots) {
+Communicator::Pending Communicator::start_all_gather(const at::Tensor& shard,
+                                                     const std::vector<at::Tensor>& slots) {
+  Pending pending;
   if (env_.world_size == 1) {
     slots.front().copy_(shard);
-    return;
+    return pending;
   }
   std::vector<std::vector<at::Tensor>> outputs = {slots};
   std::vector<at::Tensor> inputs = {shard};
-  impl_->run([&](auto& group) { group.allgather(outputs, inputs)->wait(); });
+  impl_->run([&](auto& group) {
+    pending.add([work = group.allgather(outputs, inputs)] { work->wait(); });
+  });
+  return pending;
 }
 
 Communicator::Pending Communicator::start_reduce_sum(const at::Tensor& tensor, int root) {

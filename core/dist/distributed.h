@@ -63,7 +63,10 @@ class Communicator {
   void all_reduce_max(std::vector<at::Tensor>& tensors);
   void broadcast(std::vector<at::Tensor>& tensors, int root);
   // Every rank's `shard` (the same shape on all) into `slots[r]` for rank r, on every rank.
-  void all_gather(const at::Tensor& shard, const std::vector<at::Tensor>& slots);
+  Pending start_all_gather(const at::Tensor& shard, const std::vector<at::Tensor>& slots);
+  void all_gather(const at::Tensor& shard, const std::vector<at::Tensor>& slots) {
+    start_all_gather(shard, slots).wait();
+  }
   // Sums `tensor` over the ranks into `root`'s copy (the others' copies are scratch afterwards).
   // Gloo's reduce is a ring reduce-scatter followed by a gather to the root: a rank sends about
   // (world - 1) / world of the tensor in the ring, and the non-roots 1 / world more to the root.

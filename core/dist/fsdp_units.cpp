@@ -64,30 +64,60 @@ struct FsdpUnits::State {
   }
 
   // The unit's parameters that are not whole yet, whole on every rank, in one collective: each
-  // rank's blocks go out side by side and are copied into each parameter's buffer after (one
-  // all-gather of a block's weights costs about what one of a single bias does on Gloo).
+  // rank's blocks go out side by side and are copied into each parameter's buffer once they
+  // have arrived (one all-gather of a block's weights costs about what one of a single bias does
+  // on Gloo). A gather started ahead (prefetch) is finished here first.
   void gather_unit(size_t unit) {
     at::NoGradGuard no_grad;
-    std::vector<Sharded*> missing;
+    if (prefetched) {
+      Gathering ahead = std::move(*prefetched);
+      prefetched.reset();
+      finish_gather(ahead);
+    }
+    if (auto now = start_gather(unit)) finish_gather(*now);
+  }
+
+  // Starts the gather of unit `unit` so that it travels while the unit before it computes.
+  void prefetch(size_t unit) {
+    at::NoGradGuard no_grad;
+    if (!prefetched && unit < units.size()) prefetched = start_gather(unit);
+  }
+
+  struct Gathering {
+    std::vector<Sharded*> params;
+    at::Tensor all;  // every rank's blocks, rank after rank
+    int64_t per_rank = 0;
+    Communicator::Pending pending;
+  };
+  std::optional<Gathering> prefetched;
+
+  std::optional<Gathering> start_gather(size_t unit) {
+    Gathering g;
     std::vector<at::Tensor> blocks;
     for (size_t i : units[unit]) {
       if (params[i].gathered) continue;
-      missing.push_back(&params[i]);
+      g.params.push_back(&params[i]);
       blocks.push_back(params[i].block.reshape(-1));
+      params[i].gathered = true;  // on its way: neither gathered again nor released meanwhile
     }
-    if (missing.empty()) return;
+    if (g.params.empty()) return std::nullopt;
     const at::Tensor mine = at::cat(blocks);
-    const at::Tensor all = at::empty({comm.size() * mine.numel()}, mine.options());
-    comm.all_gather(mine, all.chunk(comm.size()));
+    g.per_rank = mine.numel();
+    g.all = at::empty({comm.size() * g.per_rank}, mine.options());
+    g.pending = comm.start_all_gather(mine, g.all.chunk(comm.size()));
+    return g;
+  }
+
+  void finish_gather(Gathering& g) {
+    g.pending.wait();
     int64_t offset = 0;
-    for (Sharded* s : missing) {
+    for (Sharded* s : g.params) {
       resize_storage(s->padded, s->padded.numel() * s->padded.element_size());
       const auto rows = s->padded.chunk(comm.size());
       for (int r = 0; r < comm.size(); ++r)
-        rows[r].copy_(all.narrow(0, r * mine.numel() + offset, s->block.numel()).view_as(s->block));
+        rows[r].copy_(g.all.narrow(0, r * g.per_rank + offset, s->block.numel()).view_as(s->block));
       offset += s->block.numel();
       s->param.set_data(s->whole);
-      s->gathered = true;
     }
   }
 
@@ -235,6 +265,7 @@ FsdpUnits::FsdpUnits(Communicator& comm, Model& model, int64_t bucket_bytes)
   model.set_layer_runner([weak](size_t unit, Layer& layer, const at::Tensor& x) {
     auto state = weak.lock();
     state->gather_unit(unit);
+    state->prefetch(unit + 1);
     const bool training = torch::GradMode::is_enabled();
     if (training) {
       for (size_t i : state->units[unit])
