@@ -154,8 +154,12 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
   if (mode != Assembly::kCheck) apply_runtime_settings(a.options);
   a.device = pick_device(config, a.options.device, a.device_note);
 
-  a.parallel =
-      ParallelRegistry::create(config.type("parallel"), config.params("parallel"), a.device.type());
+  // eval, sample and export read a whole snapshot in one process, whatever strategy trained it
+  // (a tp or pipeline run's own would ask for the world it trained in).
+  a.parallel = mode == Assembly::kLoad
+                   ? ParallelRegistry::create("single", Params{}, a.device.type())
+                   : ParallelRegistry::create(config.type("parallel"), config.params("parallel"),
+                                              a.device.type());
   // Ranks that read different data: all of them, or, in a pipeline, one per replica.
   const int readers = a.parallel->data_world();
   a.grad_accum = a.train.grad_accum(readers, config);

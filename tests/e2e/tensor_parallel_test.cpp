@@ -59,6 +59,10 @@ TEST_F(TensorParallel, GptFollowsTheSingleProcessCurveAndResumesAcrossMeshes) {
     SCOPED_TRACE(run);
     expect_same_curve(a, losses(run), 20);
   }
+  // eval, sample and export read the whole snapshot in one process, whatever trained it.
+  auto eval = run_kiln("eval m4 --db " + db());
+  EXPECT_EQ(eval.exit_code, 0) << eval.output;
+  EXPECT_NE(eval.output.find("step 20 | val loss"), std::string::npos) << eval.output;
 }
 
 TEST_F(TensorParallel, LlamaWithGroupedQueriesFollowsTheSingleProcessCurve) {
