@@ -94,11 +94,7 @@ TEST_F(Distributed, LaunchRestartsAllRanksWhenOneIsKilledAndTheCurveIsUnchanged)
   EXPECT_NE(output.find("launch: restarting every rank (1 of 1 restarts)"), std::string::npos)
       << output;
   EXPECT_NE(output.find("[rank 0] resuming after step"), std::string::npos) << output;
-  auto a = losses("ref"), b = losses("l2");
-  ASSERT_EQ(a.size(), 200u);
-  ASSERT_EQ(b.size(), 200u);
-  for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_NEAR(a[i], b[i], 1e-4) << "step " << i + 1;
+  expect_same_curve("ref", "l2", 200);
 }
 
 TEST_F(Distributed, ASnapshotTakenOnTwoRanksResumesOnOne) {
@@ -115,11 +111,7 @@ TEST_F(Distributed, ASnapshotTakenOnTwoRanksResumesOnOne) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("x 2 micro-steps x 1 rank(s)"), std::string::npos)
       << resumed.output;
-  auto a = losses("ref"), b = losses("w");
-  ASSERT_EQ(a.size(), 40u);
-  ASSERT_EQ(b.size(), 40u);
-  for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_NEAR(a[i], b[i], 1e-4) << "step " << i + 1;
+  expect_same_curve("ref", "w", 40);
 }
 
 // "optimizer state per rank: 0.05, 0.04 MiB" -> {0.05, 0.04}
@@ -194,11 +186,7 @@ TEST_F(Distributed, ASnapshotTakenOnOneRankResumesOnTwo) {
       << testing::read_file(logs + "0.log") << testing::read_file(logs + "1.log");
   const std::string output = testing::read_file(logs + "0.log");
   EXPECT_NE(output.find("x 1 micro-steps x 2 rank(s)"), std::string::npos) << output;
-  auto a = losses("ref"), b = losses("w");
-  ASSERT_EQ(a.size(), 40u);
-  ASSERT_EQ(b.size(), 40u);
-  for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_NEAR(a[i], b[i], 1e-4) << "step " << i + 1;
+  expect_same_curve("ref", "w", 40);
   // Steps taken by two ranks record how far apart they were.
   EXPECT_EQ(testing::scalar(db(),
                             "select count(rank_skew_ms) from metrics m join runs r on r.id = "

@@ -48,11 +48,7 @@ TEST_F(EndToEnd, AccumulatedMicroBatchesFollowTheSameCurveAsOneBatch) {
   ASSERT_EQ(one.exit_code, 0) << one.output;
   ASSERT_EQ(four.exit_code, 0) << four.output;
   EXPECT_NE(four.output.find("x 4 micro-steps"), std::string::npos) << four.output;
-  auto a = losses("whole"), b = losses("accum");
-  ASSERT_EQ(a.size(), 5u);
-  ASSERT_EQ(b.size(), 5u);
-  for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_NEAR(a[i], b[i], 1e-4) << "step " << i + 1;
+  expect_same_curve("whole", "accum", 5);
 }
 
 TEST_F(EndToEnd, UserMistakesExitTwoWithOneLineAndLeaveNoRunningRow) {

@@ -42,15 +42,8 @@ TEST_F(Fsdp, FollowsTheSingleProcessCurveAndResumesAtAnotherWorldSize) {
   codes = run_ranks(2, "resume s1 --db " + db() + " --set train.steps=20" + fsdp, logs);
   ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
 
-  const auto a = losses("one");
-  ASSERT_EQ(a.size(), 20u);
-  for (const std::string run : {"f2", "s1"}) {
-    SCOPED_TRACE(run);
-    const auto b = losses(run);
-    ASSERT_EQ(b.size(), 20u);
-    for (size_t i = 0; i < a.size(); ++i)
-      EXPECT_NEAR(a[i], b[i], 1e-4) << "step " << i + 1;
-  }
+  for (const std::string run : {"f2", "s1"})
+    expect_same_curve("one", run, 20);
 }
 
 // Under bf16 autocast the gathered weights are fp32 as on one process, but the gradients of
@@ -66,11 +59,7 @@ TEST_F(Fsdp, UnderBf16AutocastFollowsTheCurveToBf16Precision) {
   const std::string logs = dir_ / "rank";
   auto codes = run_ranks(2, "run " + exp + " --name f2 --set parallel.type=fsdp" + bf16, logs);
   ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
-  const auto a = losses("one"), b = losses("f2");
-  ASSERT_EQ(a.size(), 6u);
-  ASSERT_EQ(b.size(), 6u);
-  for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_NEAR(a[i], b[i], 2e-2) << "step " << i + 1;
+  expect_same_curve("one", "f2", 6, 2e-2);
 }
 
 // The tiny GPT with vocab_size 63 (vocab_multiple 1): [dim 0, other dims' product] of each

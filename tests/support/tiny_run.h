@@ -75,6 +75,16 @@ steps = 2
                              run + "' order by step");
   }
 
+  // Runs `a` and `b` each recorded `steps` losses, step by step within `tolerance`.
+  void expect_same_curve(const std::string& a, const std::string& b, size_t steps,
+                         double tolerance = 1e-4) {
+    const auto x = losses(a), y = losses(b);
+    ASSERT_EQ(x.size(), steps) << a;
+    ASSERT_EQ(y.size(), steps) << b;
+    for (size_t i = 0; i < steps; ++i)
+      EXPECT_NEAR(x[i], y[i], tolerance) << a << " and " << b << ", step " << i + 1;
+  }
+
   TempDir dir_;
 };
 
