@@ -1,7 +1,5 @@
 #include "core/train/session.h"
 
-#include "core/dist/fsdp_units.h"
-
 #include <cmath>
 #include <map>
 #include <stdexcept>
