@@ -81,12 +81,16 @@ class TensorParallel : public DataParallel {
   // keeps its slices: the slices of one process's initialisation, whatever the mesh.
   void attach(Model& model) override {
     DataParallel::attach(model);
-    model_ = &model;
+    std::unordered_set<const void*> sliced;
     for (auto& split : model.split_for_tensor_parallel(tensor_parallel_group(*tp_comm_))) {
       at::Tensor param = *model.named_parameters().find(split.name);
       std::vector<int64_t> whole = param.sizes().vec();
       whole[static_cast<size_t>(split.dim)] *= mesh_.tp;
+      sliced.insert(param.unsafeGetTensorImpl());
       sliced_.push_back({std::move(split), param, std::move(whole)});
+    }
+    for (const auto& p : model.parameters()) {
+      if (!sliced.count(p.unsafeGetTensorImpl())) replicated_.push_back(p);
     }
     if (mesh_.dp > 1) {
       replicas_ =
@@ -112,17 +116,13 @@ class TensorParallel : public DataParallel {
   at::Tensor global_norm(const at::Tensor& local_norm) override {
     if (mesh_.tp == 1) return local_norm;
     at::NoGradGuard no_grad;
-    std::unordered_set<const void*> sliced_params;
-    for (const auto& s : sliced_)
-      sliced_params.insert(s.param.unsafeGetTensorImpl());
     const auto zero = at::zeros({}, local_norm.options().dtype(at::kFloat));
     std::vector<at::Tensor> sliced = {zero.clone()};
     at::Tensor replicated = zero.clone();
-    for (const auto& p : model_->parameters()) {
-      if (!p.grad().defined()) continue;
-      auto& sum = sliced_params.count(p.unsafeGetTensorImpl()) ? sliced[0] : replicated;
-      sum += p.grad().to(at::kFloat).pow(2).sum();
-    }
+    for (const auto& s : sliced_)
+      add_square(sliced[0], s.param);
+    for (const auto& p : replicated_)
+      add_square(replicated, p);
     tp_comm_->all_reduce_sum(sliced);
     return (sliced[0] + replicated).sqrt().to(local_norm.scalar_type());
   }
@@ -171,10 +171,14 @@ class TensorParallel : public DataParallel {
     std::vector<int64_t> whole;  // its shape on one process
   };
 
+  static void add_square(at::Tensor& sum, const at::Tensor& param) {
+    if (param.grad().defined()) sum += param.grad().to(at::kFloat).pow(2).sum();
+  }
+
   Mesh mesh_;
   std::unique_ptr<Communicator> tp_comm_, dp_comm_;
-  Model* model_ = nullptr;  // for global_norm
   std::vector<Sliced> sliced_;
+  std::vector<at::Tensor> replicated_;             // every other parameter: whole on every rank
   std::unique_ptr<OverlappedAllReduce> replicas_;  // dp > 1: slices averaged over replicas
 };
 

@@ -182,6 +182,14 @@ std::string measure_mfu(BenchRecord& r, const AssembledRun& run, const CpuFeatur
                    peak_matmul_size(run.device), dtype_name(dtype));
 }
 
+// Every rank's `mine`, in rank order. A collective.
+std::vector<int64_t> every_rank(const AssembledRun& run, int64_t mine) {
+  at::Tensor slots = at::zeros({run.parallel->world_size()}, at::TensorOptions().dtype(at::kLong));
+  slots[run.parallel->rank()].fill_(mine);
+  const at::Tensor all = run.parallel->sum(slots.to(run.device)).cpu();
+  return {all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + all.numel()};
+}
+
 // "peak gradients  53376, 51520 bytes per rank": the most bytes each rank's gradient tensors
 // held at once in the last timed step, as its strategy counted them (zero frees gradients during
 // the step), or else what they hold after the step. A collective: rank 0 prints every rank's.
@@ -190,24 +198,18 @@ std::string peak_gradient_line(const AssembledRun& run) {
   for (const auto& p : run.model->parameters()) {
     if (p.grad().defined()) held += static_cast<int64_t>(p.grad().nbytes());
   }
-  at::Tensor slots = at::zeros({run.parallel->world_size()}, at::TensorOptions().dtype(at::kLong));
-  slots[run.parallel->rank()].fill_(run.parallel->peak_gradient_bytes().value_or(held));
-  const at::Tensor all = run.parallel->sum(slots.to(run.device)).cpu();
-  std::vector<int64_t> bytes(all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + all.numel());
+  const auto bytes = every_rank(run, run.parallel->peak_gradient_bytes().value_or(held));
   return fmt::format(
       "peak gradients  {} bytes per rank ({:.2f} MiB at most)\n", fmt::join(bytes, ", "),
       static_cast<double>(*std::max_element(bytes.begin(), bytes.end())) / (1 << 20));
 }
 
 // "training state  1651200, 1651200 bytes per rank": parameters, gradients and optimizer state
-// each rank holds after the last timed step (fsdp and zero shard them). A collective.
+// each rank holds after the last timed step (fsdp, tensor and zero shard them). A collective.
 std::string training_state_line(const AssembledRun& run) {
-  at::Tensor slots = at::zeros({run.parallel->world_size()}, at::TensorOptions().dtype(at::kLong));
-  slots[run.parallel->rank()].fill_(training_state_bytes(*run.model, *run.optimizer));
-  const at::Tensor all = run.parallel->sum(slots.to(run.device)).cpu();
-  std::vector<int64_t> bytes(all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + all.numel());
-  return fmt::format("training state  {} bytes per rank (parameters, gradients, optimizer)\n",
-                     fmt::join(bytes, ", "));
+  return fmt::format(
+      "training state  {} bytes per rank (parameters, gradients, optimizer)\n",
+      fmt::join(every_rank(run, training_state_bytes(*run.model, *run.optimizer)), ", "));
 }
 
 }  // namespace

@@ -133,8 +133,6 @@ int64_t training_state_bytes(Model& model, torch::optim::Optimizer& optimizer) {
   for (const auto& p : model.parameters()) {
     bytes += static_cast<int64_t>(p.nbytes());
     if (p.grad().defined()) bytes += static_cast<int64_t>(p.grad().nbytes());
-  }
-  for (const auto& p : model.parameters()) {
     rewrite_optimizer_state(optimizer, p, [&](const at::Tensor& t) {
       bytes += static_cast<int64_t>(t.nbytes());
       return t;
