@@ -8,6 +8,9 @@
 #   tools/torch2.sh                 # LibTorch 2.6 for the CPU (~1.5 GB chroot): build, every test
 #   tools/torch2.sh --cuda          # LibTorch 2.6 built with CUDA 12.4 and NCCL (~11 GB chroot):
 #                                   # -DKILN_CUDA=ON, every test (on the CPU: no GPU here)
+#   tools/torch2.sh --sid -L unit   # Debian sid's LibTorch 2.14 (CPU, ~1.6 GB chroot), the newest
+#                                   # API; builds kiln and kiln_unit_tests only (CI's time: the
+#                                   # other test binaries test Kiln, not the LibTorch API)
 #   tools/torch2.sh -R Optimizer    # build, then the tests ctest -R selects
 #   tools/torch2.sh --if-possible   # where no chroot can be made (not root, no mounts, no mirror)
 #                                   # say so and succeed, except on CI (CI=true), where a build
@@ -27,13 +30,17 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --if-possible) optional=true; shift ;;
     --cuda) flavour=cuda; shift ;;
+    --sid) flavour=sid; shift ;;
     --prepare) prepare_only=true; shift ;;
     --run) run_command=${2:?usage: tools/torch2.sh --run 'COMMAND'}; shift 2 ;;
     *) break ;;
   esac
 done
 suffix=${flavour/cpu/}
+release=trixie
+[[ $flavour == sid ]] && release=sid
 root=${KILN_TORCH2_ROOT:-/var/cache/kiln/trixie${suffix:+-$suffix}}
+[[ $flavour == sid ]] && root=${KILN_TORCH2_ROOT:-/var/cache/kiln/sid}
 build_dir=build-torch2${suffix:+-$suffix}
 cache=/var/cache/kiln/ccache
 cannot() {
@@ -48,7 +55,14 @@ packages=(build-essential cmake ninja-build ccache libtomlplusplus-dev libfmt-de
           libpcre2-dev pkgconf sqlite3 librsvg2-bin libopenblas0-openmp qemu-user libpq-dev
           libcpp-httplib-dev)
 components=main
-if [[ $flavour == cuda ]]; then
+targets=""  # every target
+if [[ $flavour == sid ]]; then
+  packages=(build-essential cmake ninja-build ccache libtomlplusplus-dev libfmt-dev libsqlite3-dev
+            libcli11-dev nlohmann-json3-dev googletest libgtest-dev libgmock-dev libpcre2-dev
+            libxxhash-dev pkgconf libpq-dev libcpp-httplib-dev libopenblas0-openmp libtorch-dev
+            libgloo-dev)
+  targets="--target kiln kiln_unit_tests"
+elif [[ $flavour == cuda ]]; then
   # contrib: libtorch-cuda-dev; non-free: the CUDA 12.4 toolkit and runtime, NCCL.
   components="main contrib non-free"
   packages+=(libtorch-cuda-dev libgloo-cuda-dev libnccl-dev nvidia-cuda-toolkit)
@@ -112,13 +126,15 @@ if [[ ! -f "$version_h" ]]; then
   command -v debootstrap >/dev/null ||
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap ||
     cannot "debootstrap is not installed and apt-get could not install it"
-  echo "torch2: making a Debian 13 chroot with LibTorch 2.x ($flavour) in $root from $mirror"
+  echo "torch2: making a Debian $release chroot with LibTorch 2.x ($flavour) in $root from $mirror"
   rm -rf "$root" && mkdir -p "$root" && touch "$marker"  # a half-made one is made anew
-  debootstrap --variant=minbase --components="${components// /,}" trixie "$root" "$mirror" \
-    >/dev/null || cannot "debootstrap of Debian 13 into $root from $mirror failed"
+  debootstrap --variant=minbase --components="${components// /,}" "$release" "$root" "$mirror" \
+    >/dev/null || cannot "debootstrap of Debian $release into $root from $mirror failed"
   cp /etc/resolv.conf "$root/etc/resolv.conf"
   [[ -n "$proxy" ]] && echo "Acquire::http::Proxy \"$proxy\";" >"$root/etc/apt/apt.conf.d/90proxy"
-  echo "deb $mirror trixie $components" >"$root/etc/apt/sources.list"
+  echo "deb $mirror $release $components" >"$root/etc/apt/sources.list"
+  # sid's Release file carries a Valid-Until that a snapshot mirror may have passed.
+  [[ $flavour == sid ]] && echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/90kiln-sid"
   chroot "$root" apt-get update -qq || cannot "apt-get update in $root failed"
   if [[ $flavour == cuda ]]; then
     cudnn_package || cannot "no cuDNN 9 (libcudnn.so.9) under /usr/local/cuda/lib64 for the chroot"
@@ -172,8 +188,12 @@ bind "$PWD" /kiln
 mkdir -p "$cache"
 bind "$cache" /ccache
 
+# 2.9 on moved the numbers to torch/headeronly/version.h, which the old header includes.
+version_numbers=$version_h
+[[ -f $root/usr/include/torch/headeronly/version.h ]] &&
+  version_numbers=$root/usr/include/torch/headeronly/version.h
 torch_version=$(awk '/define TORCH_VERSION_(MAJOR|MINOR|PATCH)/ {printf "%s%s", sep, $3; sep="."}' \
-  "$version_h")
+  "$version_numbers")
 what="LibTorch $torch_version"
 [[ $flavour == cuda ]] && what+=" with CUDA $(chroot "$root" dpkg-query -W -f='${Version}' \
   libcudart12 | sed 's/.*~//;s/-.*//') and NCCL $(chroot "$root" dpkg-query -W -f='${Version}' \
@@ -186,7 +206,7 @@ cmake_flags="-DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=ON -DCMAKE_CXX_COMPIL
 chroot "$root" bash -c "cd /kiln && export CCACHE_DIR=/ccache CCACHE_MAXSIZE=4G \
   CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime &&
   ccache -z >/dev/null &&
-  cmake -S . -B $build_dir -G Ninja $cmake_flags >/dev/null && cmake --build $build_dir -j $(nproc) &&
+  cmake -S . -B $build_dir -G Ninja $cmake_flags >/dev/null && cmake --build $build_dir -j $(nproc) $targets &&
   echo \"torch2: ccache: \$(ccache -s | grep -m 2 -E 'Hits|Misses' | tr -s ' ' | paste -sd' ')\""
 if [[ -n "$run_command" ]]; then
   chroot "$root" bash -c "cd /kiln && $run_command"
@@ -199,7 +219,9 @@ chroot "$root" bash -c "cd /kiln && ctest --test-dir $build_dir --output-on-fail
 # One line for a reader of CI's log: which build compiled, and how its tests went.
 summary=$(grep -E '^[0-9]+% tests passed' "$log" || echo "its tests did not run (see above)")
 skipped=$(grep -c '\*\*\*Skipped' "$log" || true)
-echo "torch2: RESULT: $flavour build compiled and linked (kiln, kiln_unit_tests," \
-  "kiln_e2e_tests) against $what; $summary; $skipped skipped"
+built="kiln, kiln_unit_tests, kiln_e2e_tests, kiln_server_tests"
+[[ -n "$targets" ]] && built="${targets//--target /}"
+echo "torch2: RESULT: $flavour build compiled and linked ($built) against $what; $summary;" \
+  "$skipped skipped"
 rm -f "$log"
 exit "$status"

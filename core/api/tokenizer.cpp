@@ -9,6 +9,7 @@
 
 #include "core/util/error.h"
 #include "core/util/fs.h"
+#include "core/util/text.h"
 
 namespace kiln {
 
@@ -47,8 +48,7 @@ std::shared_ptr<Tokenizer> load_tokenizer(const std::string& dataset_dir) {
   try {
     in >> saved;
   } catch (const nlohmann::json::exception& e) {
-    throw UserError(
-        fmt::format("'{}' is not valid JSON ({}): re-run `kiln prepare`", path, e.what()));
+    throw UserError(json_error_text(path, e.what()) + ": not valid JSON: re-run `kiln prepare`");
   }
   if (!saved.is_object() || !saved.contains("type") || !saved["type"].is_string()) {
     throw UserError(fmt::format("'{}' names no tokenizer type: re-run `kiln prepare`", path));
@@ -58,8 +58,8 @@ std::shared_ptr<Tokenizer> load_tokenizer(const std::string& dataset_dir) {
   try {
     return TokenizerRegistry::create(type, saved);
   } catch (const nlohmann::json::exception& e) {
-    throw UserError(fmt::format("'{}' does not describe a {} tokenizer ({}): re-run `kiln prepare`",
-                                path, type, e.what()));
+    throw UserError(fmt::format("{}: does not describe a {} tokenizer: re-run `kiln prepare`",
+                                json_error_text(path, e.what()), type));
   }
 }
 

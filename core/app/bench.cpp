@@ -27,6 +27,7 @@
 #include "core/util/cpu_peak.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
+#include "core/util/kernel_cpuinfo.h"
 
 namespace kiln {
 
@@ -38,8 +39,10 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
+// Waits for `device`'s queued work: synchronize() without an index waits on the current device
+// only, which on rank k > 0 would time none of the run's work.
 void sync(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize();
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
 
 // n of the n x n x n matmuls measured_peak_flops times.
@@ -84,8 +87,9 @@ BenchRecord identity(const ResolvedConfig& config, const AssembledRun& run,
   r.git_commit = build_git_commit();
   r.config_hash = config.hash();
   r.experiment = config.experiment;
-  r.machine = {cpu.model_name, static_cast<int64_t>(std::thread::hardware_concurrency()),
-               feature_summary(cpu), run.device.str(), at::get_num_threads()};
+  r.machine = {cpu_display_name(cpu.model_name, cpu.kernel_model_name),
+               static_cast<int64_t>(std::thread::hardware_concurrency()), feature_summary(cpu),
+               run.device.str(), at::get_num_threads()};
   r.blas = blas_report().line;
   r.steps = options.steps;
   r.warmup = options.warmup;

@@ -92,8 +92,8 @@ std::string format_bench_comparison(const BenchRecord& recorded, const BenchReco
   table.header = {"", "this run", "recorded", "this/recorded"};
   table.numeric = {false, true, true, true};
   auto row = [&](const std::string& name, double now, double then, const char* format) {
-    table.rows.push_back(
-        {name, fmt::format(format, now), fmt::format(format, then), ratio_text(now, then)});
+    table.rows.push_back({name, fmt::format(fmt::runtime(format), now),
+                          fmt::format(fmt::runtime(format), then), ratio_text(now, then)});
   };
   row("tokens/s", current.tokens_per_sec, recorded.tokens_per_sec, "{:.0f}");
   row("step ms", current.ms.step, recorded.ms.step, "{:.3f}");

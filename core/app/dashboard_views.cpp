@@ -30,6 +30,9 @@ using View = Json (*)(HistoryDb&, const DashboardParams&);
 constexpr int64_t kRowsPerReply = 50000;
 // A moving average wider than this is not a curve any more.
 constexpr int64_t kMaxSmoothing = 10000;
+// Runs one compare may name: 100 runs' curves already fill a chart; beyond that a request would
+// only make the server read every run's metrics (issue 39: runs= took any number of ids).
+constexpr size_t kMaxCompareRuns = 200;
 
 // A run the page asked for by id that the store no longer has: the page says so (404).
 class RunGone : public UserError {
@@ -114,7 +117,11 @@ Json runs_view(HistoryDb& db, const DashboardParams& params) {
   ListQuery query;
   query.where = param(params, "where");
   query.sort = param(params, "sort", "id");
-  Json out = {{"runs", run_rows(list_runs(db, query))}};
+  query.limit = kRowsPerReply + 1;  // one more, to know there are more than an answer holds
+  std::vector<RunRecord> runs = list_runs(db, query);
+  const bool more = static_cast<int64_t>(runs.size()) > kRowsPerReply;
+  if (more) runs.pop_back();
+  Json out = {{"runs", run_rows(runs)}, {"more", more}};
   if (!db.warning().empty()) out["warning"] = db.warning();
   return out;
 }
@@ -246,8 +253,13 @@ void add_groups(HistoryDb& db, const std::vector<RunRecord>& runs, const Dashboa
 }
 
 Json compare_view(HistoryDb& db, const DashboardParams& params) {
+  const std::vector<std::string> ids = list_param(params, "runs");
+  if (ids.size() > kMaxCompareRuns) {
+    throw UserError(fmt::format("runs= names {} runs; a compare takes at most {}: select fewer",
+                                ids.size(), kMaxCompareRuns));
+  }
   std::vector<RunRecord> runs;
-  for (const auto& id : list_param(params, "runs"))
+  for (const auto& id : ids)
     runs.push_back(run_by_id(db, parse_whole("runs", id)));
   if (runs.empty()) throw UserError("runs= names no run: pass run ids, as in runs=1,2");
   Json names = Json::array(), differing = Json::array();

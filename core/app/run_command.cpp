@@ -1,6 +1,7 @@
 #include "core/app/run_command.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/api/optimizer.h"
 #include "core/config/canonical.h"
 #include "core/config/toml_text.h"
 #include "core/store/history_db.h"
@@ -33,9 +35,9 @@ namespace {
 // Keys a resume may change: they alter how long the run goes and what it records, not the
 // model, the data or the update rule, so the snapshot still describes the same run.
 const char* const kResumableKeys[] = {
-    "train.steps",        "train.log_every",    "eval.every",  "eval.steps",
-    "checkpoint.every",   "checkpoint.keep",    "run.threads", "run.device",
-    "train.on_nonfinite", "metrics.tensorboard"};
+    "train.steps",        "train.log_every",     "eval.every",          "eval.steps",
+    "checkpoint.every",   "checkpoint.keep",     "run.threads",         "run.device",
+    "train.on_nonfinite", "metrics.tensorboard", "schedule.total_steps"};
 
 std::string default_run_name(const std::string& experiment) {
   std::time_t now = std::time(nullptr);
@@ -145,6 +147,38 @@ ResolvedConfig resumed_config(const RunRecord& record, const std::vector<std::st
   return config;
 }
 
+// The steps a config's schedule spans: schedule.total_steps when set, else train.steps.
+int64_t schedule_span(const ResolvedConfig& config) {
+  const int64_t span = config.params("schedule").integer("total_steps");
+  return span > 0 ? span : train_options(config).steps;
+}
+
+// For a resume that changed train.steps: the line that gives the lr of the next update as the
+// run planned it and as it will be ("" when train.steps is unchanged); a UserError, before the
+// run's row changes, when the two differ by over 1% and `mode` is the default (issue 39: lr
+// jumped from 6.6e-4 to 3.9e-3 at the resume step without a word).
+std::string check_schedule_change(const ResolvedConfig& stored, const AssembledRun& run,
+                                  int64_t from_step, ScheduleOnResume mode) {
+  const int64_t planned = train_options(stored).steps;
+  if (planned == run.train.steps) return "";
+  const double base_lr = configured_lr(*run.optimizer);
+  const double before = make_schedule(stored, base_lr, planned)->lr(from_step);
+  const double after = run.schedule->lr(from_step);
+  const double moved =
+      before != 0 ? std::fabs(after - before) / std::fabs(before) : (after != 0 ? 1.0 : 0.0);
+  if (mode == ScheduleOnResume::kRefuseJump && moved > 0.01) {
+    throw UserError(fmt::format(
+        "train.steps {} -> {} moves the lr of step {} from {:.4g} (as planned) to {:.4g} "
+        "({:+.1f}%): "
+        "pass --keep-schedule (the schedule keeps its {} steps; the added ones stay at its final "
+        "lr) or --reschedule (the new total applies from step {} on)",
+        planned, run.train.steps, from_step + 1, before, after, 100.0 * (after - before) / before,
+        schedule_span(stored), from_step + 1));
+  }
+  return fmt::format("lr of step {}: {:.4g} as planned over {} steps, {:.4g} now", from_step + 1,
+                     before, schedule_span(stored), after);
+}
+
 // A worker that torchrun or kiln launch started again after a failure continues its run.
 bool restarted_worker() {
   const char* count = std::getenv("TORCHELASTIC_RESTART_COUNT");
@@ -204,7 +238,7 @@ std::string new_identity(const std::string& out_dir, const std::string& name) {
 // Returns the new run's id.
 int64_t create_run_row(RunStore& store, const AssembledRun& run, const RunPaths& paths,
                        const std::string& uuid) {
-  write_run_marker(paths, uuid);
+  write_run_marker(paths, uuid, run.options.db);
   const ResolvedConfig& config = run.config;
   try {
     return store.create_run(
@@ -219,11 +253,12 @@ int64_t create_run_row(RunStore& store, const AssembledRun& run, const RunPaths&
   }
 }
 
-// Restores the latest intact snapshot of the run's own, if any; returns its step (0 without
-// one). A run whose store lists snapshots none of which is there is refused: starting it again
-// from step 0 would overwrite the steps those snapshots hold.
-int64_t restore_latest(Session& session, const RunPaths& paths, const SnapshotOwner& owner,
-                       const AssembledRun& run, bool main_rank) {
+// Restores the run's own snapshot `which` ("latest": the latest intact one, else its best; "best";
+// a step), if it has any; returns its step (0 without one). A run whose store lists snapshots
+// none of which is there is refused: starting it again from step 0 would overwrite the steps
+// those snapshots hold.
+int64_t restore_snapshot(Session& session, const RunPaths& paths, const SnapshotOwner& owner,
+                         const AssembledRun& run, bool main_rank, const std::string& which) {
   auto say = [&](const std::string& line) {
     if (main_rank) session.console().line(line);
   };
@@ -248,15 +283,16 @@ int64_t restore_latest(Session& session, const RunPaths& paths, const SnapshotOw
     say("no snapshot yet: the run starts again from step 0");
     return 0;
   }
-  SnapshotRef latest = select_snapshot(snapshots, paths.snapshots(), "latest", warn);
-  session.restore(latest);
-  if (latest.step >= run.train.steps) {
+  SnapshotRef picked = select_snapshot(snapshots, paths.snapshots(), which, warn);
+  session.restore(picked);
+  if (picked.step >= run.train.steps) {
     throw UserError(
         fmt::format("run '{}' already has a snapshot at step {} of {}: raise "
                     "train.steps with --set to train further",
-                    paths.name(), latest.step, run.train.steps));
+                    paths.name(), picked.step, run.train.steps));
   }
-  return latest.step;
+  if (which != "latest") say(fmt::format("resuming from {} (step {})", picked.label, picked.step));
+  return picked.step;
 }
 
 }  // namespace
@@ -276,7 +312,7 @@ SessionOutcome run_experiment(ResolvedConfig config, bool restart) {
     // run: so all ranks see the same store and take the same branch.
     std::optional<RunRecord> existing = RunStore(run_options(config).db).find_run(name);
     if (existing && existing->status != "completed") {
-      return resume_run(run_options(config).db, name, {});
+      return resume_run(run_options(config).db, name, {}, ResumeOptions{});
     }
   }
 
@@ -299,7 +335,7 @@ SessionOutcome run_experiment(ResolvedConfig config, bool restart) {
 }
 
 SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
-                          const std::vector<std::string>& overrides) {
+                          const std::vector<std::string>& overrides, const ResumeOptions& options) {
   if (!store_may_exist(db)) {
     throw UserError(fmt::format("no run store at '{}': pass the --db that `kiln run` used", db));
   }
@@ -311,8 +347,14 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
                     "with --set train.steps=N",
                     record.name));
   }
+  const ResolvedConfig stored =
+      load_config_text(record.config, fmt::format("run '{}' (stored config)", record.name), {});
+  std::vector<std::string> settings = overrides;
+  if (options.schedule == ScheduleOnResume::kKeep) {
+    settings.push_back(fmt::format("schedule.total_steps={}", schedule_span(stored)));
+  }
   std::vector<std::string> changes;
-  ResolvedConfig config = resumed_config(record, overrides, changes);
+  ResolvedConfig config = resumed_config(record, settings, changes);
 
   AssembledRun run = assemble(config);
   const RunPaths paths = require_paths(record);
@@ -322,7 +364,9 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
   if (!main_rank) store.reset();  // only rank 0 records
   std::unique_ptr<FileLock> lock = main_rank ? lock_run(paths) : nullptr;
   Session session(run, paths, owner, store.get(), record.id);
-  const int64_t from_step = restore_latest(session, paths, owner, run, main_rank);
+  const int64_t from_step =
+      restore_snapshot(session, paths, owner, run, main_rank, options.checkpoint);
+  const std::string lr_line = check_schedule_change(stored, run, from_step, options.schedule);
   if (store) {
     store->reopen_run(record.id, from_step, join(changes, "; "), config.to_toml(), config.hash(),
                       key_source_lines(config, /*all=*/false));
@@ -330,6 +374,7 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
   for (const auto& change : changes) {
     if (main_rank) session.console().line("resume changes " + change);
   }
+  if (main_rank && !lr_line.empty()) session.console().line(lr_line);
   session.print_header();
   return session.train();
 }

@@ -20,12 +20,28 @@ namespace kiln {
 // and run.db are stored absolute (core/store/run_paths.h).
 SessionOutcome run_experiment(ResolvedConfig config, bool restart);
 
-// Continues a run, in the folder its row names, from its latest intact snapshot of its own
-// (core/checkpoint/snapshot_catalog.h) to its configured steps. `overrides` may
-// change only keys that leave the model, data and optimisation unchanged (steps, eval and
-// checkpoint frequency, threads, the parallel strategy); anything else is refused with the list
-// of keys.
+// How a resume that changes train.steps treats the learning-rate schedule, whose shape most
+// plugins draw over train.steps (cosine, linear and wsd decay to their end at it).
+enum class ScheduleOnResume {
+  kRefuseJump,  // the default: refused when the lr at the resume step would move by over 1%
+  kReschedule,  // --reschedule: the new total applies from the resume step on (the lr may jump)
+  kKeep,        // --keep-schedule: the schedule keeps the steps it was planned with (its
+                // schedule.total_steps); the steps added after them stay at its final lr
+};
+
+struct ResumeOptions {
+  // The snapshot to continue from: "latest" (the latest intact one, or the best when the run
+  // has only best ones), "best", or a step (core/checkpoint/snapshot_catalog.h).
+  std::string checkpoint = "latest";
+  ScheduleOnResume schedule = ScheduleOnResume::kRefuseJump;
+};
+
+// Continues a run, in the folder its row names, from its snapshot `options.checkpoint` of its
+// own to its configured steps. `overrides` may change only keys that leave the model, data and
+// optimisation unchanged (steps, eval and checkpoint frequency, threads, the parallel strategy);
+// anything else is refused with the list of keys. A change of train.steps prints the lr at the
+// resume step as planned and as it will be, and follows `options.schedule`.
 SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
-                          const std::vector<std::string>& overrides);
+                          const std::vector<std::string>& overrides, const ResumeOptions& options);
 
 }  // namespace kiln

@@ -66,7 +66,13 @@ std::vector<std::string> grouping_keys(const std::vector<FlatConfig>& configs,
                       join(requested, ",")));
     }
     if (known.count(key)) continue;
-    const std::string guess = nearest(key, {known.begin(), known.end()});
+    std::string guess = nearest(key, {known.begin(), known.end()});
+    for (const auto& full : known) {  // "seed" for run.seed: a key without its section
+      if (guess.empty() && full.size() > key.size() + 1 &&
+          full.compare(full.size() - key.size() - 1, std::string::npos, "." + key) == 0) {
+        guess = full;
+      }
+    }
     throw UserError(fmt::format(
         "--group-by {}: none of these runs has the config key '{}': {}`kiln runs show RUN` lists "
         "a run's config",
@@ -245,17 +251,41 @@ double value_at(HistoryDb& db, const RunRecord& run, const MetricPoint& p) {
 // One thing measured on every run of every group.
 struct Quantity {
   std::string title;
-  std::vector<std::vector<double>> samples;  // per group: one value per run that has it
+  // Per group: one value per distinct (config, seed) that has it, the first run's.
+  std::vector<std::vector<double>> samples;
+  std::vector<std::string> reruns;  // per group: "2 reruns of seed 2 counted once; ...", or ""
 };
 
+// A sample is a distinct (config hash, run.seed) pair: runs that share both are reruns of one
+// seed, which replay the same numbers (Kiln's runs are deterministic) and would count one
+// measurement as several (issue 39: n = 2, sd 0, p = 0 from one seed run twice). The first run
+// of each pair counts; the others are named.
 Quantity quantity(const std::string& title, const std::vector<RunGroup>& groups,
                   const std::function<std::optional<double>(const RunRecord&)>& value) {
-  Quantity q{title, {}};
+  Quantity q{title, {}, {}};
   for (const auto& group : groups) {
     q.samples.emplace_back();
+    std::map<std::string, std::pair<std::string, int>> seen;  // hash -> seed, runs with a value
+    std::vector<std::string> order;
     for (const auto& run : group.runs) {
-      if (auto v = value(run)) q.samples.back().push_back(*v);
+      const auto v = value(run);
+      if (!v) continue;
+      const std::string seed = value_of(flatten_config(run.config), "run.seed");
+      const std::string sample = run.config_hash.empty() ? "#" + std::to_string(run.id)
+                                                         : run.config_hash + " seed " + seed;
+      auto [it, first] = seen.try_emplace(sample, seed, 0);
+      if (first) {
+        q.samples.back().push_back(*v);
+        order.push_back(sample);
+      }
+      ++it->second.second;
     }
+    std::vector<std::string> reruns;
+    for (const auto& sample : order) {
+      const auto& [seed, runs] = seen[sample];
+      if (runs > 1) reruns.push_back(fmt::format("{} runs of seed {} counted once", runs, seed));
+    }
+    q.reruns.push_back(join(reruns, "; "));
   }
   return q;
 }
@@ -277,13 +307,25 @@ std::string p_value_text(double p) {
   return p >= 1e-4 ? fmt::format("{:.4f}", p) : fmt::format("{:.1e}", p);
 }
 
-// Why a group has no test against the baseline, or "" when it has one.
-std::string no_test_reason(size_t n, size_t n_baseline) {
-  if (n >= 2 && n_baseline >= 2) return "";
+// A spread at the level of rounding (or none): runs that agree to 12 digits.
+bool no_spread(const stats::Summary& s) {
+  return s.sd <= 1e-12 * std::fabs(s.mean);
+}
+
+// Why a group has no test against the baseline, or "" when it has one. Two groups without spread
+// have nothing a t-test could weigh a difference against (and its power search would chase a
+// noncentrality in the billions).
+std::string no_test_reason(const stats::Summary& group, const stats::Summary& baseline) {
+  if (group.n >= 2 && baseline.n >= 2) {
+    if (no_spread(group) && no_spread(baseline)) {
+      return "identical runs: no spread to test (each group's runs agree to 12 digits)";
+    }
+    return "";
+  }
   const auto seeds = [](size_t k) { return k == 0 ? "no value" : fmt::format("{} seed", k); };
   return fmt::format(
       "no test: Welch's t-test needs 2 seeds or more in each group; {}",
-      n < 2 ? "this group has " + seeds(n) : "the baseline has " + seeds(n_baseline));
+      group.n < 2 ? "this group has " + seeds(group.n) : "the baseline has " + seeds(baseline.n));
 }
 
 std::string quantity_block(const Quantity& q, const std::vector<RunGroup>& groups, size_t base) {
@@ -304,7 +346,7 @@ std::string quantity_block(const Quantity& q, const std::vector<RunGroup>& group
                              : "no value");
     if (g == base) {
       row.insert(row.end(), {"baseline", "", ""});
-    } else if (const std::string reason = no_test_reason(s.n, b.n); !reason.empty()) {
+    } else if (const std::string reason = no_test_reason(s, b); !reason.empty()) {
       row.insert(row.end(), {s.n && b.n ? fmt::format("{:+.6f}", s.mean - b.mean) : "-", "-", "-"});
       notes += fmt::format("  {}: {}\n", groups[g].label, reason);
     } else {
@@ -321,6 +363,10 @@ std::string quantity_block(const Quantity& q, const std::vector<RunGroup>& group
                              w.difference);
     }
     t.rows.push_back(std::move(row));
+    if (!q.reruns[g].empty()) {
+      notes += fmt::format("  {}: {} (a sample is a distinct config and seed)\n", groups[g].label,
+                           q.reruns[g]);
+    }
   }
   return q.title + "\n" + indented(t) + notes;
 }

@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -60,6 +62,34 @@ bool is_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// `option` as an #SBATCH line's argument. sbatch splits a directive into words as a shell would
+// in part (src/sbatch/opt.c, _get_argument): quotes group, a backslash escapes the next
+// character, an unquoted '#' starts a comment. So a word with anything but plain characters goes
+// in double quotes with its backslashes and double quotes escaped.
+std::string sbatch_word(const std::string& option) {
+  const bool plain = std::all_of(option.begin(), option.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_./:=@%+,-", c) != nullptr;
+  });
+  if (plain && !option.empty()) return option;
+  std::string word = "\"";
+  for (char c : option) {
+    if (c == '\\' || c == '"') word += '\\';
+    word += c;
+  }
+  return word + "\"";
+}
+
+void refuse_newline(const std::string& text, const char* what) {
+  if (text.find_first_of("\n\r") == std::string::npos) return;
+  std::string shown = text;
+  for (size_t at; (at = shown.find_first_of("\n\r")) != std::string::npos;)
+    shown.replace(at, 1, shown[at] == '\n' ? "\\n" : "\\r");
+  throw UserError(fmt::format(
+      "{} '{}' holds a line break, which would end an #SBATCH line and start a line of the "
+      "script: use a folder and a run store path without one",
+      what, shown));
+}
+
 }  // namespace
 
 std::vector<std::string> sbatch_options(const SlurmOptions& options, const std::string& job_name,
@@ -100,9 +130,12 @@ std::string array_spec(const std::vector<int64_t>& tasks, int max_parallel) {
 
 std::string sbatch_script(const std::vector<std::string>& options, const std::string& array,
                           const std::vector<std::string>& command, const std::string& comment) {
+  refuse_newline(comment, "the Slurm script's comment");
   std::string script = "#!/bin/bash\n# " + comment + "\n";
-  for (const auto& option : options)
-    script += "#SBATCH " + option + "\n";
+  for (const auto& option : options) {
+    refuse_newline(option, "sbatch option");
+    script += "#SBATCH " + sbatch_word(option) + "\n";
+  }
   script += "#SBATCH --array=" + array + "\n";
   std::vector<std::string> words;
   for (const auto& word : command)

@@ -32,7 +32,9 @@ std::vector<std::string> sbatch_options(const SlurmOptions& options, const std::
 // is above 0.
 std::string array_spec(const std::vector<int64_t>& tasks, int max_parallel);
 // The script: an #SBATCH line for each option and the array, then `exec` of `command`, each
-// word quoted for the shell.
+// word quoted for the shell. An option with a space, a quote, a backslash or '#' (a path) is
+// quoted as sbatch reads its directives back; a newline in an option or the comment, which would
+// end the directive and start a script line, is a UserError.
 std::string sbatch_script(const std::vector<std::string>& options, const std::string& array,
                           const std::vector<std::string>& command, const std::string& comment);
 

@@ -1,6 +1,7 @@
 #include "core/app/snapshot_commands.h"
 
 #include <cmath>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <torch/utils.h>
@@ -16,6 +17,7 @@
 #include "core/train/assemble.h"
 #include "core/train/trainer.h"
 #include "core/util/error.h"
+#include "core/util/text.h"
 
 namespace kiln {
 
@@ -47,7 +49,18 @@ OpenedSnapshot open_snapshot(const SnapshotRequest& request, Connection& db,
   AssembledRun run = assemble(config, Assembly::kLoad);
   // Only the run's own snapshots: one another run left in its folder is named and passed over.
   const std::string dir = require_paths(info).snapshots();
-  const RunSnapshots snapshots = owned_snapshots(dir, snapshot_owner(db, info, info.config_hash));
+  const SnapshotOwner owner = snapshot_owner(db, info, info.config_hash);
+  const RunSnapshots snapshots = owned_snapshots(dir, owner);
+  // The store lists snapshots and the disk has none of them: they were deleted, not never taken
+  // (issue 39: after an import's rm took the folder, eval said "the run took none").
+  if (snapshots.own.empty() && !owner.recorded.empty()) {
+    std::error_code ec;
+    throw UserError(fmt::format(
+        "run '{}' has snapshots in its run store ({}) but none of them is on disk in '{}'{}: "
+        "they were deleted or moved; restore the folder, or train the run again",
+        info.name, join(owner.recorded, ", "), dir,
+        std::filesystem::exists(dir, ec) ? "" : " (the folder is missing)"));
+  }
   SnapshotRef snapshot = select_snapshot(snapshots, dir, request.checkpoint, request.note);
   SnapshotState state = load_snapshot(snapshot, *run.model, nullptr, /*restore_rng=*/false);
   run.model->eval();

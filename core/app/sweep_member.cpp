@@ -11,6 +11,7 @@
 #include "core/config/options.h"
 #include "core/store/run_paths.h"
 #include "core/store/run_store.h"
+#include "core/store/sqlite.h"
 #include "core/util/fs.h"
 
 namespace kiln {
@@ -29,14 +30,6 @@ std::string last_line(const std::string& path) {
 std::vector<std::string> threads_setting(const MemberLaunch& launch) {
   if (launch.threads <= 0) return {};
   return {"--set", fmt::format("run.threads={}", launch.threads)};
-}
-
-// The member's config as its `kiln run` resolves it.
-ResolvedConfig member_config(const MemberLaunch& launch, const SweepMember& member) {
-  std::vector<std::string> overrides = member.overrides;
-  overrides.insert(overrides.end(), launch.extra.begin(), launch.extra.end());
-  overrides.push_back("run.name=" + format_value(member.name));
-  return load_config(launch.base, overrides);
 }
 
 // `kiln resume` for a member with a run row (interrupted or failed), `kiln run` otherwise.
@@ -74,6 +67,13 @@ void set_program(const MemberLaunch& launch, const std::vector<std::string>& arg
 
 }  // namespace
 
+ResolvedConfig member_config(const MemberLaunch& launch, const SweepMember& member) {
+  std::vector<std::string> overrides = member.overrides;
+  overrides.insert(overrides.end(), launch.extra.begin(), launch.extra.end());
+  overrides.push_back("run.name=" + format_value(member.name));
+  return load_config(launch.base, overrides);
+}
+
 MemberProcess start_member(const MemberLaunch& launch, const SweepMember& m,
                            const std::function<void(const std::string&)>& print) {
   std::optional<RunRecord> existing = RunStore(launch.db).find_run(m.name);
@@ -89,7 +89,7 @@ MemberProcess start_member(const MemberLaunch& launch, const SweepMember& m,
   } else {
     uuid = new_run_uuid();
     paths = RunPaths::for_new_run(run_options(member_config(launch, m)).out_dir, m.name, uuid);
-    write_run_marker(*paths, uuid);
+    write_run_marker(*paths, uuid, store_location(launch.db));
     options.extra_env.emplace_back(kChosenRunUuid, uuid);
   }
   set_program(launch, member_command(launch, m, exists), options);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/app/sweep_spec.h"
+#include "core/config/config.h"
 #include "core/util/process.h"
 
 namespace kiln {
@@ -36,6 +37,9 @@ struct MemberProcess {
   std::string log;
   std::chrono::steady_clock::time_point started;
 };
+
+// The member's config as its `kiln run` resolves it.
+ResolvedConfig member_config(const MemberLaunch& launch, const SweepMember& member);
 
 // Starts the member (in its own process group, so that a terminal's Ctrl-C reaches only the
 // caller, which passes it on once) and prints "start NAME (new|resume)".

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -33,12 +34,67 @@ struct SweepRun {
   int jobs = 1;
 };
 
-// The members not yet completed, in order; a line for each one skipped.
+// The keys whose values differ between a stored run's config and a member's: "train.steps 15 ->
+// 25". Names and paths (run.name, run.out_dir, run.db, run.sweep) are not the member's config.
+std::vector<std::string> changed_keys(const std::string& stored, const std::string& member) {
+  const auto before = flatten_config(stored), after = flatten_config(member);
+  std::set<std::string> keys;
+  for (const auto& [key, _] : before)
+    keys.insert(key);
+  for (const auto& [key, _] : after)
+    keys.insert(key);
+  std::vector<std::string> changed;
+  for (const auto& key : keys) {
+    if (key == "run.name" || key == "run.out_dir" || key == "run.db" || key == "run.sweep") {
+      continue;
+    }
+    const auto a = before.find(key), b = after.find(key);
+    const std::string was = a == before.end() ? "-" : a->second;
+    const std::string is = b == after.end() ? "-" : b->second;
+    if (was != is) changed.push_back(fmt::format("{} {} -> {}", key, was, is));
+  }
+  return changed;
+}
+
+// The members to run, in order, a line for each one skipped; `members` itself as the sweep now
+// names them (a changed member rerun under a new name gets it here). A member whose run in the
+// store has none of the member's config hashes was made from another sweep file: matched by
+// name alone, it would have been skipped as completed or resumed on the old config (issue 39).
 std::vector<const SweepMember*> members_to_run(
-    const std::string& db, const std::vector<SweepMember>& members,
+    const MemberLaunch& launch, std::vector<SweepMember>& members, SweepOptions::Changed on_changed,
     const std::function<void(const std::string&)>& print) {
+  RunStore store(launch.db);
+  std::vector<std::string> refusals;
+  for (auto& m : members) {
+    auto existing = store.find_run(m.name);
+    if (!existing) continue;
+    const ResolvedConfig config = member_config(launch, m);
+    const std::vector<std::string> hashes = run_config_hashes(store.connection(), *existing);
+    if (std::find(hashes.begin(), hashes.end(), config.hash()) != hashes.end()) continue;
+    const std::string changes = join(changed_keys(existing->config, config.to_toml()), ", ");
+    if (on_changed == SweepOptions::Changed::kRefuse) {
+      refusals.push_back(fmt::format("'{}' ({})", m.name, changes));
+    } else if (on_changed == SweepOptions::Changed::kRerun) {
+      std::string renamed;
+      for (int version = 2; renamed.empty() || store.find_run(renamed); ++version)
+        renamed = fmt::format("{}:v{}", m.name, version);
+      print(fmt::format("rerun {} as {} ({})", m.name, renamed, changes));
+      m.name = renamed;
+    } else {
+      print(fmt::format("keep {} as it ran ({} now differ)", m.name, changes));
+      m.name.clear();  // kept as it ran: neither run nor counted as this sweep's member
+    }
+  }
+  members.erase(std::remove_if(members.begin(), members.end(),
+                               [](const SweepMember& m) { return m.name.empty(); }),
+                members.end());
+  if (!refusals.empty()) {
+    throw UserError(fmt::format(
+        "{} of the sweep's members ran before with another config: {}: pass --rerun-changed to "
+        "train them again as new runs (NAME:v2, ...), or --keep-old to keep what they ran",
+        refusals.size(), join(refusals, "; ")));
+  }
   std::vector<const SweepMember*> queue;
-  RunStore store(db);
   for (const auto& m : members) {
     auto existing = store.find_run(m.name);
     if (existing && existing->status == "completed") {
@@ -164,7 +220,7 @@ int print_summary(const SweepRun& sweep, const std::vector<SweepMember>& members
 
 SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
                        const std::function<void(const std::string&)>& print) {
-  const std::vector<SweepMember> members = expand_sweep(spec);
+  std::vector<SweepMember> members = expand_sweep(spec);
   const std::vector<MemberCheck> checks = check_members(spec, members);
   if (options.dry_run) {
     print(fmt::format("sweep '{}': {} members, each assembled without training; nothing run",
@@ -185,7 +241,8 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
   if (jobs > 1) launch.threads = threads;
   const SweepRun sweep{spec, launch, jobs};
 
-  const std::vector<const SweepMember*> queue = members_to_run(sweep.launch.db, members, print);
+  const std::vector<const SweepMember*> queue =
+      members_to_run(sweep.launch, members, options.changed, print);
   {
     // --sort orders the summary at the end: a key it cannot sort by is reported now, not after
     // every member has run.

@@ -19,6 +19,10 @@ struct SweepOptions {
   std::string db;                   // empty = the base experiment's run.db
   std::string sort = "final_loss";  // a `kiln runs list` key; '-' prefix = descending
   bool dry_run = false;             // print the checked members and stop: no run, no run store
+  // A member whose run in the store has another config (the sweep file was edited): refused
+  // (kRefuse) with the keys that changed, trained again as a new run named MEMBER:v2 (or the
+  // next free version: --rerun-changed), or left as it ran (--keep-old).
+  enum class Changed { kRefuse, kRerun, kKeepOld } changed = Changed::kRefuse;
 };
 
 struct SweepOutcome {

@@ -13,6 +13,7 @@
 #include "core/checkpoint/weights_io.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
+#include "core/util/text.h"
 
 namespace kiln {
 
@@ -33,6 +34,10 @@ const std::set<std::string>& ignored_fields() {
 }
 
 Json read_json(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw UserError(fmt::format("'{}', the {}, is a folder, not a JSON file", path, what));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(fmt::format("cannot read '{}', the {}", path, what));
   std::ostringstream text;
@@ -42,7 +47,7 @@ Json read_json(const std::string& path, const std::string& what) {
     if (!parsed.is_object()) throw UserError(fmt::format("'{}' is not a JSON object", path));
     return parsed;
   } catch (const Json::exception& e) {
-    throw UserError(fmt::format("'{}' is not valid JSON: {}", path, e.what()));
+    throw UserError(json_error_text(path, e.what()) + " (not valid JSON)");
   }
 }
 
@@ -151,6 +156,14 @@ std::map<std::string, at::Tensor> read_model_weights(const std::string& path,
     }
     for (auto& [name, tensor] : weights) {
       if (!expected.empty() && !expected.count(name)) continue;  // the index's word is final
+      // A NaN or an infinity would train on as NaN losses from step 1 (issue 39): named here.
+      if (tensor.is_floating_point() && !tensor.isfinite().all().item<bool>()) {
+        const int64_t bad = tensor.numel() - tensor.isfinite().sum().item<int64_t>();
+        throw UserError(fmt::format(
+            "tensor '{}' in '{}' holds {} value(s) that are NaN or infinite: these weights are "
+            "damaged; export them again from a run or a checkpoint that trained without diverging",
+            name, file, bad));
+      }
       if (!all.emplace(name, std::move(tensor)).second) {
         throw UserError(fmt::format("tensor '{}' is in more than one file of '{}'", name, path));
       }

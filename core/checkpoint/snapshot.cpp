@@ -27,6 +27,7 @@
 #include "core/util/fs.h"
 #include "core/util/mapped_file.h"
 #include "core/util/stop_signal.h"
+#include "core/util/text.h"
 
 namespace kiln {
 
@@ -161,7 +162,7 @@ nlohmann::json read_json(const std::string& path) {
   try {
     return nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    throw UserError(fmt::format("'{}' is not valid JSON ({})", path, e.what()));
+    throw UserError(json_error_text(path, e.what()) + " (not valid JSON)");
   }
 }
 

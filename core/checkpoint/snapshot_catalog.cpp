@@ -94,24 +94,29 @@ SnapshotRef select_snapshot(const RunSnapshots& snapshots, const std::string& di
                                 fmt::join(snapshots.foreign, "; ")));
   }
   if (which == "latest") {
-    // The damaged ones are reported once an intact one is found; when none is, the error says
-    // what was wrong with each (one line: a command that fails says so once).
+    // The newest intact regular snapshot; for a run without one (stopped after an evaluation
+    // and before its first regular snapshot, or whose regular ones are damaged), its newest
+    // intact best one, said (issue 39: resume refused a run with only a best snapshot). The
+    // damaged ones are reported once an intact one is found; when none is, the error says what
+    // was wrong with each (one line: a command that fails says so once).
     std::vector<std::string> damaged;
-    for (auto it = all.rbegin(); it != all.rend(); ++it) {
-      if (it->best) continue;
-      try {
-        verify_snapshot(*it);
+    for (const bool best : {false, true}) {
+      for (auto it = all.rbegin(); it != all.rend(); ++it) {
+        if (it->best != best) continue;
+        try {
+          verify_snapshot(*it);
+        } catch (const UserError& e) {
+          damaged.push_back(e.what());
+          continue;
+        }
         for (const auto& why : damaged)
           warn(why + "; using an older snapshot");
+        if (best) {
+          warn(fmt::format("no intact regular snapshot in '{}': using the best one, {} (step {})",
+                           dir, it->label, it->step));
+        }
         return picked(*it);
-      } catch (const UserError& e) {
-        damaged.push_back(e.what());
       }
-    }
-    if (damaged.empty()) {
-      throw UserError(
-          fmt::format("no regular snapshot in '{}', only best ones: use --checkpoint best{}", dir,
-                      and_foreign(snapshots)));
     }
     throw UserError(fmt::format("no intact snapshot in '{}': {}{}", dir, fmt::join(damaged, "; "),
                                 and_foreign(snapshots)));

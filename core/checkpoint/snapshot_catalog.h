@@ -34,7 +34,8 @@ struct RunSnapshots {
 RunSnapshots owned_snapshots(const std::string& dir, const SnapshotOwner& owner);
 
 // Picks one of `snapshots.own` by "latest", "best" or a step number; for "latest", damaged
-// snapshots are skipped. What was skipped (foreign, damaged) is said through `warn` once one is
+// snapshots are skipped, and a run with best snapshots only gets its newest best one (said
+// through `warn`). What was skipped (foreign, damaged) is said through `warn` once one is
 // picked, or in the UserError when none qualifies.
 SnapshotRef select_snapshot(const RunSnapshots& snapshots, const std::string& dir,
                             const std::string& which,

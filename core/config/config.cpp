@@ -75,6 +75,9 @@ struct Written {
 // A section as the files and the --sets wrote it, merged.
 struct SectionInput {
   bool written = false;
+  // The plugin the files named, when a --set names another: the files' keys the new plugin does
+  // not take are dropped (as a file that switches the plugin drops its base's), not refused.
+  std::string set_switched_from;
   SourceLoc header;           // the last file's [section], else the first --set that names it
   std::vector<Written> keys;  // in the order first written; a later layer replaces the value
 
@@ -241,6 +244,11 @@ class ConfigLoader {
 
   // Every top-level key of a file names a section and holds its table.
   static void check_sections(const TomlLayer& layer) {
+    // A sweep file given to `kiln run` or `kiln config` is the wrong command (issue 39).
+    if (const toml::node* base = layer.root.get("base"); base && base->is_string()) {
+      fail(at(layer.path, base->source()),
+           "this is a sweep file, not an experiment: run it with `kiln sweep " + layer.path + "`");
+    }
     const std::vector<std::string> names = section_names();
     for (auto&& [key, node] : layer.root) {
       const std::string name(key.str());
@@ -268,11 +276,19 @@ class ConfigLoader {
                    at(layer.path, node.source()), KeySource::Kind::kFile});
       }
     }
+    const Written* file_type = input.find("type");
+    const std::string files_plugin =
+        file_type && file_type->value->is_string() ? file_type->value->value_or(std::string()) : "";
     for (const auto& s : sets_) {
       if (s.section != schema.name) continue;
       if (!input.written) input.header = s.at;  // a section only --sets name: errors point there
       input.written = true;
       input.put({s.key, s.value, s.at, s.at, KeySource::Kind::kSet});
+    }
+    const Written* type = input.find("type");
+    if (schema.is_plugin && !files_plugin.empty() && type && type->kind == KeySource::Kind::kSet &&
+        type->value->value_or(std::string()) != files_plugin) {
+      input.set_switched_from = files_plugin;
     }
     return input;
   }
@@ -290,11 +306,16 @@ class ConfigLoader {
       plugin_keys = keys.size();
     }
     keys.insert(keys.end(), schema.params.begin(), schema.params.end());
+    std::vector<std::string> dropped, kept;  // the files' keys, when a --set switched plugins
     for (const auto& w : input.keys) {
       if (w.key == "type" && schema.is_plugin) continue;
       const std::string path = schema.name + "." + w.key;
       auto spec = std::find_if(keys.begin(), keys.end(),
                                [&](const ParamSpec& p) { return p.name == w.key; });
+      if (!input.set_switched_from.empty() && w.kind == KeySource::Kind::kFile) {
+        (spec == keys.end() ? dropped : kept).push_back(path);
+        if (spec == keys.end()) continue;
+      }
       if (spec == keys.end()) fail(w.key_at, unknown_key(schema, section.type, w.key, keys));
       section.params.set(w.key, convert(*spec, *w.value, w.value_at, path));
       out.key_sources_[path] = KeySource{w.kind, w.value_at, ""};
@@ -305,6 +326,13 @@ class ConfigLoader {
       KeySource source;  // a default: the plugin's, or core's
       if (i < plugin_keys) source.plugin = section.type;
       out.key_sources_[schema.name + "." + keys[i].name] = std::move(source);
+    }
+    if (!dropped.empty()) {
+      out.notes.push_back(fmt::format(
+          "note: --set {}.type={} replaces the files' {}: left out {} ({} takes no such key); "
+          "kept {}",
+          schema.name, section.type, input.set_switched_from, join(dropped, ", "), section.type,
+          kept.empty() ? "none" : join(kept, ", ")));
     }
     out.sections.push_back(std::move(section));
   }

@@ -63,6 +63,9 @@ class ResolvedConfig {
  public:
   std::string experiment;  // the file it was loaded from (or "<db>" when rebuilt from a run)
   std::vector<Section> sections;
+  // Lines for the user about what loading decided ("note: --set optimizer.type=muon replaces
+  // ..."), which `kiln run` and `kiln config` print; not part of the config.
+  std::vector<std::string> notes;
 
   const Section& section(const std::string& name) const;
   const Params& params(const std::string& name) const { return section(name).params; }

@@ -76,7 +76,16 @@ const std::vector<SectionSchema>& config_sections() {
             .one_of({"auto", "on", "off"})
             .unhashed()}},
       {"optimizer", true, "the update rule; type picks an optimizer plugin", {}},
-      {"schedule", true, "the learning rate over steps; type picks a schedule plugin", {}},
+      {"schedule",
+       true,
+       "the learning rate over steps; type picks a schedule plugin",
+       // Unhashed: 0, every run's value until a resume asks otherwise, leaves hashes as they were.
+       {P::integer("total_steps", 0,
+                   "the steps the schedule spans; 0 = train.steps. `kiln resume --keep-schedule` "
+                   "sets it to the steps the run was planned with, so steps added later stay at "
+                   "the schedule's final lr")
+            .at_least(0)
+            .unhashed()}},
       {"precision", true, "number formats of compute and weights; type picks a policy", {}},
       {"parallel", true, "how work is spread over processes; type picks a strategy", {}},
       {"eval",

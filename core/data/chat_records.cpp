@@ -116,10 +116,17 @@ std::vector<Turn> parse_chat_record(const std::string& line) {
     record = json::parse(line);
   } catch (const json::parse_error& e) {
     throw BadRecord(fmt::format("not JSON (a syntax error at byte {})", e.byte));
+  } catch (const json::exception& e) {  // a number out of double's range: 1e999 anywhere
+    throw BadRecord("not readable JSON: " + json_reason(e.what()));
   }
   if (!record.is_object()) throw BadRecord("not a JSON object");
-  std::vector<Turn> turns = record.contains("messages") ? messages_turns(record["messages"])
-                                                        : prompt_response_turns(record);
+  std::vector<Turn> turns;
+  try {
+    turns = record.contains("messages") ? messages_turns(record["messages"])
+                                        : prompt_response_turns(record);
+  } catch (const json::exception& e) {
+    throw BadRecord("a field of an unexpected type: " + json_reason(e.what()));
+  }
   bool answered = false;
   for (const Turn& turn : turns)
     answered = answered || turn.role == Role::kAssistant;
@@ -151,8 +158,27 @@ void ChatRecords::add(const TokenizedRecord& record) {
   starts.push_back(static_cast<int64_t>(tokens.size()));
 }
 
+// The template's own text must encode before any record is blamed for it (issue 39: a marker
+// byte the tokenizer lacked was reported as line 1 of the data).
+void check_template_encodes(const ChatTemplate& chat, const Tokenizer& tokenizer) {
+  for (const std::string* piece :
+       {&chat.system_prefix, &chat.system_suffix, &chat.user_prefix, &chat.user_suffix,
+        &chat.assistant_prefix, &chat.assistant_suffix}) {
+    if (piece->empty()) continue;
+    try {
+      tokenizer.encode(*piece);
+    } catch (const UserError& e) {
+      throw UserError(fmt::format(
+          "the chat template's text \"{}\" does not encode: {}: choose data.template that this "
+          "tokenizer covers, or prepare the data with a tokenizer that has those bytes",
+          *piece, e.what()));
+    }
+  }
+}
+
 ChatRecords read_chat_records(const std::vector<std::string>& files,
                               const ChatRecordOptions& options) {
+  check_template_encodes(options.chat, *options.tokenizer);
   ChatRecords records;
   for (const std::string& file : files) {
     std::ifstream in(file, std::ios::binary);

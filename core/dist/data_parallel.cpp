@@ -171,9 +171,9 @@ void copy_from_flat(const at::Tensor& flat, const std::vector<at::Tensor>& into)
   }
 }
 
-std::vector<std::shared_ptr<torch::autograd::Node>> on_gradient_accumulated(
-    const std::vector<at::Tensor>& parameters, const std::function<void(size_t)>& ready) {
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+std::vector<HeldAccumulator> on_gradient_accumulated(const std::vector<at::Tensor>& parameters,
+                                                     const std::function<void(size_t)>& ready) {
+  std::vector<HeldAccumulator> accumulators;
   for (size_t i = 0; i < parameters.size(); ++i) {
     auto accumulator = torch::autograd::impl::grad_accumulator(parameters[i]);
     accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
@@ -182,7 +182,7 @@ std::vector<std::shared_ptr<torch::autograd::Node>> on_gradient_accumulated(
           ready(i);
           return outputs;
         }));
-    accumulators.push_back(std::move(accumulator));
+    accumulators.push_back(std::make_shared<decltype(accumulator)>(std::move(accumulator)));
   }
   return accumulators;
 }
@@ -198,8 +198,8 @@ struct OverlappedAllReduce::State {
 
   Communicator* comm;
   std::vector<Bucket> buckets;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // keep the hooks alive
-  std::mutex mutex;  // autograd may run hooks on its device threads
+  std::vector<HeldAccumulator> accumulators;  // keep the hooks alive
+  std::mutex mutex;                           // autograd may run hooks on its device threads
   bool armed = false;
 
   // Starts bucket `b`'s all-reduce over the gradients its parameters have.

@@ -64,12 +64,17 @@ class DataParallel : public ParallelStrategy {
   int64_t byte_gathers_ = 0;  // each gather's store keys are new
 };
 
+// A parameter's gradient accumulator, held so that the hooks on it live. Opaque: LibTorch hands
+// accumulators out as a std::shared_ptr<Node> up to 2.x and as a c10::intrusive_ptr<Node> in
+// 2.14, and the holder only needs to keep one alive.
+using HeldAccumulator = std::shared_ptr<void>;
+
 // Hooks `ready(i)` to run each time backward has accumulated parameters[i]'s gradient: a post
 // hook on its gradient accumulator, as torch DDP's Reducer does (LibTorch 1.13 and 2.x alike).
 // The hooks live as long as the returned accumulators; `ready` must not own them (capture a
 // weak pointer), or neither is ever freed.
-std::vector<std::shared_ptr<torch::autograd::Node>> on_gradient_accumulated(
-    const std::vector<at::Tensor>& parameters, const std::function<void(size_t)>& ready);
+std::vector<HeldAccumulator> on_gradient_accumulated(const std::vector<at::Tensor>& parameters,
+                                                     const std::function<void(size_t)>& ready);
 
 // Packs `tensors`, in order, into groups of about `bytes` (a tensor larger than that is a group
 // of its own).

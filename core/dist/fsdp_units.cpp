@@ -1,5 +1,7 @@
 #include "core/dist/fsdp_units.h"
 
+#include <c10/core/DeviceGuard.h>
+
 #include <algorithm>
 #include <functional>
 #include <optional>
@@ -30,6 +32,10 @@ struct Sharded {
 };
 
 void resize_storage(const at::Tensor& t, size_t bytes) {
+  // CUDA's caching allocator allocates on the process's current device, not on the tensor's:
+  // without the guard, rank k's storage would land on GPU 0 while the tensor says cuda:k. The
+  // run makes its device current (AssembledRun::current_device); this keeps it so here anyway.
+  const c10::DeviceGuard on_its_device(t.device());
   c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
   storage->set_data_ptr_noswap(bytes ? storage->allocator()->allocate(bytes)
                                      : at::DataPtr(nullptr, t.device()));
@@ -51,7 +57,7 @@ struct FsdpUnits::State {
   Communicator& comm;
   std::vector<Sharded> params;
   std::vector<std::vector<size_t>> units;  // indices into params, per layer (borrowed ones too)
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  std::vector<HeldAccumulator> accumulators;
   int64_t most_in_transit = 0;  // whole-gradient bytes held at once, at most
 
   explicit State(Communicator& c) : comm(c) {}

@@ -24,8 +24,8 @@ struct ReduceToOwners::State {
 
   Communicator* comm = nullptr;
   std::vector<Bucket> buckets;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // keep the hooks alive
-  std::mutex mutex;  // autograd may run hooks on its device threads
+  std::vector<HeldAccumulator> accumulators;  // keep the hooks alive
+  std::mutex mutex;                           // autograd may run hooks on its device threads
   std::optional<size_t> in_flight;
   bool step_open = false;
   int64_t held = 0;  // bytes of the buckets' gradients this rank holds now

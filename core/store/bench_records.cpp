@@ -112,7 +112,7 @@ std::optional<BenchRecord> find_bench_record(Connection& db, const std::string& 
 
 std::vector<std::string> bench_labels(Connection& db) {
   std::vector<std::string> labels;
-  Statement select(db, "SELECT label FROM bench_results ORDER BY recorded_at, rowid");
+  Statement select(db, "SELECT label FROM bench_results ORDER BY recorded_at, label");
   while (select.step())
     labels.push_back(select.text(0));
   return labels;

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <system_error>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -47,9 +48,16 @@ bool same_file(const fs::path& a, const fs::path& b) {
 void refuse_output_over_store(const std::string& output, const std::string& db,
                               const std::string& option) {
   if (output.empty() || db.empty()) return;  // stdout; no store named
+  // SQLite keeps the side files beside the database file itself, a symlink to it resolved (its
+  // unix VFS follows links): for a store named through `link.db`, the log is `main.db-wal`, which
+  // no path under the link's name reaches while it does not exist (issue 39).
+  const std::vector<std::string> names = {db, resolved(db).string()};
   for (const StoreFile& file : kStoreFiles) {
-    const std::string store_file = db + file.suffix;
-    if (!same_file(output, store_file)) continue;
+    std::string store_file;
+    for (const std::string& name : names) {
+      if (same_file(output, name + file.suffix)) store_file = name + file.suffix;
+    }
+    if (store_file.empty()) continue;
     const std::string what = file.suffix.empty()
                                  ? "the run store"
                                  : fmt::format("'{}', {} of the run store", store_file, file.what);

@@ -2,8 +2,13 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <regex>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -41,9 +46,90 @@ std::string user_part(const std::string& url) {
   return at == std::string::npos ? "" : authority.substr(0, at);
 }
 
+// libpq's connection keywords (its manual, "Parameter Key Words"), as of PostgreSQL 17.
+const char* const kConnectionKeywords[] = {"host",
+                                           "hostaddr",
+                                           "port",
+                                           "dbname",
+                                           "user",
+                                           "password",
+                                           "passfile",
+                                           "require_auth",
+                                           "channel_binding",
+                                           "connect_timeout",
+                                           "client_encoding",
+                                           "options",
+                                           "application_name",
+                                           "fallback_application_name",
+                                           "keepalives",
+                                           "keepalives_idle",
+                                           "keepalives_interval",
+                                           "keepalives_count",
+                                           "tcp_user_timeout",
+                                           "replication",
+                                           "gssencmode",
+                                           "sslmode",
+                                           "requiressl",
+                                           "sslcompression",
+                                           "sslcert",
+                                           "sslkey",
+                                           "sslpassword",
+                                           "sslcertmode",
+                                           "sslrootcert",
+                                           "sslcrl",
+                                           "sslcrldir",
+                                           "sslsni",
+                                           "requirepeer",
+                                           "ssl_min_protocol_version",
+                                           "ssl_max_protocol_version",
+                                           "krbsrvname",
+                                           "gsslib",
+                                           "gssdelegation",
+                                           "service",
+                                           "target_session_attrs",
+                                           "load_balance_hosts"};
+
+// Where each "password =" of a connection string's value starts and ends (libpq: a value is a
+// run of non-space characters, or single-quoted with \' and \\ escapes).
+std::vector<std::pair<size_t, size_t>> password_values(const std::string& text) {
+  std::vector<std::pair<size_t, size_t>> values;
+  static const std::regex key(R"((^|\s)password\s*=\s*)");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), key); it != std::sregex_iterator();
+       ++it) {
+    size_t at = static_cast<size_t>(it->position() + it->length()), end = at;
+    if (end < text.size() && text[end] == '\'') {
+      for (++end; end < text.size() && text[end] != '\''; ++end)
+        if (text[end] == '\\') ++end;
+      end = std::min(end + 1, text.size());
+    } else {
+      while (end < text.size() && !std::isspace(static_cast<unsigned char>(text[end])))
+        ++end;
+    }
+    values.emplace_back(at, end);
+  }
+  return values;
+}
+
 }  // namespace
 
+bool is_connection_string(const std::string& text) {
+  static const std::regex first(R"(^\s*([A-Za-z_]+)\s*=)");
+  std::smatch match;
+  if (!std::regex_search(text, match, first)) return false;
+  for (const char* keyword : kConnectionKeywords) {
+    if (match[1] == keyword) return true;
+  }
+  return false;
+}
+
 std::string masked_url(const std::string& url) {
+  if (is_connection_string(url)) {
+    std::string masked = url;
+    const auto values = password_values(url);
+    for (auto it = values.rbegin(); it != values.rend(); ++it)
+      masked.replace(it->first, it->second - it->first, "***");
+    return masked;
+  }
   const std::string user = user_part(url);
   const size_t colon = user.find(':');
   if (colon == std::string::npos) return url;
@@ -52,6 +138,13 @@ std::string masked_url(const std::string& url) {
 }
 
 void refuse_password_in_url(const std::string& url) {
+  if (is_connection_string(url)) {
+    if (password_values(url).empty()) return;
+    throw UserError(fmt::format(
+        "run store '{}' carries a password: Kiln never keeps one in a run's config or prints it: "
+        "remove password= and give it to libpq with PGPASSWORD, ~/.pgpass or a service file",
+        masked_url(url)));
+  }
   const size_t query = url.find('?');
   const bool in_query =
       query != std::string::npos && (url.find("?password=", query) != std::string::npos ||

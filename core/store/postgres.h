@@ -28,14 +28,22 @@ class PgError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// `url` with any password replaced by "***", for messages.
+// True for libpq's key/value connection string, "host=db1 port=5432 dbname=runs user=kiln": its
+// first word is one of libpq's connection keywords followed by '='. libpq takes it where it takes
+// a URL, so it names a PostgreSQL store as a postgresql:// URL does (not a SQLite file name).
+bool is_connection_string(const std::string& text);
+
+// `url` (a URL or a key/value connection string) with any password replaced by "***".
 std::string masked_url(const std::string& url);
-// A UserError when `url` carries a password (in its user part or as ?password=).
+// A UserError when `url` carries a password (in a URL's user part or as ?password=, or as a
+// connection string's password=), its text masked.
 void refuse_password_in_url(const std::string& url);
 
 // Kiln's SQL in PostgreSQL's dialect: `?` and `?N` become `$n`, SQLite's phrases (INSERT OR
-// REPLACE/IGNORE, strftime('...', 'now'), julianday, GLOB, pragma_table_info, sqlite_master,
-// rowid) their PostgreSQL equivalents. `primary_key(table)` gives the columns INSERT OR REPLACE
+// REPLACE/IGNORE, strftime('...', 'now'), julianday, GLOB, pragma_table_info, sqlite_master)
+// their PostgreSQL equivalents. No query orders by SQLite's rowid: PostgreSQL has no insertion
+// order to stand for it (its ctid moves with updates, deletes and VACUUM), so every ordered
+// read orders by key columns. `primary_key(table)` gives the columns INSERT OR REPLACE
 // conflicts on; `glob_params` receives, per `$n`, whether its value is a glob to compile.
 using PrimaryKeyOf = std::function<std::vector<std::string>(const std::string& table)>;
 std::string postgres_sql(const std::string& sql, const PrimaryKeyOf& primary_key,

@@ -88,7 +88,7 @@ std::string postgres_sql(const std::string& sql, const PrimaryKeyOf& primary_key
   static const std::regex not_glob(R"(\bNOT\s+GLOB\s+\?)"), glob(R"(\bGLOB\s+\?)");
   static const std::regex julianday(R"(julianday\(([^()]*)\))");
   static const std::regex table_info(R"(pragma_table_info\('(\w+)'\))");
-  static const std::regex master(R"(\bsqlite_master\b)"), rowid(R"(\browid\b)");
+  static const std::regex master(R"(\bsqlite_master\b)");
   std::string out = upsert(sql, primary_key);
   out = replace_text(out, kSqliteNow, kPostgresNow);
   out = std::regex_replace(out, not_glob, "!~ ?#");
@@ -101,8 +101,6 @@ std::string postgres_sql(const std::string& sql, const PrimaryKeyOf& primary_key
   out = std::regex_replace(out, master,
                            "(SELECT 'table' AS type, tablename::text AS name FROM pg_tables "
                            "WHERE schemaname = current_schema()) AS sqlite_master");
-  // Rows never updated (resumes, bench results) keep their physical order.
-  out = std::regex_replace(out, rowid, "ctid");
   return numbered_parameters(out, glob_params);
 }
 

@@ -1,5 +1,6 @@
 #include "core/store/run_import.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -8,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/store/history_db.h"
+#include "core/store/run_paths.h"
 #include "core/store/run_queries.h"
 #include "core/store/run_store.h"
 #include "core/util/error.h"
@@ -189,6 +191,26 @@ ImportedRun merge_run(HistoryDb& source, RunStore& target, const RunRecord& run,
   return added;
 }
 
+// The run's folder now serves both stores: its marker lists the target beside the source (a
+// marker of a Kiln before store lists gets the source too, the store that made the run), so that
+// `kiln runs rm` in either keeps the folder for the other. "" when done, or when the run has no
+// marked folder; else why not.
+std::string share_folder(const RunRecord& run, const std::string& source,
+                         const std::string& target) {
+  const std::optional<RunPaths> paths = paths_of(run);
+  const std::optional<RunMarker> marker = paths ? read_run_marker(*paths) : std::nullopt;
+  if (!marker || marker->uuid != run.uuid) return "";
+  std::vector<std::string> stores = marker->stores;
+  for (const std::string& store : {source, target}) {
+    if (std::find(stores.begin(), stores.end(), store) == stores.end()) stores.push_back(store);
+  }
+  if (stores == marker->stores || set_marker_stores(*paths, stores)) return "";
+  return fmt::format(
+      "could not record in '{}' that run '{}' is now also in '{}': `kiln runs rm` in '{}' would "
+      "delete its folder, which '{}' still uses",
+      paths->marker(), run.name, target, source, target);
+}
+
 }  // namespace
 
 std::vector<ImportedRun> import_runs(const std::string& source, const std::string& target,
@@ -204,6 +226,8 @@ std::vector<ImportedRun> import_runs(const std::string& source, const std::strin
     imported.push_back(where[i].same_run
                            ? merge_run(from, to, runs[i], *where[i].same_run, where[i].name)
                            : import_run(from, to, runs[i], where[i].name));
+    imported.back().warning =
+        share_folder(runs[i], store_location(from.path()), store_location(to.path()));
   }
   return imported;
 }

@@ -14,6 +14,7 @@ struct ImportedRun {
   std::string from, to;  // its name in the source, and in the target (--rename may change it)
   int64_t metrics = 0, evals = 0;  // the rows added
   bool merged = false;             // into the same run (its uuid), there already
+  std::string warning;             // why its folder's marker could not name the target too
 };
 
 // A UserError, before anything is written, when a source run's name is taken in the target by

@@ -147,19 +147,39 @@ std::string absolute_path(const std::string& path) {
   return absolute.lexically_normal().string();
 }
 
-void write_run_marker(const RunPaths& paths, const std::string& uuid) {
-  const nlohmann::json marker = {{"kiln_run", uuid}, {"name", paths.name()}};
+void write_run_marker(const RunPaths& paths, const std::string& uuid, const std::string& store) {
+  const nlohmann::json marker = {
+      {"kiln_run", uuid}, {"name", paths.name()}, {"stores", std::vector<std::string>{store}}};
   write_file_atomic(paths.marker(), marker.dump(1) + "\n");
 }
 
-std::optional<std::string> read_run_marker(const RunPaths& paths) {
+std::optional<RunMarker> read_run_marker(const RunPaths& paths) {
   std::ifstream in(paths.marker());
   if (!in) return std::nullopt;
   const nlohmann::json marker = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!marker.is_object() || !marker.contains("kiln_run") || !marker["kiln_run"].is_string()) {
     return std::nullopt;
   }
-  return marker["kiln_run"].get<std::string>();
+  RunMarker read{marker["kiln_run"].get<std::string>(), {}};
+  if (marker.contains("stores") && marker["stores"].is_array()) {
+    for (const auto& store : marker["stores"]) {
+      if (store.is_string()) read.stores.push_back(store.get<std::string>());
+    }
+  }
+  return read;
+}
+
+bool set_marker_stores(const RunPaths& paths, const std::vector<std::string>& stores) {
+  std::ifstream in(paths.marker());
+  nlohmann::json marker = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!marker.is_object()) return false;
+  marker["stores"] = stores;
+  try {
+    write_file_atomic(paths.marker(), marker.dump(1) + "\n");
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace kiln

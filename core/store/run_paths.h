@@ -2,8 +2,9 @@
 // (as leveldb's db/filename.h names every file of a database):
 //
 //   <run.out_dir>/<run name>@<first 8 hex digits of the run's uuid>/
-//                    run.json        the marker: the run's uuid and name (`kiln runs rm` deletes
-//                                    only a folder whose marker names the run)
+//                    run.json        the marker: the run's uuid and name, and the run stores that
+//                                    list it (`kiln runs rm` deletes only a folder whose marker
+//                                    names the run and no other store)
 //                    lock            flock'ed by the kiln process training the run
 //                    console.log     what a sweep member printed
 //                    snapshots/      one folder per snapshot (core/checkpoint/snapshot.h)
@@ -20,6 +21,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kiln {
 
@@ -81,9 +83,19 @@ RunPaths require_paths(const RunRecord& run);
 // run.db are stored when a run is made, so that every later command finds the same files.
 std::string absolute_path(const std::string& path);
 
-// Writes the folder's marker (creating the folder): the run's uuid and name.
-void write_run_marker(const RunPaths& paths, const std::string& uuid);
-// The uuid the folder's marker names; none without a readable marker.
-std::optional<std::string> read_run_marker(const RunPaths& paths);
+// The folder's marker (run.json): the run's uuid, and the run stores that list the run, the one
+// it was made in and each it was imported into, so that `kiln runs rm` deletes the folder only
+// when no other store still lists the run (issue 39: an import's rm deleted the original's
+// snapshots). A marker of a Kiln before that has no stores: the run's one store was its owner.
+struct RunMarker {
+  std::string uuid;
+  std::vector<std::string> stores;  // as store_location() keeps them: absolute paths or URLs
+};
+// Writes the folder's marker (creating the folder): the run's uuid and name, and `store`.
+void write_run_marker(const RunPaths& paths, const std::string& uuid, const std::string& store);
+// The folder's marker; none without a readable one.
+std::optional<RunMarker> read_run_marker(const RunPaths& paths);
+// Rewrites the marker with `stores` (atomically). False when it cannot be written.
+bool set_marker_stores(const RunPaths& paths, const std::vector<std::string>& stores);
 
 }  // namespace kiln

@@ -261,7 +261,7 @@ std::vector<SnapshotRecord> run_snapshots(HistoryDb& db, int64_t run_id) {
 std::vector<ResumeRecord> run_resumes(HistoryDb& db, int64_t run_id) {
   Statement q(db.connection(),
               "SELECT from_step, coalesce(changes, ''), created_at FROM resumes WHERE run_id = ? "
-              "ORDER BY created_at, rowid",
+              "ORDER BY created_at, from_step",
               {run_id});
   std::vector<ResumeRecord> rows;
   while (q.step())
@@ -366,7 +366,8 @@ std::string remove_run(HistoryDb& db, const RunRecord& run,
   const bool exists = paths && fs::is_directory(paths->folder());
   // The row's word is not enough: only a folder whose marker names the run is the run's to
   // delete (a legacy run's folder, <out_dir>/<name>, may hold another run's files).
-  const bool own = exists && !run.folder.empty() && read_run_marker(*paths) == run.uuid;
+  const std::optional<RunMarker> marker = exists ? read_run_marker(*paths) : std::nullopt;
+  const bool own = marker && !run.folder.empty() && marker->uuid == run.uuid;
   std::optional<FileLock> lock;
   if (own || (exists && fs::exists(paths->lock()))) {
     // The lock `kiln run` and `kiln resume` hold while they train.
@@ -375,9 +376,25 @@ std::string remove_run(HistoryDb& db, const RunRecord& run,
                              "before removing it",
                              run.name));
   }
+  // The other stores the marker says list this run (an import, or the original of one) still
+  // need its folder: they keep it, and the marker forgets this store.
+  std::vector<std::string> others;
+  const std::string here = store_location(db.path());
+  for (const std::string& other : own ? marker->stores : std::vector<std::string>{}) {
+    if (other != here) others.push_back(other);
+  }
   Statement(store, "DELETE FROM runs WHERE id = ?", {run.id}).step();
   if (!own) {
     if (exists) warn(left_folder_warning(run, paths->folder()));
+    return "";
+  }
+  if (!others.empty()) {
+    set_marker_stores(*paths, others);
+    warn(
+        fmt::format("kept '{}': run '{}' is also in the run store{} {}, which still use{} its "
+                    "snapshots; `kiln runs rm` there deletes the folder",
+                    paths->folder(), run.name, others.size() == 1 ? "" : "s", join(others, ", "),
+                    others.size() == 1 ? "s" : ""));
     return "";
   }
   const std::string& folder = paths->folder();

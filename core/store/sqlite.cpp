@@ -8,12 +8,14 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "core/store/postgres.h"
 #include "core/store/run_paths.h"
+#include "core/util/fs.h"
 
 namespace kiln {
 
@@ -33,8 +35,12 @@ std::string url_scheme(const std::string& location) {
   return location.substr(0, end + 3);
 }
 
-// A UserError for a URL Kiln cannot use.
+// A UserError for a URL (or libpq connection string) Kiln cannot use.
 void check_store_url(const std::string& location) {
+  if (is_connection_string(location)) {
+    refuse_password_in_url(location);
+    return;
+  }
   const std::string scheme = url_scheme(location);
   if (scheme.empty()) return;
   if (!is_database_url(location)) {
@@ -93,7 +99,8 @@ std::string immutable_uri(const std::string& path) {
 }  // namespace
 
 bool is_database_url(const std::string& location) {
-  return location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0;
+  return location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0 ||
+         is_connection_string(location);
 }
 
 std::string store_location(const std::string& location) {
@@ -133,7 +140,8 @@ Connection::Connection(std::string path, OpenMode mode, const std::string& open_
   open(path_, flags, open_hint);
   if (mode == OpenMode::kReadOnly && lacks_shared_index(db_)) {
     sqlite3_close(db_);
-    open(immutable_uri(path_), flags | SQLITE_OPEN_URI, open_hint);
+    db_ = nullptr;
+    open_unwritable_folder(flags, open_hint);
   }
   // SQLite opens a file it may not write read-only without saying so.
   if (mode != OpenMode::kReadOnly && sqlite3_db_readonly(db_, "main") == 1) {
@@ -141,6 +149,33 @@ Connection::Connection(std::string path, OpenMode mode, const std::string& open_
     db_ = nullptr;
     throw read_only_store(path_, "SQLite could open it for reading only");
   }
+}
+
+// SQLite reads a WAL store through its index (-shm), which it cannot make here; an immutable
+// read skips the -wal with it, and so the commits still in it (issue 39). So a non-empty -wal is
+// read from a private copy of the two; without room for one, immutable, with a warning.
+void Connection::open_unwritable_folder(int flags, const std::string& open_hint) {
+  std::error_code ec;
+  const std::string wal = path_ + "-wal";
+  if (std::filesystem::file_size(wal, ec) > 0 && !ec) {
+    try {
+      auto copy = std::make_unique<ScratchDir>();
+      const std::string store = *copy / "store.db";
+      std::filesystem::copy_file(path_, store);
+      std::filesystem::copy_file(wal, store + "-wal");
+      private_copy_ = std::move(copy);
+      open(store, flags, open_hint);
+      return;
+    } catch (const std::exception& e) {
+      private_copy_.reset();
+      std::cerr << fmt::format(
+          "kiln: warning: run store '{}' lies in a folder this process cannot write, and its "
+          "write-ahead log '{}' could not be copied to be read ({}): the rows its last writer "
+          "committed since the last checkpoint may be missing\n",
+          path_, wal, e.what());
+    }
+  }
+  open(immutable_uri(path_), flags | SQLITE_OPEN_URI, open_hint);
 }
 
 void Connection::open(const std::string& name, int flags, const std::string& open_hint) {

@@ -24,10 +24,12 @@ namespace kiln {
 
 class PgSession;
 class PgStatement;
+class ScratchDir;
 
 enum class SqlDialect { kSqlite, kPostgres };
 
-// True for a postgresql:// (or postgres://) URL, a PostgreSQL store; anything else is a path.
+// True for a postgresql:// (or postgres://) URL or a libpq key/value connection string
+// ("host=db1 dbname=runs"), a PostgreSQL store; anything else is a path.
 bool is_database_url(const std::string& location);
 // How run.db and --db are kept: a URL as given, a path made absolute. A UserError for a URL of
 // another scheme, or one that carries a password (libpq's PGPASSWORD, ~/.pgpass or a service
@@ -110,10 +112,15 @@ class Connection {
   void open(const std::string& name, int flags, const std::string& open_hint);
   SqliteError failure(const std::string& why) const;
 
+  // A read-only store in a folder this process cannot write whose -wal file holds commits: read
+  // through a private copy of the two, or immutable (the WAL's rows unseen) when none can be made.
+  void open_unwritable_folder(int flags, const std::string& open_hint);
+
   std::string path_;
   std::string failure_hint_;
   sqlite3* db_ = nullptr;
   std::unique_ptr<PgSession> pg_;
+  std::unique_ptr<ScratchDir> private_copy_;  // the copy open_unwritable_folder reads, if any
 };
 
 // A prepared statement. Parameters are 1-based, as SQLite counts them; rows are read with step().

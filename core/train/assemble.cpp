@@ -144,6 +144,18 @@ void refuse_masked_loss_where_unsupported(const AssembledRun& a) {
 
 }  // namespace
 
+std::shared_ptr<Schedule> make_schedule(const ResolvedConfig& config, double base_lr,
+                                        int64_t train_steps) {
+  const int64_t span = config.params("schedule").integer("total_steps");
+  const int64_t steps = span > 0 && span < train_steps ? span : train_steps;
+  auto schedule = located(config, "schedule", [&] {
+    return ScheduleRegistry::create(config.type("schedule"), config.params("schedule"), base_lr,
+                                    steps);
+  });
+  if (steps == train_steps) return schedule;
+  return std::make_shared<HeldAfterSpan>(std::move(schedule), steps);
+}
+
 AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
   AssembledRun a;
   a.config = config;
@@ -153,6 +165,7 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
   a.checkpoint = checkpoint_options(config);
   if (mode != Assembly::kCheck) apply_runtime_settings(a.options);
   a.device = pick_device(config, a.options.device, a.device_note);
+  if (a.device.is_cuda()) a.current_device = std::make_shared<c10::DeviceGuard>(a.device);
 
   // eval, sample and export read a whole snapshot in one process, whatever strategy trained it
   // (a tp or pipeline run's own would ask for the world it trained in).
@@ -241,10 +254,7 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
                                        parameters_of(*a.model));
     });
   }
-  a.schedule = located(config, "schedule", [&] {
-    return ScheduleRegistry::create(config.type("schedule"), config.params("schedule"),
-                                    configured_lr(*a.optimizer), a.train.steps);
-  });
+  a.schedule = make_schedule(config, configured_lr(*a.optimizer), a.train.steps);
 
   if (a.train.pinned_batches == "on" && !a.device.is_cuda()) {
     throw UserError(

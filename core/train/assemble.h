@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include <c10/core/DeviceGuard.h>
 #include <torch/types.h>
 
 #include "core/api/data_source.h"
@@ -27,7 +28,13 @@ struct AssembledRun {
   EvalOptions eval;
   CheckpointOptions checkpoint;
   torch::Device device{torch::kCPU};
-  std::string device_note;   // why run.device = auto chose the CPU; empty otherwise
+  std::string device_note;  // why run.device = auto chose the CPU; empty otherwise
+  // On a GPU, `device` made the process's current CUDA device, from assembly (before anything is
+  // allocated) for as long as the run lives; null on the CPU. Every CUDA call that takes no
+  // device follows it: streams and graph capture, synchronize(), the caching allocator (fsdp's
+  // storage resize), pinned-memory copies, NCCL's communicators. Without it rank k > 0 of a
+  // machine ran those on GPU 0 while its tensors said cuda:k.
+  std::shared_ptr<c10::DeviceGuard> current_device;
   int64_t grad_accum = 1;    // micro-steps per optimizer step on each rank
   int64_t batch_tokens = 0;  // tokens per optimizer step over all ranks
 
@@ -61,6 +68,11 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode = Assembly::kT
 // A data source for `split` ("train", "val", "test") with the run's geometry; null when the data
 // has no such split.
 std::shared_ptr<DataSource> open_split(const AssembledRun& run, const std::string& split);
+
+// The run's schedule over `train_steps` with the optimizer's `base_lr`: the schedule plugin's,
+// spanning schedule.total_steps when that is set and shorter, held at its last lr after it.
+std::shared_ptr<Schedule> make_schedule(const ResolvedConfig& config, double base_lr,
+                                        int64_t train_steps);
 
 // The CPU threads and seed of a run, applied before anything random happens.
 void apply_runtime_settings(const RunOptions& run);

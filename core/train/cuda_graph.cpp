@@ -51,6 +51,7 @@ struct CapturedMicroStep::Graph {
 
   std::vector<at::Tensor> parameters;
   MicroStep micro_step;
+  at::Device device{at::kCUDA};  // the run's GPU
   at::cuda::CUDAGraph graph;
   bool captured = false;
   at::Tensor inputs, targets, loss;  // the graph's own memory: inputs copied in, loss read out
@@ -58,10 +59,16 @@ struct CapturedMicroStep::Graph {
   void capture(const at::Tensor& first_inputs, const at::Tensor& first_targets) {
     inputs = first_inputs.clone();
     targets = first_targets.clone();
+    // Streams come from the current device's pool. Taken on another device than the run's
+    // (rank k > 0 with GPU 0 current), the capture would record none of the run's kernels and
+    // every replay would leave the gradients at zero; the run makes its device current
+    // (AssembledRun::current_device), and this guard holds it so for the capture whatever else
+    // changed it.
+    const c10::cuda::CUDAGuard on_the_runs_device(device);
     // Captures must run on a stream of their own, which waits for the work queued so far.
-    c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+    c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device.index());
     at::cuda::CUDAEvent ready;
-    ready.record(c10::cuda::getCurrentCUDAStream());
+    ready.record(c10::cuda::getCurrentCUDAStream(device.index()));
     ready.block(side);
     {
       c10::cuda::CUDAStreamGuard on_side(side);
@@ -79,7 +86,7 @@ struct CapturedMicroStep::Graph {
     }
     at::cuda::CUDAEvent done;
     done.record(side);
-    done.block(c10::cuda::getCurrentCUDAStream());
+    done.block(c10::cuda::getCurrentCUDAStream(device.index()));
     captured = true;
   }
 
@@ -94,6 +101,7 @@ CapturedMicroStep::CapturedMicroStep(const AssembledRun& run, MicroStep micro_st
     : graph_(std::make_unique<Graph>()) {
   graph_->parameters = run.model->parameters();
   graph_->micro_step = std::move(micro_step);
+  graph_->device = run.device;
 }
 
 at::Tensor CapturedMicroStep::run(const at::Tensor& inputs, const at::Tensor& targets) {
@@ -101,7 +109,7 @@ at::Tensor CapturedMicroStep::run(const at::Tensor& inputs, const at::Tensor& ta
   if (!g.captured) {
     // The gradients of the steps before this one are in there; they were zeroed by the
     // trainer and the warm-up's are zeroed in capture(); the captured pass adds this step's.
-    g.capture(inputs.to(at::kCUDA), targets.to(at::kCUDA));
+    g.capture(inputs.to(g.device), targets.to(g.device));  // not kCUDA: that is GPU 0
   }
   g.inputs.copy_(inputs, /*non_blocking=*/true);
   g.targets.copy_(targets, /*non_blocking=*/true);

@@ -40,18 +40,20 @@ constexpr int64_t kUncounted = -100;
 class PhaseClock {
  public:
   PhaseClock(bool enabled, const torch::Device& device)
-      : enabled_(enabled), cuda_(device.is_cuda()), last_(std::chrono::steady_clock::now()) {}
+      : enabled_(enabled), device_(device), last_(std::chrono::steady_clock::now()) {}
 
   void lap(double& slot_ms) {
     if (!enabled_) return;
-    if (cuda_) torch::cuda::synchronize();
+    // The run's device by index: synchronize() without one waits on the current device only.
+    if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
     const auto now = std::chrono::steady_clock::now();
     slot_ms += std::chrono::duration<double, std::milli>(now - last_).count();
     last_ = now;
   }
 
  private:
-  bool enabled_, cuda_;
+  bool enabled_;
+  torch::Device device_;
   std::chrono::steady_clock::time_point last_;
 };
 

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "core/util/kernel_cpuinfo.h"
 #include "core/util/text.h"
 
 namespace kiln {
@@ -122,9 +123,8 @@ void use_better_blas_kernels(char** argv) {
 }
 
 std::string blas_line(const CpuFeatures& cpu, const BlasInfo& blas, const char* switched_from) {
-  const std::string cpu_text =
-      fmt::format("CPU: {}, {}", cpu.model_name.empty() ? "unknown model" : cpu.model_name,
-                  feature_summary(cpu));
+  const std::string cpu_text = fmt::format(
+      "CPU: {}, {}", cpu_display_name(cpu.model_name, cpu.kernel_model_name), feature_summary(cpu));
   if (!blas.openblas) {
     return "BLAS: not OpenBLAS (LibTorch's BLAS chooses its own kernels; " + cpu_text + ")";
   }

@@ -11,6 +11,7 @@
 #define KILN_X86 0
 #endif
 
+#include "core/util/kernel_cpuinfo.h"
 #include "core/util/text.h"
 
 namespace kiln {
@@ -77,7 +78,9 @@ CpuFeatures read_cpu_features() {
   cpu.family =
       base_family == 0xf ? base_family + static_cast<int>((basic.eax >> 20) & 0xff) : base_family;
   cpu.model = static_cast<int>((basic.eax >> 4) & 0xf);
-  if (base_family == 0x6 || base_family == 0xf) {
+  // As Linux adds it (arch/x86/lib/cpu.c): for every family from 6 on, which includes
+  // Zhaoxin's 7, where Intel's manual names only 6 and 0xf. Then "model" agrees with the kernel's.
+  if (base_family >= 0x6) {
     cpu.model += static_cast<int>((basic.eax >> 16) & 0xf) << 4;
   }
   const uint64_t saved = bit(basic.ecx, 27) ? os_saved_state() : 0;  // OSXSAVE: xgetbv allowed
@@ -98,6 +101,7 @@ CpuFeatures read_cpu_features() {
     if (extended.eax >= 1) cpu.avx512_bf16 = zmm && bit(cpuid(7, 1).eax, 5);
   }
 #endif
+  cpu.kernel_model_name = read_kernel_cpuinfo().model_name;
   return cpu;
 }
 

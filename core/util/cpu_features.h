@@ -9,9 +9,12 @@ namespace kiln {
 
 struct CpuFeatures {
   std::string vendor;      // cpuid's vendor id: "GenuineIntel", "AuthenticAMD"; "" off x86
-  std::string model_name;  // the brand string, as lscpu's "Model name"
-  int family = 0;          // with the extended family added, as /proc/cpuinfo's "cpu family"
-  int model = 0;           // with the extended model added, as /proc/cpuinfo's "model"
+  std::string model_name;  // cpuid's brand string, as lscpu's "Model name"
+  // /proc/cpuinfo's "model name", which a hypervisor may leave different from the brand string
+  // (kernel_cpuinfo.h); "" where the kernel gives none. Informational: nothing is chosen by it.
+  std::string kernel_model_name;
+  int family = 0;  // with the extended family added, as /proc/cpuinfo's "cpu family"
+  int model = 0;   // with the extended model added, as /proc/cpuinfo's "model"
   bool avx = false;
   bool fma = false;
   bool avx2 = false;
@@ -28,7 +31,7 @@ struct CpuFeatures {
 // (F, DQ, BW, VL), the one OpenBLAS's SkylakeX kernels assume: Knights Landing's F alone is not.
 enum class VectorIsa { kSse, kAvx, kAvx2, kAvx512 };
 
-// This machine's CPU (all false off x86).
+// This machine's CPU (all false off x86), and the kernel's name for it.
 CpuFeatures read_cpu_features();
 
 VectorIsa vector_isa(const CpuFeatures& cpu);

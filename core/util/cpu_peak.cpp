@@ -116,9 +116,14 @@ int available_cores() {
 }
 
 double core_clock_hz() {
-  const auto max_khz = read_integer("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");
-  const double cpufreq_hz = max_khz ? static_cast<double>(*max_khz) * 1e3 : 0.0;
-  return std::max(cpufreq_hz, timed_add_chain_hz());
+  return fastest_clock_hz(read_integer("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"),
+                          timed_add_chain_hz());
+}
+
+double fastest_clock_hz(std::optional<int64_t> cpufreq_max_khz, double timed_hz) {
+  const double cpufreq_hz =
+      cpufreq_max_khz && *cpufreq_max_khz > 0 ? static_cast<double>(*cpufreq_max_khz) * 1e3 : 0.0;
+  return std::max(cpufreq_hz, timed_hz);
 }
 
 std::optional<CpuPeak> cpu_peak(const CpuFeatures& cpu, const std::string& dtype, int cores,

@@ -3,6 +3,7 @@
 // cores x clock x FLOP per cycle per core, from the vector unit cpuid reports. Torch-free.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -37,6 +38,10 @@ int available_cores();
 // timed chain of dependent adds (one per cycle on every x86 since the Pentium Pro), which finds
 // the boost clock where cpufreq is absent (virtual machines) and reads low on a busy machine.
 double core_clock_hz();
+
+// core_clock_hz's choice: the larger of cpufreq's maximum (kHz; nullopt where the OS has no
+// cpufreq, as in most virtual machines) and the timed clock (0 where it could not be timed).
+double fastest_clock_hz(std::optional<int64_t> cpufreq_max_khz, double timed_hz);
 
 // cores x clock x flops_per_cycle; nullopt where flops_per_cycle is.
 std::optional<CpuPeak> cpu_peak(const CpuFeatures& cpu, const std::string& dtype, int cores,

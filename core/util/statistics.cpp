@@ -205,10 +205,30 @@ Moments moments(const std::vector<double>& xs) {
 // q_j I_x(j + 1, dof / 2)], p_j = e^-lambda lambda^j / j!, q_j = delta / sqrt(2) e^-lambda
 // lambda^j / Gamma(j + 3/2). Summed outwards from the Poisson mode so that a large delta neither
 // underflows e^-lambda nor wastes terms; each I_x steps to its neighbour by beta_step.
+//
+// Bounded: terms farther than 60 sqrt(lambda) + 200 from the mode carry a Poisson weight below
+// e^-300 (Chernoff), so the sums stop there whatever the tolerance says; and a noncentrality far
+// beyond t, where that would still be ~sqrt(lambda) terms, answers at once (below). A compare
+// with one group's sd 0 and the other's 1e-6 made lambda ~1e10 and spun for minutes (issue 39).
 double noncentral_cdf_nonnegative(double t, double dof, double delta) {
+  // F(t) = P(Z + delta <= t sqrt(V / dof)) <= P(Z <= -delta / 2) + P(t^2 V / dof >= delta^2 / 4):
+  // the first below e^(-delta^2 / 8), the second below (u e^(1 - u))^(dof / 2) for
+  // u = delta^2 / (4 t^2) >= 1 (Chernoff's bound on chi-squared). Both below e^-745: F is 0 in
+  // double precision.
+  if (delta > 0) {
+    const double u = t > 0 ? (delta / (2 * t)) * (delta / (2 * t)) : kInf;
+    const double log_chi_tail = std::isinf(u) ? -kInf
+                                : u > 1       ? dof / 2 * (std::log(u) + 1 - u)
+                                              : 0.0;
+    if (-delta * delta / 8 < -745 && log_chi_tail < -745) return 0;
+  }
+  // A negative noncentrality: 1 - F(t) <= P(Z + delta > 0) < e^(-delta^2 / 2), below half an
+  // ulp of 1 from delta^2 / 2 > 40 on.
+  if (delta < 0 && delta * delta / 2 > 40) return 1;
   const BetaArgument arg = beta_argument(t, dof);
   const double lambda = delta * delta / 2, b = dof / 2;
   const double mode = std::floor(lambda);
+  const double span = 60 * std::sqrt(lambda) + 200;  // terms beyond weigh below e^-300
   // p at the mode; for a large mode via Stirling, as -lambda + mode log(lambda) - lgamma(mode + 1)
   // would cancel millions to leave a number of order one; q / p = delta B(j + 1, 1/2) / sqrt(2 pi).
   const double p_mode =
@@ -229,7 +249,9 @@ double noncentral_cdf_nonnegative(double t, double dof, double delta) {
   double p = p_mode, q = q_mode, ih = i_half, io = i_one;
   for (double j = mode; j >= 0; --j) {
     sum += p * ih + q * io;
-    if (j == 0 || !(p * (1 + q_bound) * j / (lambda - j) > kTolerance * std::fabs(sum))) break;
+    if (j == 0 || mode - j > span ||
+        !(p * (1 + q_bound) * j / (lambda - j) > kTolerance * std::fabs(sum)))
+      break;
     ih += beta_step(j - 0.5, b, arg.x, arg.y);
     io += beta_step(j, b, arg.x, arg.y);
     p *= j / lambda;
@@ -243,8 +265,8 @@ double noncentral_cdf_nonnegative(double t, double dof, double delta) {
     q *= lambda / (j + 0.5);
     sum += p * ih + q * io;
     // Written negated so that a NaN stops the loop too.
-    if (!(p * (1 + q_bound) * std::max(ih, 0.0) * lambda / (j + 1 - lambda) >
-          kTolerance * std::fabs(sum)))
+    if (j - mode > span || !(p * (1 + q_bound) * std::max(ih, 0.0) * lambda / (j + 1 - lambda) >
+                             kTolerance * std::fabs(sum)))
       break;
   }
   return normal_upper_tail(delta) + sum / 2;

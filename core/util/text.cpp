@@ -92,4 +92,27 @@ bool is_valid_utf8(const std::string& s) {
   return true;
 }
 
+std::string json_reason(const std::string& what) {
+  const size_t code_end = what.find("] ");
+  if (what.rfind("[json.exception.", 0) == 0 && code_end != std::string::npos) {
+    return what.substr(code_end + 2);
+  }
+  return what;
+}
+
+std::string json_error_text(const std::string& file, const std::string& what) {
+  const std::string why = json_reason(what);
+  const std::string at = "parse error at line ";
+  if (why.rfind(at, 0) == 0) {
+    const size_t comma = why.find(", column ", at.size());
+    const size_t colon = why.find(": ", at.size());
+    if (comma != std::string::npos && colon != std::string::npos && comma < colon) {
+      const std::string line = why.substr(at.size(), comma - at.size());
+      const std::string column = why.substr(comma + 9, colon - comma - 9);
+      return file + ":" + line + ":" + column + ": " + why.substr(colon + 2);
+    }
+  }
+  return file + ": " + why;
+}
+
 }  // namespace kiln

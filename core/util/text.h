@@ -19,4 +19,11 @@ std::string format_bytes(double bytes);
 // code point past U+10FFFF.
 bool is_valid_utf8(const std::string& s);
 
+// A JSON library's message without its bracketed code ("[json.exception.out_of_range.406] ").
+std::string json_reason(const std::string& what);
+// A JSON library's error for `file` as Kiln reports one: "FILE:LINE:COL: why" for a syntax error
+// (nlohmann's "[json.exception.parse_error.101] parse error at line 3, column 5: syntax error
+// ..."), "FILE: why" otherwise, without the library's bracketed code.
+std::string json_error_text(const std::string& file, const std::string& what);
+
 }  // namespace kiln

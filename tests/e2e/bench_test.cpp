@@ -69,7 +69,9 @@ TEST_F(Bench, RecordThenAgainstPrintsTheRatioToTheRecordedResult) {
   ASSERT_EQ(rows[1].size(), 4u) << against.output;
   EXPECT_DOUBLE_EQ(std::stod(rows[1][1]), std::round(now));
   EXPECT_DOUBLE_EQ(std::stod(rows[1][2]), std::round(recorded_tps));
-  EXPECT_NEAR(std::stod(rows[1][3]), now / recorded_tps, 0.002) << against.output;
+  // `now` is printed rounded to whole tokens/s: on a slow machine that alone moves the ratio.
+  EXPECT_NEAR(std::stod(rows[1][3]), now / recorded_tps, 0.002 + 1.0 / recorded_tps)
+      << against.output;
   EXPECT_EQ(lines_starting(against.output, "step").size(), 2u);
   const auto labels = query(db(), "select label from bench_results order by rowid");
   ASSERT_EQ(labels.size(), 2u);
@@ -125,11 +127,16 @@ TEST_F(Bench, AUsersWeakerKernelsAreKeptWithOneWarningLine) {
   testing::CommandResult result;
   {
     ScopedEnv weak("OPENBLAS_CORETYPE", "Prescott");
+    ScopedEnv verbose("OPENBLAS_VERBOSE", "2");  // OpenBLAS prints "Core: NAME" as it loads
     result = run_kiln("bench " + experiment() + " --steps 1 --warmup 0");
   }
   ASSERT_EQ(result.exit_code, 0) << result.output;
   if (result.output.find("BLAS: OpenBLAS") == std::string::npos) {
     GTEST_SKIP() << "SKIP: this LibTorch's BLAS is not OpenBLAS";
+  }
+  // Only an OpenBLAS built with DYNAMIC_ARCH reads OPENBLAS_CORETYPE (and says "Core:").
+  if (lines_starting(result.output, "Core:").empty()) {
+    GTEST_SKIP() << "SKIP: this OpenBLAS is not built with DYNAMIC_ARCH: it has one kernel set";
   }
   EXPECT_NE(result.output.find("(kernels Prescott, "), std::string::npos) << result.output;
   const auto warnings = lines_starting(result.output, "warning:");
@@ -150,13 +157,25 @@ TEST_F(Bench, AGenericKernelFallbackIsReplacedByARestart) {
   if (std::system("command -v qemu-x86_64 >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "SKIP: qemu-x86_64 (Debian's qemu-user) is not installed";
   }
+  // Kiln picks kernels from the emulated CPU (AVX2 and FMA), then runs natively: on a host
+  // without them those kernels would stop it with SIGILL.
+  const std::string host = warranted_kernels();
+  if (host != "Haswell" && host != "SkylakeX") {
+    GTEST_SKIP() << "SKIP: this CPU has no AVX2 and FMA, which QEMU's max CPU offers";
+  }
   const std::string log = dir_ / "qemu.log";
   const std::string command = fmt::format(
       "QEMU_CPU=max OPENBLAS_VERBOSE=2 qemu-x86_64 '{}' bench {} --steps 1 "
       "--warmup 0 >'{}' 2>&1",
       KILN_BINARY, experiment(), log);
-  ASSERT_EQ(std::system(command.c_str()), 0) << testing::read_file(log);
+  const int status = std::system(command.c_str());
   const std::string output = testing::read_file(log);
+  if (status != 0 && output.find("Unable to reserve") != std::string::npos) {
+    GTEST_SKIP() << "SKIP: QEMU cannot reserve its guest address space here (overcommit or "
+                    "ulimit -v): "
+                 << output.substr(0, output.find('\n'));
+  }
+  ASSERT_EQ(status, 0) << output;
   const auto cores = lines_starting(output, "Core:");
   if (cores.size() == 1) GTEST_SKIP() << "SKIP: OpenBLAS chose fitting kernels under QEMU here";
   ASSERT_EQ(cores.size(), 2u) << output;  // one per process

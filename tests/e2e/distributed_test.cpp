@@ -55,7 +55,7 @@ TEST_F(Distributed, LaunchRestartsAllRanksWhenOneIsKilledAndTheCurveIsUnchanged)
       "--set checkpoint.every=10";
   ASSERT_EQ(run_kiln("run " + exp + " --name ref" + same).exit_code, 0);
   const std::string log = dir_ / "launch.log";
-  const int port = testing::random_master_port();
+  const int port = testing::free_master_port();
   pid_t launcher = ::fork();
   if (launcher == 0) {
     const std::string command = fmt::format(
@@ -65,26 +65,30 @@ TEST_F(Distributed, LaunchRestartsAllRanksWhenOneIsKilledAndTheCurveIsUnchanged)
     ::execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
     ::_exit(127);
   }
-  // Once rank 0 has recorded 30 steps, SIGKILL rank 1.
+  // Once rank 0 has recorded 30 steps (a snapshot at 10 lies behind them), SIGKILL rank 1.
+  // Waited for by what the log and the store say, not by a time: a loaded machine may take
+  // minutes to start two LibTorch ranks.
   pid_t victim = 0;
-  for (int i = 0; i < 600 && victim == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    std::ifstream in(log);
-    std::string line;
-    while (std::getline(in, line)) {
-      const std::string marker = "attempt 0: rank 1 is pid ";
-      auto at = line.find(marker);
-      if (at != std::string::npos) victim = std::stoi(line.substr(at + marker.size()));
-    }
-  }
-  ASSERT_GT(victim, 0);
-  for (int i = 0; i < 600; ++i) {
-    const std::string steps = testing::scalar(db(),
-                                              "select count(*) from metrics m join runs r "
-                                              "on r.id = m.run_id where r.name = 'l2'");
-    if (!steps.empty() && std::stoi(steps) >= 30) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  const bool started = testing::wait_for(
+      [&] {
+        const std::string output = testing::read_file(log);
+        const std::string marker = "attempt 0: rank 1 is pid ";
+        const auto at = output.find(marker);
+        if (at != std::string::npos) victim = std::stoi(output.substr(at + marker.size()));
+        return victim > 0;
+      },
+      std::chrono::seconds(300));
+  ASSERT_TRUE(started) << testing::read_file(log);
+  const bool stepped = testing::wait_for(
+      [&] {
+        const std::string steps = testing::scalar(db(),
+                                                  "select count(*) from metrics m join runs r "
+                                                  "on r.id = m.run_id where r.name = 'l2'");
+        return !steps.empty() && std::stoi(steps) >= 30;
+      },
+      std::chrono::seconds(600));
+  if (!stepped) ::kill(launcher, SIGTERM);
+  ASSERT_TRUE(stepped) << testing::read_file(log);
   ::kill(victim, SIGKILL);
   int status = 0;
   ::waitpid(launcher, &status, 0);
@@ -325,7 +329,7 @@ TEST_F(Distributed, AnIncompleteEnvironmentIsAClearError) {
 // parallel.backend = "nccl" on ranks without a GPU: every rank says so in one line and none
 // builds its model (no step line); "auto" on the same ranks is Gloo and trains.
 TEST_F(Distributed, NcclOnRanksWithoutAGpuIsRefusedBeforeAnyModelAndAutoIsGloo) {
-  const int port = testing::random_master_port();
+  const int port = testing::free_master_port();
   auto refused = run_kiln(fmt::format(
       "launch --nproc-per-node 2 --master-port {} -- run {} --name nccl --set run.device=auto "
       "--set parallel.type=ddp --set parallel.backend=nccl",

@@ -16,8 +16,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -292,6 +294,19 @@ class HostileInput : public ::testing::Test {
     require(exported.exit_code == 0, "kiln export small: " + exported.output);
     const std::string weights = read_file(s + "/weights/small.safetensors");
     write_bytes(s + "/weights/truncated.safetensors", weights.substr(0, weights.size() / 2));
+    // done's own weights with their first float made NaN: the shapes fit {EXP}, the values not.
+    auto done_weights =
+        run_kiln(fmt::format("export done --db {0}/kiln.db -o {0}/weights/nan.safetensors", s));
+    require(done_weights.exit_code == 0, "kiln export done: " + done_weights.output);
+    std::string nan_weights = read_file(s + "/weights/nan.safetensors");
+    uint64_t header = 0;
+    std::memcpy(&header, nan_weights.data(), sizeof header);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(&nan_weights[8 + header], &nan, sizeof nan);
+    write_bytes(s + "/weights/nan.safetensors", nan_weights);
+    // A Hugging Face folder whose config.json is a folder.
+    write_bytes(s + "/weights/dir_config/model.safetensors", weights);
+    fs::create_directories(s + "/weights/dir_config/config.json");
     // Half a page of a real store: the header survives, the schema does not.
     write_bytes(s + "/truncated.db", read_file(s + "/kiln.db").substr(0, 2048));
   }
@@ -311,9 +326,12 @@ class HostileInput : public ::testing::Test {
     const std::string s = scratch_->str();
     const std::string out = s + "/case.out", err = s + "/case.err";
     // A memory cap, so that a size check that fails to stop a huge model cannot take the machine;
-    // no GPU, so that every case means the same on any machine.
+    // no GPU, so that every case means the same on any machine; one BLAS and OpenMP thread, as
+    // each thread's stack and buffers count against the cap, which a many-core machine would
+    // otherwise reach before any model is built.
     const std::string command = fmt::format(
-        "cd '{}/cwd' && ulimit -v 8000000 && CUDA_VISIBLE_DEVICES= exec timeout 120 '{}' {} "
+        "cd '{}/cwd' && ulimit -v 8000000 && CUDA_VISIBLE_DEVICES= OPENBLAS_NUM_THREADS=1 "
+        "OMP_NUM_THREADS=1 exec timeout 120 '{}' {} "
         "</dev/null >'{}' 2>'{}'",
         s, KILN_BINARY, expand(c.args), out, err);
     const int status = std::system(command.c_str());

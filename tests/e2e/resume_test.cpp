@@ -74,10 +74,54 @@ TEST_F(Resume, ChangesToTheModelOrDataAreRefusedWithTheKeys) {
   EXPECT_NE(done.output.find("already completed"), std::string::npos) << done.output;
 }
 
+// The lr per stored step of run `name`, from the store.
+std::vector<double> lrs(const std::string& db, const std::string& name) {
+  return testing::query_doubles(db,
+                                "select lr from metrics join runs on runs.id = run_id where "
+                                "name = '" +
+                                    name + "' order by step");
+}
+
+// A resume that raises train.steps under a cosine schedule would move the lr of the next step
+// (issue 39: 6.6e-4 became 3.9e-3 without a word): refused with the numbers and both choices;
+// --keep-schedule holds steps past the planned 8 at step 8's lr (read from the store, as the
+// run recorded it); --reschedule goes on with the new span and says what the lr became.
+TEST_F(Resume, ARaisedTrainStepsMovesTheScheduleOnlyWhenAsked) {
+  const std::string exp = experiment();
+  const std::string cosine =
+      " --set schedule.type=\"cosine\" --set train.steps=8 --set checkpoint.every=4";
+  for (const char* name : {"keep", "again"}) {
+    ASSERT_EQ(run_kiln("run " + exp + " --name " + name + cosine).exit_code, 0);
+  }
+  const std::string raise = "resume keep --db " + db() + " --set train.steps=16";
+  testing::expect_one_error_line(run_kiln(raise), raise,
+                                 "train.steps 8 -> 16 moves the lr of step 9 from ");
+  EXPECT_EQ(scalar(db(), "select status || ' ' || steps from runs where name = 'keep'"),
+            "completed 8");
+
+  auto kept = run_kiln(raise + " --keep-schedule");
+  ASSERT_EQ(kept.exit_code, 0) << kept.output;
+  EXPECT_NE(kept.output.find("resume changes schedule.total_steps: 0 -> 8"), std::string::npos)
+      << kept.output;
+  const std::vector<double> held = lrs(db(), "keep");
+  ASSERT_EQ(held.size(), 16u);
+  for (size_t i = 8; i < 16; ++i)
+    EXPECT_EQ(held[i], held[7]) << "step " << i + 1;
+
+  auto rescheduled = run_kiln("resume again --db " + db() + " --set train.steps=16 --reschedule");
+  ASSERT_EQ(rescheduled.exit_code, 0) << rescheduled.output;
+  EXPECT_NE(rescheduled.output.find("lr of step 9: "), std::string::npos) << rescheduled.output;
+  const std::vector<double> moved = lrs(db(), "again");
+  ASSERT_EQ(moved.size(), 16u);
+  EXPECT_GT(moved[8], held[8]);  // the longer cosine is higher at step 9 than the held final lr
+}
+
 TEST_F(Resume, AnUnfinishedNameIsRefusedUnlessRestarted) {
   const std::string exp = experiment();
-  testing::run_child({"run", exp, "--name", "u", "--set", "train.steps=100000"}, "/dev/null", "",
-                     std::chrono::milliseconds(1500));
+  // SIGKILLed once its row says running, however long this machine takes to get there.
+  testing::run_child_until(
+      {"run", exp, "--name", "u", "--set", "train.steps=100000"}, "/dev/null", "",
+      [&] { return scalar(db(), "select status from runs where name = 'u'") == "running"; });
   ASSERT_EQ(scalar(db(), "select status from runs where name = 'u'"), "running");
   auto refused = run_kiln("run " + exp + " --name u");
   EXPECT_EQ(refused.exit_code, 2);

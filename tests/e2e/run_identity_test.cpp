@@ -111,6 +111,50 @@ TEST_F(RunIdentity, ResumeAndRemoveFromAnotherDirectoryFindTheRunsOwnFolder) {
   EXPECT_TRUE(fs::is_empty(here + "/runs")) << fs::directory_iterator(here + "/runs")->path();
 }
 
+// Issue 39: an imported run keeps its uuid and folder, so `runs rm` in the importing store
+// deleted the folder the original store still listed, whose later eval said "the run took
+// none". Now the folder's marker lists both stores: rm in either keeps the folder for the other
+// (one warning line), rm in the last deletes it; an eval from the original reads the same loss
+// before and after.
+TEST_F(RunIdentity, RemovingAnImportedRunKeepsTheFolderTheOriginalStoreStillUses) {
+  const std::string exp = experiment();
+  auto made = run_kiln("run " + exp + " --name r --set train.steps=8 --set checkpoint.every=4");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const std::string imported = dir_ / "imported.db";
+  auto copied = run_kiln("runs import " + db() + " --db " + imported);
+  ASSERT_EQ(copied.exit_code, 0) << copied.output;
+  const std::string folder = scalar(db(), "select folder from runs where name = 'r'");
+  const auto marker = nlohmann::json::parse(testing::read_file(folder + "/run.json"));
+  EXPECT_EQ(marker["stores"], (nlohmann::json{db(), imported})) << marker.dump();
+  auto before = run_kiln("eval r --db " + db());
+  ASSERT_EQ(before.exit_code, 0) << before.output;
+
+  auto removed = run_kiln("runs rm r --yes --db " + imported);
+  ASSERT_EQ(removed.exit_code, 0) << removed.output;
+  EXPECT_NE(removed.output.find("kept '" + folder + "': run 'r' is also in the run store " + db()),
+            std::string::npos)
+      << removed.output;
+  ASSERT_TRUE(fs::is_directory(folder + "/snapshots"));
+  auto after = run_kiln("eval r --db " + db());
+  ASSERT_EQ(after.exit_code, 0) << after.output;
+  const auto loss_line = [](const std::string& out) {
+    const size_t at = out.find("loss");
+    return at == std::string::npos ? out : out.substr(at);
+  };
+  EXPECT_EQ(loss_line(after.output), loss_line(before.output));
+  // Snapshots the store lists that are gone from disk are said to be gone, not never taken.
+  fs::rename(folder + "/snapshots", dir_ / "moved_snapshots");
+  testing::expect_one_error_line(run_kiln("eval r --db " + db()), "eval r",
+                                 "snapshots in its run store (step_0000");
+  EXPECT_NE(run_kiln("eval r --db " + db()).output.find("but none of them is on disk"),
+            std::string::npos);
+  fs::rename(dir_ / "moved_snapshots", folder + "/snapshots");
+
+  auto last = run_kiln("runs rm r --yes --db " + db());
+  ASSERT_EQ(last.exit_code, 0) << last.output;
+  EXPECT_FALSE(fs::exists(folder)) << last.output;
+}
+
 // Why 4: names nest. `runs rm a` deleted a/b's snapshots; x's pruning deleted the run named
 // x/snapshots/step_000002; a plain run named like a sweep sat among its members.
 TEST_F(RunIdentity, NestedNamesCannotReachEachOthersFiles) {

@@ -1,5 +1,9 @@
 // `kiln runs list|rm|show|compare|plot` through the real binary, over the made-up run store of
 // support/fake_runs.h: flags, exit codes and the one-line errors.
+#include <sys/wait.h>
+
+#include <csignal>
+#include <cstdio>
 #include <filesystem>
 
 #include "fake_runs.h"
@@ -9,6 +13,47 @@ namespace {
 
 using testing::run_kiln;
 using RunsCommand = testing::FakeRuns;
+
+// Two things a first hour meets (issue 39): `kiln runs` alone lists the runs commands, as
+// `kiln runs --help` does, and `kiln --version` names the commit (git's, asked here) and LibTorch.
+TEST_F(RunsCommand, RunsAloneShowsItsHelpAndVersionNamesTheCommit) {
+  const auto alone = run_kiln("runs");
+  EXPECT_EQ(alone.exit_code, 0) << alone.output;
+  EXPECT_EQ(alone.output, run_kiln("runs --help").output);
+  EXPECT_NE(alone.output.find("compare"), std::string::npos) << alone.output;
+  const auto version = run_kiln("--version");
+  EXPECT_EQ(version.exit_code, 0) << version.output;
+  EXPECT_EQ(version.output.rfind("kiln ", 0), 0u) << version.output;
+  EXPECT_NE(version.output.find("(LibTorch "), std::string::npos) << version.output;
+  std::string head;
+  if (FILE* git = ::popen(
+          ("git -C '" + std::string(KILN_SOURCE_DIR) + "' rev-parse HEAD 2>/dev/null").c_str(),
+          "r")) {
+    char line[64] = {};
+    if (std::fgets(line, sizeof line, git) != nullptr) head = line;
+    ::pclose(git);
+  }
+  if (head.size() >= 12) {  // else not a git checkout: the line says so instead
+    EXPECT_NE(version.output.find(head.substr(0, 12)), std::string::npos) << version.output;
+  }
+}
+
+// `kiln serve` without --db serves $KILN_DB, as every other --db does (issue 39).
+TEST_F(RunsCommand, ServeWithoutDbServesKilnDb) {
+  add({"a1", 1e-3, 2, "ha", {4.0, 3.0}, {}, "completed", 1});
+  ::setenv("KILN_DB", db_path().c_str(), 1);
+  const std::string log = dir_ / "serve.log";
+  const pid_t serve = testing::start_kiln({"serve", "--port", "0"}, log);
+  ::unsetenv("KILN_DB");
+  const bool listening = testing::wait_for(
+      [&] { return testing::read_file(log).find("kiln serve: http://") != std::string::npos; },
+      std::chrono::seconds(60));
+  ::kill(serve, SIGTERM);
+  ::waitpid(serve, nullptr, 0);
+  ASSERT_TRUE(listening) << testing::read_file(log);
+  EXPECT_NE(testing::read_file(log).find("(run store '" + db_path() + "'"), std::string::npos)
+      << testing::read_file(log);
+}
 
 TEST_F(RunsCommand, ListRmShowCompareAndPlotFromTheCommandLine) {
   const std::string db = " --db " + db_path();

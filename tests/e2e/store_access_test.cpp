@@ -114,6 +114,24 @@ std::string as_unprivileged() {
   return "setpriv --reuid=65534 --regid=65534 --clear-groups ";
 }
 
+// Why user nobody cannot run this test's kiln on files in `dir` ("" when it can): setpriv
+// refused, or the binary or the scratch folder lies under a folder only root may enter (a
+// checkout or TMPDIR under /root).
+std::string unprivileged_cannot_run(const std::string& user, const std::string& dir) {
+  if (user.empty()) return "";
+  if (std::system((user + "true").c_str()) != 0) {
+    return "running as root, and setpriv cannot drop to user nobody: nothing would be read-only "
+           "to this test";
+  }
+  const std::string reach =
+      user + "sh -c \"test -x '" + KILN_BINARY + "' && test -x '" + dir + "'\" 2>/dev/null";
+  if (std::system(reach.c_str()) != 0) {
+    return fmt::format("user nobody cannot reach {} or {} (a folder above is closed to others)",
+                       KILN_BINARY, dir);
+  }
+  return "";
+}
+
 // `kiln ARGS` as run_kiln runs it, behind `prefix`.
 CommandResult run_kiln_as(const std::string& prefix, const std::string& args) {
   CommandResult result;
@@ -148,9 +166,8 @@ class ReadOnly {
 
 TEST_F(StoreAccess, AReadOnlyStoreIsReadAndEveryCommandThatWritesSaysItIsReadOnly) {
   const std::string user = as_unprivileged();
-  if (!user.empty() && std::system((user + "true").c_str()) != 0) {
-    GTEST_SKIP() << "running as root, and setpriv cannot drop to user nobody: nothing would be "
-                    "read-only to this test";
+  if (const std::string why = unprivileged_cannot_run(user, dir_.str()); !why.empty()) {
+    GTEST_SKIP() << "SKIP: " << why;
   }
   two_runs();
   // Closed cleanly: no -wal or -shm file, which a reader in a read-only folder cannot create.
@@ -176,6 +193,58 @@ TEST_F(StoreAccess, AReadOnlyStoreIsReadAndEveryCommandThatWritesSaysItIsReadOnl
     }
   }
   expect_unchanged();
+}
+
+// A copy of a store taken while a writer held it open: its last commits are still in the -wal
+// file beside it. Read in a folder the reader cannot write (where SQLite cannot make its shared
+// index), every committed run must be seen, as the sqlite3 shell sees them in a writable copy
+// (issue 39: an immutable read skipped the WAL and listed 1 run of 2).
+TEST_F(StoreAccess, AReadOnlyCopyWithItsWalShowsEveryCommittedRow) {
+  const std::string user = as_unprivileged();
+  if (const std::string why = unprivileged_cannot_run(user, dir_.str()); !why.empty()) {
+    GTEST_SKIP() << "SKIP: " << why;
+  }
+  if (std::system("command -v sqlite3 >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "SKIP: the sqlite3 shell (Debian's sqlite3) is not installed";
+  }
+  two_runs();
+  // A reader kept open while run c commits, with checkpoints off: c's rows stay in the WAL,
+  // and the store is not checkpointed when c's kiln closes it.
+  sqlite3* holder = nullptr;
+  ASSERT_EQ(sqlite3_open(db().c_str(), &holder), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(holder, "PRAGMA wal_autocheckpoint = 0; SELECT count(*) FROM runs",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  auto c = run_kiln("run " + experiment() + " --name c --set train.steps=2 --set eval.every=0");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  ASSERT_GT(fs::file_size(db() + "-wal"), 0u) << "run c's commits were checkpointed already";
+  testing::TempDir copies;
+  const std::string locked = copies / "locked", open_copy = copies / "open";
+  for (const std::string& folder : {locked, open_copy}) {
+    fs::create_directories(folder);
+    fs::copy_file(db(), folder + "/kiln.db");
+    fs::copy_file(db() + "-wal", folder + "/kiln.db-wal");
+  }
+  sqlite3_close(holder);
+  std::string shell;
+  if (FILE* pipe = ::popen(
+          ("sqlite3 '" + open_copy + "/kiln.db' 'SELECT count(*) FROM runs' 2>&1").c_str(), "r")) {
+    char buffer[256];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;)
+      shell.append(buffer, n);
+    ::pclose(pipe);
+  }
+  ASSERT_EQ(shell, "3\n");  // a, b and c, as SQLite's own shell reads the copy
+  fs::permissions(copies.str(), fs::perms::all);
+  {
+    const ReadOnly file(locked + "/kiln.db"), wal(locked + "/kiln.db-wal"), folder(locked);
+    auto listed = run_kiln_as(user, "runs list --format csv --db " + locked + "/kiln.db");
+    EXPECT_EQ(listed.exit_code, 0) << listed.output;
+    for (const char* name : {",a,", ",b,", ",c,"})
+      EXPECT_NE(listed.output.find(name), std::string::npos) << name << "\n" << listed.output;
+    EXPECT_EQ(listed.output.find("warning"), std::string::npos) << listed.output;
+  }
+  EXPECT_FALSE(fs::exists(locked + "/kiln.db-shm"));  // nothing written beside the copy
 }
 
 }  // namespace

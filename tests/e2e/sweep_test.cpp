@@ -44,6 +44,39 @@ TEST_F(Sweep, GridWithTwoJobsRecordsEveryMemberTaggedAndSkipsThemOnRerun) {
   EXPECT_NE(again.output.find("4 members, 0 to run"), std::string::npos) << again.output;
 }
 
+// A sweep run again after its file changed (train.steps 4 -> 6) no longer skips its members as
+// completed (issue 39): it is refused with the keys that changed, --keep-old keeps what they
+// ran, and --rerun-changed trains them again as new runs NAME:v2 with the new steps.
+TEST_F(Sweep, AChangedMemberIsRefusedOrKeptOrRerunAsANewVersion) {
+  const std::string exp = experiment();
+  const std::string args =
+      "sweep " + exp + " --name e --grid run.seed=1,2 --set eval.every=0 --set train.steps=";
+  ASSERT_EQ(run_kiln(args + "4").exit_code, 0);
+  const std::string changed = args + "6";
+  testing::expect_one_error_line(
+      run_kiln(changed), changed,
+      "2 of the sweep's members ran before with another config: 'e/run.seed=1' (train.steps 4 "
+      "-> 6); 'e/run.seed=2' (train.steps 4 -> 6): pass --rerun-changed");
+  auto kept = run_kiln(changed + " --keep-old");
+  ASSERT_EQ(kept.exit_code, 0) << kept.output;
+  EXPECT_NE(kept.output.find("keep e/run.seed=1 as it ran (train.steps 4 -> 6 now differ)"),
+            std::string::npos)
+      << kept.output;
+  EXPECT_EQ(scalar(db(), "select count(*) from runs"), "2");
+  auto rerun = run_kiln(changed + " --rerun-changed");
+  ASSERT_EQ(rerun.exit_code, 0) << rerun.output;
+  EXPECT_EQ(scalar(db(),
+                   "select count(*) || ' ' || max(steps) from runs where name like "
+                   "'e/run.seed=_:v2' and status = 'completed'"),
+            "2 6")
+      << rerun.output;
+  // The old runs are as they ran.
+  EXPECT_EQ(scalar(db(),
+                   "select count(*) from metrics m join runs r on r.id = m.run_id where "
+                   "r.name = 'e/run.seed=1'"),
+            "4");
+}
+
 // A member that fails while training (its learning rate makes the loss diverge) is recorded and
 // the others go on; one that fails at assembly never starts (below).
 TEST_F(Sweep, AFailingMemberIsRecordedAndTheOthersGoOn) {

@@ -241,6 +241,28 @@ TEST_F(DashboardHttp, NothingWritesAndOnlyLoopbackHostsAreAnswered) {
   EXPECT_EQ(http_request(server_->port(), "/api/runs", "GET", "localhost:1").status, 200);
 }
 
+// Request limits (issue 39): every other method is 405 saying GET is allowed, a compare of too
+// many runs is 400 with its message, a long target 414, and a runs answer says when it is cut.
+TEST_F(DashboardHttp, OtherMethodsTooManyIdsAndLongTargetsAreRefusedWithAStatusAndAMessage) {
+  for (const std::string method : {"POST", "PUT", "DELETE", "PATCH", "OPTIONS"}) {
+    const HttpReply reply = http_request(server_->port(), "/api/runs", method);
+    EXPECT_EQ(reply.status, 405) << method << "\n" << reply.head;
+    EXPECT_NE(reply.head.find("Allow: GET"), std::string::npos) << method << "\n" << reply.head;
+    EXPECT_NE(reply.body.find("only reads"), std::string::npos) << method << "\n" << reply.body;
+  }
+  std::string ids = "1";
+  for (int i = 2; i <= 201; ++i)
+    ids += "," + std::to_string(i);
+  const HttpReply many = server_->get("/api/compare?runs=" + ids);
+  EXPECT_EQ(many.status, 400) << many.body;
+  EXPECT_NE(many.body.find("runs= names 201 runs; a compare takes at most 200"), std::string::npos)
+      << many.body;
+  EXPECT_EQ(server_->get("/api/runs?where=" + std::string(10000, 'x')).status, 414);
+  const HttpReply runs = server_->get("/api/runs");
+  EXPECT_EQ(runs.status, 200);
+  EXPECT_NE(runs.body.find("\"more\":false"), std::string::npos) << runs.body;
+}
+
 TEST_F(DashboardHttp, StopsOnSigtermAndWarnsOffLoopback) {
   const std::string port = std::to_string(server_->port());
   expect_one_error_line(run_kiln(fmt::format("serve --db {} --port {}", db_path(), port)), "serve",

@@ -7,7 +7,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
+#include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -89,6 +93,38 @@ TEST_F(PostgresStore, FourRunsAndAReaderOnOneDatabaseLoseNoRow) {
   EXPECT_EQ(store_scalar(url, "SELECT count(*) FROM kiln_schema"), "1");
   EXPECT_GT(reads, 0);
   EXPECT_EQ(failed_reads, 0);
+  ::unsetenv("PGPASSWORD");
+}
+
+// Ordered reads order by key columns, never by physical order (issue 39: SQLite's rowid was
+// translated to PostgreSQL's ctid, which an UPDATE moves). Two resumes of one run, given the
+// same time and the first then rewritten and the table vacuumed, still list in resume order.
+TEST_F(PostgresStore, ResumesListInTheirOrderAfterAnUpdateAndAVacuum) {
+  const std::string url = server_.new_database("ordered");
+  ::setenv("PGPASSWORD", "s3cret-pw", 1);
+  const std::string e = exp_on(url);
+  ASSERT_EQ(
+      run_kiln("run " + e + " --name r --set train.steps=4 --set checkpoint.every=2").exit_code, 0);
+  for (const char* steps : {"6", "8"}) {
+    auto resumed = run_kiln(fmt::format("resume r --db {} --set train.steps={}", url, steps));
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  }
+  store_query(url, "UPDATE resumes SET created_at = '2026-01-01T00:00:00.000Z'");
+  store_query(url, "UPDATE resumes SET changes = changes WHERE from_step = 4");
+  store_query(url, "VACUUM FULL resumes");
+  // Physically the resume from step 4 now comes second.
+  EXPECT_EQ(store_scalar(url, "SELECT from_step FROM resumes ORDER BY ctid LIMIT 1"), "6");
+  const auto shown = run_kiln("runs show r --db " + url);
+  ASSERT_EQ(shown.exit_code, 0) << shown.output;
+  // The resumes block's rows, each starting with its from step.
+  std::vector<std::string> from_steps;
+  std::istringstream lines(shown.output.substr(shown.output.find("resumes")));
+  const std::regex row(R"(^\s+(\d+)\s+train\.steps)");
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch match;
+    if (std::regex_search(line, match, row)) from_steps.push_back(match[1]);
+  }
+  EXPECT_EQ(from_steps, (std::vector<std::string>{"4", "6"})) << shown.output;
   ::unsetenv("PGPASSWORD");
 }
 

@@ -2,28 +2,89 @@
 // over real c10d process groups.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdint>
-#include <random>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace kiln::testing {
 
-// A MASTER_PORT for one test's ranks: random in [20000, 40000), so tests running side by side
-// rarely meet on one.
-inline int random_master_port() {
-  return 20000 + static_cast<int>(std::random_device{}() % 20000);
+// A MASTER_PORT for one test's ranks: one the kernel has just found free on loopback (bound to
+// port 0, then released), so tests side by side, and other programs, do not meet on one.
+inline int free_master_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), length);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
 }
 
-// Starts `world` ranks of `kiln ARGS` with torchrun's environment and waits for them all;
-// returns their exit codes. Rank r's output goes to `log_prefix`r.log when one is given.
-inline std::vector<int> run_ranks(int world, const std::string& args,
-                                  const std::string& log_prefix = "") {
-  const int port = random_master_port();
+// How the ranks of one run_ranks() ended: each rank's exit code, and its output, which a failed
+// comparison prints (PrintTo), so the reason a rank stopped is never lost.
+struct RankExits {
+  std::vector<int> codes;
+  std::vector<std::string> logs;
+};
+
+inline bool operator==(const RankExits& exits, const std::vector<int>& codes) {
+  return exits.codes == codes;
+}
+inline bool operator==(const std::vector<int>& codes, const RankExits& exits) {
+  return exits.codes == codes;
+}
+
+// What gtest prints for a RankExits: the codes, then the last 40 lines of every rank's output.
+inline void PrintTo(const RankExits& exits, std::ostream* out) {
+  *out << "exit codes {";
+  for (size_t rank = 0; rank < exits.codes.size(); ++rank)
+    *out << (rank ? ", " : " ") << exits.codes[rank];
+  *out << " }";
+  for (size_t rank = 0; rank < exits.logs.size(); ++rank) {
+    std::vector<std::string> lines;
+    std::istringstream in(exits.logs[rank]);
+    for (std::string line; std::getline(in, line);)
+      lines.push_back(line);
+    const size_t first = lines.size() > 40 ? lines.size() - 40 : 0;
+    *out << "\n--- rank " << rank << " (exit " << exits.codes[rank] << "), last "
+         << lines.size() - first << " lines of its output ---";
+    for (size_t i = first; i < lines.size(); ++i)
+      *out << "\n" << lines[i];
+  }
+}
+
+// Starts `world` ranks of `kiln ARGS` with torchrun's environment and waits for them all, at
+// most `deadline` (then every rank still running is SIGKILLed: exit 137, its log kept). Rank r's
+// output goes to `log_prefix`r.log when one is given, else to a scratch file; either way it is
+// returned beside the exit codes.
+inline RankExits run_ranks(int world, const std::string& args, const std::string& log_prefix = "",
+                           std::chrono::seconds deadline = std::chrono::seconds(900)) {
+  const int port = free_master_port();
+  std::string prefix = log_prefix;
+  std::string scratch;
+  if (prefix.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/kiln_ranks_XXXXXX";
+    if (::mkdtemp(pattern.data()) != nullptr) scratch = pattern;
+    prefix = scratch + "/rank";
+  }
+  std::fflush(stdout);  // or each child would print what the parent has buffered
   std::vector<pid_t> pids;
   for (int rank = 0; rank < world; ++rank) {
     pid_t pid = ::fork();
@@ -33,8 +94,7 @@ inline std::vector<int> run_ranks(int world, const std::string& args,
       ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
       ::setenv("MASTER_ADDR", "127.0.0.1", 1);
       ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      const std::string log =
-          log_prefix.empty() ? "/dev/null" : log_prefix + std::to_string(rank) + ".log";
+      const std::string log = prefix + std::to_string(rank) + ".log";
       const std::string command =
           std::string("'") + KILN_BINARY + "' " + args + " > '" + log + "' 2>&1";
       ::execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
@@ -42,13 +102,30 @@ inline std::vector<int> run_ranks(int world, const std::string& args,
     }
     pids.push_back(pid);
   }
-  std::vector<int> codes;
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  RankExits exits;
+  exits.codes.assign(pids.size(), -1);
+  const auto stop_at = std::chrono::steady_clock::now() + deadline;
+  for (size_t left = pids.size(); left > 0;) {
+    const bool late = std::chrono::steady_clock::now() >= stop_at;
+    for (size_t rank = 0; rank < pids.size(); ++rank) {
+      if (exits.codes[rank] >= 0) continue;
+      int status = 0;
+      if (late) ::kill(pids[rank], SIGKILL);
+      if (::waitpid(pids[rank], &status, late ? 0 : WNOHANG) == pids[rank]) {
+        exits.codes[rank] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        --left;
+      }
+    }
+    if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return codes;
+  for (int rank = 0; rank < world; ++rank) {
+    std::ifstream in(prefix + std::to_string(rank) + ".log");
+    std::ostringstream text;
+    text << in.rdbuf();
+    exits.logs.push_back(text.str());
+  }
+  if (!scratch.empty()) std::filesystem::remove_all(scratch);
+  return exits;
 }
 
 // The figures of a "<marker>  114176, 114176 bytes per rank (...)" line that `kiln bench`

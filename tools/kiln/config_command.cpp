@@ -33,7 +33,10 @@ ChosenCommand add_config_command(CLI::App& app) {
                      "override a key, as `kiln run` takes it: --set optimizer.lr=3e-3");
   return [config, args]() -> std::optional<int> {
     if (!*config) return std::nullopt;
-    std::cout << describe_config(load_config(args->experiment, args->overrides));
+    const ResolvedConfig config = load_config(args->experiment, args->overrides);
+    for (const auto& note : config.notes)
+      std::cout << note << "\n";
+    std::cout << describe_config(config);
     return kExitOk;
   };
 }

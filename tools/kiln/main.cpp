@@ -15,7 +15,9 @@
 #include <CLI/CLI.hpp>
 
 #include "core/util/blas_kernels.h"
+#include "core/util/build_info.h"
 #include "core/util/error.h"
+#include "core/util/torch_compat.h"
 #include "tools/kiln/commands.h"
 
 namespace {
@@ -55,7 +57,7 @@ void refuse_unknown_command(const CLI::App& app, int argc, char** argv) {
       throw kiln::UserError(fmt::format("unknown command '{}': commands are {}; see `kiln --help`",
                                         first, fmt::join(commands, ", ")));
     }
-    if (first[0] == '-' && first != "-h" && first != "--help") {
+    if (first[0] == '-' && first != "-h" && first != "--help" && first != "--version") {
       throw kiln::UserError(fmt::format(
           "unknown option '{}': kiln takes a command first, one of {}; see `kiln --help`", first,
           fmt::join(commands, ", ")));
@@ -71,8 +73,17 @@ void refuse_unknown_command(const CLI::App& app, int argc, char** argv) {
   }
 }
 
+// "kiln 5de6efb (LibTorch 1.13.1, CUDA build)": what `kiln --version` prints.
+std::string version_line() {
+  const std::string commit = kiln::build_git_commit();
+  return fmt::format("kiln {} (LibTorch {}, {})",
+                     commit.empty() ? "(not built from a git checkout)" : commit.substr(0, 12),
+                     kiln::compat::torch_version(), KILN_WITH_CUDA ? "CUDA build" : "CPU build");
+}
+
 int dispatch(int argc, char** argv) {
   CLI::App app{"Kiln: declarative experiment-config training on LibTorch", "kiln"};
+  app.set_version_flag("--version", version_line(), "print kiln's commit and LibTorch, and exit");
   app.require_subcommand(1);
   // In the order `kiln --help` lists them (a braced list is evaluated left to right).
   const std::vector<kiln::ChosenCommand> groups = {
@@ -83,11 +94,18 @@ int dispatch(int argc, char** argv) {
       kiln::add_runs_commands(app),     kiln::add_serve_command(app)};
 
   refuse_unknown_command(app, argc, argv);
+  // `kiln runs` alone: the runs commands, as `kiln runs --help` lists them.
+  if (argc == 2 && std::string(argv[1]) == "runs") {
+    std::cout << app.get_subcommand("runs")->help();
+    return kiln::kExitOk;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     throw kiln::UserError(std::string(e.what()) + ": see `kiln --help`");

@@ -26,6 +26,7 @@ struct RunArgs {
   std::string db = default_run_db();
   std::vector<std::string> overrides;
   bool restart = false;
+  ResumeOptions resume;
 };
 
 int finish(const SessionOutcome& outcome) {
@@ -42,13 +43,15 @@ int run_command(const RunArgs& args) {
   // Quoted, so that a name such as "nan", "42" or "true" stays a name and not a number.
   if (!args.name.empty()) overrides.push_back("run.name=" + quote_toml(args.name));
   ResolvedConfig config = load_config(args.experiment, overrides);
+  for (const auto& note : config.notes)
+    std::cout << note << "\n";
   StopSignal stop(StopSignal::Second::kAbandon);
   return finish(run_experiment(std::move(config), args.restart));
 }
 
 int resume_command(const RunArgs& args) {
   StopSignal stop(StopSignal::Second::kAbandon);
-  return finish(resume_run(args.db, args.run_ref, args.overrides));
+  return finish(resume_run(args.db, args.run_ref, args.overrides, args.resume));
 }
 
 }  // namespace
@@ -65,6 +68,19 @@ ChosenCommand add_run_commands(CLI::App& app) {
   resume->add_option("run", args->run_ref, "run name or id")->required();
   resume->add_option("--set", args->overrides, "change steps, eval or checkpoint settings");
   resume->add_option("--db", args->db, "run store")->capture_default_str();
+  CLI::Option* reschedule = resume->add_flag_function(
+      "--reschedule", [args](int64_t) { args->resume.schedule = ScheduleOnResume::kReschedule; },
+      "with a new train.steps, the schedule spans it from the resume step on (the lr may jump)");
+  CLI::Option* keep = resume->add_flag_function(
+      "--keep-schedule", [args](int64_t) { args->resume.schedule = ScheduleOnResume::kKeep; },
+      "with a new train.steps, the schedule keeps its planned steps; added ones stay at its "
+      "final lr");
+  reschedule->excludes(keep);
+  resume
+      ->add_option("--checkpoint", args->resume.checkpoint,
+                   "the snapshot to continue from: latest (its best when it has only best "
+                   "ones), best, or a step")
+      ->capture_default_str();
 
   return [run, resume, args]() -> std::optional<int> {
     if (*run) return run_command(*args);

@@ -240,6 +240,7 @@ void warn_if_newer(const HistoryDb& db) {
 // Every run of cli.source into cli.db (made when missing), one line a run.
 int import_command(const RunsCli& cli) {
   for (const auto& run : import_runs(cli.source, cli.db, cli.rename)) {
+    if (!run.warning.empty()) std::cerr << "kiln: warning: " << run.warning << "\n";
     if (run.merged) {
       std::cout << fmt::format(
           "merged run '{}' into the same run '{}': {} new metrics rows, {} new evals\n", run.from,

@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/app/dashboard_views.h"
+#include "core/config/schema.h"
 #include "core/store/history_db.h"
 #include "core/util/error.h"
 #include "core/util/stop_signal.h"
@@ -27,7 +28,7 @@ namespace kiln {
 namespace {
 
 struct ServeOptions {
-  std::string db = "runs/kiln.db";
+  std::string db = default_run_db();  // KILN_DB, else runs/kiln.db, as every --db
   std::string host = "127.0.0.1";
   int port = 6006;
 };
@@ -79,7 +80,19 @@ void add_routes(httplib::Server& server, const ServeOptions& options) {
                reply.status = answer.status;
                reply.set_content(answer.body, "application/json; charset=utf-8");
              });
-  // Only GET is routed: every other method is refused by httplib, so nothing can write.
+  // Only GET reads; every other method is 405 with the one it allows, so nothing can write.
+  const auto refuse_method = [](const httplib::Request& request, httplib::Response& reply) {
+    reply.status = 405;
+    reply.set_header("Allow", "GET");
+    reply.set_content(
+        fmt::format("kiln serve only reads: {} is not allowed, GET is\n", request.method),
+        "text/plain");
+  };
+  server.Post(R"(.*)", refuse_method);
+  server.Put(R"(.*)", refuse_method);
+  server.Patch(R"(.*)", refuse_method);
+  server.Delete(R"(.*)", refuse_method);
+  server.Options(R"(.*)", refuse_method);
   server.Get(R"(.*)", [](const httplib::Request& request, httplib::Response& reply) {
     if (const WebAsset* asset = find_asset(request.path)) {
       reply.set_content(reinterpret_cast<const char*>(asset->data), asset->size,
@@ -101,6 +114,9 @@ int serve(const ServeOptions& options) {
     if (!store.warning().empty()) std::cerr << "kiln: warning: " << store.warning() << "\n";
   }
   httplib::Server server;
+  // Requests carry no body (GET), so a body over 4 KiB is 413 unread; a target over 8 KiB is
+  // httplib's own 414 (CPPHTTPLIB_REQUEST_URI_MAX_LENGTH).
+  server.set_payload_max_length(4096);
   // httplib's default sets SO_REUSEPORT, with which a second server on a port in use starts too
   // and the kernel splits the requests between them. SO_REUSEADDR alone still allows a restart
   // on a port in TIME_WAIT, and refuses one that is listened on.

@@ -142,6 +142,13 @@ ChosenCommand add_sweep_command(CLI::App& app) {
       ->capture_default_str();
   sweep->add_flag("--dry-run", args->options.dry_run,
                   "check every member (assembled without training) and print them; run nothing");
+  CLI::Option* rerun = sweep->add_flag_function(
+      "--rerun-changed", [args](int64_t) { args->options.changed = SweepOptions::Changed::kRerun; },
+      "members whose config changed since they ran train again as new runs (NAME:v2, ...)");
+  CLI::Option* keep = sweep->add_flag_function(
+      "--keep-old", [args](int64_t) { args->options.changed = SweepOptions::Changed::kKeepOld; },
+      "members whose config changed since they ran keep what they ran");
+  rerun->excludes(keep);
   sweep->add_option("--launcher", args->launcher, "local: child processes; slurm: a job array")
       ->check(CLI::IsMember({"local", "slurm"}))
       ->capture_default_str();

@@ -114,6 +114,9 @@ TEST_F(RunGroups, AnUnknownKeyIsRefusedWithTheNearestOne) {
         << e.what();
   }
   EXPECT_THROW(group_runs(all_runs(), {"auto", "optimizer.lr"}), UserError);
+  // A key without its section names the one it stands for (issue 39: --group-by seed).
+  const std::string seed = testing::user_error_of([&] { group_runs(all_runs(), {"seed"}); });
+  EXPECT_NE(seed.find("did you mean 'run.seed'?"), std::string::npos) << seed;
 }
 
 TEST_F(RunGroups, MeansIntervalsAndTestsMatchTheClosedForms) {
@@ -157,6 +160,52 @@ TEST_F(RunGroups, MeansIntervalsAndTestsMatchTheClosedForms) {
   const auto val = row(out, "best val", "model.n_layer=2 optimizer.lr=0.001");
   EXPECT_NEAR(cell(val, 2), 3.0, 1e-6);
   EXPECT_NEAR(cell(val, 3), 0.1, 1e-6);
+}
+
+// Zero and near-zero spreads answer at once (issue 39: sds 0 and ~1e-6 spun in the power
+// search): both groups without spread have no test; one without and one with a little get one.
+TEST_F(RunGroups, IdenticalRunsHaveNoSpreadToTestAndNearZeroSpreadsTerminate) {
+  add({"z1", 1e-3, 2, "hz", {4.0, 2.0}, {{2, 2.0}}, "completed", 1});
+  add({"z2", 1e-3, 2, "hz", {4.0, 2.0}, {{2, 2.0}}, "completed", 2});
+  add({"e1", 3e-3, 2, "he", {4.0, 2.1}, {{2, 2.1}}, "completed", 1});
+  add({"e2", 3e-3, 2, "he", {4.0, 2.1 + 1e-12}, {{2, 2.1 + 1e-12}}, "completed", 2});
+  add({"t1", 1e-2, 2, "ht", {4.0, 2.2}, {{2, 2.2}}, "completed", 1});
+  add({"t2", 1e-2, 2, "ht", {4.0, 2.2 + 1e-6}, {{2, 2.2 + 1e-6}}, "completed", 2});
+  add({"o1", 3e-2, 2, "ho", {4.0, 2.3}, {{2, 2.3}}, "completed", 1});
+  GroupReportOptions options;
+  options.baseline = "optimizer.lr=0.001";
+  const std::string out = report({"optimizer.lr"}, options);
+  EXPECT_NE(out.find("optimizer.lr=0.003: identical runs: no spread to test"), std::string::npos)
+      << out;
+  const auto tiny = row(out, "final loss", "optimizer.lr=0.01");
+  ASSERT_EQ(tiny.size(), 8u) << out;
+  EXPECT_EQ(tiny[7], "2") << out;  // sd 7e-7 against 0: two seeds show a difference of 0.2
+  EXPECT_NE(out.find("optimizer.lr=0.03: no test: Welch's t-test needs 2 seeds or more in each "
+                     "group; this group has 1 seed"),
+            std::string::npos)
+      << out;
+}
+
+// Reruns of one seed are one sample (issue 39: runs 1,1,6,6 made n = 2, sd 0, p = 0): two runs
+// of seed 2 count once and are named, and a group left with one sample gets no test.
+TEST_F(RunGroups, RerunsOfOneSeedAreOneSampleAndNamed) {
+  add({"a1", 1e-3, 2, "ha", {4.0, 2.0}, {}, "completed", 1});
+  add({"a2", 1e-3, 2, "ha", {4.0, 2.2}, {}, "completed", 2});
+  add({"r1", 3e-3, 2, "hr", {4.0, 1.9}, {}, "completed", 2});
+  add({"r2", 3e-3, 2, "hr", {4.0, 1.9}, {}, "completed", 2});
+  GroupReportOptions options;
+  options.baseline = "optimizer.lr=0.001";
+  const std::string out = report({"optimizer.lr"}, options);
+  const auto reruns = row(out, "final loss", "optimizer.lr=0.003");
+  ASSERT_GE(reruns.size(), 3u) << out;
+  EXPECT_EQ(reruns[1], "1") << out;
+  EXPECT_NE(out.find("optimizer.lr=0.003: 2 runs of seed 2 counted once"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("optimizer.lr=0.003: no test: Welch's t-test needs 2 seeds or more in each "
+                     "group; this group has 1 seed"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("0.0e+00"), std::string::npos) << out;
 }
 
 TEST_F(RunGroups, WelchPValueOfAPublishedExample) {

@@ -3,7 +3,11 @@
 // them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/app/slurm_tools.h"
@@ -58,6 +62,64 @@ exec /bin/kiln sweep task 'it'\''s' --db '/a b/k.db'
   const size_t n = std::fread(buffer, 1, sizeof buffer - 1, pipe);
   ::pclose(pipe);
   EXPECT_EQ(std::string(buffer, n), "sweep\ntask\nit's\n--db\n/a b/k.db\n");
+}
+
+// Paths with a space, quotes, a backslash or '#' reach sbatch whole: each #SBATCH word below is
+// split the way Slurm's own reader does it (src/sbatch/opt.c, _get_argument: quotes of either
+// kind group, a backslash escapes the next character, an unquoted '#' ends the line), written
+// out here from that reading, not from Kiln's writer. A line break is refused (issue 39).
+std::string slurm_reads(const std::string& line) {
+  std::string word;
+  bool quoted = false, escaped = false;
+  char quote = 0;
+  for (char c : line) {
+    if (escaped) {
+      escaped = false;
+    } else if (c == '\\') {
+      escaped = true;
+      continue;
+    } else if (quoted) {
+      if (c == quote) {
+        quoted = false;
+        continue;
+      }
+    } else if (c == '"' || c == '\'') {
+      quoted = true;
+      quote = c;
+      continue;
+    } else if (c == '#' || std::isspace(static_cast<unsigned char>(c))) {
+      break;
+    }
+    word += c;
+  }
+  return word;
+}
+
+TEST(SlurmScript, PathsWithSpacesQuotesAndHashesReachSbatchWholeAndALineBreakIsRefused) {
+  const std::string workdir = "/w/a b/it's \"q\" #1\\x";
+  const std::vector<std::string> args =
+      sbatch_options(SlurmOptions{}, "kiln:s", "/out/s p/slurm", workdir);
+  const std::string script = sbatch_script(args, "0-1", {"/bin/kiln"}, "store /a b/k.db");
+  std::vector<std::string> read_back;
+  std::istringstream lines(script);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("#SBATCH ", 0) == 0) read_back.push_back(slurm_reads(line.substr(8)));
+  }
+  EXPECT_NE(std::find(read_back.begin(), read_back.end(), "--chdir=" + workdir), read_back.end())
+      << script;
+  EXPECT_NE(std::find(read_back.begin(), read_back.end(), "--output=/out/s p/slurm/%A_%a.out"),
+            read_back.end())
+      << script;
+  EXPECT_NE(script.find("#SBATCH --nodes=1\n"), std::string::npos) << script;  // plain: as is
+  for (const auto& [dir, comment] :
+       {std::pair<std::string, std::string>{"/w/a\nb", "c"}, {"/w", "store /a\n#SBATCH --x"}}) {
+    const std::string error = testing::user_error_of([&] {
+      sbatch_script(sbatch_options(SlurmOptions{}, "kiln:s", "/o", dir), "0", {"/bin/kiln"},
+                    comment);
+    });
+    EXPECT_NE(error.find("holds a line break"), std::string::npos) << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  }
 }
 
 }  // namespace

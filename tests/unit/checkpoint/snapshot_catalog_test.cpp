@@ -8,6 +8,11 @@
 #include <filesystem>
 #include <set>
 
+#define XXH_INLINE_ALL
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <xxhash.h>
+
 #include "core/util/error.h"
 #include "test_util.h"
 
@@ -85,6 +90,38 @@ TEST_F(SnapshotCatalog, NoneOfTheRunsOwnIsAClearErrorNamingTheOthers) {
     EXPECT_NE(what.find("step_000002' belongs to another run"), std::string::npos) << what;
   }
   EXPECT_TRUE(warnings.empty());
+}
+
+// A run stopped after an evaluation and before its first regular snapshot has best ones only:
+// "latest" is the newest of them, said in one warning (issue 39: resume refused such a run).
+// A snapshot that verifies: its three files, each listed in the manifest with its size and XXH3
+// (computed here with xxHash itself, as the snapshot format defines it).
+void make_intact(const std::string& dir, const std::string& run, const std::string& hash) {
+  nlohmann::json files = nlohmann::json::object();
+  for (const char* name : {"model.pt", "optimizer.pt", "state.json"}) {
+    const std::string bytes = std::string("contents of ") + name;
+    testing::write_text(dir + "/" + name, bytes);
+    files[name] = {{"bytes", bytes.size()},
+                   {"xxh3", fmt::format("{:016x}", XXH3_64bits(bytes.data(), bytes.size()))}};
+  }
+  const nlohmann::json manifest = {
+      {"format", 1}, {"run", run}, {"config_hash", hash}, {"files", files}};
+  testing::write_text(dir + "/manifest.json", manifest.dump());
+}
+
+TEST_F(SnapshotCatalog, LatestOfARunWithBestSnapshotsOnlyIsItsNewestBest) {
+  make_intact(dir_ / "best_000003", kRun, "h1");
+  make_intact(dir_ / "best_000005", kRun, "h1");
+  const SnapshotOwner owner{kRun, {"h1"}, false, {}};
+  std::vector<std::string> warnings;
+  const SnapshotRef picked =
+      select_snapshot(owned_snapshots(dir_.str(), owner), dir_.str(), "latest",
+                      [&](const std::string& w) { warnings.push_back(w); });
+  EXPECT_EQ(picked.label, "best_000005");
+  EXPECT_EQ(picked.step, 5);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("no intact regular snapshot"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("best_000005 (step 5)"), std::string::npos) << warnings[0];
 }
 
 TEST_F(SnapshotCatalog, PruningDeletesOnlyTheRunsOwn) {

@@ -45,6 +45,30 @@ TEST(Config, FillsDefaultsFromSectionsAndPlugins) {
   EXPECT_DOUBLE_EQ(c.params("train").real("grad_clip"), 1.0);
 }
 
+// --set section.type=OTHER over a file whose section holds the old plugin's keys: the keys the
+// new plugin does not take are left out with one note naming them, as a file that changes the
+// plugin already drops its base's (issue 39: the default experiment with --set
+// optimizer.type=muon was refused over optimizer.beta1). Keys both take stay.
+TEST(Config, ASetThatSwitchesThePluginDropsTheFilesKeysItDoesNotTake) {
+  const std::string file = with_model(
+      "[optimizer]\ntype = \"adamw\"\nlr = 6e-3\nbeta1 = 0.9\nbeta2 = 0.99\nweight_decay = 0.1\n");
+  const ResolvedConfig muon = load_config_text(file, "exp.toml", {"optimizer.type=\"muon\""});
+  EXPECT_EQ(muon.type("optimizer"), "muon");
+  EXPECT_DOUBLE_EQ(muon.params("optimizer").real("lr"), 6e-3);
+  EXPECT_DOUBLE_EQ(muon.params("optimizer").real("weight_decay"), 0.1);
+  ASSERT_EQ(muon.notes.size(), 1u);
+  EXPECT_EQ(muon.notes[0],
+            "note: --set optimizer.type=muon replaces the files' adamw: left out "
+            "optimizer.beta1, optimizer.beta2 (muon takes no such key); kept optimizer.lr, "
+            "optimizer.weight_decay");
+  // A key the new plugin does not take, given by a --set, is still the user's mistake.
+  EXPECT_NE(error_of(file, {"optimizer.type=\"muon\"", "optimizer.beta1=0.8"})
+                .find("unknown key 'optimizer.beta1'"),
+            std::string::npos);
+  // Without a switch nothing is dropped.
+  EXPECT_TRUE(load_config_text(file, "exp.toml", {}).notes.empty());
+}
+
 TEST(Config, TypoNamesFileLineColumnAndSuggestsTheNearestKey) {
   std::string e = error_of("[train]\nsteps = 5\nstpes = 10\n");
   EXPECT_NE(e.find("exp.toml:3:1"), std::string::npos) << e;

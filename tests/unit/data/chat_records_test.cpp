@@ -2,11 +2,14 @@
 // loss counts, and bad records named by file:line, refused or skipped and counted.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 #include <vector>
 
 #include "core/api/tokenizer.h"
 #include "core/data/chat_records.h"
+#include "core/util/text.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -125,6 +128,59 @@ TEST_F(BadRecords, EachIsRefusedWithItsFileAndLine) {
   // A byte the tokenizer has no id for (a tab) is this record's fault too.
   EXPECT_EQ(refusal("{\"prompt\": \"a\\tb\", \"response\": \"r\"}").find(at + "the char tokenizer"),
             0u);
+}
+
+// A number past double's range, even in a field Kiln does not read, is this record's fault
+// (issue 39: it was "internal error: [json.exception.out_of_range.406]", exit 1, and skip did
+// not skip it).
+TEST_F(BadRecords, ANumberOutOfRangeIsABadRecordThatSkipSkips) {
+  const std::string huge = R"({"prompt": "p", "response": "r", "score": 1e999})";
+  const std::string refused = refusal(huge);
+  EXPECT_EQ(refused.find(path_ + ":3: not readable JSON: number overflow"), 0u) << refused;
+  EXPECT_EQ(refused.find("json.exception"), std::string::npos) << refused;
+  write_text(path_, good_ + "\n" + huge + "\n" + good_ + "\n");
+  ChatRecords records = read_chat_records({path_}, options(true));
+  EXPECT_EQ(records.size(), 2);
+  EXPECT_EQ(records.skipped, 1);
+}
+
+// Every JSON reader's refusal as "FILE:LINE:COL: why", from the JSON library's own exception.
+TEST(JsonErrors, ASyntaxErrorIsFileLineColumnAndTheLibrarysCodeIsDropped) {
+  try {
+    const auto parsed = nlohmann::json::parse("{\n  \"a\": ,\n}");
+    FAIL() << "nlohmann accepted a document with a missing value: " << parsed.dump();
+  } catch (const nlohmann::json::exception& e) {
+    const std::string text = json_error_text("config.json", e.what());
+    EXPECT_EQ(text.rfind("config.json:2:", 0), 0u) << text << "\n" << e.what();
+    EXPECT_NE(text.find(": syntax error while parsing value"), std::string::npos) << text;
+    EXPECT_EQ(text.find("json.exception"), std::string::npos) << text;
+  }
+  try {
+    const auto parsed = nlohmann::json::parse("[1e999]");
+    FAIL() << "nlohmann accepted 1e999: " << parsed.dump();
+  } catch (const nlohmann::json::exception& e) {
+    EXPECT_EQ(json_error_text("x.json", e.what()), "x.json: number overflow parsing '1e999'")
+        << e.what();
+  }
+}
+
+// A template byte the tokenizer lacks is the template's fault, said before any record is read
+// (issue 39: it was blamed on line 1 of the data). The tokenizer here has every printable
+// character but '<', '>' and '|', which chatml's markers are made of.
+TEST_F(BadRecords, ATemplateTheTokenizerCannotEncodeIsBlamedNotTheData) {
+  write_text(path_, good_ + "\n");
+  std::string alphabet = "\n";
+  for (char c = 0x20; c < 0x7f; ++c) {
+    if (c != '<' && c != '>' && c != '|') alphabet += c;
+  }
+  auto tokenizer = new_tokenizer("char");
+  tokenizer->fit(alphabet);
+  ChatRecordOptions chatml = options(false);
+  chatml.chat = chat_template("chatml");
+  chatml.tokenizer = tokenizer.get();
+  const std::string error = user_error_of([&] { read_chat_records({path_}, chatml); });
+  EXPECT_EQ(error.rfind("the chat template's text \"<|im_start|>system", 0), 0u) << error;
+  EXPECT_EQ(error.find(path_), std::string::npos) << error;
 }
 
 TEST_F(BadRecords, SkippedOnesAreCountedAndTheFirstIsNamed) {

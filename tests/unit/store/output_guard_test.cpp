@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -59,6 +60,30 @@ TEST(OutputGuard, SQLitesFilesBesideTheStoreAreRefusedWhetherTheyExistOrNot) {
   EXPECT_NE(error_of(db + "-journal", db).find("the rollback journal"), std::string::npos);
   fs::create_directory_symlink(dir.str(), dir / "dirlink");
   EXPECT_NE(error_of(dir / "dirlink/s.db-shm", db), "");
+}
+
+// A store reached through a symlink keeps its -wal beside the file the link leads to, which is
+// where SQLite writes it (issue 39: `--db link.db -o main.db-wal` overwrote a live run's log).
+// Checked with SQLite itself: the -wal it makes for a store opened through the link.
+TEST(OutputGuard, TheSideFilesOfAStoreReachedThroughASymlinkAreRefused) {
+  testing::TempDir dir;
+  fs::create_directories(dir / "real");
+  const std::string main_db = dir / "real/main.db", link = dir / "link.db";
+  fs::create_symlink(main_db, link);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(link.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(
+      sqlite3_exec(db, "PRAGMA journal_mode = WAL; CREATE TABLE t (x); INSERT INTO t VALUES (1)",
+                   nullptr, nullptr, nullptr),
+      SQLITE_OK);
+  ASSERT_TRUE(fs::exists(main_db + "-wal"));  // beside the real file, as SQLite keeps it
+  ASSERT_FALSE(fs::exists(link + "-wal"));
+  EXPECT_NE(error_of(main_db + "-wal", link).find("the write-ahead log"), std::string::npos);
+  EXPECT_NE(error_of(dir / "real/../real/main.db-shm", link), "");
+  sqlite3_close(db);
+  // Once closed the log is gone, and the name still is refused.
+  EXPECT_NE(error_of(main_db + "-wal", link), "");
+  EXPECT_NE(error_of(main_db + "-journal", link), "");
 }
 
 TEST(OutputGuard, OtherFilesAndStdoutPass) {

@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "core/store/postgres.h"
+#include "core/store/sqlite.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -84,6 +85,37 @@ TEST(PostgresDialect, APasswordInTheUrlIsRefusedAndNeverEchoed) {
     EXPECT_EQ(error.find("hunter2"), std::string::npos) << error;
   }
   EXPECT_NO_THROW(refuse_password_in_url("postgresql://kiln@db:5432/runs?sslmode=require"));
+}
+
+// libpq's key/value form names a PostgreSQL store too (issue 39: it became a SQLite file of
+// that name, and the run's header printed its password).
+TEST(PostgresDialect, AKeyValueConnectionStringIsAStoreAndItsPasswordIsRefused) {
+  for (const char* text : {"host=db1 dbname=runs user=kiln", "  dbname = runs", "service=kiln",
+                           "sslmode=require host=db1"}) {
+    EXPECT_TRUE(is_connection_string(text)) << text;
+    EXPECT_TRUE(is_database_url(text)) << text;
+    EXPECT_NO_THROW(refuse_password_in_url(text)) << text;
+  }
+  for (const char* path : {"runs/kiln.db", "my=runs.db", "hostname=x.db", "/tmp/a b.db", ""}) {
+    EXPECT_FALSE(is_connection_string(path)) << path;
+    EXPECT_FALSE(is_database_url(path)) << path;
+  }
+  EXPECT_EQ(masked_url("host=db1 password=hunter2 dbname=runs"),
+            "host=db1 password=*** dbname=runs");
+  EXPECT_EQ(masked_url("host=db1 password = 'hun ter\\'2' dbname=runs"),
+            "host=db1 password = *** dbname=runs");
+  for (const char* text :
+       {"host=db1 password=hunter2 dbname=runs", "dbname=runs password='hunter2'",
+        "user=kiln sslpassword=x password=hunter2"}) {
+    const std::string error = testing::user_error_of([&] { refuse_password_in_url(text); });
+    EXPECT_NE(error.find("carries a password"), std::string::npos) << error;
+    EXPECT_EQ(error.find("hunter2"), std::string::npos) << error;
+    const std::string stored = testing::user_error_of([&] { store_location(text); });
+    EXPECT_NE(stored.find("carries a password"), std::string::npos) << stored;
+    EXPECT_EQ(stored.find("hunter2"), std::string::npos) << stored;
+  }
+  // sslpassword (a client key's passphrase) is not the connection's password.
+  EXPECT_NO_THROW(refuse_password_in_url("host=db1 sslpassword=x"));
 }
 
 }  // namespace

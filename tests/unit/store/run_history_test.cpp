@@ -41,7 +41,7 @@ class RunHistory : public testing::FakeRuns {
   RunPaths add_marked_run(const std::string& name) {
     const std::string uuid = new_run_uuid();
     RunPaths paths = RunPaths::for_new_run(dir_ / "runs", name, uuid);
-    write_run_marker(paths, uuid);
+    write_run_marker(paths, uuid, db_path());
     NewRun run;
     run.name = name;
     run.config_toml = config({name, 1e-3, 2, "ffff", {}, {}});
@@ -305,7 +305,7 @@ TEST_F(RunHistory, RemoveDeletesRowsAndTheRunsOwnFolderButNotARunBeingTrained) {
   // A folder whose marker names another run, and the folder of a run made before markers
   // (runs/lr1, which FakeRuns makes as such), are left as they are, each with a warning.
   const RunPaths other = add_marked_run("o");
-  write_run_marker(other, new_run_uuid());
+  write_run_marker(other, new_run_uuid(), db_file);
   const std::string legacy_file = dir_ / "runs/lr1/snapshots/step_000004/model.bin";
   testing::write_text(legacy_file, "weights");
   HistoryDb db(db_file);

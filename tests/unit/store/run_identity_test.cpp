@@ -96,11 +96,17 @@ TEST(RunName, TheMarkerNamesTheRun) {
   testing::TempDir dir;
   const std::string uuid = new_run_uuid();
   const RunPaths paths = RunPaths::for_new_run(dir.str(), "m", uuid);
-  EXPECT_EQ(read_run_marker(paths), std::nullopt);
-  write_run_marker(paths, uuid);
-  EXPECT_EQ(read_run_marker(paths), uuid);
+  EXPECT_FALSE(read_run_marker(paths));
+  write_run_marker(paths, uuid, "/stores/kiln.db");
+  const auto marker = read_run_marker(paths);
+  ASSERT_TRUE(marker);
+  EXPECT_EQ(marker->uuid, uuid);
+  EXPECT_EQ(marker->stores, std::vector<std::string>{"/stores/kiln.db"});
+  // A marker of a Kiln before store lists: the uuid alone.
+  testing::write_text(paths.marker(), "{\"kiln_run\": \"" + uuid + "\", \"name\": \"m\"}\n");
+  EXPECT_TRUE(read_run_marker(paths)->stores.empty());
   testing::write_text(paths.marker(), "{not json");
-  EXPECT_EQ(read_run_marker(paths), std::nullopt);
+  EXPECT_FALSE(read_run_marker(paths));
 }
 
 NewRun new_run(const std::string& name) {

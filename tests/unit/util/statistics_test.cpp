@@ -199,5 +199,25 @@ TEST(StatisticsSeedsNeeded, EdgeCasesAndBadInput) {
   EXPECT_THROW(seeds_needed(1, 1, 1, 0.05, 1), UserError);
 }
 
+// Near-zero spreads answer at once (a compare with sds 0 and 1e-6 spun for minutes, issue 39).
+// The values follow from the tail bounds alone: with delta = 7e4 and t = 12.7 (dof 1), F is
+// below e^(-delta^2 / 8) + P(chi2_1 > (delta / 2t)^2), zero in double precision.
+TEST(NoncentralT, AFarNoncentralityIsZeroOrOneAtOnce) {
+  EXPECT_EQ(noncentral_t_cdf(12.7062, 1, 7.07e4), 0);
+  EXPECT_EQ(noncentral_t_cdf(-12.7062, 1, 7.07e4), 0);
+  EXPECT_EQ(noncentral_t_cdf(12.7062, 1, -7.07e4), 1);
+  // Beside the shortcut, a large noncentrality the series still sums: its mass sits near t = delta.
+  EXPECT_NEAR(noncentral_t_cdf(2000, 1e6, 2000), 0.5, 0.01);
+}
+
+TEST(SeedsNeeded, NearZeroSpreadsTerminate) {
+  // One group noiseless, the other 1e-6 or 1e-12: two seeds already show a difference of 0.05
+  // (the t statistic is ~5e4 at 2 seeds, far past the 12.7 that dof 1 needs).
+  EXPECT_EQ(seeds_needed(0.05, 0, 1e-6), 2u);
+  EXPECT_EQ(seeds_needed(0.05, 0, 1e-12), 2u);
+  EXPECT_EQ(seeds_needed(0.05, 1e-12, 1e-12), 2u);
+  EXPECT_EQ(seeds_needed(0.05, 0, 0), 2u);
+}
+
 }  // namespace
 }  // namespace kiln::stats
