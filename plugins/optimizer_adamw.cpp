@@ -74,15 +74,19 @@ std::shared_ptr<torch::optim::Optimizer> make_adamw(const Params& p,
   for (const auto& t : params)
     (t.dim() >= 2 ? decay : no_decay).push_back(t);
   std::vector<torch::optim::OptimizerParamGroup> groups;
+  std::vector<torch::optim::AdamWOptions> group_options;
   if (!decay.empty()) {
-    groups.emplace_back(
-        decay, std::make_unique<torch::optim::AdamWOptions>(options(p.real("weight_decay"))));
+    group_options.push_back(options(p.real("weight_decay")));
+    groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(group_options.back()));
   }
   if (!no_decay.empty()) {
-    groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(options(0.0)));
+    group_options.push_back(options(0.0));
+    groups.emplace_back(no_decay,
+                        std::make_unique<torch::optim::AdamWOptions>(group_options.back()));
   }
   if (!p.flag("fused")) {
-    return std::make_shared<torch::optim::AdamW>(std::move(groups), options(0.0));
+    return compat::with_group_options(
+        std::make_shared<torch::optim::AdamW>(std::move(groups), options(0.0)), group_options);
   }
   const auto device = params.empty() ? torch::kCPU : params.front().device().type();
   if (!compat::has_fused_adamw(device)) {
@@ -92,7 +96,8 @@ std::shared_ptr<torch::optim::Optimizer> make_adamw(const Params& p,
                                  "optimizer.fused = false",
                                  compat::torch_version(), device == torch::kCUDA ? "CUDA" : "CPU"));
   }
-  return std::make_shared<FusedAdamW>(std::move(groups), options(0.0));
+  return compat::with_group_options(std::make_shared<FusedAdamW>(std::move(groups), options(0.0)),
+                                    group_options);
 }
 
 const bool registered = OptimizerRegistry::add(

@@ -202,9 +202,16 @@ std::shared_ptr<torch::optim::Optimizer> make_muon(const Params& p, const ModelP
   // Either group's lr is the schedule's (the ratio is apart), so configured_lr() reads the base
   // from whichever comes first.
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  if (!matrices.empty()) groups.emplace_back(matrices, std::make_unique<MuonOptions>(muon));
-  if (!rest.empty()) groups.emplace_back(rest, std::make_unique<MuonOptions>(adamw));
-  return std::make_shared<Muon>(std::move(groups), muon);
+  std::vector<MuonOptions> group_options;
+  if (!matrices.empty()) {
+    groups.emplace_back(matrices, std::make_unique<MuonOptions>(muon));
+    group_options.push_back(muon);
+  }
+  if (!rest.empty()) {
+    groups.emplace_back(rest, std::make_unique<MuonOptions>(adamw));
+    group_options.push_back(adamw);
+  }
+  return compat::with_group_options(std::make_shared<Muon>(std::move(groups), muon), group_options);
 }
 
 const bool registered = OptimizerRegistry::add(

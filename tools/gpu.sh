@@ -330,11 +330,12 @@ PY
   step "$(share 150)" 3 python3 tools/bench/pytorch_reference.py experiments/gpt2_124m.toml \
     "${gpt2_shapes[@]}" --steps $((steps + 5)) --warmup 5 --compile || true
   section "MFU against the $gpu's dense bf16 peak (${peak:-unknown} TFLOP/s)"
-  # kiln bench prints the model's achieved FLOP/s on its "achieved" line (core/app/bench.cpp).
-  grep -E "^(achieved|tokens/s|step )" "$bench_log" | while read -r line; do note "    $line"; done
+  # kiln bench's "model FLOPs ... -> Y GFLOP/s achieved" line (core/app/bench.cpp), one per run:
+  # eager first, then CUDA graphs.
+  grep -E "GFLOP/s achieved|^tokens/s|^step " "$bench_log" | while read -r line; do note "    $line"; done
   if [[ -n "$peak" ]]; then
-    grep -E "^achieved" "$bench_log" | awk -v peak="$peak" \
-      '{ for (i = 1; i <= NF; ++i) if ($i ~ /^[0-9.]+$/ && $(i + 1) == "TFLOP/s") printf "MFU %.1f%% (%s TFLOP/s of %s)\n", 100 * $i / peak, $i, peak }' |
+    sed -n 's/.*-> \([0-9.]*\) GFLOP\/s achieved.*/\1/p' "$bench_log" | awk -v peak="$peak" \
+      '{ printf "MFU %.1f%% (%.1f TFLOP/s of %s dense bf16)\n", 100 * $1 / 1000 / peak, $1 / 1000, peak }' |
       while read -r line; do note "$line"; done
   fi
   rm -f "$bench_log"

@@ -18,6 +18,7 @@
 #include "core/store/history_db.h"
 #include "core/store/run_paths.h"
 #include "core/store/run_queries.h"
+#include "core/store/run_removal.h"
 #include "core/store/run_store.h"
 #include "core/store/tensorboard_log.h"
 #include "core/train/assemble.h"

@@ -53,7 +53,7 @@ OpenedSnapshot open_snapshot(const SnapshotRequest& request, Connection& db,
   const RunSnapshots snapshots = owned_snapshots(dir, owner);
   // The store lists snapshots and the disk has none of them: they were deleted, not never taken
   // (issue 39: after an import's rm took the folder, eval said "the run took none").
-  if (snapshots.own.empty() && !owner.recorded.empty()) {
+  if (snapshots.own.empty() && snapshots.foreign.empty() && !owner.recorded.empty()) {
     std::error_code ec;
     throw UserError(fmt::format(
         "run '{}' has snapshots in its run store ({}) but none of them is on disk in '{}'{}: "

@@ -153,8 +153,8 @@ std::vector<SweepMember> expand_sweep(const SweepSpec& spec) {
   check_shape(spec);
   check_variants(spec);
   // No variant: the members are the grid's alone.
-  const std::vector<SweepVariant> variants =
-      spec.variants.empty() ? std::vector<SweepVariant>{SweepVariant{}} : spec.variants;
+  std::vector<SweepVariant> variants = spec.variants;
+  if (variants.empty()) variants.emplace_back();
   const std::vector<Combination> combos = combinations(spec);
   std::vector<SweepMember> members;
   std::set<std::string> names;

@@ -104,7 +104,9 @@ at::Tensor from_hex(const std::string& hex) {
 
 std::vector<at::Generator> generators() {
   std::vector<at::Generator> out = {at::detail::getDefaultCPUGenerator()};
-  for (size_t i = 0; i < torch::cuda::device_count(); ++i) {
+  // device_count() is a size_t up to 2.x and a DeviceIndex in 2.14.
+  const auto count = static_cast<int64_t>(torch::cuda::device_count());
+  for (int64_t i = 0; i < count; ++i) {
     out.push_back(at::globalContext().defaultGenerator(
         at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(i))));
   }

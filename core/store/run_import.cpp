@@ -152,7 +152,7 @@ ImportedRun import_run(HistoryDb& source, RunStore& target, const RunRecord& run
 // import that stops midway is finished by running it again.
 ImportedRun merge_run(HistoryDb& source, RunStore& target, const RunRecord& run, int64_t id,
                       const std::string& name) {
-  ImportedRun added{run.name, name, 0, 0, true};
+  ImportedRun added{run.name, name, 0, 0, true, ""};
   Connection& db = target.connection();
   const std::set<int64_t> steps =
       keys_of<int64_t>(db, "SELECT step FROM metrics WHERE run_id = ?", id);

@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
+#include <cstdlib>
 #include <limits>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -17,8 +18,6 @@
 #include "core/util/text.h"
 
 namespace kiln {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -64,20 +63,6 @@ KeySpace summary_keys(HistoryDb& db) {
   return keys;
 }
 
-// Why `kiln runs rm` left the folder of a run it removed.
-std::string left_folder_warning(const RunRecord& run, const std::string& folder) {
-  if (run.folder.empty()) {
-    return fmt::format(
-        "run '{}' was made before Kiln marked run folders, so '{}' is left as it is: delete it "
-        "by hand if it holds only that run's files",
-        run.name, folder);
-  }
-  return fmt::format(
-      "'{}' does not carry run '{}''s marker (run.json naming {}), so it is left as it is: "
-      "delete it by hand if it is that run's",
-      folder, run.name, run.uuid);
-}
-
 std::vector<RunRecord> read_records(HistoryDb& db, const std::string& clauses,
                                     const std::vector<SqlValue>& params) {
   return read_run_records(db.connection(), {run_summary_select(db.columns()) + clauses, params});
@@ -86,16 +71,33 @@ std::vector<RunRecord> read_records(HistoryDb& db, const std::string& clauses,
 // A config key no stored run has is a typo, not a filter that happens to match nothing.
 void check_config_keys(HistoryDb& db, const std::vector<KeyUse>& uses, const std::string& where) {
   if (uses.empty()) return;
-  std::set<std::string> known;
+  std::map<std::string, std::string> known;    // key -> a value some run has that is not a number
+  std::map<std::string, std::string> example;  // key -> a value some run has
   Statement configs(db.connection(), "SELECT DISTINCT config FROM runs");
   while (configs.step()) {
-    for (const auto& entry : flatten_config(configs.text(0)))
-      known.insert(entry.first);
+    for (const auto& [key, value] : flatten_config(configs.text(0))) {
+      example.emplace(key, value);
+      char* end = nullptr;
+      std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0') known[key] = value;
+      known.emplace(key, "");
+    }
   }
   if (known.empty()) return;  // no run yet: nothing to match, nothing to check against
   for (const auto& use : uses) {
+    // A number key compared with a quoted text matches nothing, silently (issue 39).
+    if (known.count(use.key) && known.at(use.key).empty() && !use.text.empty()) {
+      throw UserError(fmt::format(
+          "{}: config key '{}' holds numbers (such as {}) but is compared with the text '{}'{}: "
+          "write the number without quotes",
+          where, use.key, example.at(use.key), use.text,
+          use.column ? fmt::format(" (column {})", use.column) : ""));
+    }
     if (known.count(use.key)) continue;
-    const std::string guess = nearest(use.key, {known.begin(), known.end()});
+    std::vector<std::string> keys;
+    for (const auto& entry : known)
+      keys.push_back(entry.first);
+    const std::string guess = nearest(use.key, keys);
     throw UserError(fmt::format(
         "{}: no run has the config key '{}'{}: {}`kiln runs show RUN` lists a run's config", where,
         use.key, use.column ? fmt::format(" (column {})", use.column) : "",
@@ -354,65 +356,6 @@ Curve load_curve(HistoryDb& db, const RunRecord& run, const std::string& metric,
 std::string run_folder(const RunRecord& run) {
   const auto paths = paths_of(run);
   return paths ? paths->folder() : "";
-}
-
-std::string remove_run(HistoryDb& db, const RunRecord& run,
-                       const std::function<void(const std::string&)>& warn) {
-  Connection& store = db.for_writing();  // refuses a read-only or newer store before anything
-  // An older store is upgraded first, as every command that writes does: its run_ids table
-  // then remembers this run's id, which no later run gets.
-  RunStore{db.path()};
-  const auto paths = paths_of(run);
-  const bool exists = paths && fs::is_directory(paths->folder());
-  // The row's word is not enough: only a folder whose marker names the run is the run's to
-  // delete (a legacy run's folder, <out_dir>/<name>, may hold another run's files).
-  const std::optional<RunMarker> marker = exists ? read_run_marker(*paths) : std::nullopt;
-  const bool own = marker && !run.folder.empty() && marker->uuid == run.uuid;
-  std::optional<FileLock> lock;
-  if (own || (exists && fs::exists(paths->lock()))) {
-    // The lock `kiln run` and `kiln resume` hold while they train.
-    lock.emplace(paths->lock(),
-                 fmt::format("run '{}' is being trained by a kiln process right now: stop it "
-                             "before removing it",
-                             run.name));
-  }
-  // The other stores the marker says list this run (an import, or the original of one) still
-  // need its folder: they keep it, and the marker forgets this store.
-  std::vector<std::string> others;
-  const std::string here = store_location(db.path());
-  for (const std::string& other : own ? marker->stores : std::vector<std::string>{}) {
-    if (other != here) others.push_back(other);
-  }
-  Statement(store, "DELETE FROM runs WHERE id = ?", {run.id}).step();
-  if (!own) {
-    if (exists) warn(left_folder_warning(run, paths->folder()));
-    return "";
-  }
-  if (!others.empty()) {
-    set_marker_stores(*paths, others);
-    warn(
-        fmt::format("kept '{}': run '{}' is also in the run store{} {}, which still use{} its "
-                    "snapshots; `kiln runs rm` there deletes the folder",
-                    paths->folder(), run.name, others.size() == 1 ? "" : "s", join(others, ", "),
-                    others.size() == 1 ? "s" : ""));
-    return "";
-  }
-  const std::string& folder = paths->folder();
-  std::error_code ec;
-  fs::remove_all(folder, ec);
-  if (ec) {
-    throw UserError(
-        fmt::format("removed run '{}' from the store but not its folder '{}': {}: "
-                    "delete the folder by hand",
-                    run.name, folder, ec.message()));
-  }
-  // A sweep member lives in <out_dir>/<sweep>/<member>@<id>: the last member out removes the
-  // sweep's folder too (never out_dir itself: only the folders the name adds).
-  fs::path dir = fs::path(folder).parent_path();
-  for (size_t depth = split(run.name, '/').size(); depth > 1; --depth, dir = dir.parent_path()) {
-    if (!fs::is_empty(dir, ec) || ec || !fs::remove(dir, ec)) break;
-  }
-  return folder;
 }
 
 }  // namespace kiln

@@ -90,11 +90,5 @@ Curve load_curve(HistoryDb& db, const RunRecord& run, const std::string& metric,
 // The run's folder (paths_of, core/store/run_paths.h): where it keeps its snapshots and lock;
 // "" for a legacy name that could reach outside run.out_dir.
 std::string run_folder(const RunRecord& run);
-// Deletes the run's row (its metrics, evals, snapshots and resumes rows cascade) and its folder
-// when the folder's marker names the run; a folder without it (a run from before run markers,
-// or a marker that names another run) is left, and `warn` says so. A UserError, changing
-// nothing, while a kiln process is training the run. Returns the folder it removed, or "".
-std::string remove_run(HistoryDb& db, const RunRecord& run,
-                       const std::function<void(const std::string&)>& warn);
 
 }  // namespace kiln

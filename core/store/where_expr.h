@@ -103,6 +103,7 @@ SqlFragment sort_sql(const SortKey& sort, const KeySpace& keys);
 struct KeyUse {
   std::string key;
   size_t column = 0;
+  std::string text;  // a quoted value it is compared with (not by `~`, a glob): "" when none
 };
 std::vector<KeyUse> config_keys_of(const WhereNode& node);
 

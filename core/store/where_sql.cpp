@@ -168,7 +168,12 @@ void append_where(SqlFragment& out, const WhereNode& node, const KeySpace& keys)
 
 void collect_config_keys(const WhereNode& node, std::vector<KeyUse>& out) {
   if (node.kind == WhereNode::Kind::kCompare && node.key.kind == WhereKey::Kind::kConfig) {
-    out.push_back({node.key.name, node.key.column});
+    KeyUse use{node.key.name, node.key.column, ""};
+    for (const SqlValue& value : node.values) {
+      const auto* text = std::get_if<std::string>(&value);
+      if (text && node.op != "~") use.text = *text;
+    }
+    out.push_back(std::move(use));
   }
   for (const auto& child : node.children)
     collect_config_keys(*child, out);

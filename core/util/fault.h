@@ -1,6 +1,7 @@
 // Fault injection for the crash tests: named points in the code where a test can make the
 // process fail as a power cut or a full disk would. KILN_FAULT="NAME:N" fires the point NAME the
-// N-th time the process reaches it (N = 1 when left out). Unset, a point costs one branch.
+// N-th time the process reaches it (N = 1 when left out), "NAME:N+" that time and every time
+// after. Unset, a point costs one branch.
 //
 // Crash points (SIGKILL): snapshot.partial (model.pt written, the rest not), snapshot.unpublished
 // (every file written and synced, not yet renamed into place), snapshot.published (renamed, not

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cmath>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
@@ -162,5 +164,20 @@ class AutocastGuard {
   bool was_enabled_;
   at::ScalarType was_dtype_;
 };
+
+// `optimizer` with its param groups' options set to `options`, one per group in order, as they
+// were given. LibTorch 2.14's Optimizer constructor merges each group's options with the
+// optimizer's defaults, keeping a group's value only where it differs from a default-constructed
+// one's (an AdamW group's weight_decay of 0.01, AdamWOptions' own default, became the defaults'
+// 0), and gives a group of options of a type it does not know (Muon's) the defaults outright.
+// Setting them again after construction keeps every group as given on 1.13, 2.6 and 2.14 alike.
+template <class Options>
+std::shared_ptr<torch::optim::Optimizer> with_group_options(
+    std::shared_ptr<torch::optim::Optimizer> optimizer, const std::vector<Options>& options) {
+  auto& groups = optimizer->param_groups();
+  for (size_t i = 0; i < groups.size() && i < options.size(); ++i)
+    groups[i].set_options(std::make_unique<Options>(options[i]));
+  return optimizer;
+}
 
 }  // namespace kiln::compat

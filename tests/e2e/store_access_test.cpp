@@ -123,11 +123,13 @@ std::string unprivileged_cannot_run(const std::string& user, const std::string& 
     return "running as root, and setpriv cannot drop to user nobody: nothing would be read-only "
            "to this test";
   }
+  // The scratch folder itself the test opens to others (ReadOnly); the folders above it must be.
+  const std::string above = fs::path(dir).parent_path().string();
   const std::string reach =
-      user + "sh -c \"test -x '" + KILN_BINARY + "' && test -x '" + dir + "'\" 2>/dev/null";
+      user + "sh -c \"test -x '" + KILN_BINARY + "' && test -x '" + above + "'\" 2>/dev/null";
   if (std::system(reach.c_str()) != 0) {
     return fmt::format("user nobody cannot reach {} or {} (a folder above is closed to others)",
-                       KILN_BINARY, dir);
+                       KILN_BINARY, above);
   }
   return "";
 }

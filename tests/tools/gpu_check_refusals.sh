@@ -15,8 +15,10 @@ failures=0
 # comes before the kit's packages are used).
 tree=$scratch/tree
 mkdir -p "$tree"
-(cd "$source_dir" && git ls-files -z | xargs -0 -I{} cp --parents {} "$tree/") ||
+git -C "$source_dir" rev-parse --git-dir >/dev/null 2>&1 ||
   { echo "SKIP: not a git checkout: the kit is made from tracked files"; exit 0; }
+(cd "$source_dir" && git ls-files -z | xargs -0 cp --parents -t "$tree/") ||
+  { echo "FAIL: could not copy the tracked tree into $tree"; exit 1; }
 mkdir -p "$tree/.gpu-kit"
 (cd "$tree" && find . -path ./.gpu-kit -prune -o -type f -print0 | sed -z 's#^\./##' |
   xargs -0 sha256sum >.gpu-kit/SOURCES)

@@ -96,7 +96,7 @@ int dispatch(int argc, char** argv) {
   refuse_unknown_command(app, argc, argv);
   // `kiln runs` alone: the runs commands, as `kiln runs --help` lists them.
   if (argc == 2 && std::string(argv[1]) == "runs") {
-    std::cout << app.get_subcommand("runs")->help();
+    std::cout << app.get_subcommand("runs")->help("kiln");
     return kiln::kExitOk;
   }
   try {

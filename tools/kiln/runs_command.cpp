@@ -18,6 +18,7 @@
 #include "core/config/schema.h"
 #include "core/store/output_guard.h"
 #include "core/store/run_import.h"
+#include "core/store/run_removal.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
 #include "core/util/text.h"

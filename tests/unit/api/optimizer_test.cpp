@@ -73,6 +73,15 @@ TEST(Optimizer, AdamWDecaysOnlyMatricesAndEveryKindTakesTheScheduleLr) {
   adamw->step();
   EXPECT_FLOAT_EQ(matrix[0][0].item<float>(), 1.0f - 0.1f * 0.5f);
   EXPECT_FLOAT_EQ(bias[0].item<float>(), 1.0f);
+  // A decay of 0.01 (AdamWOptions' own default) and an lr of 0.001 (its own too): LibTorch 2.14
+  // merged such a group's values with the optimizer's defaults and lost the decay.
+  auto m2 = torch::ones({2, 2}).requires_grad_(), b2 = torch::ones({2}).requires_grad_();
+  auto merged = make("adamw", {"optimizer.lr=0.001", "optimizer.weight_decay=0.01"}, {m2, b2});
+  m2.mutable_grad() = torch::zeros({2, 2});
+  b2.mutable_grad() = torch::zeros({2});
+  merged->step();
+  EXPECT_FLOAT_EQ(m2[0][0].item<float>(), 1.0f - 0.001f * 0.01f);
+  EXPECT_FLOAT_EQ(b2[0].item<float>(), 1.0f);
   for (const char* type : {"adam", "adamw", "sgd", "lion"}) {
     auto opt = make(type, {"optimizer.lr=0.25"}, {torch::ones({3}).requires_grad_()});
     EXPECT_DOUBLE_EQ(configured_lr(*opt), 0.25) << type;

@@ -16,6 +16,7 @@
 #include "core/app/plot_svg.h"
 #include "core/app/report.h"
 #include "core/store/run_paths.h"
+#include "core/store/run_removal.h"
 #include "core/store/run_store.h"
 #include "core/store/where_expr.h"
 #include "core/util/error.h"
@@ -179,6 +180,10 @@ TEST_F(RunHistory, BadExpressionsSayWhereAndWhatWasExpected) {
       {"model. = 3", "expected a key name after the '.' at column 7"},
       {"steps > 1 and optimizer.lrr < 1",
        "no run has the config key 'optimizer.lrr' (column 15): did you mean 'optimizer.lr'?"},
+      // A number key compared with a text matches nothing (issue 39): said instead.
+      {"optimizer.lr < 'abc'",
+       "config key 'optimizer.lr' holds numbers (such as 0.001) but is compared with the text "
+       "'abc' (column 1): write the number without quotes"},
   };
   for (const auto& c : cases) {
     const std::string message = error_of([&] { where(c.expr); });

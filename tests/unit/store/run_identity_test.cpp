@@ -11,6 +11,7 @@
 
 #include "core/store/history_db.h"
 #include "core/store/run_queries.h"
+#include "core/store/run_removal.h"
 #include "core/store/run_store.h"
 #include "core/util/error.h"
 #include "test_util.h"
