@@ -54,5 +54,5 @@ dict=tests/fuzz/toml.dict fuzz config_fuzz "$seconds" experiments/*.toml tests/h
   tests/fuzz/seeds/*.toml
 lines=$(mktemp -d)
 trap 'rm -rf "$lines"' EXIT
-cat experiments/data/*.jsonl tests/hostile/*.jsonl | head -n 200 | split -l 1 - "$lines/line-"
+awk 'NR <= 200' experiments/data/*.jsonl tests/hostile/*.jsonl | split -l 1 - "$lines/line-"
 dict="" fuzz chat_fuzz $((seconds / 2 > 0 ? seconds / 2 : 1)) "$lines"/line-*

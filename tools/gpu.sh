@@ -109,8 +109,12 @@ unpack_kit() {
   local prefix=$1 lib=$1/usr/lib/x86_64-linux-gnu
   mkdir -p "$prefix/bin"
   for deb in "$kit"/debs/*.deb; do dpkg-deb -x "$deb" "$prefix" 2>/dev/null || unpack_deb "$deb" "$prefix"; done
-  grep -rl '/usr' "$lib/cmake" "$lib/pkgconfig" "$prefix/usr/share/pkgconfig" \
-    "$prefix/usr/share/cmake" "$prefix/usr/lib/cmake" 2>/dev/null |
+  local dirs=() dir
+  for dir in "$lib/cmake" "$lib/pkgconfig" "$prefix/usr/share/pkgconfig" "$prefix/usr/share/cmake" \
+             "$prefix/usr/lib/cmake"; do
+    [[ -d "$dir" ]] && dirs+=("$dir")
+  done
+  { grep -rl '/usr' "${dirs[@]}" || true; } |
     xargs -r sed -i "s#\([\" =;]\)/usr/#\1$prefix/usr/#g; s#^prefix=/usr#prefix=$prefix/usr#"
   cat >"$prefix/bin/pkg-config" <<EOF
 #!/bin/sh
@@ -158,8 +162,11 @@ configure_command() {
   local args=(cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON
               -DKILN_BUILD_TESTS=ON)
   if [[ -n "$kit_prefix" ]]; then
+    # The multiarch include folder (OpenSSL's configuration.h, which cpp-httplib reaches) is on
+    # no package's include path: compilers search /usr's copy by default, the kit's by this.
     args+=("-DCMAKE_PREFIX_PATH=$torch_prefix;$kit_prefix/usr;$kit_prefix/usr/lib/x86_64-linux-gnu/cmake"
-           "-DPKG_CONFIG_EXECUTABLE=$kit_prefix/bin/pkg-config")
+           "-DPKG_CONFIG_EXECUTABLE=$kit_prefix/bin/pkg-config"
+           "-DCMAKE_CXX_FLAGS=-isystem $kit_prefix/usr/include/x86_64-linux-gnu")
   else
     args+=("-DCMAKE_PREFIX_PATH=$torch_prefix")
   fi

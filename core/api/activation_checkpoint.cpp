@@ -4,6 +4,7 @@
 #include <optional>
 
 #include <ATen/Context.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/core/ivalue.h>
 #include <torch/autograd.h>
 
@@ -92,7 +93,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
 
 at::Tensor checkpointed(const std::function<at::Tensor(const at::Tensor&)>& block,
                         const at::Tensor& x) {
-  if (!torch::GradMode::is_enabled()) return block(x);
+  if (!at::GradMode::is_enabled()) return block(x);
   auto recompute = c10::make_intrusive<Recompute>();
   recompute->block = block;
   // An input outside the graph (a pipeline stage's received activations, say) would leave the
