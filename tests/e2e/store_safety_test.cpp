@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -89,6 +90,23 @@ TEST_F(StoreOutputs, NoCommandWritesOverTheStoreOrItsLogByAnyPath) {
   expect_one_error_line(
       "runs plot lr1 -o " + (dir_ / "store.svg") + " --db " + (dir_ / "sub/../store.svg"),
       "that is the run store");
+
+  // Issue 39: a store reached through a symlink keeps its -wal beside the file the link leads
+  // to, which `-o` reached under its own name; and the same files through a bind mount.
+  fs::create_symlink(db, dir_ / "link.db");
+  expect_one_error_line("runs export lr1 --format jsonl -o " + wal + " --db " + (dir_ / "link.db"),
+                        "the write-ahead log of the run store");
+  testing::TempDir mounted;
+  if (std::system(
+          ("mount --bind '" + dir_.str() + "' '" + mounted.str() + "' 2>/dev/null").c_str()) == 0) {
+    expect_one_error_line("runs export lr1 --format jsonl -o " + (mounted / "kiln.db-wal") + on,
+                          "the write-ahead log of the run store");
+    expect_one_error_line("runs export lr1 -o " + db + " --db " + (mounted / "kiln.db"),
+                          "that is the run store");
+    EXPECT_EQ(std::system(("umount '" + mounted.str() + "'").c_str()), 0) << "umount";
+  } else {
+    std::printf("bind-mount case not run: this process may not mount (not root, or no mounts)\n");
+  }
 
   EXPECT_EQ(read_file(db), store);
   EXPECT_EQ(read_file(wal), log);
