@@ -53,7 +53,7 @@ TEST_F(DistributedState, ZeroStageTwoHoldsItsShardAndOneBucketOfGradientsAndStag
         "launch --nproc-per-node 2 --master-port {} -- bench {} --steps 2 --warmup 1 --set "
         "model.vocab_multiple=1 --set parallel.type=zero --set parallel.stage={} --set "
         "parallel.bucket_mb={} --set train.micro_batch=4 --set train.batch_tokens=512",
-        testing::free_master_port(), exp, stage, bucket_mb));
+        testing::free_local_port(), exp, stage, bucket_mb));
     ASSERT_EQ(bench.exit_code, 0) << bench.output;
     peaks[stage] = testing::bytes_per_rank(bench.output, "peak gradients");
     ASSERT_EQ(peaks[stage].size(), 2u) << bench.output;

@@ -55,7 +55,7 @@ TEST_F(Distributed, LaunchRestartsAllRanksWhenOneIsKilledAndTheCurveIsUnchanged)
       "--set checkpoint.every=10";
   ASSERT_EQ(run_kiln("run " + exp + " --name ref" + same).exit_code, 0);
   const std::string log = dir_ / "launch.log";
-  const int port = testing::free_master_port();
+  const int port = testing::free_local_port();
   pid_t launcher = ::fork();
   if (launcher == 0) {
     const std::string command = fmt::format(
@@ -329,7 +329,7 @@ TEST_F(Distributed, AnIncompleteEnvironmentIsAClearError) {
 // parallel.backend = "nccl" on ranks without a GPU: every rank says so in one line and none
 // builds its model (no step line); "auto" on the same ranks is Gloo and trains.
 TEST_F(Distributed, NcclOnRanksWithoutAGpuIsRefusedBeforeAnyModelAndAutoIsGloo) {
-  const int port = testing::free_master_port();
+  const int port = testing::free_local_port();
   auto refused = run_kiln(fmt::format(
       "launch --nproc-per-node 2 --master-port {} -- run {} --name nccl --set run.device=auto "
       "--set parallel.type=ddp --set parallel.backend=nccl",

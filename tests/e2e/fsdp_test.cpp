@@ -107,7 +107,7 @@ TEST_F(Fsdp, EachRankHoldsItsRowBlocksOfParametersGradientsAndOptimizerState) {
   auto sharded =
       run_kiln(fmt::format("launch --nproc-per-node 2 --master-port {} -- bench {}{} --set "
                            "parallel.type=fsdp",
-                           testing::free_master_port(), exp, bench_args));
+                           testing::free_local_port(), exp, bench_args));
   ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
   EXPECT_EQ(testing::bytes_per_rank(sharded.output, "training state"),
             (std::vector<int64_t>{per_rank, per_rank}));

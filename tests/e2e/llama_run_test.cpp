@@ -136,7 +136,7 @@ TEST_F(LlamaRun, TwoPipelineStagesFollowTheSingleProcessCurve) {
       " --set train.steps=8 --set train.micro_batch=4 --set train.batch_tokens=256 "
       "--set eval.every=0 --set checkpoint.every=0";
   ASSERT_EQ(run_kiln("run " + exp + " --name single" + batch).exit_code, 0);
-  const int port = testing::free_master_port();
+  const int port = testing::free_local_port();
   auto staged = run_kiln(
       fmt::format("launch --nproc-per-node 2 --master-port {} -- run {} --name staged --set "
                   "parallel.type=pipeline --set parallel.pp=2 --set parallel.microbatches=2{}",

@@ -60,7 +60,7 @@ TEST_F(PrecisionRun, Fp16IsRefusedWhereRanksHoldOnlyPartOfTheGradients) {
   SKIP_WITHOUT_CPU_FP16();
   const std::string exp = experiment();
   for (const std::string parallel : {"zero", "pipeline --set parallel.pp=2"}) {
-    const int port = testing::free_master_port();
+    const int port = testing::free_local_port();
     auto result = testing::run_kiln(fmt::format(
         "launch --nproc-per-node 2 --master-port {} -- run {} --set precision.type=fp16 "
         "--set parallel.type={}",

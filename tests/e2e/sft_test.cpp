@@ -106,7 +106,7 @@ TEST(SftExample, TwoDdpRanksCountAndLearnAsOneProcess) {
       db, dir / "runs");
   auto one = run_kiln("run experiments/sft_example.toml --name one" + common);
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  const int port = testing::free_master_port();
+  const int port = testing::free_local_port();
   auto two = run_kiln(fmt::format(
       "launch --nproc-per-node 2 --master-port {} -- run experiments/sft_example.toml --name two "
       "--set parallel.type=ddp --set train.micro_batch=4{}",

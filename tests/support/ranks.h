@@ -2,9 +2,6 @@
 // over real c10d process groups.
 #pragma once
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,21 +17,9 @@
 #include <thread>
 #include <vector>
 
-namespace kiln::testing {
+#include "test_util.h"
 
-// A MASTER_PORT for one test's ranks: one the kernel has just found free on loopback (bound to
-// port 0, then released), so tests side by side, and other programs, do not meet on one.
-inline int free_master_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), length);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
+namespace kiln::testing {
 
 // How the ranks of one run_ranks() ended: each rank's exit code, and its output, which a failed
 // comparison prints (PrintTo), so the reason a rank stopped is never lost.
@@ -75,7 +60,7 @@ inline void PrintTo(const RankExits& exits, std::ostream* out) {
 // returned beside the exit codes.
 inline RankExits run_ranks(int world, const std::string& args, const std::string& log_prefix = "",
                            std::chrono::seconds deadline = std::chrono::seconds(900)) {
-  const int port = free_master_port();
+  const int port = free_local_port();  // free on loopback when asked: no two tests meet on one
   std::string prefix = log_prefix;
   std::string scratch;
   if (prefix.empty()) {
