@@ -41,12 +41,12 @@ void require_store_file(const std::string& db) {
 // Reads only: `db` is the store's read-only connection for sample and export, the writer's for
 // eval (which records a row).
 OpenedSnapshot open_snapshot(const SnapshotRequest& request, Connection& db,
-                             const RunColumns& columns) {
+                             const RunColumns& columns, Assembly mode) {
   const RunRecord info = require_run(db, request.run, columns);
   ResolvedConfig config =
       load_config_text(info.config, fmt::format("run '{}' (stored config)", info.name), {});
   config.experiment = info.name;
-  AssembledRun run = assemble(config, Assembly::kLoad);
+  AssembledRun run = assemble(config, mode);
   // Only the run's own snapshots: one another run left in its folder is named and passed over.
   const std::string dir = require_paths(info).snapshots();
   const SnapshotOwner owner = snapshot_owner(db, info, info.config_hash);
@@ -69,11 +69,11 @@ OpenedSnapshot open_snapshot(const SnapshotRequest& request, Connection& db,
 
 // For the commands that only read the store (sample, export): a read-only connection, so a
 // read-only store or one from a newer kiln (with a warning) still serves them.
-OpenedSnapshot open_snapshot_read_only(const SnapshotRequest& request) {
+OpenedSnapshot open_snapshot_read_only(const SnapshotRequest& request, Assembly mode) {
   require_store_file(request.db);
   HistoryDb db(request.db);
   if (!db.warning().empty()) request.note("warning: " + db.warning());
-  return open_snapshot(request, db.connection(), db.columns());
+  return open_snapshot(request, db.connection(), db.columns(), mode);
 }
 
 // Which snapshot a command used; said once the command's own checks passed, so that a command
@@ -92,7 +92,7 @@ EvalReport evaluate_snapshot(const SnapshotRequest& request, const std::string& 
   }
   require_store_file(request.db);
   RunStore store(request.db);  // eval records a row: a store it cannot write is refused first
-  OpenedSnapshot opened = open_snapshot(request, store.connection(), RunColumns{});
+  OpenedSnapshot opened = open_snapshot(request, store.connection(), RunColumns{}, Assembly::kLoad);
   auto data = open_split(opened.run, split);
   if (!data) {
     throw UserError(fmt::format("run '{}' has no {} split: set data.{} in its experiment",
@@ -124,7 +124,7 @@ std::string sample_snapshot(const SnapshotRequest& request, const SampleOptions&
   if (options.tokens < 1) throw UserError("--tokens must be at least 1");
   if (options.temperature < 0) throw UserError("--temperature must be >= 0");
   if (options.top_k < 0) throw UserError("--top-k must be >= 0 (0 = no cut)");
-  OpenedSnapshot opened = open_snapshot_read_only(request);
+  OpenedSnapshot opened = open_snapshot_read_only(request, Assembly::kLoad);
   auto tokenizer = load_tokenizer(opened.run.train_data->tokenizer_dir());
   std::vector<uint32_t> ids = tokenizer->encode(options.prompt);
   if (ids.empty()) {
@@ -186,7 +186,7 @@ int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_p
                     "names a model directory: give a directory or a .safetensors path",
                     out_path));
   }
-  OpenedSnapshot opened = open_snapshot_read_only(request);
+  OpenedSnapshot opened = open_snapshot_read_only(request, Assembly::kWeights);
   const std::string config = opened.run.model->interchange_config();
   if (exports_directory(out_path) && config.empty()) {
     throw UserError(

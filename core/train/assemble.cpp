@@ -169,10 +169,10 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
 
   // eval, sample and export read a whole snapshot in one process, whatever strategy trained it
   // (a tp or pipeline run's own would ask for the world it trained in).
-  a.parallel = mode == Assembly::kLoad
-                   ? ParallelRegistry::create("single", Params{}, a.device.type())
-                   : ParallelRegistry::create(config.type("parallel"), config.params("parallel"),
-                                              a.device.type());
+  const bool loading = mode == Assembly::kLoad || mode == Assembly::kWeights;
+  a.parallel = loading ? ParallelRegistry::create("single", Params{}, a.device.type())
+                       : ParallelRegistry::create(config.type("parallel"),
+                                                  config.params("parallel"), a.device.type());
   // Ranks that read different data: all of them, or, in a pipeline, one per replica.
   const int readers = a.parallel->data_world();
   a.grad_accum = a.train.grad_accum(readers, config);
@@ -227,7 +227,7 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
         config.where("precision.type").str(), config.type("precision"), config.type("parallel")));
   }
   std::shared_ptr<torch::optim::Optimizer> stand_in;
-  if (mode == Assembly::kLoad) {
+  if (loading) {
     a.memory = loading_floor(*a.model_plan);
   } else {
     double state_per_parameter = 0;
@@ -262,6 +262,7 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
                     "to a GPU, and this run trains on {}: use \"auto\" or \"off\"",
                     config.where("train.pinned_batches").str(), a.device.str()));
   }
+  if (mode == Assembly::kWeights) return a;
   a.train_data = open_split(a, "train");
   if (!a.train_data) {
     throw UserError(fmt::format("{}: the data plugin '{}' found no training split",

@@ -53,7 +53,10 @@ struct AssembledRun {
 
 enum class Assembly {
   kTrain,  // kiln run, resume, bench: every part built; the memory training needs is checked
-  kLoad,   // eval, sample, export: every part built; the memory of the weights is checked
+  kLoad,   // eval, sample: every part built; the memory of the weights is checked
+  // export: kLoad's parts but no data split, which it never reads (issue 39: export of a run
+  // whose data had moved was refused over it); train_data, val_data, test_data stay null.
+  kWeights,
   // A sweep's members before any starts: every check of kTrain without building the model. The
   // model stays its plan; the optimizer and schedule are built over a stand-in parameter of
   // 256 KiB on the run's device (on a GPU, that opens a CUDA context in this process); the data

@@ -116,6 +116,22 @@ TEST_F(Resume, ARaisedTrainStepsMovesTheScheduleOnlyWhenAsked) {
   EXPECT_GT(moved[8], held[8]);  // the longer cosine is higher at step 9 than the held final lr
 }
 
+// Export reads only the snapshot's weights: the run's data may have moved (issue 39), and the
+// weights exported then are those exported before it moved, byte for byte.
+TEST_F(Resume, ExportNeedsNoData) {
+  ASSERT_EQ(
+      run_kiln("run " + experiment() + " --name w --set train.steps=2 --set checkpoint.every=2")
+          .exit_code,
+      0);
+  const std::string before = dir_ / "before.safetensors", after = dir_ / "after.safetensors";
+  ASSERT_EQ(run_kiln("export w -o " + before + " --db " + db()).exit_code, 0);
+  std::filesystem::rename(dir_ / "data", dir_ / "moved");
+  auto exported = run_kiln("export w -o " + after + " --db " + db());
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  EXPECT_EQ(testing::read_file(after), testing::read_file(before));
+  EXPECT_NE(run_kiln("eval w --db " + db()).exit_code, 0);  // eval does read the data
+}
+
 TEST_F(Resume, AnUnfinishedNameIsRefusedUnlessRestarted) {
   const std::string exp = experiment();
   // SIGKILLed once its row says running, however long this machine takes to get there.
