@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <utility>
 
 #include "core/config/registry.h"
 
@@ -29,19 +28,6 @@ struct ScheduleKind {
       std::function<std::shared_ptr<Schedule>(const Params&, double base_lr, int64_t total_steps)>;
 };
 using ScheduleRegistry = Registry<ScheduleKind>;
-
-// `inner`, built over `span` steps, for a run of more: the steps past the span stay at the
-// span's last lr (`kiln resume --keep-schedule`, README "Snapshots and resume").
-class HeldAfterSpan : public Schedule {
- public:
-  HeldAfterSpan(std::shared_ptr<Schedule> inner, int64_t span)
-      : inner_(std::move(inner)), last_(span - 1) {}
-  double lr(int64_t step) const override { return inner_->lr(step < last_ ? step : last_); }
-
- private:
-  std::shared_ptr<Schedule> inner_;
-  int64_t last_;
-};
 
 // Linear warmup shared by every schedule: lr x (step + 1) / warmup for the first `warmup` steps.
 inline double warmup_factor(int64_t step, int64_t warmup) {

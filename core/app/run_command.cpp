@@ -148,12 +148,6 @@ ResolvedConfig resumed_config(const RunRecord& record, const std::vector<std::st
   return config;
 }
 
-// The steps a config's schedule spans: schedule.total_steps when set, else train.steps.
-int64_t schedule_span(const ResolvedConfig& config) {
-  const int64_t span = config.params("schedule").integer("total_steps");
-  return span > 0 ? span : train_options(config).steps;
-}
-
 // For a resume that changed train.steps: the line that gives the lr of the next update as the
 // run planned it and as it will be ("" when train.steps is unchanged); a UserError, before the
 // run's row changes, when the two differ by over 1% and `mode` is the default (issue 39: lr
@@ -163,16 +157,15 @@ std::string check_schedule_change(const ResolvedConfig& stored, const AssembledR
   const int64_t planned = train_options(stored).steps;
   if (planned == run.train.steps) return "";
   const double base_lr = configured_lr(*run.optimizer);
-  const double before = make_schedule(stored, base_lr, planned)->lr(from_step);
+  const double before = make_schedule(stored, base_lr)->lr(from_step);
   const double after = run.schedule->lr(from_step);
   const double moved =
       before != 0 ? std::fabs(after - before) / std::fabs(before) : (after != 0 ? 1.0 : 0.0);
   if (mode == ScheduleOnResume::kRefuseJump && moved > 0.01) {
     throw UserError(fmt::format(
         "train.steps {} -> {} moves the lr of step {} from {:.4g} (as planned) to {:.4g} "
-        "({:+.1f}%): "
-        "pass --keep-schedule (the schedule keeps its {} steps; the added ones stay at its final "
-        "lr) or --reschedule (the new total applies from step {} on)",
+        "({:+.1f}%): pass --keep-schedule (the schedule keeps its {} steps; the added ones stay at "
+        "its final lr) or --reschedule (the new total applies from step {} on)",
         planned, run.train.steps, from_step + 1, before, after, 100.0 * (after - before) / before,
         schedule_span(stored), from_step + 1));
   }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
-#include <set>
 #include <thread>
 #include <vector>
 
@@ -34,24 +33,16 @@ struct SweepRun {
   int jobs = 1;
 };
 
-// The keys whose values differ between a stored run's config and a member's: "train.steps 15 ->
-// 25". Names and paths (run.name, run.out_dir, run.db, run.sweep) are not the member's config.
-std::vector<std::string> changed_keys(const std::string& stored, const std::string& member) {
-  const auto before = flatten_config(stored), after = flatten_config(member);
-  std::set<std::string> keys;
-  for (const auto& [key, _] : before)
-    keys.insert(key);
-  for (const auto& [key, _] : after)
-    keys.insert(key);
+// "train.steps 15 -> 25" for each key whose value differs between a stored run's config and a
+// member's (differing_config, as `kiln runs compare` finds them), less where the run is kept
+// (run.out_dir, run.db, run.sweep), which says nothing of what it trains.
+std::vector<std::string> changed_keys(const RunRecord& stored, const std::string& member_toml) {
+  RunRecord member = stored;
+  member.config = member_toml;
   std::vector<std::string> changed;
-  for (const auto& key : keys) {
-    if (key == "run.name" || key == "run.out_dir" || key == "run.db" || key == "run.sweep") {
-      continue;
-    }
-    const auto a = before.find(key), b = after.find(key);
-    const std::string was = a == before.end() ? "-" : a->second;
-    const std::string is = b == after.end() ? "-" : b->second;
-    if (was != is) changed.push_back(fmt::format("{} {} -> {}", key, was, is));
+  for (const auto& [key, values] : differing_config({stored, member})) {
+    if (key == "run.out_dir" || key == "run.db" || key == "run.sweep") continue;
+    changed.push_back(fmt::format("{} {} -> {}", key, values[0], values[1]));
   }
   return changed;
 }
@@ -71,7 +62,7 @@ std::vector<const SweepMember*> members_to_run(
     const ResolvedConfig config = member_config(launch, m);
     const std::vector<std::string> hashes = run_config_hashes(store.connection(), *existing);
     if (std::find(hashes.begin(), hashes.end(), config.hash()) != hashes.end()) continue;
-    const std::string changes = join(changed_keys(existing->config, config.to_toml()), ", ");
+    const std::string changes = join(changed_keys(*existing, config.to_toml()), ", ");
     if (on_changed == SweepOptions::Changed::kRefuse) {
       refusals.push_back(fmt::format("'{}' ({})", m.name, changes));
     } else if (on_changed == SweepOptions::Changed::kRerun) {

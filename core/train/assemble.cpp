@@ -1,8 +1,10 @@
 #include "core/train/assemble.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <thread>
+#include <utility>
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -123,6 +125,19 @@ void read_initial_weights(const ResolvedConfig& config,
   }
 }
 
+// `inner`, built over `span` steps, for a run of more: the steps past the span stay at the
+// span's last lr (`kiln resume --keep-schedule`, README "Snapshots and resume").
+class HeldAfterSpan : public Schedule {
+ public:
+  HeldAfterSpan(std::shared_ptr<Schedule> inner, int64_t span)
+      : inner_(std::move(inner)), last_(span - 1) {}
+  double lr(int64_t step) const override { return inner_->lr(std::min(step, last_)); }
+
+ private:
+  std::shared_ptr<Schedule> inner_;
+  int64_t last_;
+};
+
 // Data whose loss counts only some targets (DataSource::masks_loss) is trained by the trainer's
 // own micro-steps: a pipeline's passes and a captured CUDA graph take every target's mean.
 void refuse_masked_loss_where_unsupported(const AssembledRun& a) {
@@ -144,15 +159,18 @@ void refuse_masked_loss_where_unsupported(const AssembledRun& a) {
 
 }  // namespace
 
-std::shared_ptr<Schedule> make_schedule(const ResolvedConfig& config, double base_lr,
-                                        int64_t train_steps) {
+int64_t schedule_span(const ResolvedConfig& config) {
   const int64_t span = config.params("schedule").integer("total_steps");
-  const int64_t steps = span > 0 && span < train_steps ? span : train_steps;
+  return span > 0 ? span : train_options(config).steps;
+}
+
+std::shared_ptr<Schedule> make_schedule(const ResolvedConfig& config, double base_lr) {
+  const int64_t steps = std::min(schedule_span(config), train_options(config).steps);
   auto schedule = located(config, "schedule", [&] {
     return ScheduleRegistry::create(config.type("schedule"), config.params("schedule"), base_lr,
                                     steps);
   });
-  if (steps == train_steps) return schedule;
+  if (steps == train_options(config).steps) return schedule;
   return std::make_shared<HeldAfterSpan>(std::move(schedule), steps);
 }
 
@@ -254,7 +272,7 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
                                        parameters_of(*a.model));
     });
   }
-  a.schedule = make_schedule(config, configured_lr(*a.optimizer), a.train.steps);
+  a.schedule = make_schedule(config, configured_lr(*a.optimizer));
 
   if (a.train.pinned_batches == "on" && !a.device.is_cuda()) {
     throw UserError(

@@ -72,10 +72,11 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode = Assembly::kT
 // has no such split.
 std::shared_ptr<DataSource> open_split(const AssembledRun& run, const std::string& split);
 
-// The run's schedule over `train_steps` with the optimizer's `base_lr`: the schedule plugin's,
-// spanning schedule.total_steps when that is set and shorter, held at its last lr after it.
-std::shared_ptr<Schedule> make_schedule(const ResolvedConfig& config, double base_lr,
-                                        int64_t train_steps);
+// The steps a config's schedule spans: schedule.total_steps when set, else train.steps.
+int64_t schedule_span(const ResolvedConfig& config);
+// The config's schedule with the optimizer's `base_lr`: the schedule plugin's over
+// schedule_span(), held at its last lr for the train.steps past it.
+std::shared_ptr<Schedule> make_schedule(const ResolvedConfig& config, double base_lr);
 
 // The CPU threads and seed of a run, applied before anything random happens.
 void apply_runtime_settings(const RunOptions& run);

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <set>
 #include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -122,14 +123,20 @@ const char* isa_name(VectorIsa isa) {
   return "SSE";
 }
 
+std::vector<std::pair<const char*, bool>> named_features(const CpuFeatures& cpu) {
+  return {{"avx", cpu.avx},           {"avx2", cpu.avx2},
+          {"fma", cpu.fma},           {"avx512f", cpu.avx512f},
+          {"avx512dq", cpu.avx512dq}, {"avx512bw", cpu.avx512bw},
+          {"avx512vl", cpu.avx512vl}, {"avx512_bf16", cpu.avx512_bf16},
+          {"amx_tile", cpu.amx_tile}, {"amx_bf16", cpu.amx_bf16}};
+}
+
 std::string feature_summary(const CpuFeatures& cpu) {
+  static const std::set<std::string> shown = {"avx2",        "fma",      "avx512f",
+                                              "avx512_bf16", "amx_tile", "amx_bf16"};
   std::vector<std::string> present;
-  const std::pair<bool, const char*> named[] = {
-      {cpu.avx2, "avx2"},         {cpu.fma, "fma"},
-      {cpu.avx512f, "avx512f"},   {cpu.avx512_bf16, "avx512_bf16"},
-      {cpu.amx_tile, "amx_tile"}, {cpu.amx_bf16, "amx_bf16"}};
-  for (const auto& [has, name] : named) {
-    if (has) present.emplace_back(name);
+  for (const auto& [name, has] : named_features(cpu)) {
+    if (has && shown.count(name)) present.emplace_back(name);
   }
   return present.empty() ? "none" : join(present, " ");
 }

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace kiln {
 
@@ -37,6 +39,9 @@ CpuFeatures read_cpu_features();
 VectorIsa vector_isa(const CpuFeatures& cpu);
 // "AVX-512", "AVX2", "AVX", "SSE".
 const char* isa_name(VectorIsa isa);
+
+// Every vector feature above by the name /proc/cpuinfo gives it, with whether this CPU has it.
+std::vector<std::pair<const char*, bool>> named_features(const CpuFeatures& cpu);
 
 // The features that decide kernels and peaks, named as /proc/cpuinfo names them:
 // "avx2 fma avx512f avx512_bf16 amx_tile amx_bf16" (those present), "none" when none is.

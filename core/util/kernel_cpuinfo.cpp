@@ -2,7 +2,6 @@
 
 #include <fstream>
 #include <sstream>
-#include <utility>
 
 #include <fmt/format.h>
 
@@ -73,14 +72,8 @@ KernelCpuInfo read_kernel_cpuinfo() {
 std::vector<std::string> cpu_disagreements(const CpuFeatures& cpu, const KernelCpuInfo& kernel) {
   std::vector<std::string> differences;
   if (!kernel.flags) return differences;
-  const std::pair<bool, const char*> features[] = {
-      {cpu.avx, "avx"},           {cpu.fma, "fma"},
-      {cpu.avx2, "avx2"},         {cpu.avx512f, "avx512f"},
-      {cpu.avx512dq, "avx512dq"}, {cpu.avx512bw, "avx512bw"},
-      {cpu.avx512vl, "avx512vl"}, {cpu.avx512_bf16, "avx512_bf16"},
-      {cpu.amx_tile, "amx_tile"}, {cpu.amx_bf16, "amx_bf16"}};
   auto yes_no = [](bool b) { return b ? "yes" : "no"; };
-  for (const auto& [has, flag] : features) {
+  for (const auto& [flag, has] : named_features(cpu)) {
     const bool kernel_has = kernel.flags->count(flag) == 1;
     if (has != kernel_has) {
       differences.push_back(

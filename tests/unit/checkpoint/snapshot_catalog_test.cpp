@@ -8,9 +8,10 @@
 #include <filesystem>
 #include <set>
 
-#define XXH_INLINE_ALL
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#define XXH_INLINE_ALL  // compiled in, as core/checkpoint/snapshot.cpp has it
 #include <xxhash.h>
 
 #include "core/util/error.h"
