@@ -120,7 +120,7 @@ class SftSource : public DataSource {
 };
 
 std::shared_ptr<Tokenizer> open_tokenizer(const Params& p, const DataRequest& request) {
-  const std::string dir = p.text("tokenizer");
+  const std::string dir = p.path("tokenizer");
   if (dir.empty()) {
     throw UserError(
         "data.tokenizer is empty: set it to a folder holding the tokenizer.json of `kiln "
@@ -138,7 +138,7 @@ std::shared_ptr<Tokenizer> open_tokenizer(const Params& p, const DataRequest& re
 
 std::shared_ptr<DataSource> open_split(const Params& p, const DataRequest& request) {
   const std::string& key = request.split;
-  const std::string pattern = p.text(key);
+  const std::string pattern = request.files.empty() ? p.path(key) : request.files;
   if (pattern.empty()) {
     if (key != "train") return nullptr;
     throw UserError(
@@ -147,14 +147,14 @@ std::shared_ptr<DataSource> open_split(const Params& p, const DataRequest& reque
   }
   std::vector<std::string> files = glob_files(pattern);
   if (files.empty()) {
-    throw UserError(
-        fmt::format("data.{} = \"{}\" matches no file: fix the path or pattern", key, pattern));
+    throw UserError(fmt::format("{} matches no file: fix the path or pattern",
+                                named_pattern(p, request, pattern)));
   }
   std::shared_ptr<Tokenizer> tokenizer = open_tokenizer(p, request);
   ChatRecordOptions options{chat_template(p.text("template")), tokenizer.get(), request.seq_len + 1,
                             p.text("on_bad_record") == "skip"};
   return std::make_shared<SftSource>(pattern, read_chat_records(files, options),
-                                     p.text("tokenizer"), request);
+                                     p.path("tokenizer"), request);
 }
 
 const bool registered = DataRegistry::add(
@@ -164,12 +164,14 @@ const bool registered = DataRegistry::add(
      {ParamSpec::text("train", "",
                       "glob of JSON Lines files, a record a line: {\"prompt\", \"response\", "
                       "\"history\": [[prompt, response], ...]} or {\"messages\": [{\"role\": "
-                      "system|user|assistant, \"content\"}, ...]}"),
-      ParamSpec::text("val", "", "glob of validation records; empty = no validation"),
-      ParamSpec::text("test", "", "glob of test records, for `kiln eval --split test`"),
+                      "system|user|assistant, \"content\"}, ...]}")
+          .files(),
+      ParamSpec::text("val", "", "glob of validation records; empty = no validation").files(),
+      ParamSpec::text("test", "", "glob of test records, for `kiln eval --split test`").files(),
       ParamSpec::text("tokenizer", "",
                       "folder holding the tokenizer.json of `kiln prepare` that encodes the "
-                      "records (e.g. data/kjv_char)"),
+                      "records (e.g. data/kjv_char)")
+          .files(),
       ParamSpec::text("template", "plain",
                       "chat template: plain (\"User: \"/\"Assistant: \"/\"System: \" lines, a "
                       "blank line after each response) or chatml (<|im_start|>role ... "

@@ -48,7 +48,7 @@ class ShardSource : public DataSource {
 
 std::shared_ptr<DataSource> open_split(const Params& p, const DataRequest& request) {
   const std::string& key = request.split;
-  const std::string pattern = p.text(key);
+  const std::string pattern = request.files.empty() ? p.path(key) : request.files;
   if (pattern.empty()) {
     if (key != "train") return nullptr;
     throw UserError(
@@ -58,9 +58,9 @@ std::shared_ptr<DataSource> open_split(const Params& p, const DataRequest& reque
   std::vector<std::string> files = glob_files(pattern);
   if (files.empty()) {
     throw UserError(
-        fmt::format("data.{} = \"{}\" matches no file: run `kiln prepare` (or "
+        fmt::format("{} matches no file: run `kiln prepare` (or "
                     "tools/setup.sh for the default corpus) or fix the pattern",
-                    key, pattern));
+                    named_pattern(p, request, pattern)));
   }
   return std::make_shared<ShardSource>(
       pattern,
@@ -73,9 +73,10 @@ const bool registered = DataRegistry::add(
     {"shards",
      "token shards of uint16 or uint32 ids (llm.c, .npy or raw), read in order, each window "
      "copied with pread",
-     {ParamSpec::text("train", "", "glob of training shards, e.g. data/kjv_char/train_*.bin"),
-      ParamSpec::text("val", "", "glob of validation shards; empty = no validation"),
-      ParamSpec::text("test", "", "glob of test shards, for `kiln eval --split test`"),
+     {ParamSpec::text("train", "", "glob of training shards, e.g. data/kjv_char/train_*.bin")
+          .files(),
+      ParamSpec::text("val", "", "glob of validation shards; empty = no validation").files(),
+      ParamSpec::text("test", "", "glob of test shards, for `kiln eval --split test`").files(),
       ParamSpec::text("format", "auto",
                       "shard layout: llmc (kiln prepare, llm.c), npy (build-nanogpt), raw "
                       "(nanoGPT's headerless .bin); auto = npy for .npy files, else llmc")

@@ -12,6 +12,8 @@
 #include <memory>
 #include <string>
 
+#include <fmt/format.h>
+
 #include <ATen/core/Tensor.h>
 
 #include "core/api/data_position.h"
@@ -27,7 +29,20 @@ struct DataRequest {
   int world = 1;
   int64_t vocab_limit = 0;  // the model's vocabulary: larger token ids are an error
   bool pinned = false;      // batches go to a CUDA device: hand them out in page-locked memory
+  // `kiln eval --data`: a path or glob of files in the run's data format, read instead of the
+  // split's configured ones. Empty = the split's (Params::path of the key named `split`).
+  std::string files;
 };
+
+// How an error names the files a request reads: `data.val = "GIVEN"`, with the absolute form
+// the run reads when that differs, or `--data PATTERN`.
+inline std::string named_pattern(const Params& p, const DataRequest& request,
+                                 const std::string& pattern) {
+  if (!request.files.empty()) return fmt::format("--data {}", pattern);
+  const std::string& given = p.text(request.split);
+  if (given == pattern) return fmt::format("data.{} = \"{}\"", request.split, given);
+  return fmt::format("data.{} = \"{}\" (read as {})", request.split, given, pattern);
+}
 
 struct Batch {
   // int64 [micro_batch, seq_len], on the CPU. Sources reuse these buffers once nothing holds

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/app/runs_views.h"
+#include "core/store/run_inputs.h"
 #include "core/store/run_sources.h"
 
 namespace kiln {
@@ -53,6 +54,18 @@ Table run_files_table(HistoryDb& db, int64_t run_id) {
   Table t{{"path", "sha256"}, {}, {false, false}};
   for (const auto& file : read_run_files(db.connection(), run_id))
     t.rows.push_back({file.path, file.sha256});
+  return t;
+}
+
+Table run_inputs_table(HistoryDb& db, int64_t run_id) {
+  Table t{{"key", "given", "read from", "files", "bytes"}, {}, {false, false, false, true, true}};
+  for (const RunInput& in : read_inputs(db.connection(), run_id)) {
+    int64_t bytes = 0;
+    for (const auto& file : in.files)
+      bytes += file.size;
+    t.rows.push_back(
+        {in.key, in.given, in.resolved, std::to_string(in.files.size()), std::to_string(bytes)});
+  }
   return t;
 }
 

@@ -20,6 +20,9 @@ std::string describe_config(const ResolvedConfig& config);
 // The files a run's config was read from, in the order applied, with their SHA-256; no rows
 // when the store kept none for it.
 Table run_files_table(HistoryDb& db, int64_t run_id);
+// The files the run reads (core/store/run_inputs.h): each key's value as given, where the run
+// reads it, and how many files of how many bytes it matched; no rows for a run made before.
+Table run_inputs_table(HistoryDb& db, int64_t run_id);
 
 // `kiln runs diff A B`: the resolved config keys whose values differ (run.name left out), with
 // each run's value and where it came from.

@@ -16,6 +16,7 @@
 #include "core/config/canonical.h"
 #include "core/config/toml_text.h"
 #include "core/store/history_db.h"
+#include "core/store/run_inputs.h"
 #include "core/store/run_paths.h"
 #include "core/store/run_queries.h"
 #include "core/store/run_removal.h"
@@ -171,6 +172,30 @@ std::string check_schedule_change(const ResolvedConfig& stored, const AssembledR
   }
   return fmt::format("lr of step {}: {:.4g} as planned over {} steps, {:.4g} now", from_step + 1,
                      before, schedule_span(stored), after);
+}
+
+// Points `config` at the files the run's record names (so that a resume works from any
+// directory) and compares them with their fingerprints. A difference is a UserError, before
+// anything is built, or with `allow_change` one more entry of `changes` (issue 39: a resume
+// after re-preparing the data trained on other data without a word). Returns the inputs as
+// they are now, which the resume records: a run made before Kiln recorded them gets its
+// record here, from the directory it resumes in.
+std::vector<RunInput> check_inputs(Connection& db, const RunRecord& record, ResolvedConfig& config,
+                                   bool allow_change, std::vector<std::string>& changes) {
+  const std::vector<RunInput> recorded = read_inputs(db, record.id);
+  use_recorded_inputs(config, recorded);
+  std::vector<RunInput> now = inputs_of(config);
+  const std::vector<std::string> changed = changed_inputs(recorded, now);
+  if (!changed.empty() && !allow_change) {
+    throw UserError(fmt::format(
+        "run '{}' would resume on other files than it trained on: {}: put the files back as "
+        "they were, or pass --allow-data-change to go on with them as they are (the run's "
+        "resumes record it)",
+        record.name, join(changed, "; ")));
+  }
+  for (const auto& line : changed)
+    changes.push_back("files changed: " + line);
+  return now;
 }
 
 // A worker that torchrun or kiln launch started again after a failure continues its run.
@@ -349,6 +374,8 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
   }
   std::vector<std::string> changes;
   ResolvedConfig config = resumed_config(record, settings, changes);
+  const std::vector<RunInput> inputs =
+      check_inputs(store->connection(), record, config, options.allow_data_change, changes);
 
   AssembledRun run = assemble(config);
   const RunPaths paths = require_paths(record);
@@ -363,7 +390,7 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
   const std::string lr_line = check_schedule_change(stored, run, from_step, options.schedule);
   if (store) {
     store->reopen_run(record.id, from_step, join(changes, "; "), config.to_toml(), config.hash(),
-                      key_source_lines(config, /*all=*/false));
+                      RunProvenance{{}, key_source_lines(config, /*all=*/false), inputs});
   }
   for (const auto& change : changes) {
     if (main_rank) session.console().line("resume changes " + change);

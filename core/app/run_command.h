@@ -34,13 +34,18 @@ struct ResumeOptions {
   // has only best ones), "best", or a step (core/checkpoint/snapshot_catalog.h).
   std::string checkpoint = "latest";
   ScheduleOnResume schedule = ScheduleOnResume::kRefuseJump;
+  // Files the run reads that differ from the record of its start (core/store/run_inputs.h):
+  // refused (false), or accepted and recorded in the run's resumes (--allow-data-change).
+  bool allow_data_change = false;
 };
 
 // Continues a run, in the folder its row names, from its snapshot `options.checkpoint` of its
 // own to its configured steps. `overrides` may change only keys that leave the model, data and
 // optimisation unchanged (steps, eval and checkpoint frequency, threads, the parallel strategy);
 // anything else is refused with the list of keys. A change of train.steps prints the lr at the
-// resume step as planned and as it will be, and follows `options.schedule`.
+// resume step as planned and as it will be, and follows `options.schedule`. The data and
+// other files the config names are read where the run's record of them says, from any
+// directory, and checked against their fingerprints first.
 SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
                           const std::vector<std::string>& overrides, const ResumeOptions& options);
 

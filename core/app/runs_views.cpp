@@ -307,6 +307,8 @@ std::string describe_run(HistoryDb& db, const RunRecord& run) {
   out += files.rows.empty()
              ? "\nfiles: not recorded (the run is older than Kiln's record of them)\n"
              : block("files, in the order applied (a later file's keys win)", files);
+  const Table inputs = run_inputs_table(db, run.id);
+  if (!inputs.rows.empty()) out += block("inputs, the files the run reads", inputs);
   out += block("evals", evals_table(db, run.id));
   out += block("snapshots", snapshots_table(db, run.id));
   out += block("resumes", resumes_table(db, run.id));

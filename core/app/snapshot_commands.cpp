@@ -11,12 +11,14 @@
 #include "core/checkpoint/snapshot_policy.h"
 #include "core/checkpoint/weights_io.h"
 #include "core/store/history_db.h"
+#include "core/store/run_inputs.h"
 #include "core/store/run_lookup.h"
 #include "core/store/run_paths.h"
 #include "core/store/run_store.h"
 #include "core/train/assemble.h"
 #include "core/train/trainer.h"
 #include "core/util/error.h"
+#include "core/util/fs.h"
 #include "core/util/text.h"
 
 namespace kiln {
@@ -28,6 +30,7 @@ struct OpenedSnapshot {
   AssembledRun run;
   SnapshotRef snapshot;
   SnapshotState state;
+  std::vector<RunInput> inputs;  // the record of the files the run read (run_inputs.h)
 };
 
 // The store a snapshot command reads, checked first: opening a path that is not one would create
@@ -46,6 +49,9 @@ OpenedSnapshot open_snapshot(const SnapshotRequest& request, Connection& db,
   ResolvedConfig config =
       load_config_text(info.config, fmt::format("run '{}' (stored config)", info.name), {});
   config.experiment = info.name;
+  // Its files where the run read them, whatever directory this command runs in.
+  std::vector<RunInput> inputs = read_inputs(db, info.id);
+  use_recorded_inputs(config, inputs);
   AssembledRun run = assemble(config, mode);
   // Only the run's own snapshots: one another run left in its folder is named and passed over.
   const std::string dir = require_paths(info).snapshots();
@@ -64,7 +70,7 @@ OpenedSnapshot open_snapshot(const SnapshotRequest& request, Connection& db,
   SnapshotRef snapshot = select_snapshot(snapshots, dir, request.checkpoint, request.note);
   SnapshotState state = load_snapshot(snapshot, *run.model, nullptr, /*restore_rng=*/false);
   run.model->eval();
-  return {info, std::move(run), snapshot, state};
+  return {info, std::move(run), snapshot, state, std::move(inputs)};
 }
 
 // For the commands that only read the store (sample, export): a read-only connection, so a
@@ -85,26 +91,40 @@ void announce(const SnapshotRequest& request, const OpenedSnapshot& opened) {
 
 }  // namespace
 
-EvalReport evaluate_snapshot(const SnapshotRequest& request, const std::string& split,
-                             int64_t batches) {
+EvalReport evaluate_snapshot(const SnapshotRequest& request, const EvalOn& on) {
+  const std::string& split = on.split;
   if (split != "train" && split != "val" && split != "test") {
     throw UserError(fmt::format("--split {} is not a split: use val, test or train", split));
+  }
+  const std::string files = absolute_path(on.data);
+  if (!files.empty() && glob_files(files).empty()) {
+    throw UserError(
+        fmt::format("--data {} matches no file: give a path or glob of files in the "
+                    "run's data format (token shards from `kiln prepare`)",
+                    on.data));
   }
   require_store_file(request.db);
   RunStore store(request.db);  // eval records a row: a store it cannot write is refused first
   OpenedSnapshot opened = open_snapshot(request, store.connection(), RunColumns{}, Assembly::kLoad);
-  auto data = open_split(opened.run, split);
+  auto data = open_split(opened.run, split, files);
   if (!data) {
-    throw UserError(fmt::format("run '{}' has no {} split: set data.{} in its experiment",
-                                opened.info.name, split, split));
+    throw UserError(
+        fmt::format("run '{}' has no {} split: set data.{} in its experiment, or "
+                    "evaluate on files with --data",
+                    opened.info.name, split, split));
+  }
+  // The split's files as the run's record has them, or a warning: the loss is then on others.
+  if (files.empty()) {
+    for (const auto& line : changed_inputs(opened.inputs, inputs_of(opened.run.config)))
+      request.note("warning: the files differ from the run's record of them: " + line);
   }
   announce(request, opened);
-  const int64_t count = batches > 0 ? batches : data->batches_per_pass();
+  const int64_t count = on.batches > 0 ? on.batches : data->batches_per_pass();
   Trainer trainer(opened.run);
   EvalReport report;
   report.run = opened.info.name;
   report.checkpoint = opened.snapshot.label;
-  report.split = split;
+  report.split = files.empty() ? split : files;
   report.step = opened.state.step;
   report.batches = count;
   report.tokens = count * opened.run.train.micro_batch * opened.run.train.seq_len;
@@ -115,7 +135,7 @@ EvalReport evaluate_snapshot(const SnapshotRequest& request, const std::string& 
   std::optional<int64_t> counted;
   if (report.counted_tokens > 0) counted = report.counted_tokens;
   store.add_eval(opened.info.id,
-                 EvalRow{report.step, split, report.loss, report.checkpoint, counted});
+                 EvalRow{report.step, report.split, report.loss, report.checkpoint, counted});
   store.flush();
   return report;
 }

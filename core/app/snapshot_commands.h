@@ -28,9 +28,17 @@ struct EvalReport {
   double perplexity = 0;
 };
 
-// Mean loss over `batches` micro-batches of the split (0 = the whole split), recorded in evals.
-EvalReport evaluate_snapshot(const SnapshotRequest& request, const std::string& split,
-                             int64_t batches);
+struct EvalOn {
+  std::string split = "val";  // the run's own split: val, test or train
+  // Instead of a split: a path or glob of files in the run's data format (token shards for
+  // data "shards"), relative to the current directory; recorded under its absolute form.
+  std::string data;
+  int64_t batches = 0;  // micro-batches to read; 0 = one pass over the files
+};
+
+// Mean loss over the micro-batches `on` names, recorded in evals (split = the split's name,
+// or the absolute path or glob of --data).
+EvalReport evaluate_snapshot(const SnapshotRequest& request, const EvalOn& on);
 
 struct SampleOptions {
   std::string prompt;

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include "core/config/config.h"
-#include "core/config/registry.h"
 #include "core/config/toml_text.h"
 
 namespace kiln {
@@ -65,17 +64,8 @@ std::map<std::string, std::string> flatten_config(const std::string& toml_text) 
 }
 
 bool is_hashed_key(const std::string& section, const std::string& type, const std::string& key) {
-  for (const auto& schema : config_sections()) {
-    if (schema.name != section) continue;
-    for (const auto& p : schema.params) {
-      if (p.name == key) return p.hashed;
-    }
-    const PluginSpec* plugin = Catalog::global().find(section, type);
-    for (const auto& p : plugin ? plugin->params : std::vector<ParamSpec>{}) {
-      if (p.name == key) return p.hashed;
-    }
-  }
-  return true;
+  const ParamSpec* spec = declared_param(section, type, key);
+  return !spec || spec->hashed;
 }
 
 namespace {

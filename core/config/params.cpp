@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/config/canonical.h"
+#include "core/util/fs.h"
 
 namespace kiln {
 
@@ -49,6 +50,11 @@ ParamSpec&& ParamSpec::one_of(std::vector<std::string> allowed) && {
 }
 ParamSpec&& ParamSpec::unhashed() && {
   hashed = false;
+  return std::move(*this);
+}
+
+ParamSpec&& ParamSpec::files() && {
+  names_files = true;
   return std::move(*this);
 }
 
@@ -123,6 +129,11 @@ bool Params::flag(const std::string& key) const {
 const std::string& Params::text(const std::string& key) const {
   return typed<std::string>(values_, key, "a string");
 }
+std::string Params::path(const std::string& key) const {
+  const auto resolved = resolved_paths_.find(key);
+  return resolved != resolved_paths_.end() ? resolved->second : absolute_path(text(key));
+}
+
 const ParamValue& Params::value(const std::string& key) const {
   auto it = values_.find(key);
   if (it == values_.end()) throw std::logic_error("parameter '" + key + "' was never declared");

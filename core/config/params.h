@@ -26,6 +26,11 @@ struct ParamSpec {
   std::optional<double> max;
   std::vector<std::string> choices;  // allowed strings; empty = any
   bool hashed = true;  // false for keys that name or place a run but cannot change its numbers
+  // A path or glob of files the run reads (data.train, model.init_from): relative to the directory
+  // the run is made in. The run store keeps its absolute form and a fingerprint of the files
+  // beside the value as given (core/store/run_inputs.h), and every later command reads them
+  // there, from whatever directory it runs in; the hash keeps the value as given.
+  bool names_files = false;
 
   static ParamSpec integer(std::string name, int64_t def, std::string doc);
   static ParamSpec real(std::string name, double def, std::string doc);
@@ -37,6 +42,7 @@ struct ParamSpec {
   // A choice "NAME:N" also accepts NAME:0, NAME:1, ... (up to 4 digits): run.device's cuda:N.
   ParamSpec&& one_of(std::vector<std::string> allowed) &&;
   ParamSpec&& unhashed() &&;
+  ParamSpec&& files() &&;  // names_files
 
   // Why `value` is not acceptable, or nothing when it is.
   std::optional<std::string> check(const ParamValue& value) const;
@@ -53,10 +59,19 @@ class Params {
   bool flag(const std::string& key) const;
   const std::string& text(const std::string& key) const;
   const ParamValue& value(const std::string& key) const;
+  // A names_files key as the run reads it: the absolute form recorded for it (resolve_path),
+  // else its value made absolute against the current directory; "" stays "".
+  std::string path(const std::string& key) const;
+  // Where the key's files are for this run (the run store's record of its start): not part of
+  // the values, so neither the config's text nor its hash changes.
+  void resolve_path(const std::string& key, std::string absolute) {
+    resolved_paths_[key] = std::move(absolute);
+  }
   const std::map<std::string, ParamValue>& values() const { return values_; }
 
  private:
   std::map<std::string, ParamValue> values_;
+  std::map<std::string, std::string> resolved_paths_;
 };
 
 }  // namespace kiln

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "core/config/registry.h"
+
 namespace kiln {
 
 std::string default_run_db() {
@@ -37,7 +39,8 @@ const std::vector<SectionSchema>& config_sections() {
        {P::text("init_from", "",
                 "weights to start from: a .safetensors file or a Hugging Face model directory "
                 "(config.json with model.safetensors or a sharded index; e.g. GPT-2 from the Hub); "
-                "empty = the model's own initialisation")}},
+                "empty = the model's own initialisation")
+            .files()}},
       {"data", true, "where the tokens come from; type picks a data plugin", {}},
       {"train",
        false,
@@ -109,6 +112,22 @@ const std::vector<SectionSchema>& config_sections() {
             .unhashed()}},
   };
   return sections;
+}
+
+const ParamSpec* declared_param(const std::string& section, const std::string& type,
+                                const std::string& key) {
+  for (const auto& schema : config_sections()) {
+    if (schema.name != section) continue;
+    for (const auto& p : schema.params) {
+      if (p.name == key) return &p;
+    }
+    if (const PluginSpec* plugin = Catalog::global().find(section, type)) {
+      for (const auto& p : plugin->params) {
+        if (p.name == key) return &p;
+      }
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace kiln

@@ -22,6 +22,10 @@ struct SectionSchema {
   std::vector<ParamSpec> params;
 };
 const std::vector<SectionSchema>& config_sections();
+// The spec of `section`.`key` under plugin `type` (empty for a core section): the section's own
+// keys, then the plugin's; null for a key neither declares.
+const ParamSpec* declared_param(const std::string& section, const std::string& type,
+                                const std::string& key);
 // run.db's default, and every --db's: $KILN_DB when set (a path or a postgresql:// URL), else
 // runs/kiln.db.
 std::string default_run_db();

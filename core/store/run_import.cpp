@@ -130,7 +130,8 @@ ImportedRun import_run(HistoryDb& source, RunStore& target, const RunRecord& run
                        const std::string& name) {
   const RunExtras extras = extras_of(source, run.id);
   const RunProvenance provenance{read_run_files(source.connection(), run.id),
-                                 read_key_sources(source.connection(), run.id)};
+                                 read_key_sources(source.connection(), run.id),
+                                 read_inputs(source.connection(), run.id)};
   const int64_t id = target.create_run(
       NewRun{name, run.experiment, run.config, run.config_hash, extras.seed, extras.world_size,
              run.planned_steps, run.git_commit, run.host, run.sweep, run.uuid, run.folder},

@@ -125,12 +125,15 @@ std::vector<std::string> first_column(Connection& db, const std::string& sql, in
 
 }  // namespace
 
-std::vector<std::string> run_config_hashes(Connection& db, const RunRecord& run) {
-  Statement table(db,
-                  "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
-                  "name = 'run_config_hashes'");
+bool has_table(Connection& db, const std::string& name) {
+  Statement table(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+                  {name});
   table.step();
-  if (table.integer(0) == 0) return {run.config_hash};
+  return table.integer(0) > 0;
+}
+
+std::vector<std::string> run_config_hashes(Connection& db, const RunRecord& run) {
+  if (!has_table(db, "run_config_hashes")) return {run.config_hash};
   return first_column(
       db, "SELECT config_hash FROM run_config_hashes WHERE run_id = ? ORDER BY config_hash",
       run.id);

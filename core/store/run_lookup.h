@@ -37,6 +37,9 @@ struct RunColumns {
   bool identity = true;
 };
 RunColumns run_columns(Connection& db);
+// Whether the store has table `name`: one opened without upgrading it (HistoryDb) may be older
+// than a table its readers look in.
+bool has_table(Connection& db, const std::string& name);
 
 // Every run with its summary, as a query the caller extends with WHERE / ORDER BY / LIMIT on the
 // RunRecord field names (duration for duration_s). A column the store lacks reads as "".

@@ -136,17 +136,6 @@ RunPaths require_paths(const RunRecord& run) {
   return *paths;
 }
 
-std::string absolute_path(const std::string& path) {
-  if (path.empty()) return path;
-  std::error_code ec;
-  const fs::path absolute = fs::absolute(path, ec);
-  if (ec) {
-    throw UserError(fmt::format("cannot make '{}' an absolute path: {}: pass an absolute path",
-                                path, ec.message()));
-  }
-  return absolute.lexically_normal().string();
-}
-
 void write_run_marker(const RunPaths& paths, const std::string& uuid, const std::string& store) {
   const nlohmann::json marker = {
       {"kiln_run", uuid}, {"name", paths.name()}, {"stores", std::vector<std::string>{store}}};

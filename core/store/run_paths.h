@@ -79,10 +79,6 @@ std::optional<RunPaths> paths_of(const RunRecord& run);
 // paths_of, or a UserError for such a name: for the commands that train or load the run.
 RunPaths require_paths(const RunRecord& run);
 
-// `path` made absolute against the current directory (no symlink resolved): how run.out_dir and
-// run.db are stored when a run is made, so that every later command finds the same files.
-std::string absolute_path(const std::string& path);
-
 // The folder's marker (run.json): the run's uuid, and the run stores that list the run, the one
 // it was made in and each it was imported into, so that `kiln runs rm` deletes the folder only
 // when no other store still lists the run (issue 39: an import's rm deleted the original's

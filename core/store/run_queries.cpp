@@ -147,7 +147,7 @@ std::vector<RunRecord> list_runs(HistoryDb& db, const ListQuery& query) {
   }
   const SortKey sort = parse_sort(query.sort, keys);
   if (sort.key.kind == WhereKey::Kind::kConfig) {
-    check_config_keys(db, {{sort.key.name, 0}}, fmt::format("--sort '{}'", query.sort));
+    check_config_keys(db, {{sort.key.name, 0, ""}}, fmt::format("--sort '{}'", query.sort));
   }
   SqlFragment order = sort_sql(sort, keys);
   sql.sql += " ORDER BY " + order.sql + ", id";

@@ -1,18 +1,8 @@
 #include "core/store/run_sources.h"
 
+#include "core/store/run_lookup.h"
+
 namespace kiln {
-
-namespace {
-
-// A store opened without upgrading it (HistoryDb) may be older than the provenance tables.
-bool has_table(Connection& db, const std::string& name) {
-  Statement table(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
-                  {name});
-  table.step();
-  return table.integer(0) > 0;
-}
-
-}  // namespace
 
 std::map<std::string, std::string> key_source_lines(const ResolvedConfig& config, bool all) {
   std::map<std::string, std::string> lines;
@@ -29,7 +19,7 @@ std::map<std::string, std::string> key_source_lines(const ResolvedConfig& config
 }
 
 RunProvenance provenance_of(const ResolvedConfig& config) {
-  return RunProvenance{config.sources(), key_source_lines(config, true)};
+  return RunProvenance{config.sources(), key_source_lines(config, true), inputs_of(config)};
 }
 
 void write_provenance(Connection& db, int64_t run_id, const RunProvenance& provenance) {
@@ -49,6 +39,7 @@ void write_provenance(Connection& db, int64_t run_id, const RunProvenance& prove
     key.step();
     key.reset();
   }
+  write_inputs(db, run_id, provenance.inputs);
 }
 
 std::vector<ConfigFile> read_run_files(Connection& db, int64_t run_id) {

@@ -1,8 +1,9 @@
 // Where a run's config came from, kept beside it in the run store: the files its experiment was
-// read from (the experiment file and those it extends, with their SHA-256, in the order applied)
-// and where each resolved key's value came from (a file's line, a --set, a default). RunStore
-// writes them with the run (tables run_files and run_key_sources); `kiln runs show` and `kiln
-// runs diff` read them back. A run made before them, or a store not upgraded yet, has none.
+// read from (the experiment file and those it extends, with their SHA-256, in the order applied),
+// where each resolved key's value came from (a file's line, a --set, a default), and the files
+// its config names (run_inputs.h). RunStore writes them with the run (tables run_files,
+// run_key_sources, run_inputs); `kiln runs show` and `kiln runs diff` read them back. A run made
+// before them, or a store not upgraded yet, has none.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "core/config/config.h"
+#include "core/store/run_inputs.h"
 #include "core/store/sqlite.h"
 
 namespace kiln {
@@ -18,16 +20,18 @@ namespace kiln {
 struct RunProvenance {
   std::vector<ConfigFile> files;                   // in the order applied
   std::map<std::string, std::string> key_sources;  // "train.steps" -> KeySource::str()
+  std::vector<RunInput> inputs;
 };
 
 // "section.key" -> KeySource::str() for the keys of `config`: all of them, or (`all` false) only
 // those a --set or a default gave their value, which is what a resume may change (its other keys
 // keep the sources of the run's start).
 std::map<std::string, std::string> key_source_lines(const ResolvedConfig& config, bool all);
+// All of it, the inputs fingerprinted now (inputs_of).
 RunProvenance provenance_of(const ResolvedConfig& config);
 
-// Inside the caller's write transaction: the files (replacing those at the same positions) and
-// the keys' sources (replacing those of the same keys).
+// Inside the caller's write transaction: the files (replacing those at the same positions), the
+// keys' sources and the inputs (replacing those of the same keys).
 void write_provenance(Connection& db, int64_t run_id, const RunProvenance& provenance);
 
 // What write_provenance wrote for the run; empty when nothing was (see above).

@@ -157,6 +157,25 @@ const char* const kMigrations[] = {
     // 9: the config as JSON (core/store/config_json.h), jsonb on PostgreSQL with the functions
     // --where and --sort look config keys up with there (core/store/postgres_dialect.cpp).
     "ALTER TABLE runs ADD COLUMN config_json TEXT;",
+    // 10: the files each run reads, where they were and what they held (core/store/run_inputs.h).
+    R"sql(
+    CREATE TABLE run_inputs (
+      run_id    INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      key       TEXT NOT NULL,
+      given     TEXT NOT NULL,
+      resolved  TEXT NOT NULL,
+      PRIMARY KEY (run_id, key)
+    ) WITHOUT ROWID;
+    CREATE TABLE run_input_files (
+      run_id    INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      key       TEXT NOT NULL,
+      position  INTEGER NOT NULL,
+      path      TEXT NOT NULL,
+      size      INTEGER NOT NULL,
+      checksum  TEXT NOT NULL,
+      PRIMARY KEY (run_id, key, position)
+    ) WITHOUT ROWID;
+    )sql",
 };
 
 const int64_t kKnownSchema = static_cast<int64_t>(std::size(kMigrations));
@@ -278,7 +297,7 @@ UpdateCount RunStore::count_updates(int64_t run_id) {
 
 void RunStore::reopen_run(int64_t run_id, int64_t from_step, const std::string& changes,
                           const std::string& config_toml, const std::string& config_hash,
-                          const std::map<std::string, std::string>& key_sources) {
+                          const RunProvenance& provenance) {
   flush();
   Transaction write(db_);
   // Steps after the snapshot are re-done: their old rows go, so none is ever duplicated or left
@@ -302,7 +321,7 @@ void RunStore::reopen_run(int64_t run_id, int64_t from_step, const std::string& 
   Statement(db_, "INSERT OR IGNORE INTO run_config_hashes (run_id, config_hash) VALUES (?, ?)",
             {run_id, config_hash})
       .step();
-  write_provenance(db_, run_id, RunProvenance{{}, key_sources});
+  write_provenance(db_, run_id, provenance);
   write.commit();
 }
 

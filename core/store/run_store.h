@@ -113,10 +113,11 @@ class RunStore {
   void finish_run(int64_t run_id, const std::string& status, const std::string& error = "");
   // A resumed run: rows after `from_step` are dropped, the status is running again, the
   // (possibly changed) config replaces the old one and the resume is recorded with `changes`;
-  // `key_sources` replace the sources of the keys the resume gave a value (key_source_lines).
+  // `provenance` adds to the run's (the sources of the keys the resume gave a value, its inputs
+  // as they are now).
   void reopen_run(int64_t run_id, int64_t from_step, const std::string& changes,
                   const std::string& config_toml, const std::string& config_hash,
-                  const std::map<std::string, std::string>& key_sources = {});
+                  const RunProvenance& provenance = {});
   void add_snapshot(int64_t run_id, int64_t step, const std::string& label,
                     const std::string& path);
   void remove_snapshot(int64_t run_id, const std::string& label);

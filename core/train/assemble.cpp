@@ -115,13 +115,14 @@ std::shared_ptr<torch::optim::Optimizer> stand_in_optimizer(const ResolvedConfig
 // `use`; its UserError gets the key's place.
 void read_initial_weights(const ResolvedConfig& config,
                           const std::function<void(const std::string&)>& use) {
-  const std::string& init_from = config.params("model").text("init_from");
+  const std::string init_from = config.params("model").path("init_from");
   if (init_from.empty()) return;
   try {
     use(init_from);
   } catch (const UserError& e) {
     throw UserError(fmt::format("{}: model.init_from = \"{}\": {}",
-                                config.where("model.init_from").str(), init_from, e.what()));
+                                config.where("model.init_from").str(),
+                                config.params("model").text("init_from"), e.what()));
   }
 }
 
@@ -262,9 +263,13 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
     a.optimizer = stand_in;
   } else {
     a.model = build_model(*a.model_plan);
-    read_initial_weights(config, [&](const std::string& path) {
-      a.model->import_weights(read_model_weights(path, a.model->interchange_config()));
-    });
+    // eval, sample and export load a snapshot over the weights: the run's start is not read
+    // (and may have moved since).
+    if (!loading) {
+      read_initial_weights(config, [&](const std::string& path) {
+        a.model->import_weights(read_model_weights(path, a.model->interchange_config()));
+      });
+    }
     a.model->to(a.device);
     a.parallel->attach(*a.model);
     a.optimizer = located(config, "optimizer", [&] {
@@ -303,7 +308,8 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
   return a;
 }
 
-std::shared_ptr<DataSource> open_split(const AssembledRun& run, const std::string& split) {
+std::shared_ptr<DataSource> open_split(const AssembledRun& run, const std::string& split,
+                                       const std::string& files) {
   DataRequest request{split,
                       run.train.micro_batch,
                       run.train.seq_len,
@@ -311,7 +317,8 @@ std::shared_ptr<DataSource> open_split(const AssembledRun& run, const std::strin
                       run.parallel->data_world(),
                       run.model_plan->vocab_size,
                       run.train.pinned_batches == "on" ||
-                          (run.train.pinned_batches == "auto" && run.device.is_cuda())};
+                          (run.train.pinned_batches == "auto" && run.device.is_cuda()),
+                      files};
   return DataRegistry::create(run.config.type("data"), run.config.params("data"), request);
 }
 

@@ -53,7 +53,9 @@ struct AssembledRun {
 
 enum class Assembly {
   kTrain,  // kiln run, resume, bench: every part built; the memory training needs is checked
-  kLoad,   // eval, sample: every part built; the memory of the weights is checked
+  // eval, sample: every part built, the memory of the weights checked; model.init_from is not
+  // read (the caller loads a snapshot over the weights)
+  kLoad,
   // export: kLoad's parts but no data split, which it never reads (issue 39: export of a run
   // whose data had moved was refused over it); train_data, val_data, test_data stay null.
   kWeights,
@@ -69,8 +71,9 @@ enum class Assembly {
 AssembledRun assemble(const ResolvedConfig& config, Assembly mode = Assembly::kTrain);
 
 // A data source for `split` ("train", "val", "test") with the run's geometry; null when the data
-// has no such split.
-std::shared_ptr<DataSource> open_split(const AssembledRun& run, const std::string& split);
+// has no such split. `files` (kiln eval --data): a path or glob read instead of the split's own.
+std::shared_ptr<DataSource> open_split(const AssembledRun& run, const std::string& split,
+                                       const std::string& files = "");
 
 // The steps a config's schedule spans: schedule.total_steps when set, else train.steps.
 int64_t schedule_span(const ResolvedConfig& config);

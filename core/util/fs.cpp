@@ -31,6 +31,17 @@ std::vector<std::string> glob_files(const std::string& pattern) {
   return out;
 }
 
+std::string absolute_path(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  if (ec) {
+    throw UserError(fmt::format("cannot make '{}' an absolute path: {}: pass an absolute path",
+                                path, ec.message()));
+  }
+  return absolute.lexically_normal().string();
+}
+
 void ensure_parent_dir(const std::string& path) {
   auto parent = std::filesystem::path(path).parent_path();
   if (parent.empty()) return;

@@ -8,6 +8,10 @@ namespace kiln {
 
 // Expands `*` and `?` in the file-name part of a path pattern; sorted; no match -> empty.
 std::vector<std::string> glob_files(const std::string& pattern);
+// `path` made absolute against the current directory, lexically (no symlink resolved, `*` kept);
+// "" stays "". How run.out_dir, run.db and the files a config names are kept once a run is made,
+// so that every later command finds the same files whatever directory it runs in.
+std::string absolute_path(const std::string& path);
 // Creates a file's parent directories; a UserError naming the path when that fails.
 void ensure_parent_dir(const std::string& path);
 // Whether `name` can be a folder path under another folder without climbing out of it: relative,

@@ -78,10 +78,10 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
-// Runs `kiln ARGS` from the source tree, as a user would.
-inline CommandResult run_kiln(const std::string& args) {
+// What `sh -c command` printed on stdout (and stderr, where the command sends it there with
+// 2>&1), and how it exited.
+inline CommandResult run_shell(const std::string& command) {
   CommandResult result;
-  std::string command = std::string("'") + KILN_BINARY + "' " + args + " 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");
   char buf[4096];
   size_t n;
@@ -90,6 +90,12 @@ inline CommandResult run_kiln(const std::string& args) {
   int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+// Runs `kiln ARGS` as a user would: in `cwd` when given, else in the test's directory.
+inline CommandResult run_kiln(const std::string& args, const std::string& cwd = "") {
+  const std::string in = cwd.empty() ? "" : "cd '" + cwd + "' && ";
+  return run_shell(in + "'" + KILN_BINARY + "' " + args + " 2>&1");
 }
 
 // A kiln command that failed as a user's mistake should: exit 2, its whole output one

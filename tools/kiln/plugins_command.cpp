@@ -20,9 +20,10 @@ namespace {
 void print_params(const std::vector<ParamSpec>& params) {
   for (const auto& p : params) {
     std::string range = p.describe_range();
-    std::cout << fmt::format("    {:<16} {:<7} {:<14} {}{}\n", p.name, type_name(p.type),
+    std::cout << fmt::format("    {:<16} {:<7} {:<14} {}{}{}\n", p.name, type_name(p.type),
                              format_value(p.default_value), p.doc,
-                             range == "any value" ? "" : " (" + range + ")");
+                             range == "any value" ? "" : " (" + range + ")",
+                             p.names_files ? " [files: kept with the run, absolute]" : "");
   }
 }
 

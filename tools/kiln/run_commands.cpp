@@ -76,6 +76,9 @@ ChosenCommand add_run_commands(CLI::App& app) {
       "with a new train.steps, the schedule keeps its planned steps; added ones stay at its "
       "final lr");
   reschedule->excludes(keep);
+  resume->add_flag("--allow-data-change", args->resume.allow_data_change,
+                   "go on when the files the run reads differ from those it started with (the "
+                   "resume records what changed)");
   resume
       ->add_option("--checkpoint", args->resume.checkpoint,
                    "the snapshot to continue from: latest (its best when it has only best "

@@ -19,14 +19,13 @@ namespace {
 
 struct SnapshotArgs {
   SnapshotRequest request;
-  std::string split = "val";
-  int64_t eval_batches = 0;
+  EvalOn eval;
   SampleOptions sampling;
   std::string export_path;
 };
 
 int eval_command(const SnapshotArgs& args) {
-  const EvalReport r = evaluate_snapshot(args.request, args.split, args.eval_batches);
+  const EvalReport r = evaluate_snapshot(args.request, args.eval);
   std::cout << fmt::format(
       "{} {} step {} | {} loss {:.6f} | perplexity {:.4f} | {} batches, "
       "{} tokens{}\n",
@@ -64,8 +63,13 @@ ChosenCommand add_snapshot_commands(CLI::App& app) {
   };
   CLI::App* eval = app.add_subcommand("eval", "loss and perplexity of a snapshot on a data split");
   add_snapshot_options(eval);
-  eval->add_option("--split", args->split, "val, test or train")->capture_default_str();
-  eval->add_option("--steps", args->eval_batches, "micro-batches to evaluate; 0 = the whole split")
+  CLI::Option* split =
+      eval->add_option("--split", args->eval.split, "val, test or train")->capture_default_str();
+  eval->add_option("--data", args->eval.data,
+                   "evaluate on these files instead of a split: a path or glob in the run's data "
+                   "format (token shards from `kiln prepare`)")
+      ->excludes(split);
+  eval->add_option("--steps", args->eval.batches, "micro-batches to evaluate; 0 = the whole split")
       ->capture_default_str();
 
   CLI::App* sample = app.add_subcommand("sample", "generate text from a snapshot");

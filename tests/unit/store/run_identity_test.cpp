@@ -153,6 +153,7 @@ TEST(RunIds, AStoreFromBeforeGetsUuidsNoFolderAndNoReusedIds) {
   ASSERT_EQ(sqlite3_open(db_path.c_str(), &raw), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(raw,
                          "DELETE FROM runs WHERE name = 'c'; DROP TABLE run_ids; "
+                         "DROP TABLE run_input_files; DROP TABLE run_inputs; "
                          "DROP TABLE bench_results; DROP TABLE run_files; "
                          "DROP TABLE run_key_sources; DROP TABLE sweep_members; "
                          "DROP TABLE sweeps; ALTER TABLE runs DROP COLUMN config_json; "

@@ -46,8 +46,9 @@ TEST(RunSources, AStoreFromBeforeThemReadsAsNoneAndIsUpgradedByTheNextWriter) {
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
   // Schema version 5: before the provenance tables (6), the sweeps of a scheduler (7), the
-  // counted tokens (8) and the config's JSON copy (9).
+  // counted tokens (8), the config's JSON copy (9) and the run's inputs (10).
   const std::string older =
+      "drop table run_input_files; drop table run_inputs; "
       "drop table run_files; drop table run_key_sources; drop table sweep_members; "
       "drop table sweeps; alter table metrics drop column counted_tokens; "
       "alter table evals drop column counted_tokens; alter table runs drop column config_json; "
@@ -58,6 +59,7 @@ TEST(RunSources, AStoreFromBeforeThemReadsAsNoneAndIsUpgradedByTheNextWriter) {
     HistoryDb history(db);
     EXPECT_TRUE(read_run_files(history.connection(), id).empty());
     EXPECT_TRUE(read_key_sources(history.connection(), id).empty());
+    EXPECT_TRUE(read_inputs(history.connection(), id).empty());
   }
   RunStore upgraded(db);
   EXPECT_EQ(testing::scalar(db, "pragma user_version"), std::to_string(known_schema_version()));
