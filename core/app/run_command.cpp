@@ -390,6 +390,7 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
   const std::string lr_line = check_schedule_change(stored, run, from_step, options.schedule);
   if (store) {
     store->reopen_run(record.id, from_step, join(changes, "; "), config.to_toml(), config.hash(),
+                      run.train.steps,
                       RunProvenance{{}, key_source_lines(config, /*all=*/false), inputs});
   }
   for (const auto& change : changes) {

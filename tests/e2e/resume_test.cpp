@@ -56,6 +56,7 @@ TEST_F(Resume, DamagedSnapshotsAreReportedAndTheLastGoodOneIsUsed) {
   EXPECT_NE(resumed.output.find("resume changes train.steps: 12 -> 16"), std::string::npos);
   EXPECT_EQ(scalar(db(), "select count(*) || ' ' || max(step) from metrics"), "16 16");
   EXPECT_EQ(scalar(db(), "select changes from resumes"), "train.steps: 12 -> 16");
+  EXPECT_EQ(scalar(db(), "select steps from runs"), "16");  // planned: `runs list` shows 16/16
 }
 
 TEST_F(Resume, ChangesToTheModelOrDataAreRefusedWithTheKeys) {

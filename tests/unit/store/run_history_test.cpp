@@ -344,7 +344,8 @@ TEST_F(RunHistory, ShowListsIdentityMetricsEvalsAndConfig) {
   {
     RunStore store(db_path());
     store.add_snapshot(2, 4, "step_000004", dir_ / "runs/lr3/snapshots/step_000004");
-    store.reopen_run(2, 4, "train.steps: 4 -> 8", config({"lr3", 3e-3, 4, "bbbb", {}, {}}), "bbbb");
+    store.reopen_run(2, 4, "train.steps: 4 -> 8", config({"lr3", 3e-3, 4, "bbbb", {}, {}}), "bbbb",
+                     8);
     store.finish_run(2, "completed");
   }
   HistoryDb db(db_path());
@@ -352,7 +353,7 @@ TEST_F(RunHistory, ShowListsIdentityMetricsEvalsAndConfig) {
   for (const char* expect :
        {"run lr3 (id 2): completed", "git commit   abc123", "host         host",
         "config hash  bbbb", "best loss    1.500000 at step 4", "best val     1.700000 at step 4",
-        "step 4/4 | loss 1.500000", "evals\n", "step_000004", "train.steps: 4 -> 8", "[model]",
+        "step 4/8 | loss 1.500000", "evals\n", "step_000004", "train.steps: 4 -> 8", "[model]",
         "  n_layer = 4"}) {
     EXPECT_NE(text.find(expect), std::string::npos) << expect << "\n" << text;
   }
