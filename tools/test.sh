@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: set-up (packages, build with tests), every test through ctest (the fast
 # unit tests first, then the end-to-end ones that drive the kiln binary, then those against real
-# servers), then a minute of fuzzing the config loader (tools/fuzz.sh; any finding fails it).
+# servers and real client libraries), then a minute of fuzzing the config loader (tools/fuzz.sh; any finding fails it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh --tests
@@ -21,4 +21,7 @@ ctest --test-dir build --output-on-failure -j "$jobs" -L e2e
 # Against real servers the tests start themselves (PostgreSQL, Slurm, kiln serve in Chromium):
 # one at a time, since each starts daemons of its own.
 ctest --test-dir build --output-on-failure -L servers
+# Against the real client libraries (transformers, tokenizers) in Debian sid's chroot, which the
+# first of them makes (tools/interop.sh): one at a time.
+ctest --test-dir build --output-on-failure -L interop
 tools/fuzz.sh 60

@@ -89,6 +89,25 @@ void announce(const SnapshotRequest& request, const OpenedSnapshot& opened) {
                            opened.snapshot.label, opened.state.step));
 }
 
+// bos, eos and pad for an export's config.json: the end-of-text id of the tokenizer the run's
+// data was prepared with (what separated its documents), each of the three; none for a
+// tokenizer without one (a character set). Export reads no data otherwise: when the data (and so
+// the tokenizer) cannot be found, a note says the ids are left null.
+SpecialTokenIds special_tokens_of(const OpenedSnapshot& opened, const SnapshotRequest& request) {
+  try {
+    const auto data = open_split(opened.run, "train");
+    const std::optional<uint32_t> end = load_tokenizer(data->tokenizer_dir())->end_of_text();
+    if (!end) return {};
+    return {*end, *end, *end};
+  } catch (const UserError& e) {
+    request.note(fmt::format(
+        "warning: config.json gets no bos/eos/pad ids: the tokenizer of the run's data cannot be "
+        "read ({})",
+        e.what()));
+    return {};
+  }
+}
+
 }  // namespace
 
 EvalReport evaluate_snapshot(const SnapshotRequest& request, const EvalOn& on) {
@@ -214,6 +233,8 @@ int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_p
                     "directory with: give a path ending in .safetensors",
                     out_path, opened.run.config.type("model")));
   }
+  const SpecialTokenIds special =
+      exports_directory(out_path) ? special_tokens_of(opened, request) : SpecialTokenIds{};
   auto weights = opened.run.model->export_weights();
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"},
@@ -221,7 +242,7 @@ int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_p
       {"kiln_snapshot", opened.snapshot.label},
       {"kiln_config_hash", opened.info.config_hash}};
   if (exports_directory(out_path)) {
-    write_hf_directory(out_path, weights, config, metadata);
+    write_hf_directory(out_path, weights, config, special, metadata);
   } else {
     write_weights(out_path, weights, metadata);
   }

@@ -25,6 +25,7 @@ using Json = nlohmann::json;
 constexpr const char* kWeightsFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
 constexpr const char* kConfigFile = "config.json";
+constexpr const char* kGenerationConfigFile = "generation_config.json";
 
 // Fields of config.json that say how a checkpoint was saved, not what model it is.
 const std::set<std::string>& ignored_fields() {
@@ -131,13 +132,19 @@ std::map<std::string, std::set<std::string>> weight_files(const std::string& pat
 
 void write_hf_directory(const std::string& dir,
                         const std::vector<std::pair<std::string, at::Tensor>>& weights,
-                        const std::string& config,
+                        const std::string& config, const SpecialTokenIds& special,
                         const std::map<std::string, std::string>& metadata) {
+  auto id = [](const std::optional<int64_t>& token) { return token ? Json(*token) : Json(); };
+  const Json ids = {{"bos_token_id", id(special.bos)},
+                    {"eos_token_id", id(special.eos)},
+                    {"pad_token_id", id(special.pad)}};
   Json described = Json::parse(config);
   described["torch_dtype"] = "float32";
+  described.update(ids);
   ensure_parent_dir(dir + "/" + kConfigFile);
   write_weights(dir + "/" + kWeightsFile, weights, metadata);
   write_file_atomic(dir + "/" + kConfigFile, described.dump(2) + "\n");
+  write_file_atomic(dir + "/" + kGenerationConfigFile, ids.dump(2) + "\n");
 }
 
 std::map<std::string, at::Tensor> read_model_weights(const std::string& path,

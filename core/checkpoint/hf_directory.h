@@ -5,7 +5,9 @@
 // .safetensors file.
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,11 +16,19 @@
 
 namespace kiln {
 
-// Writes DIR/model.safetensors and DIR/config.json (`config`, a JSON object, with "torch_dtype"
-// added: the weights go out in fp32), creating DIR.
+// The ids transformers treats specially: generate() stops at eos and pads with pad, and a
+// tokenizer adds bos. None = JSON null: without it a GPT-2 config falls back to 50256 and a
+// Llama one to 1 and 2, ids a small vocabulary may not have or gives other meanings.
+struct SpecialTokenIds {
+  std::optional<int64_t> bos, eos, pad;
+};
+
+// Writes DIR/model.safetensors, DIR/config.json (`config`, a JSON object, with "torch_dtype"
+// added, the weights going out in fp32, and `special`'s ids) and DIR/generation_config.json
+// (those ids, which generate() reads from there), creating DIR.
 void write_hf_directory(const std::string& dir,
                         const std::vector<std::pair<std::string, at::Tensor>>& weights,
-                        const std::string& config,
+                        const std::string& config, const SpecialTokenIds& special,
                         const std::map<std::string, std::string>& metadata);
 
 // The weights at `path`, a .safetensors file or a directory. For a directory, its config.json

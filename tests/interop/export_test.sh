@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Interop: a run trained and exported by the kiln under test, opened by transformers in the sid
+# chroot (tests/interop/export_check.py says what is checked).
+#   tests/interop/export_test.sh KILN VARIANT
+# VARIANT: gpt (GPT-2 layout, character data), gpt_bpe (GPT-2's tokenizer: bos/eos 50256),
+# llama_gqa (grouped-query attention, untied), llama_tied_rope (tied embeddings, Llama 3 rope
+# scaling). Exit 77: skipped (the chroot cannot be made here; tools/interop.sh).
+set -euo pipefail
+kiln=$1 variant=$2
+cd "$(dirname "$0")/../.."
+tools/interop.sh --prepare >/dev/null || exit $?
+scratch=$(mktemp -d /tmp/kiln-interop.XXXXXX)
+trap 'rm -rf "$scratch"' EXIT
+
+for i in $(seq 600); do
+  echo "In the beginning was the word number $i, and the word was $((i % 7 == 0 ? 0 : 1))."
+done >"$scratch/corpus.txt"
+tokenizer=char vocab=64
+if [[ $variant == gpt_bpe ]]; then tokenizer=gpt2 vocab=50304; fi
+"$kiln" prepare "$scratch/corpus.txt" --tokenizer $tokenizer --out "$scratch/data" \
+  --val-fraction 0.1 >/dev/null
+
+case $variant in
+  gpt | gpt_bpe) model="type = \"gpt\"
+n_layer = 2
+n_head = 2
+n_embd = 32" ;;
+  llama_gqa) model="type = \"llama\"
+n_layer = 2
+n_head = 4
+n_kv_head = 2
+n_embd = 32
+multiple_of = 16" ;;
+  llama_tied_rope) model="type = \"llama\"
+n_layer = 2
+n_head = 2
+n_embd = 32
+multiple_of = 16
+tie_embeddings = true
+rope_theta = 500000.0
+rope_scaling_factor = 8.0
+rope_original_context = 16" ;;
+  *) echo "export_test: unknown variant '$variant'" >&2; exit 2 ;;
+esac
+cat >"$scratch/exp.toml" <<TOML
+[run]
+db = "$scratch/kiln.db"
+out_dir = "$scratch/runs"
+threads = 1
+
+[model]
+$model
+block_size = 64
+vocab_size = $vocab
+
+[data]
+train = "$scratch/data/train_*.bin"
+val = "$scratch/data/val_*.bin"
+
+[train]
+steps = 20
+micro_batch = 4
+seq_len = 32
+
+[optimizer]
+lr = 1e-2
+
+[eval]
+every = 0
+
+[checkpoint]
+every = 20
+TOML
+"$kiln" run "$scratch/exp.toml" --name m >/dev/null
+"$kiln" export m -o "$scratch/hf" --db "$scratch/kiln.db"
+loss=$("$kiln" eval m --data "$scratch/data/val_*.bin" --db "$scratch/kiln.db" 2>/dev/null |
+  sed -n 's/.* loss \([0-9.]*\) .*/\1/p')
+prompt="In the beginning"
+"$kiln" sample m --prompt "$prompt" --tokens 32 --temperature 0 --db "$scratch/kiln.db" \
+  2>/dev/null >"$scratch/sample.txt"
+tools/interop.sh "$scratch" python3 /kiln/tests/interop/export_check.py "$scratch/hf" \
+  "$scratch/data" "$loss" "$scratch/sample.txt" "$prompt" 4 32
