@@ -29,7 +29,7 @@ constexpr const char* kGenerationConfigFile = "generation_config.json";
 
 // Fields of config.json that say how a checkpoint was saved, not what model it is.
 const std::set<std::string>& ignored_fields() {
-  static const std::set<std::string> fields = {"torch_dtype", "transformers_version",
+  static const std::set<std::string> fields = {"torch_dtype", "dtype", "transformers_version",
                                                "_name_or_path"};
   return fields;
 }
@@ -69,6 +69,24 @@ std::vector<std::string> differences(const Json& ours, const Json& theirs) {
   return out;
 }
 
+// transformers 5 writes a Llama's rotary base and scaling as one object, rope_parameters
+// ({"rope_type": "default" or "llama3", "rope_theta", the scaling's factors}); transformers 4 and
+// Kiln write rope_theta beside rope_scaling (null for the default). Compared in the older form:
+// a Llama saved by transformers 5 was refused as "rope_theta absent".
+Json with_rope_theta_and_scaling(Json config) {
+  const auto found = config.find("rope_parameters");
+  if (found == config.end() || !found->is_object()) return config;
+  Json parameters = *found;
+  config.erase("rope_parameters");
+  if (parameters.contains("rope_theta") && !config.contains("rope_theta")) {
+    config["rope_theta"] = parameters["rope_theta"];
+  }
+  parameters.erase("rope_theta");
+  const bool plain = parameters.value("rope_type", std::string("default")) == "default";
+  if (!config.contains("rope_scaling")) config["rope_scaling"] = plain ? Json() : parameters;
+  return config;
+}
+
 void check_config(const std::string& dir, const std::string& interchange_config) {
   const std::string path = dir + "/" + kConfigFile;
   if (interchange_config.empty()) return;  // the model's import refuses on its own
@@ -79,7 +97,8 @@ void check_config(const std::string& dir, const std::string& interchange_config)
                     dir, kConfigFile));
   }
   const auto found =
-      differences(Json::parse(interchange_config), read_json(path, "model's Hugging Face config"));
+      differences(Json::parse(interchange_config),
+                  with_rope_theta_and_scaling(read_json(path, "model's Hugging Face config")));
   if (!found.empty()) {
     throw UserError(
         fmt::format("'{}' describes another model than the experiment's: {}; set the "

@@ -147,6 +147,33 @@ TEST(HfWeights, AConfigMismatchListsEveryDifferingFieldOnOneLine) {
             std::string::npos);
 }
 
+// transformers 5 saves a Llama's rotary settings as rope_parameters (its config.json as
+// save_pretrained wrote it, sizes cut); they compare with rope_theta and rope_scaling.
+TEST(HfWeights, Transformers5RopeParametersCompareWithRopeThetaAndScaling) {
+  TempDir dir;
+  write_raw_safetensors(dir / "model.safetensors", {{"a", "F32", {1}, bytes_of<float>({1})}});
+  write_text(dir / "config.json", R"({"model_type": "llama", "dtype": "bfloat16",
+      "rope_parameters": {"rope_theta": 500000.0, "rope_type": "llama3", "factor": 8.0,
+                          "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                          "original_max_position_embeddings": 16}})");
+  const std::string llama3 = R"({"model_type": "llama", "rope_theta": 500000.0, "rope_scaling":
+      {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+       "original_max_position_embeddings": 16}, "torch_dtype": "float32"})";
+  EXPECT_EQ(read_model_weights(dir.str(), llama3).size(), 1u);
+  const std::string plain = R"({"model_type": "llama", "rope_theta": 500000.0,
+      "rope_scaling": null})";
+  EXPECT_NE(user_error_of([&] {
+              read_model_weights(dir.str(), plain);
+            }).find("rope_scaling {\"factor\":8.0,"),
+            std::string::npos);
+  write_text(dir / "config.json", R"({"model_type": "llama",
+      "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}})");
+  EXPECT_EQ(read_model_weights(dir.str(), R"({"model_type": "llama", "rope_theta": 10000.0,
+                                       "rope_scaling": null})")
+                .size(),
+            1u);
+}
+
 // --- GPT-2 as the Hub stores it -----------------------------------------------------------
 
 constexpr int64_t kVocab = 50, kEmbd = 16, kHeads = 2, kLayers = 2, kPositions = 12;
