@@ -216,7 +216,14 @@ bool exports_directory(const std::string& out_path) {
          out_path.compare(out_path.size() - suffix.size(), suffix.size(), suffix) != 0;
 }
 
-int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_path) {
+int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_path,
+                        int64_t max_shard_bytes) {
+  if (max_shard_bytes > 0 && !exports_directory(out_path)) {
+    throw UserError(
+        fmt::format("--max-shard-size shards a model directory, and -o {} names one "
+                    ".safetensors file: give a directory",
+                    out_path));
+  }
   std::error_code ec;
   if (exports_directory(out_path) && std::filesystem::exists(out_path, ec) &&
       !std::filesystem::is_directory(out_path, ec)) {
@@ -242,7 +249,7 @@ int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_p
       {"kiln_snapshot", opened.snapshot.label},
       {"kiln_config_hash", opened.info.config_hash}};
   if (exports_directory(out_path)) {
-    write_hf_directory(out_path, weights, config, special, metadata);
+    write_hf_directory(out_path, weights, config, special, metadata, max_shard_bytes);
   } else {
     write_weights(out_path, weights, metadata);
   }

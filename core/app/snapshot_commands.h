@@ -57,6 +57,9 @@ bool exports_directory(const std::string& out_path);
 
 // Writes the model's weights in its interchange format: a .safetensors file, or a directory
 // (exports_directory) for a model with a Hugging Face config. Returns the tensor count.
-int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_path);
+// `max_shard_bytes` > 0 (--max-shard-size): a directory's weights in shards of at most that
+// size, with model.safetensors.index.json (write_hf_directory).
+int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_path,
+                        int64_t max_shard_bytes = 0);
 
 }  // namespace kiln

@@ -149,10 +149,57 @@ std::map<std::string, std::set<std::string>> weight_files(const std::string& pat
 
 }  // namespace
 
+// The weights in shards of at most `max_bytes` each (0: one shard), in order.
+std::vector<std::vector<std::pair<std::string, at::Tensor>>> shards_of(
+    const std::vector<std::pair<std::string, at::Tensor>>& weights, int64_t max_bytes) {
+  std::vector<std::vector<std::pair<std::string, at::Tensor>>> shards(1);
+  int64_t bytes = 0;
+  for (const auto& weight : weights) {
+    const int64_t size = weight.second.numel() * 4;  // written in fp32
+    if (max_bytes > 0 && bytes > 0 && bytes + size > max_bytes) {
+      shards.emplace_back();
+      bytes = 0;
+    }
+    shards.back().push_back(weight);
+    bytes += size;
+  }
+  return shards;
+}
+
+// DIR/model.safetensors, or the shards and their index (write_hf_directory).
+void write_weight_files(const std::string& dir,
+                        const std::vector<std::pair<std::string, at::Tensor>>& weights,
+                        const std::map<std::string, std::string>& metadata,
+                        int64_t max_shard_bytes) {
+  const auto shards = shards_of(weights, max_shard_bytes);
+  std::error_code ec;
+  if (shards.size() == 1) {
+    fs::remove(dir + "/" + kIndexFile, ec);
+    write_weights(dir + "/" + kWeightsFile, weights, metadata);
+    return;
+  }
+  fs::remove(dir + "/" + kWeightsFile, ec);
+  Json weight_map = Json::object();
+  int64_t total = 0;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string file =
+        fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
+    write_weights(dir + "/" + file, shards[i], metadata);
+    for (const auto& [name, tensor] : shards[i]) {
+      weight_map[name] = file;
+      total += tensor.numel() * 4;
+    }
+  }
+  write_file_atomic(
+      dir + "/" + kIndexFile,
+      Json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) + "\n");
+}
+
 void write_hf_directory(const std::string& dir,
                         const std::vector<std::pair<std::string, at::Tensor>>& weights,
                         const std::string& config, const SpecialTokenIds& special,
-                        const std::map<std::string, std::string>& metadata) {
+                        const std::map<std::string, std::string>& metadata,
+                        int64_t max_shard_bytes) {
   auto id = [](const std::optional<int64_t>& token) { return token ? Json(*token) : Json(); };
   const Json ids = {{"bos_token_id", id(special.bos)},
                     {"eos_token_id", id(special.eos)},
@@ -161,7 +208,7 @@ void write_hf_directory(const std::string& dir,
   described["torch_dtype"] = "float32";
   described.update(ids);
   ensure_parent_dir(dir + "/" + kConfigFile);
-  write_weights(dir + "/" + kWeightsFile, weights, metadata);
+  write_weight_files(dir, weights, metadata, max_shard_bytes);
   write_file_atomic(dir + "/" + kConfigFile, described.dump(2) + "\n");
   write_file_atomic(dir + "/" + kGenerationConfigFile, ids.dump(2) + "\n");
 }

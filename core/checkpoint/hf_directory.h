@@ -25,11 +25,16 @@ struct SpecialTokenIds {
 
 // Writes DIR/model.safetensors, DIR/config.json (`config`, a JSON object, with "torch_dtype"
 // added, the weights going out in fp32, and `special`'s ids) and DIR/generation_config.json
-// (those ids, which generate() reads from there), creating DIR.
+// (those ids, which generate() reads from there), creating DIR. With `max_shard_bytes` > 0 and
+// weights larger than that, the weights go instead to DIR/model-0000K-of-0000N.safetensors, in
+// order, each at most that size (a larger tensor alone in its shard, as save_pretrained does),
+// named in DIR/model.safetensors.index.json; the other form's files there are removed, since
+// from_pretrained would read them first.
 void write_hf_directory(const std::string& dir,
                         const std::vector<std::pair<std::string, at::Tensor>>& weights,
                         const std::string& config, const SpecialTokenIds& special,
-                        const std::map<std::string, std::string>& metadata);
+                        const std::map<std::string, std::string>& metadata,
+                        int64_t max_shard_bytes = 0);
 
 // The weights at `path`, a .safetensors file or a directory. For a directory, its config.json
 // is compared first with `interchange_config` (the experiment's model): a UserError listing every

@@ -1,6 +1,8 @@
 #include "core/util/text.h"
 
 #include <algorithm>
+#include <cctype>
+#include <climits>
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -113,6 +115,33 @@ std::string json_error_text(const std::string& file, const std::string& what) {
     }
   }
   return file + ": " + why;
+}
+
+std::optional<int64_t> parse_byte_size(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])))
+    ++digits;
+  if (digits == 0 || digits > 15) return std::nullopt;  // 15 digits: far inside int64
+  const int64_t count = std::stoll(text.substr(0, digits));
+  std::string unit = text.substr(digits);
+  if (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  for (char& c : unit)
+    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  static const std::pair<const char*, int64_t> kUnits[] = {{"", 1},
+                                                           {"B", 1},
+                                                           {"KB", 1000},
+                                                           {"MB", 1000 * 1000},
+                                                           {"GB", 1000000000},
+                                                           {"KIB", int64_t{1} << 10},
+                                                           {"MIB", int64_t{1} << 20},
+                                                           {"GIB", int64_t{1} << 30}};
+  for (const auto& [name, scale] : kUnits) {
+    if (unit == name) {
+      if (count < 1 || count > INT64_MAX / scale) return std::nullopt;
+      return count * scale;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace kiln

@@ -1,12 +1,18 @@
 // Small string helpers shared by the config loader, the CLI and the console.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace kiln {
 
 std::string join(const std::vector<std::string>& parts, const std::string& sep);
+// A size as transformers' save_pretrained(max_shard_size=...) spells it: a whole number of bytes,
+// optionally followed by B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (of 1024), in any case;
+// none when `text` is not one or is below 1 byte.
+std::optional<int64_t> parse_byte_size(const std::string& text);
 std::vector<std::string> split(const std::string& s, char sep);
 size_t edit_distance(const std::string& a, const std::string& b);
 // The candidate closest to `word`, or "" when none is close enough to be a plausible typo.

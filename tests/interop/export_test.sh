@@ -3,6 +3,7 @@
 # chroot (tests/interop/export_check.py says what is checked).
 #   tests/interop/export_test.sh KILN VARIANT
 # VARIANT: gpt (GPT-2 layout, character data), gpt_bpe (GPT-2's tokenizer: bos/eos 50256),
+# gpt_sharded (exported with --max-shard-size 20KB: shards and model.safetensors.index.json),
 # llama_gqa (grouped-query attention, untied), llama_tied_rope (tied embeddings, Llama 3 rope
 # scaling). Exit 77: skipped (the chroot cannot be made here; tools/interop.sh).
 set -euo pipefail
@@ -21,7 +22,7 @@ if [[ $variant == gpt_bpe ]]; then tokenizer=gpt2 vocab=50304; fi
   --val-fraction 0.1 >/dev/null
 
 case $variant in
-  gpt | gpt_bpe) model="type = \"gpt\"
+  gpt | gpt_bpe | gpt_sharded) model="type = \"gpt\"
 n_layer = 2
 n_head = 2
 n_embd = 32" ;;
@@ -72,7 +73,14 @@ every = 0
 every = 20
 TOML
 "$kiln" run "$scratch/exp.toml" --name m >/dev/null
-"$kiln" export m -o "$scratch/hf" --db "$scratch/kiln.db"
+if [[ $variant == gpt_sharded ]]; then
+  "$kiln" export m -o "$scratch/hf" --max-shard-size 20KB --db "$scratch/kiln.db"
+  shards=$(ls "$scratch"/hf/model-*-of-*.safetensors | wc -l)
+  [[ $shards -ge 2 && -f "$scratch/hf/model.safetensors.index.json" && ! -e "$scratch/hf/model.safetensors" ]] ||
+    { echo "FAIL: --max-shard-size 20KB wrote $shards shard files"; exit 1; }
+else
+  "$kiln" export m -o "$scratch/hf" --db "$scratch/kiln.db"
+fi
 loss=$("$kiln" eval m --data "$scratch/data/val_*.bin" --db "$scratch/kiln.db" 2>/dev/null |
   sed -n 's/.* loss \([0-9.]*\) .*/\1/p')
 prompt="In the beginning"

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 #include "core/app/snapshot_commands.h"
 #include "core/store/output_guard.h"
 #include "core/util/error.h"
+#include "core/util/text.h"
 #include "tools/kiln/commands.h"
 
 namespace kiln {
@@ -22,6 +24,7 @@ struct SnapshotArgs {
   EvalOn eval;
   SampleOptions sampling;
   std::string export_path;
+  std::string max_shard_size;  // as save_pretrained spells it; empty = one file
 };
 
 int eval_command(const SnapshotArgs& args) {
@@ -42,10 +45,22 @@ int sample_command(const SnapshotArgs& args) {
 int export_command(const SnapshotArgs& args) {
   refuse_output_over_store(args.export_path, args.request.db);
   if (exports_directory(args.export_path)) {
-    for (const char* file : {"/model.safetensors", "/config.json"})
+    for (const char* file : {"/model.safetensors", "/config.json", "/generation_config.json",
+                             "/model.safetensors.index.json"})
       refuse_output_over_store(args.export_path + file, args.request.db);
   }
-  const int64_t tensors = export_snapshot(args.request, args.export_path);
+  int64_t max_shard_bytes = 0;
+  if (!args.max_shard_size.empty()) {
+    const std::optional<int64_t> size = parse_byte_size(args.max_shard_size);
+    if (!size) {
+      throw UserError(
+          fmt::format("--max-shard-size {} is not a size: write it as "
+                      "save_pretrained does, e.g. 2GB, 500MB or 5GiB",
+                      args.max_shard_size));
+    }
+    max_shard_bytes = *size;
+  }
+  const int64_t tensors = export_snapshot(args.request, args.export_path, max_shard_bytes);
   std::cout << fmt::format("wrote {} tensors to {}\n", tensors, args.export_path);
   return kExitOk;
 }
@@ -90,6 +105,10 @@ ChosenCommand add_snapshot_commands(CLI::App& app) {
                    "a directory (model.safetensors + config.json, as Hugging Face's "
                    "save_pretrained) or a file ending in .safetensors")
       ->required();
+  exporter->add_option("--max-shard-size", args->max_shard_size,
+                       "a directory's weights in files of at most SIZE (2GB, 500MB, 5GiB, as "
+                       "save_pretrained spells it) with model.safetensors.index.json; default: "
+                       "one file");
 
   return [eval, sample, exporter, args]() -> std::optional<int> {
     if (*eval) return eval_command(*args);
