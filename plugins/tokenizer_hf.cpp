@@ -1,22 +1,25 @@
 // tokenizer "hf": a Hugging Face tokenizer.json of the byte-level BPE kind (GPT-2, Llama 3,
-// Qwen 2 without its normalizer, SmolLM), given to `kiln prepare --tokenizer hf --tokenizer-file
-// DIR/tokenizer.json`. It reads what encoding needs: the model's vocabulary and merges (each merge
-// spelled "a b" or ["a", "b"]), its ignore_merges flag, the pre-tokenizer (ByteLevel, alone or in
-// a Sequence after Split patterns and Digits), and the added tokens. Added tokens are cut out of
-// the text first, leftmost and longest first, as Hugging Face's encode() does by default: a
-// "<|endoftext|>" in the text is that one token here, where the gpt2 tokenizer makes seven.
-// Anything it would otherwise get wrong is refused with one line: another model type (WordPiece,
-// Unigram), a normalizer, a pre-tokenizer without byte-level bytes, added tokens that strip
-// spaces. The post-processor (a BOS before each sequence) is not applied: `kiln prepare` puts
-// end_of_text() before each document instead. The whole tokenizer.json is kept in the prepared
-// data's tokenizer.json, so the data decodes wherever it goes.
+// Qwen 2, SmolLM), given to `kiln prepare --tokenizer hf --tokenizer-file DIR/tokenizer.json`. It
+// reads what encoding needs: the model's vocabulary and merges (each merge spelled "a b" or ["a",
+// "b"]), its ignore_merges flag, an NFC normalizer (Qwen 2's), the pre-tokenizer (ByteLevel,
+// alone or in a Sequence after Split patterns and Digits), and the added tokens. Added tokens are
+// cut out of the text first, leftmost and longest first, as Hugging Face's encode() does by
+// default: a "<|endoftext|>" in the text is that one token here, where the gpt2 tokenizer makes
+// seven; the text between them is then normalized. Anything it would otherwise get wrong is
+// refused with one line: another model type (WordPiece, Unigram), another normalizer (NFKC,
+// Lowercase, ...), a pre-tokenizer without byte-level bytes, added tokens that strip spaces. The
+// post-processor (a BOS before each sequence) is not applied: `kiln prepare` puts end_of_text()
+// before each document instead. The whole tokenizer.json is kept in the prepared data's
+// tokenizer.json, so the data decodes wherever it goes.
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <utf8proc.h>
 #include <nlohmann/json.hpp>
 
 #include "core/api/tokenizer.h"
@@ -36,6 +39,38 @@ struct AddedToken {
   uint32_t id;
   bool special;
 };
+
+// Whether the file's normalizer is NFC (Qwen 2's: {"type": "NFC"}, alone or the one step of a
+// Sequence); false for none. Any other is refused: Kiln applies NFC only.
+bool normalizes_nfc(const Json& file) {
+  const Json& normalizer = file.value("normalizer", Json());
+  if (normalizer.is_null()) return false;
+  const Json* step = &normalizer;
+  if (normalizer.is_object() && normalizer.value("type", "") == "Sequence" &&
+      normalizer.value("normalizers", Json()).is_array() &&
+      normalizer.at("normalizers").size() == 1) {
+    step = &normalizer.at("normalizers")[0];
+  }
+  if (step->is_object() && step->value("type", "") == "NFC") return true;
+  throw UserError(fmt::format(
+      "its normalizer is {}, and Kiln applies only NFC (or none): use a "
+      "tokenizer.json whose normalizer is NFC or null",
+      normalizer.is_object() ? normalizer.value("type", std::string("?")) : normalizer.dump()));
+}
+
+// `text` in Unicode normalization form C (utf8proc). Text that is not UTF-8 is passed on as it
+// is, for the byte-level BPE's own one-line refusal of it.
+std::string nfc(std::string_view text) {
+  utf8proc_uint8_t* composed = nullptr;
+  const utf8proc_ssize_t length =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                   static_cast<utf8proc_ssize_t>(text.size()), &composed,
+                   static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  if (length < 0) return std::string(text);
+  std::string out(reinterpret_cast<const char*>(composed), static_cast<size_t>(length));
+  std::free(composed);
+  return out;
+}
 
 // `text` as a PCRE2 pattern that matches it literally.
 std::string literal_pattern(const std::string& text) {
@@ -116,12 +151,6 @@ ByteLevelBpeSpec spec_of(const Json& file) {
         "its BPE model sets dropout, continuing_subword_prefix or end_of_word_suffix, "
         "which byte-level BPE does not use");
   }
-  if (!file.value("normalizer", Json()).is_null()) {
-    throw UserError(
-        fmt::format("it has a normalizer ({}), which Kiln does not apply: use a "
-                    "tokenizer.json whose normalizer is null",
-                    file.at("normalizer").value("type", std::string("?"))));
-  }
   ByteLevelBpeSpec spec;
   const Json& pre = file.value("pre_tokenizer", Json());
   bool byte_level = false;
@@ -180,6 +209,7 @@ class HfTokenizer : public Tokenizer {
   HfTokenizer(Json file, std::string source)
       : file_(std::move(file)),
         source_(std::move(source)),
+        nfc_(normalizes_nfc(file_)),
         bpe_(spec_of(file_)),
         added_(added_tokens_of(file_)) {
     for (const auto& token : added_) {
@@ -208,7 +238,8 @@ class HfTokenizer : public Tokenizer {
         if (next[i] < done) next[i] = text.find(added_[i].content, done);
         if (next[i] < first) first = next[i], found = &added_[i];
       }
-      bpe_.encode(std::string_view(text).substr(done, first - done), ids);
+      const std::string_view piece = std::string_view(text).substr(done, first - done);
+      bpe_.encode(nfc_ ? std::string_view(nfc(piece)) : piece, ids);
       if (!found) break;
       ids.push_back(found->id);
       done = first + found->content.size();
@@ -232,6 +263,7 @@ class HfTokenizer : public Tokenizer {
  private:
   Json file_;
   std::string source_;  // the tokenizer.json it came from, for messages
+  bool nfc_;            // the text between added tokens is normalized to NFC first (normalizes_nfc)
   ByteLevelBpe bpe_;
   std::vector<AddedToken> added_;
   std::map<uint32_t, std::string> added_content_;

@@ -32,8 +32,8 @@ die() {
 # and the compiler's runtime, which the GPU machine has in newer versions. pkgconf too, since
 # CMake's pkg_check_modules needs one and the GPU image may have none.
 kit_dev_packages=(libtomlplusplus-dev libfmt-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
-                  libpcre2-dev libcpp-httplib-dev libpq-dev libxxhash-dev googletest libgtest-dev
-                  libgmock-dev pkgconf)
+                  libpcre2-dev libcpp-httplib-dev libpq-dev libxxhash-dev libutf8proc-dev
+                  googletest libgtest-dev libgmock-dev pkgconf)
 kit_left_out='^(libc6|libc6-dev|libc-dev-bin|libcrypt1|libcrypt-dev|libgcc-s1|libstdc\+\+6|gcc-12-base|linux-libc-dev|libnsl2|libnsl-dev|libtirpc3|libtirpc-dev|libtirpc-common|rpcsvc-proto)$'
 
 kit_packages() {

@@ -144,6 +144,28 @@ TEST_F(HfTokenizerTest, AddedTokensAreCutOutOfTheTextAsHuggingFaceDoes) {
   EXPECT_EQ(tokenizer->decode(expected), "Hello<|endoftext|> world");
 }
 
+// Qwen 2's normalizer: a decomposed "e" + U+0301 is the precomposed "é" (U+00E9) once normalized,
+// and GPT-2's tokens for the precomposed text are the reference; the added token stays whole.
+TEST_F(HfTokenizerTest, AnNfcNormalizerComposesTheTextBetweenAddedTokens) {
+  Json file = gpt2_tokenizer_json(Shape::kByteLevel);
+  file["normalizer"] = {{"type", "Sequence"}, {"normalizers", Json::array({{{"type", "NFC"}}})}};
+  write_text(dir_ / "nfc.json", file.dump());
+  auto nfc = new_tokenizer("hf", dir_ / "nfc.json");
+  auto plain = hf(Shape::kByteLevel);
+  const std::string decomposed = "Cafe\u0301 and re\u0301sume\u0301<|endoftext|>e\u0301";
+  const std::string composed = "Caf\u00e9 and r\u00e9sum\u00e9<|endoftext|>\u00e9";
+  EXPECT_EQ(nfc->encode(decomposed), plain->encode(composed));
+  EXPECT_NE(plain->encode(decomposed), plain->encode(composed));
+  EXPECT_EQ(nfc->decode(nfc->encode(decomposed)), composed);
+  // Bytes that are not UTF-8 reach the BPE as they are, which refuses them as without one.
+  EXPECT_NE(user_error_of([&] {
+              nfc->encode(
+                  "a\xff\xfe"
+                  "b");
+            }).find("not UTF-8 at byte 1"),
+            std::string::npos);
+}
+
 TEST_F(HfTokenizerTest, SavedInADatasetItLoadsBackIdentical) {
   auto tokenizer = hf(Shape::kListMerges);
   TempDir data;
@@ -176,9 +198,9 @@ TEST(HfTokenizer, RefusesWhatItCannotApplyWithOneLine) {
       "pre-tokenizer Metaspace is not one Kiln applies");
   has(error_of(Json{{"model", tiny_bpe}, {"pre_tokenizer", nullptr}}.dump()), "no ByteLevel");
   has(error_of(Json{
-          {"model", tiny_bpe}, {"normalizer", {{"type", "NFC"}}}, {"pre_tokenizer", byte_level}}
+          {"model", tiny_bpe}, {"normalizer", {{"type", "NFKC"}}}, {"pre_tokenizer", byte_level}}
                    .dump()),
-      "normalizer (NFC)");
+      "its normalizer is NFKC, and Kiln applies only NFC");
   // Byte-level, but without a token for every byte.
   has(error_of(Json{{"model", tiny_bpe}, {"pre_tokenizer", byte_level}}.dump()),
       "no token for byte 0x00");
