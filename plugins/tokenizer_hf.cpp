@@ -151,6 +151,7 @@ ByteLevelBpeSpec spec_of(const Json& file) {
         "its BPE model sets dropout, continuing_subword_prefix or end_of_word_suffix, "
         "which byte-level BPE does not use");
   }
+  normalizes_nfc(file);  // another normalizer is refused before the vocabulary is read
   ByteLevelBpeSpec spec;
   const Json& pre = file.value("pre_tokenizer", Json());
   bool byte_level = false;
@@ -209,8 +210,8 @@ class HfTokenizer : public Tokenizer {
   HfTokenizer(Json file, std::string source)
       : file_(std::move(file)),
         source_(std::move(source)),
-        nfc_(normalizes_nfc(file_)),
         bpe_(spec_of(file_)),
+        nfc_(normalizes_nfc(file_)),
         added_(added_tokens_of(file_)) {
     for (const auto& token : added_) {
       added_content_[token.id] = token.content;
@@ -263,8 +264,8 @@ class HfTokenizer : public Tokenizer {
  private:
   Json file_;
   std::string source_;  // the tokenizer.json it came from, for messages
-  bool nfc_;            // the text between added tokens is normalized to NFC first (normalizes_nfc)
   ByteLevelBpe bpe_;
+  bool nfc_;  // the text between added tokens is normalized to NFC first (normalizes_nfc)
   std::vector<AddedToken> added_;
   std::map<uint32_t, std::string> added_content_;
   int64_t vocab_size_ = bpe_.vocab_size();

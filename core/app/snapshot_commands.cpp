@@ -19,6 +19,7 @@
 #include "core/train/trainer.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
+#include "core/util/npy.h"
 #include "core/util/text.h"
 
 namespace kiln {
@@ -108,6 +109,20 @@ SpecialTokenIds special_tokens_of(const OpenedSnapshot& opened, const SnapshotRe
   }
 }
 
+// `kiln eval --logits FILE`: the logits of the data's first micro-batch, in fp32, as .npy.
+void write_first_logits(OpenedSnapshot& opened, DataSource& data, const std::string& path) {
+  data.reset();
+  const Batch batch = data.next();
+  torch::NoGradGuard no_grad;
+  Model& model = *opened.run.model;
+  const torch::Tensor logits = model.forward(batch.inputs.to(opened.run.device))
+                                   .narrow(-1, 0, model.vocab_size())
+                                   .to(torch::kFloat)
+                                   .cpu()
+                                   .contiguous();
+  write_file_atomic(path, npy_float32(logits.sizes().vec(), logits.data_ptr<float>()));
+}
+
 }  // namespace
 
 EvalReport evaluate_snapshot(const SnapshotRequest& request, const EvalOn& on) {
@@ -156,6 +171,7 @@ EvalReport evaluate_snapshot(const SnapshotRequest& request, const EvalOn& on) {
   store.add_eval(opened.info.id,
                  EvalRow{report.step, report.split, report.loss, report.checkpoint, counted});
   store.flush();
+  if (!on.logits.empty()) write_first_logits(opened, *data, on.logits);
   return report;
 }
 

@@ -34,6 +34,10 @@ struct EvalOn {
   // data "shards"), relative to the current directory; recorded under its absolute form.
   std::string data;
   int64_t batches = 0;  // micro-batches to read; 0 = one pass over the files
+  // Where to write the logits of the first micro-batch read, float32 [micro_batch, seq_len,
+  // vocab] as a NumPy .npy file (the model's padding columns left out), for a comparison with
+  // another library's; empty = none.
+  std::string logits;
 };
 
 // Mean loss over the micro-batches `on` names, recorded in evals (split = the split's name,

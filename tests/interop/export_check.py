@@ -1,7 +1,7 @@
 """Kiln's export opened by Hugging Face transformers, as a user opens it next.
 
 Run in the sid chroot (tools/interop.sh) against files the host's kiln wrote:
-    export_check.py HF_DIR DATA_DIR KILN_LOSS SAMPLE_FILE PROMPT MICRO_BATCH SEQ_LEN
+    export_check.py HF_DIR DATA_DIR KILN_LOSS SAMPLE_FILE PROMPT MICRO_BATCH SEQ_LEN LOGITS
 
 Checks, each against what transformers computes itself:
   - AutoModelForCausalLM.from_pretrained loads every tensor: no missing, unexpected or
@@ -10,7 +10,8 @@ Checks, each against what transformers computes itself:
     tokenizer (none for a character tokenizer);
   - the mean loss over the validation shard's windows, laid out as Kiln's loader lays them
     (llm.c's: consecutive windows of MICRO_BATCH x SEQ_LEN + 1 tokens), equals `kiln eval
-    --data`'s within 1e-4;
+    --data`'s within 1e-4, and the logits of its first window equal those `kiln eval --logits`
+    wrote (LOGITS, a .npy file) within 1e-4;
   - a greedy generate() of 32 tokens after PROMPT equals `kiln sample --temperature 0`.
 Prints one line per check; exits 1 at the first that fails.
 """
@@ -26,7 +27,7 @@ import transformers
 from transformers import AutoModelForCausalLM
 
 hf_dir, data_dir, kiln_loss, sample_file, prompt = sys.argv[1:6]
-micro_batch, seq_len = int(sys.argv[6]), int(sys.argv[7])
+micro_batch, seq_len, logits_file = int(sys.argv[6]), int(sys.argv[7]), sys.argv[8]
 
 
 def fail(why):
@@ -87,6 +88,15 @@ with torch.no_grad():
         logits = model(x).logits
         losses.append(torch.nn.functional.cross_entropy(
             logits.reshape(-1, logits.size(-1)), y.reshape(-1)).item())
+        if start == 0:
+            kiln_logits = torch.from_numpy(np.load(logits_file))
+            if kiln_logits.shape != logits.shape:
+                fail(f"kiln's logits are {tuple(kiln_logits.shape)}, transformers' "
+                     f"{tuple(logits.shape)}")
+            worst = (kiln_logits - logits).abs().max().item()
+            if worst > 1e-4:
+                fail(f"kiln's logits differ from transformers' by up to {worst:.3g}")
+            print(f"ok: logits of the first window {tuple(logits.shape)} within {worst:.2g}")
 ours = sum(losses) / len(losses)
 if abs(ours - float(kiln_loss)) > 1e-4:
     fail(f"transformers' loss over {len(losses)} windows is {ours:.6f}, kiln eval's {kiln_loss}")

@@ -81,10 +81,11 @@ if [[ $variant == gpt_sharded ]]; then
 else
   "$kiln" export m -o "$scratch/hf" --db "$scratch/kiln.db"
 fi
-loss=$("$kiln" eval m --data "$scratch/data/val_*.bin" --db "$scratch/kiln.db" 2>/dev/null |
+loss=$("$kiln" eval m --data "$scratch/data/val_*.bin" --logits "$scratch/logits.npy" \
+  --db "$scratch/kiln.db" 2>/dev/null |
   sed -n 's/.* loss \([0-9.]*\) .*/\1/p')
 prompt="In the beginning"
 "$kiln" sample m --prompt "$prompt" --tokens 32 --temperature 0 --db "$scratch/kiln.db" \
   2>/dev/null >"$scratch/sample.txt"
 tools/interop.sh "$scratch" python3 /kiln/tests/interop/export_check.py "$scratch/hf" \
-  "$scratch/data" "$loss" "$scratch/sample.txt" "$prompt" 4 32
+  "$scratch/data" "$loss" "$scratch/sample.txt" "$prompt" 4 32 "$scratch/logits.npy"

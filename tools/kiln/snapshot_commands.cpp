@@ -12,6 +12,7 @@
 #include "core/app/snapshot_commands.h"
 #include "core/store/output_guard.h"
 #include "core/util/error.h"
+#include "core/util/fs.h"
 #include "core/util/text.h"
 #include "tools/kiln/commands.h"
 
@@ -28,6 +29,10 @@ struct SnapshotArgs {
 };
 
 int eval_command(const SnapshotArgs& args) {
+  if (!args.eval.logits.empty()) {
+    refuse_output_over_store(args.eval.logits, args.request.db);
+    ensure_parent_dir(args.eval.logits);  // a folder that cannot be made: refused before the eval
+  }
   const EvalReport r = evaluate_snapshot(args.request, args.eval);
   std::cout << fmt::format(
       "{} {} step {} | {} loss {:.6f} | perplexity {:.4f} | {} batches, "
@@ -84,6 +89,9 @@ ChosenCommand add_snapshot_commands(CLI::App& app) {
                    "evaluate on these files instead of a split: a path or glob in the run's data "
                    "format (token shards from `kiln prepare`)")
       ->excludes(split);
+  eval->add_option("--logits", args->eval.logits,
+                   "also write the first micro-batch's logits, float32 [micro_batch, seq_len, "
+                   "vocab], to this NumPy .npy file");
   eval->add_option("--steps", args->eval.batches, "micro-batches to evaluate; 0 = the whole split")
       ->capture_default_str();
 
