@@ -8,10 +8,7 @@
 # scaling). Exit 77: skipped (the chroot cannot be made here; tools/interop.sh).
 set -euo pipefail
 kiln=$1 variant=$2
-cd "$(dirname "$0")/../.."
-tools/interop.sh --prepare >/dev/null || exit $?
-scratch=$(mktemp -d /tmp/kiln-interop.XXXXXX)
-trap 'rm -rf "$scratch"' EXIT
+source "$(dirname "$0")/common.sh"
 
 for i in $(seq 600); do
   echo "In the beginning was the word number $i, and the word was $((i % 7 == 0 ? 0 : 1))."
@@ -44,10 +41,7 @@ rope_original_context = 16" ;;
   *) echo "export_test: unknown variant '$variant'" >&2; exit 2 ;;
 esac
 cat >"$scratch/exp.toml" <<TOML
-[run]
-db = "$scratch/kiln.db"
-out_dir = "$scratch/runs"
-threads = 1
+$(run_section)
 
 [model]
 $model

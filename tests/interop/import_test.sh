@@ -7,10 +7,7 @@
 # skipped (the chroot cannot be made here; tools/interop.sh).
 set -euo pipefail
 kiln=$1 variant=$2 dtype=$3
-cd "$(dirname "$0")/../.."
-tools/interop.sh --prepare || exit $?
-scratch=$(mktemp -d /tmp/kiln-interop.XXXXXX)
-trap 'rm -rf "$scratch"' EXIT
+source "$(dirname "$0")/common.sh"
 tools/interop.sh "$scratch" python3 /kiln/tests/interop/import_make.py "$scratch" "$variant" "$dtype"
 shards=$(ls "$scratch"/model/model-*-of-*.safetensors | wc -l)
 [[ $shards -ge 2 && -f "$scratch/model/model.safetensors.index.json" ]] ||
@@ -32,10 +29,7 @@ esac
 # One step at lr 0 (no weight decay, no clipping that moves a weight): the snapshot holds the
 # imported weights as they were loaded.
 cat >"$scratch/exp.toml" <<TOML
-[run]
-db = "$scratch/kiln.db"
-out_dir = "$scratch/runs"
-threads = 1
+$(run_section)
 
 [model]
 $model

@@ -7,10 +7,7 @@
 # (the chroot cannot be made here; tools/interop.sh).
 set -euo pipefail
 kiln=$1 name=$2
-cd "$(dirname "$0")/../.."
-tools/interop.sh --prepare || exit $?
-scratch=$(mktemp -d /tmp/kiln-interop.XXXXXX)
-trap 'rm -rf "$scratch"' EXIT
+source "$(dirname "$0")/common.sh"
 if [[ $name == gpt2 ]]; then
   tools/interop.sh "$scratch" python3 /kiln/tests/interop/tokenizer_check.py gpt2-json "$scratch"
   file=$scratch/tokenizer.json
