@@ -157,9 +157,11 @@ async function pollRunning() {
   state.polling = true;
   try {
     const running = [...state.selected.values()].filter(r => r.status === "running" && !r.gone);
-    const before = running.map(r => r.rows.step.length + r.evals.step.length);
+    const points = r => r.rows.step.length + r.evals.step.length +
+                        Object.values(r.tasks).reduce((n, t) => n + t.step.length, 0);
+    const before = running.map(points);
     await Promise.all(running.map(readRun));
-    const grew = running.some((r, i) => r.rows.step.length + r.evals.step.length !== before[i]);
+    const grew = running.some((r, i) => points(r) !== before[i]);
     if (grew) drawCharts();
     $("live-status").textContent = running.length ? `live: ${running.length} running` : "";
   } catch (e) {

@@ -18,8 +18,8 @@ const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b
 function emptyRun(id, name) {
   const rows = {};
   for (const c of COLUMNS) rows[c] = [];
-  return {id, name, status: "", resumes: null, rows, evals: {step: [], loss: []}, time: [],
-          seconds: 0, gone: false};
+  return {id, name, status: "", resumes: null, rows, evals: {step: [], loss: []}, tasks: {},
+          time: [], seconds: 0, gone: false};
 }
 
 // Appends an /api/metrics answer; false when the run was resumed since (its rows after the
@@ -36,8 +36,19 @@ function appendRows(run, answer) {
   }
   run.evals.step.push(...answer.evals.step);
   run.evals.loss.push(...answer.evals.loss);
+  run.tasks = answer.tasks || {};  // every task score, each answer: they are few
   return true;
 }
+
+// The charts: the fixed metrics, then each task metric (TASK.METRIC) some selected run has.
+function metricsOf(runs) {
+  const names = new Set();
+  for (const run of runs) for (const name of Object.keys(run.tasks)) names.add(name);
+  return METRICS.concat([...names].sort().map(name => [name, name]));
+}
+
+// val_loss and the task metrics are evaluations: points at some steps, never smoothed.
+function isEvaluation(metric) { return metric === "val_loss" || metric.includes("."); }
 
 function lastOf(array, fallback) { return array.length ? array[array.length - 1] : fallback; }
 
@@ -74,16 +85,18 @@ function movingAverage(ys, window) {
   return out;
 }
 
-// A run's [xs, ys] for one metric; val_loss from its evals, placed at their steps' x. A row
+// A run's [xs, ys] for one metric; an evaluation's from its evals, placed at their steps' x. A row
 // without an x (no tokens count) is left out.
 function runSeries(run, metric, options) {
   const xs = xColumn(run, options.x);
   const px = [], py = [];
-  if (metric === "val_loss") {
-    run.evals.step.forEach((step, i) => {
+  if (isEvaluation(metric)) {
+    const evals = metric === "val_loss" ? {step: run.evals.step, value: run.evals.loss}
+                                        : run.tasks[metric] || {step: [], value: []};
+    evals.step.forEach((step, i) => {
       const at = indexOfStep(run.rows.step, step);
       const x = options.x === "step" ? step : (at < 0 ? null : xs[at]);
-      if (x !== null) { px.push(x); py.push(run.evals.loss[i]); }
+      if (x !== null) { px.push(x); py.push(evals.value[i]); }
     });
   } else {
     const ys = run.rows[metric];
@@ -93,7 +106,7 @@ function runSeries(run, metric, options) {
   }
   // Evaluations are few and far apart: averaging them would shift the best val loss the table
   // shows, so only per-step metrics are smoothed.
-  let smooth = metric === "val_loss" ? py : movingAverage(py, options.smooth);
+  let smooth = isEvaluation(metric) ? py : movingAverage(py, options.smooth);
   if (options.logY) smooth = smooth.map(y => (y !== null && y > 0 ? y : null));
   return [px, smooth];
 }
@@ -118,7 +131,7 @@ function chartOptions(metric, title, runs, options, width) {
     axes: [{label: axisLabel(options.x)}, {size: 70}],
     series: [{label: axisLabel(options.x)}].concat(runs.map(run => ({
       label: run.name, stroke: colorOf(run.id), width: 1.5, spanGaps: true,
-      points: {show: metric === "val_loss"},
+      points: {show: isEvaluation(metric)},
     }))),
     cursor: {drag: {x: true, y: false}},
   };
@@ -135,7 +148,7 @@ class Charts {
   }
 
   render(runs, options) {
-    const key = JSON.stringify([runs.map(r => r.id), options]);
+    const key = JSON.stringify([runs.map(r => r.id), options, metricsOf(runs)]);
     if (key !== this.key) this.rebuild(runs, options, key);
     else this.update(runs, options);
   }
@@ -149,7 +162,7 @@ class Charts {
     this.key = key;
     if (!runs.length) return;
     const width = Math.max(360, Math.floor((this.container.clientWidth - 24) / 2));
-    for (const [metric, title] of METRICS) {
+    for (const [metric, title] of metricsOf(runs)) {
       const box = document.createElement("div");
       box.className = "chart";
       box.id = "chart-" + metric;
@@ -164,7 +177,7 @@ class Charts {
   }
 
   update(runs, options) {
-    for (const [metric] of METRICS) {
+    for (const [metric] of metricsOf(runs)) {
       const plot = this.plots[metric];
       if (!plot) continue;  // still to be drawn, with the newest rows
       const x = plot.data[0];

@@ -15,6 +15,7 @@
 #include "core/app/runs_views.h"
 #include "core/store/history_db.h"
 #include "core/store/run_queries.h"
+#include "core/store/task_scores.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
 
@@ -171,13 +172,24 @@ Json metrics_view(HistoryDb& db, const DashboardParams& params) {
     eval_steps.push_back(evals.integer(0));
     eval_losses.push_back(chart_value(evals.maybe_real(1)));
   }
+  // Task scores during training (the page draws one chart per TASK.METRIC): all of them each
+  // poll, as they are few.
+  Json tasks = Json::object();
+  for (const TaskScoreRow& row : read_task_scores(db.connection(), run.id)) {
+    if (!row.checkpoint.empty()) continue;
+    Json& series = tasks[row.task + "." + row.metric];
+    series["step"].push_back(row.step);
+    series["value"].push_back(chart_value(row.value));
+    series["stderr"].push_back(chart_value(row.stderr_));
+  }
   Statement resumes(db.connection(), "SELECT count(*) FROM resumes WHERE run_id = ?", {run.id});
   resumes.step();
   return {{"run", run_rows({run}).at(0)},
           {"resumes", resumes.integer(0)},
           {"more", more},
           {"rows", std::move(rows)},
-          {"evals", {{"step", eval_steps}, {"loss", eval_losses}}}};
+          {"evals", {{"step", eval_steps}, {"loss", eval_losses}}},
+          {"tasks", std::move(tasks)}};
 }
 
 Json step_loss(const std::optional<StepLoss>& best) {

@@ -218,7 +218,12 @@ std::string point_text(const std::string& axis, const std::vector<double>& point
   return axis == "step" ? "step " + list : list + " tokens";
 }
 
-// The metric's last value at or before the point; val_loss's eval at exactly that point (an
+// val_loss and a task's TASK.METRIC are evaluations, taken at some steps only.
+bool is_evaluation(const std::string& metric) {
+  return metric == "val_loss" || metric.find('.') != std::string::npos;
+}
+
+// The metric's last value at or before the point; an evaluation's at exactly that point (an
 // eval is not carried forward: each one is a measurement of the weights at its own step).
 double value_at(HistoryDb& db, const RunRecord& run, const MetricPoint& p) {
   const Curve rows = load_curve(db, run, "loss", p.axis);  // every metrics row, on the axis
@@ -233,14 +238,14 @@ double value_at(HistoryDb& db, const RunRecord& run, const MetricPoint& p) {
   const Curve curve = p.metric == "loss" ? rows : load_curve(db, run, p.metric, p.axis);
   std::optional<double> value;
   for (size_t i = 0; i < curve.x.size(); ++i) {
-    if (p.metric == "val_loss" ? curve.x[i] == at : curve.x[i] <= at) value = curve.y[i];
+    if (is_evaluation(p.metric) ? curve.x[i] == at : curve.x[i] <= at) value = curve.y[i];
   }
   if (value) return *value;
-  if (p.metric == "val_loss") {
-    throw UserError(fmt::format("--metric {}: run '{}' has no val_loss eval at {}: {}", p.text,
-                                run.name, point_text(p.axis, {at}),
+  if (is_evaluation(p.metric)) {
+    throw UserError(fmt::format("--metric {}: run '{}' has no {} eval at {}: {}", p.text, run.name,
+                                p.metric, point_text(p.axis, {at}),
                                 curve.x.empty()
-                                    ? "it has no val evals"
+                                    ? "it has no " + p.metric + " evals"
                                     : "its evals are at " + point_text(p.axis, curve.x)));
   }
   throw UserError(
@@ -384,7 +389,7 @@ std::string grouped_report(HistoryDb& db, const std::vector<RunGroup>& groups,
                [](const RunRecord& r) { return r.best_val; })};
   for (const auto& text : options.metrics) {
     const MetricPoint p = parse_point(text);
-    const std::string how = p.metric == "val_loss" ? "the eval at" : "the last value at or before";
+    const std::string how = is_evaluation(p.metric) ? "the eval at" : "the last value at or before";
     quantities.push_back(quantity(
         fmt::format("{} ({} {})", p.text, how, point_text(p.axis, {static_cast<double>(p.at)})),
         groups, [&](const RunRecord& r) { return std::optional<double>(value_at(db, r, p)); }));

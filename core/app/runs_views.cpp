@@ -116,6 +116,18 @@ Table evals_table(HistoryDb& db, int64_t run_id) {
   return t;
 }
 
+Table tasks_table(HistoryDb& db, int64_t run_id) {
+  Table t{{"step", "task", "metric", "checkpoint", "value", "stderr", "items", "cut"},
+          {},
+          {true, false, false, false, true, true, true, true}};
+  for (const auto& s : read_task_scores(db.connection(), run_id)) {
+    t.rows.push_back({std::to_string(s.step), s.task, s.metric, or_dash(s.checkpoint),
+                      fixed(s.value, 4), fixed(s.stderr_, 4), std::to_string(s.items),
+                      std::to_string(s.truncated)});
+  }
+  return t;
+}
+
 Table snapshots_table(HistoryDb& db, int64_t run_id) {
   Table t{{"label", "step", "path", "created"}, {}, {false, true, false, false}};
   for (const auto& s : run_snapshots(db, run_id))
@@ -271,6 +283,19 @@ std::string export_jsonl(HistoryDb& db, const RunRecord& run) {
                                   {"perplexity", json_number(e.perplexity)}};
     out += row.dump() + "\n";
   }
+  for (const auto& s : read_task_scores(db.connection(), run.id)) {
+    nlohmann::ordered_json row = {{"kind", "task"},
+                                  {"run", run.name},
+                                  {"step", s.step},
+                                  {"task", s.task},
+                                  {"metric", s.metric},
+                                  {"value", json_number(s.value)},
+                                  {"stderr", json_number(s.stderr_)},
+                                  {"items", s.items},
+                                  {"truncated", s.truncated},
+                                  {"checkpoint", s.checkpoint}};
+    out += row.dump() + "\n";
+  }
   return out;
 }
 
@@ -310,6 +335,8 @@ std::string describe_run(HistoryDb& db, const RunRecord& run) {
   const Table inputs = run_inputs_table(db, run.id);
   if (!inputs.rows.empty()) out += block("inputs, the files the run reads", inputs);
   out += block("evals", evals_table(db, run.id));
+  const Table tasks = tasks_table(db, run.id);
+  if (!tasks.rows.empty()) out += block("task scores (stderr: of the mean over items)", tasks);
   out += block("snapshots", snapshots_table(db, run.id));
   out += block("resumes", resumes_table(db, run.id));
   return out + "\nconfig\n" + indent(run.config);

@@ -1,10 +1,12 @@
 #include "core/app/snapshot_commands.h"
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
 #include <torch/utils.h>
+#include <nlohmann/json.hpp>
 
 #include "core/api/tokenizer.h"
 #include "core/checkpoint/hf_directory.h"
@@ -16,6 +18,7 @@
 #include "core/store/run_paths.h"
 #include "core/store/run_store.h"
 #include "core/train/assemble.h"
+#include "core/train/task_suite.h"
 #include "core/train/trainer.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
@@ -172,6 +175,63 @@ EvalReport evaluate_snapshot(const SnapshotRequest& request, const EvalOn& on) {
                  EvalRow{report.step, report.split, report.loss, report.checkpoint, counted});
   store.flush();
   if (!on.logits.empty()) write_first_logits(opened, *data, on.logits);
+  return report;
+}
+
+namespace {
+
+// --task's tasks: the files it names, or the run's eval.tasks task of that name.
+std::vector<Task> tasks_named(const std::string& given, const AssembledRun& run,
+                              const std::string& run_name) {
+  if (!glob_files(absolute_path(given)).empty()) return load_tasks(absolute_path(given), "--task");
+  std::vector<std::string> names;
+  for (Task& task : load_tasks(run.eval.tasks, "the run's eval.tasks")) {
+    if (task.spec.name == given) return {std::move(task)};
+    names.push_back(task.spec.name);
+  }
+  throw UserError(fmt::format(
+      "--task {} is neither a task file nor a task of run '{}' ({}): give the path of a task "
+      "file (TOML, as experiments/tasks/*.toml)",
+      given, run_name,
+      names.empty() ? "it has no eval.tasks" : "its tasks are " + join(names, ", ")));
+}
+
+std::string details_lines(const std::vector<TaskResult>& results) {
+  std::string out;
+  for (const TaskResult& result : results) {
+    for (const TaskDetail& d : result.details) {
+      nlohmann::ordered_json line = {
+          {"task", result.task}, {"item", d.item}, {"context", d.context}};
+      if (!d.continuations.empty()) {
+        line["continuations"] = d.continuations;
+        line["loglik"] = d.loglik;
+      } else {
+        line["generated"] = d.generated;
+        line["text"] = d.text;
+      }
+      line["score"] = d.score;
+      out += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TaskReport evaluate_tasks(const SnapshotRequest& request, const TaskEvalOn& on) {
+  if (on.batch < 0) throw UserError("--batch must be at least 1 (0 = the run's eval.task_batch)");
+  require_store_file(request.db);
+  RunStore store(request.db);  // it records rows: a store it cannot write is refused first
+  OpenedSnapshot opened = open_snapshot(request, store.connection(), RunColumns{}, Assembly::kLoad);
+  if (on.batch > 0) opened.run.eval.task_batch = on.batch;
+  TaskSuite suite(opened.run, tasks_named(on.task, opened.run, opened.info.name));
+  announce(request, opened);
+  const auto start = std::chrono::steady_clock::now();
+  TaskReport report{opened.info.name, opened.snapshot.label, opened.state.step, suite.score(), 0};
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const TaskResult& result : report.results)
+    store.add_task_scores(opened.info.id, task_score_rows(result, report.step, report.checkpoint));
+  if (!on.details.empty()) write_file_atomic(on.details, details_lines(report.results));
   return report;
 }
 

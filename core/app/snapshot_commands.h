@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/config/schema.h"
+#include "core/train/task_scoring.h"
 
 namespace kiln {
 
@@ -43,6 +45,26 @@ struct EvalOn {
 // Mean loss over the micro-batches `on` names, recorded in evals (split = the split's name,
 // or the absolute path or glob of --data).
 EvalReport evaluate_snapshot(const SnapshotRequest& request, const EvalOn& on);
+
+// `kiln eval --task`: evaluation tasks scored on a snapshot (core/train/task_scoring.h).
+struct TaskEvalOn {
+  // A task file, or a glob of them, or the name of a task of the run's eval.tasks.
+  std::string task;
+  // Where to write each request's token ids, log-likelihoods and generations (JSON Lines), for
+  // a comparison with another library's scoring; empty = none.
+  std::string details;
+  int64_t batch = 0;  // requests per forward pass; 0 = the run's eval.task_batch
+};
+
+struct TaskReport {
+  std::string run, checkpoint;
+  int64_t step = 0;
+  std::vector<TaskResult> results;
+  double seconds = 0;  // scoring, all tasks
+};
+
+// The tasks' scores, recorded in task_scores under the snapshot's label.
+TaskReport evaluate_tasks(const SnapshotRequest& request, const TaskEvalOn& on);
 
 struct SampleOptions {
   std::string prompt;

@@ -43,16 +43,22 @@ std::string run_records(HistoryDb& db, const RunRecord& run) {
   const double start = epoch_seconds(run.created_at).value_or(wall_time_now());
   std::string out = opening_records(start, 0, run.config);
   const std::vector<EvalRecord> evals = run_evals(db, run.id);
-  size_t next_eval = 0;
+  const std::vector<TaskScoreRow> tasks = read_task_scores(db.connection(), run.id);
+  size_t next_eval = 0, next_task = 0;
   double elapsed = 0;
+  // The evals and task scores up to `step` (all that are left for the largest).
+  auto evals_up_to = [&](int64_t step) {
+    for (; next_eval < evals.size() && evals[next_eval].step <= step; ++next_eval)
+      out += eval_record(start + elapsed, eval_row(evals[next_eval]));
+    for (; next_task < tasks.size() && tasks[next_task].step <= step; ++next_task)
+      out += task_record(start + elapsed, tasks[next_task]);
+  };
   for (const MetricRow& row : run_metric_rows(db, run.id)) {
     if (std::isfinite(row.dt_ms)) elapsed += row.dt_ms / 1000.0;
     out += metric_record(start + elapsed, row);
-    for (; next_eval < evals.size() && evals[next_eval].step <= row.step; ++next_eval)
-      out += eval_record(start + elapsed, eval_row(evals[next_eval]));
+    evals_up_to(row.step);
   }
-  for (; next_eval < evals.size(); ++next_eval)
-    out += eval_record(start + elapsed, eval_row(evals[next_eval]));
+  evals_up_to(std::numeric_limits<int64_t>::max());
   return out;
 }
 

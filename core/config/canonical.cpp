@@ -70,12 +70,20 @@ bool is_hashed_key(const std::string& section, const std::string& type, const st
 
 namespace {
 
+// Whether the hash reads `key`'s value: a hashed key, unless it is a key added later that is at
+// its default.
+bool hashes_value(const Section& section, const std::string& key, const ParamValue& value) {
+  const ParamSpec* spec = declared_param(section.name, section.type, key);
+  if (!spec) return true;
+  return spec->hashed && !(spec->hashed_when_set && value == spec->default_value);
+}
+
 std::string render(const ResolvedConfig& config, bool hashed_only) {
   std::string out;
   for (const auto& section : config.sections) {
     std::string keys;
     for (const auto& [key, value] : section.params.values()) {
-      if (hashed_only && !is_hashed_key(section.name, section.type, key)) continue;
+      if (hashed_only && !hashes_value(section, key, value)) continue;
       keys += key + " = " + format_value(value) + "\n";
     }
     // A section of unhashed keys only ([metrics]) leaves every hash as it was before the

@@ -27,7 +27,8 @@ TrainOptions train_options(const ResolvedConfig& config) {
 
 EvalOptions eval_options(const ResolvedConfig& config) {
   const Params& p = config.params("eval");
-  return EvalOptions{p.integer("every"), p.integer("steps"), p.flag("final_test")};
+  return EvalOptions{p.integer("every"), p.integer("steps"),      p.flag("final_test"),
+                     p.path("tasks"),    p.integer("task_every"), p.integer("task_batch")};
 }
 
 CheckpointOptions checkpoint_options(const ResolvedConfig& config) {

@@ -38,6 +38,9 @@ struct EvalOptions {
   int64_t every = 0;
   int64_t steps = 0;
   bool final_test = true;
+  std::string tasks;  // the task files' path or glob, absolute; "" = none
+  int64_t task_every = 0;
+  int64_t task_batch = 16;
 };
 
 struct CheckpointOptions {

@@ -48,6 +48,11 @@ ParamSpec&& ParamSpec::one_of(std::vector<std::string> allowed) && {
   choices = std::move(allowed);
   return std::move(*this);
 }
+ParamSpec&& ParamSpec::added_later() && {
+  hashed_when_set = true;
+  return std::move(*this);
+}
+
 ParamSpec&& ParamSpec::unhashed() && {
   hashed = false;
   return std::move(*this);

@@ -31,6 +31,9 @@ struct ParamSpec {
   // beside the value as given (core/store/run_inputs.h), and every later command reads them
   // there, from whatever directory it runs in; the hash keeps the value as given.
   bool names_files = false;
+  // A key added after runs were made with its section: at its default it stays out of the hash,
+  // so those runs keep theirs (a resume, snapshot ownership and grouping compare hashes).
+  bool hashed_when_set = false;
 
   static ParamSpec integer(std::string name, int64_t def, std::string doc);
   static ParamSpec real(std::string name, double def, std::string doc);
@@ -42,7 +45,8 @@ struct ParamSpec {
   // A choice "NAME:N" also accepts NAME:0, NAME:1, ... (up to 4 digits): run.device's cuda:N.
   ParamSpec&& one_of(std::vector<std::string> allowed) &&;
   ParamSpec&& unhashed() &&;
-  ParamSpec&& files() &&;  // names_files
+  ParamSpec&& files() &&;        // names_files
+  ParamSpec&& added_later() &&;  // hashed_when_set
 
   // Why `value` is not acceptable, or nothing when it is.
   std::optional<std::string> check(const ParamValue& value) const;

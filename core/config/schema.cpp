@@ -97,7 +97,17 @@ const std::vector<SectionSchema>& config_sections() {
        {P::integer("every", 0, "evaluate every N steps and at the end; 0 = never").at_least(0),
         P::integer("steps", 20, "validation batches per evaluation").at_least(1),
         P::flag("final_test", true,
-                "at the end of the run, evaluate the whole test split when the data has one")}},
+                "at the end of the run, evaluate the whole test split when the data has one"),
+        P::text("tasks", "",
+                "evaluation tasks: a path or glob of task files (core/data/task_file.h), scored "
+                "at eval.every's steps (or task_every's) and logged as TASK.METRIC; \"\" = none")
+            .files()
+            .added_later(),
+        P::integer("task_every", 0,
+                   "score the tasks every N steps and at the end; 0 = at eval.every's")
+            .at_least(0)
+            .added_later(),
+        P::integer("task_batch", 16, "task requests per forward pass").at_least(1).unhashed()}},
       {"checkpoint",
        false,
        "snapshots for resuming",

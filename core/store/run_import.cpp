@@ -99,6 +99,7 @@ ImportedRun copy_rows(HistoryDb& source, RunStore& target, const RunRecord& run,
   }
   target.flush();
   Connection& db = target.connection();
+  write_task_scores(db, id, read_task_scores(source.connection(), run.id));
   for (const SnapshotRecord& s : run_snapshots(source, run.id)) {
     Statement(
         db, "INSERT INTO snapshots (run_id, label, step, path, created_at) VALUES (?, ?, ?, ?, ?)",
@@ -173,6 +174,8 @@ ImportedRun merge_run(HistoryDb& source, RunStore& target, const RunRecord& run,
     ++added.evals;
   }
   target.flush();
+  // A score the target has is the same score (one key, one measurement): replaced, not doubled.
+  write_task_scores(db, id, read_task_scores(source.connection(), run.id));
   const std::set<std::string> labels =
       keys_of<std::string>(db, "SELECT label FROM snapshots WHERE run_id = ?", id);
   for (const SnapshotRecord& s : run_snapshots(source, run.id)) {

@@ -12,6 +12,7 @@
 #include "core/config/canonical.h"
 #include "core/store/run_paths.h"
 #include "core/store/run_store.h"
+#include "core/store/task_scores.h"
 #include "core/store/where_expr.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
@@ -20,6 +21,14 @@
 namespace kiln {
 
 namespace {
+
+// A string literal in SQL text ('it''s'): for names read from the store, never from input.
+std::string sql_quoted(const std::string& text) {
+  std::string out = "'";
+  for (char c : text)
+    out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
 
 // The keys --where and --sort can name besides config keys: the summary's columns, and the
 // metrics a point or an aggregate can name. The SQL is our text: the summary's column, the
@@ -51,6 +60,12 @@ KeySpace summary_keys(HistoryDb& db) {
                  {"loss_scale", "loss_scale"}},
                 {{"val_loss", "'val'"}, {"test_loss", "'test'"}},
                 "summary.id"};
+  for (const std::string& name : task_metric_names(db.connection())) {
+    std::string task, metric;
+    split_task_metric(name, task, metric);
+    keys.task_metrics[name] =
+        fmt::format("task = {} AND metric = {}", sql_quoted(task), sql_quoted(metric));
+  }
   // metrics.loss_scale arrives with metrics.skipped (schema version 2); an older store has none.
   if (!db.has_skipped_column()) keys.metrics["loss_scale"] = "NULL";
   if (db.connection().dialect() == SqlDialect::kPostgres) {
@@ -314,16 +329,20 @@ Curve load_curve(HistoryDb& db, const RunRecord& run, const std::string& metric,
                                                              {"lr", "lr"},
                                                              {"grad_norm", "grad_norm"},
                                                              {"tokens_per_sec", "tokens_per_sec"}};
-  if (!columns.count(metric)) {
+  std::string task, task_metric;
+  const bool scored = split_task_metric(metric, task, task_metric);  // TASK.METRIC
+  if (!columns.count(metric) && !scored) {
     throw UserError(fmt::format(
-        "--metric {} is not a metric: use loss, val_loss, lr, grad_norm or tokens_per_sec",
+        "--metric {} is not a metric: use loss, val_loss, lr, grad_norm, tokens_per_sec or a "
+        "task's TASK.METRIC (such as kjv_cloze.acc)",
         metric));
   }
   if (x_axis != "step" && x_axis != "tokens" && x_axis != "time") {
     throw UserError(fmt::format("--x {} is not an axis: use step, tokens or time", x_axis));
   }
+  const bool evaluated = metric == "val_loss" || scored;  // from evals or task_scores
   Statement q(db.connection(),
-              "SELECT step, tokens_seen, dt_ms, " + columns.at(metric) +
+              "SELECT step, tokens_seen, dt_ms, " + (evaluated ? "NULL" : columns.at(metric)) +
                   " FROM metrics WHERE run_id = ? ORDER BY step",
               {run.id});
   Curve curve;
@@ -335,15 +354,19 @@ Curve load_curve(HistoryDb& db, const RunRecord& run, const std::string& metric,
                      : x_axis == "tokens" ? q.real(1)
                                           : seconds;
     x_at[q.integer(0)] = x;
-    if (metric == "val_loss") continue;
+    if (evaluated) continue;
     curve.x.push_back(x);
     curve.y.push_back(q.real(3));
   }
-  if (metric != "val_loss") return curve;
-  Statement evals(db.connection(),
-                  "SELECT step, loss FROM evals WHERE run_id = ? AND split = 'val' AND "
-                  "checkpoint = '' ORDER BY step",
-                  {run.id});
+  if (!evaluated) return curve;
+  if (scored && !has_table(db.connection(), "task_scores")) return curve;
+  Statement evals(
+      db.connection(),
+      scored ? "SELECT step, value FROM task_scores WHERE run_id = ? AND task = ? AND "
+               "metric = ? AND checkpoint = '' ORDER BY step"
+             : "SELECT step, loss FROM evals WHERE run_id = ? AND split = 'val' AND "
+               "checkpoint = '' ORDER BY step",
+      scored ? std::vector<SqlValue>{run.id, task, task_metric} : std::vector<SqlValue>{run.id});
   while (evals.step()) {
     const int64_t step = evals.integer(0);
     if (!x_at.count(step) && x_axis != "step") continue;

@@ -176,6 +176,21 @@ const char* const kMigrations[] = {
       PRIMARY KEY (run_id, key, position)
     ) WITHOUT ROWID;
     )sql",
+    // 11: evaluation task scores (core/store/task_scores.h).
+    R"sql(
+    CREATE TABLE task_scores (
+      run_id      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      step        INTEGER NOT NULL,
+      task        TEXT NOT NULL,
+      metric      TEXT NOT NULL,
+      checkpoint  TEXT NOT NULL DEFAULT '',
+      value       REAL NOT NULL,
+      stderr      REAL,
+      items       INTEGER NOT NULL,
+      truncated   INTEGER NOT NULL DEFAULT 0,
+      PRIMARY KEY (run_id, step, task, metric, checkpoint)
+    ) WITHOUT ROWID;
+    )sql",
 };
 
 const int64_t kKnownSchema = static_cast<int64_t>(std::size(kMigrations));
@@ -302,8 +317,10 @@ void RunStore::reopen_run(int64_t run_id, int64_t from_step, const std::string& 
   Transaction write(db_);
   // Steps after the snapshot are re-done: their old rows go, so none is ever duplicated or left
   // from the abandoned attempt.
-  for (const char* sql : {"DELETE FROM metrics WHERE run_id = ? AND step > ?",
-                          "DELETE FROM evals WHERE run_id = ? AND step > ? AND checkpoint = ''"}) {
+  for (const char* sql :
+       {"DELETE FROM metrics WHERE run_id = ? AND step > ?",
+        "DELETE FROM evals WHERE run_id = ? AND step > ? AND checkpoint = ''",
+        "DELETE FROM task_scores WHERE run_id = ? AND step > ? AND checkpoint = ''"}) {
     Statement drop(db_, sql);
     drop.bind(1, run_id).bind(2, from_step);
     drop.step();
@@ -323,6 +340,18 @@ void RunStore::reopen_run(int64_t run_id, int64_t from_step, const std::string& 
       .step();
   write_provenance(db_, run_id, provenance);
   write.commit();
+}
+
+void RunStore::add_task_scores(int64_t run_id, const std::vector<TaskScoreRow>& rows) {
+  flush();  // the step's metrics first: a score never lands before the step it was taken at
+  Transaction write(db_);
+  write_task_scores(db_, run_id, rows);
+  write.commit();
+  if (listener_) {
+    for (const TaskScoreRow& row : rows)
+      listener_->task_score_added(run_id, row);
+    listener_->committed();
+  }
 }
 
 void RunStore::finish_run(int64_t run_id, const std::string& status, const std::string& error) {

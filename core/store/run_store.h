@@ -15,6 +15,7 @@
 #include "core/store/run_lookup.h"
 #include "core/store/run_sources.h"
 #include "core/store/sqlite.h"
+#include "core/store/task_scores.h"
 
 namespace kiln {
 
@@ -71,6 +72,7 @@ class RunStoreListener {
   virtual ~RunStoreListener() = default;
   virtual void metric_added(int64_t run_id, const MetricRow& row) = 0;
   virtual void eval_added(int64_t run_id, const EvalRow& row) = 0;
+  virtual void task_score_added(int64_t run_id, const TaskScoreRow& row) = 0;
   virtual void committed() = 0;
 };
 
@@ -97,6 +99,9 @@ class RunStore {
   // up to kMaxBufferedRows, until it answers again; past that the run fails with one line.
   void add_metric(int64_t run_id, const MetricRow& row);
   void add_eval(int64_t run_id, const EvalRow& row);
+  // Not buffered: the buffered rows, then these, written at once (a task's scores are few and
+  // come seldom).
+  void add_task_scores(int64_t run_id, const std::vector<TaskScoreRow>& rows);
   // Every buffered row durable before it returns (what a snapshot and the run's end need): it
   // waits for a server that is away, up to kServerWait (or KILN_SERVER_WAIT_SECONDS), then
   // fails with one line, the buffered rows written to the unstored-rows file when there is one.

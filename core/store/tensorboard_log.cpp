@@ -68,6 +68,11 @@ ScalarValue eval_scalar(const EvalRow& row) {
   return {(row.checkpoint.empty() ? "" : "snapshot/") + row.split + "/loss", row.loss};
 }
 
+ScalarValue task_scalar(const TaskScoreRow& row) {
+  return {(row.checkpoint.empty() ? "" : "snapshot/") + ("task/" + row.task + "/" + row.metric),
+          row.value};
+}
+
 std::string opening_records(double wall_time, int64_t step, const std::string& config_toml) {
   return tfrecord(file_version_event(wall_time)) +
          tfrecord(text_event(wall_time, step, "config", config_markdown(config_toml)));
@@ -79,6 +84,10 @@ std::string metric_record(double wall_time, const MetricRow& row) {
 
 std::string eval_record(double wall_time, const EvalRow& row) {
   return tfrecord(scalars_event(wall_time, row.step, {eval_scalar(row)}));
+}
+
+std::string task_record(double wall_time, const TaskScoreRow& row) {
+  return tfrecord(scalars_event(wall_time, row.step, {task_scalar(row)}));
 }
 
 std::string tensorboard_run_folder(const std::string& dir, const std::string& run_name) {
@@ -145,17 +154,25 @@ void TensorBoardLog::eval_added(int64_t run_id, const EvalRow& row) {
   if (file_ && run_id == run_id_) evals_.emplace_back(wall_time_now(), row);
 }
 
+void TensorBoardLog::task_score_added(int64_t run_id, const TaskScoreRow& row) {
+  if (file_ && run_id == run_id_) tasks_.emplace_back(wall_time_now(), row);
+}
+
 void TensorBoardLog::committed() {
-  if (!file_ || (metrics_.empty() && evals_.empty())) return;
+  if (!file_ || (metrics_.empty() && evals_.empty() && tasks_.empty())) return;
   std::string records;
   for (const auto& [wall_time, row] : metrics_)
     records += metric_record(wall_time, row);
   for (const auto& [wall_time, row] : evals_)
     records += eval_record(wall_time, row);
-  const int64_t first_step =
-      metrics_.empty() ? evals_.front().second.step : metrics_.front().second.step;
+  for (const auto& [wall_time, row] : tasks_)
+    records += task_record(wall_time, row);
+  const int64_t first_step = !metrics_.empty() ? metrics_.front().second.step
+                             : !evals_.empty() ? evals_.front().second.step
+                                               : tasks_.front().second.step;
   metrics_.clear();
   evals_.clear();
+  tasks_.clear();
   if (const int err = append(records)) {
     warn_(fmt::format(
         "{}: writing '{}' failed ({}), so it ends before step {}; the run store has every "

@@ -11,7 +11,9 @@
 //     train/tokens_seen, train/loss_scale, train/skipped as 0 or 1, and train/rank_skew_ms and
 //     train/bubble when the row has them);
 //   - one event per eval, at its step: <split>/loss (val/loss, test/loss) for the evals made
-//     during training, snapshot/<split>/loss for those `kiln eval` made of a snapshot.
+//     during training, snapshot/<split>/loss for those `kiln eval` made of a snapshot;
+//   - one event per task score, at its step: task/<task>/<metric> (task/kjv_cloze/acc_norm),
+//     snapshot/task/<task>/<metric> for those `kiln eval --task` made.
 // Values are float32, as TensorBoard's simple_value holds them.
 #pragma once
 
@@ -30,11 +32,13 @@ namespace kiln {
 
 std::vector<ScalarValue> metric_scalars(const MetricRow& row);
 ScalarValue eval_scalar(const EvalRow& row);
+ScalarValue task_scalar(const TaskScoreRow& row);
 
 // Framed records (TFRecord), ready to append to a file.
 std::string opening_records(double wall_time, int64_t step, const std::string& config_toml);
 std::string metric_record(double wall_time, const MetricRow& row);
 std::string eval_record(double wall_time, const EvalRow& row);
+std::string task_record(double wall_time, const TaskScoreRow& row);
 
 // DIR/<run name>.
 std::string tensorboard_run_folder(const std::string& dir, const std::string& run_name);
@@ -64,6 +68,7 @@ class TensorBoardLog : public RunStoreListener {
 
   void metric_added(int64_t run_id, const MetricRow& row) override;
   void eval_added(int64_t run_id, const EvalRow& row) override;
+  void task_score_added(int64_t run_id, const TaskScoreRow& row) override;
   void committed() override;
 
  private:
@@ -78,6 +83,7 @@ class TensorBoardLog : public RunStoreListener {
   std::function<void(const std::string&)> warn_;
   std::vector<std::pair<double, MetricRow>> metrics_;  // given, not yet committed
   std::vector<std::pair<double, EvalRow>> evals_;
+  std::vector<std::pair<double, TaskScoreRow>> tasks_;
 };
 
 // Seconds since the Unix epoch, as an Event's wall_time.

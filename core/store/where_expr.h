@@ -57,6 +57,8 @@ struct KeySpace {
   // Where a config key's value has one SQL type (PostgreSQL): its expression as a number, for
   // comparisons with numbers and for sorts (config_sql is then its text). Empty: config_sql.
   std::string config_number_sql = {};
+  // TASK.METRIC -> the condition on `task_scores` that picks its rows (core/store/task_scores.h)
+  std::map<std::string, std::string> task_metrics = {};
 };
 
 // The left-hand side of a comparison, or a --sort key.

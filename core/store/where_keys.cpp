@@ -32,11 +32,13 @@ std::vector<std::string> metric_names(const KeySpace& keys) {
   std::vector<std::string> names = names_of(keys.metrics);
   for (const auto& name : names_of(keys.eval_splits))
     names.push_back(name);
+  for (const auto& name : names_of(keys.task_metrics))
+    names.push_back(name);
   return names;
 }
 
 bool is_metric(const std::string& name, const KeySpace& keys) {
-  return keys.metrics.count(name) || keys.eval_splits.count(name);
+  return keys.metrics.count(name) || keys.eval_splits.count(name) || keys.task_metrics.count(name);
 }
 
 std::string lowercase(std::string word) {
@@ -125,6 +127,11 @@ void parse_aggregate_of(WhereScanner& in, WhereKey& key, const std::string& func
     in.fail(fmt::format("a metric (such as loss or grad_norm) after '{}('", function));
   }
   key.name = in.scan_word();
+  if (in.peek() == '.') {  // a task's metric: TASK.METRIC
+    in.set_pos(in.pos() + 1);
+    if (!is_word_start(in.peek())) in.fail("a task metric after the '.' (as in max(cloze.acc))");
+    key.name += "." + in.scan_word();
+  }
   require_metric(in, key.name, metric_at + 1, keys);
   if (!in.accept(")")) in.fail(fmt::format("')' to close '{}('", function));
 }
@@ -142,6 +149,11 @@ WhereKey parse_key(WhereScanner& in, const KeySpace& keys) {
     in.set_pos(in.pos() + 1);
     if (!is_word_start(in.peek())) in.fail("a key name after the '.'");
     key.name += "." + in.scan_word();
+    if (in.peek() == '@') {  // a task's metric at a point: TASK.METRIC@step=N
+      in.set_pos(in.pos() + 1);
+      parse_point_of(in, key, keys);
+      return key;
+    }
     key.kind = WhereKey::Kind::kConfig;
     return key;
   }

@@ -18,6 +18,10 @@ MetricRows rows_of(const std::string& metric, const KeySpace& keys) {
   const std::string of_run = " WHERE run_id = " + keys.run_id;
   const auto column = keys.metrics.find(metric);
   if (column != keys.metrics.end()) return {" FROM metrics" + of_run, column->second, ""};
+  const auto task = keys.task_metrics.find(metric);
+  if (task != keys.task_metrics.end()) {
+    return {" FROM task_scores" + of_run + " AND " + task->second, "value", ", checkpoint"};
+  }
   return {" FROM evals" + of_run + " AND split = " + keys.eval_splits.at(metric), "loss",
           ", checkpoint"};
 }

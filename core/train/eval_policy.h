@@ -18,6 +18,13 @@ class EvalPolicy {
   bool due(int64_t step) const {
     return options_.every > 0 && (step % options_.every == 0 || step == total_steps_);
   }
+  // Score eval.tasks now? After every eval.task_every-th step (or when due() says so, for
+  // task_every = 0) and the last one; never without tasks.
+  bool tasks_due(int64_t step) const {
+    if (options_.tasks.empty()) return false;
+    if (options_.task_every == 0) return due(step);
+    return step % options_.task_every == 0 || step == total_steps_;
+  }
   // The closing test pass (eval.final_test): only after a run that completed, not one that was
   // interrupted. The data may still have no test split.
   bool final_test(bool completed) const { return completed && options_.final_test; }

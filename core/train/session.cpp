@@ -66,6 +66,7 @@ Session::Session(AssembledRun& run, RunPaths paths, SnapshotOwner owner, RunStor
       trainer_(run),
       console_(run.train.steps),
       evals_(run.eval, run.train.steps),
+      tasks_(run, load_tasks(run.eval.tasks, "eval.tasks")),
       snapshots_(run.checkpoint, run.train.steps,
                  SnapshotParts{*run.model, *run.optimizer, *run.parallel}, std::move(paths),
                  std::move(owner), store, run_id) {
@@ -190,6 +191,7 @@ void Session::train_steps(SessionOutcome& outcome) {
     outcome.steps_done = step;
     outcome.final_loss = stats.loss;
     if (evals_.due(step)) evaluate(step);
+    if (evals_.tasks_due(step)) score_tasks(step);
     const bool interrupted = StopSignal::requested();
     if (StopSignal::abandoned()) {  // a second signal: the user will not wait for a snapshot
       outcome.status = "interrupted";
@@ -221,6 +223,14 @@ void Session::evaluate(int64_t step) {
     console_.eval(step, "val", result.loss, counted.value_or(0));
   }
   if (snapshots_.best_due(result.loss)) snapshot(step, /*best=*/true);
+}
+
+void Session::score_tasks(int64_t step) {
+  for (const TaskResult& result : tasks_.score()) {
+    if (!store_) continue;
+    store_->add_task_scores(run_id_, task_score_rows(result, step, ""));
+    console_.line(fmt::format("step {}: {}", step, task_line(result)));
+  }
 }
 
 // The seed recipe's closing number: loss and perplexity over the whole test split.

@@ -1,10 +1,10 @@
 // A training session: the loop around a Trainer for one `kiln run` or `kiln resume`, from the
 // step after the one it starts from to train.steps or a stop signal. It records metrics and evals
 // in the run store, prints the console lines, handles non-finite steps and reports the optimizer
-// state's size; after each step it asks EvalPolicy "evaluate now?" and SnapshotPolicy "save now?"
-// / "best so far?", which own those decisions and their state. Every rank runs a session (the
-// evals and snapshots are collective); only rank 0, the one given a store, prints, records and
-// writes snapshots.
+// state's size; after each step it asks EvalPolicy "evaluate now?" and "score the tasks now?",
+// and SnapshotPolicy "save now?" / "best so far?", which own those decisions and their state.
+// Every rank runs a session (the evals and snapshots are collective); only rank 0, the one given
+// a store, prints, records and writes snapshots.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@
 #include "core/train/console.h"
 #include "core/train/eval_policy.h"
 #include "core/train/session_outcome.h"
+#include "core/train/task_suite.h"
 #include "core/train/trainer.h"
 
 namespace kiln {
@@ -46,6 +47,7 @@ class Session {
   void train_steps(SessionOutcome& outcome);
   void print_step(const StepStats& stats);
   void evaluate(int64_t step);
+  void score_tasks(int64_t step);
   void test_at_end(int64_t step);
   void snapshot(int64_t step, bool best);
   void handle_nonfinite(const StepStats& stats);
@@ -62,6 +64,7 @@ class Session {
   Trainer trainer_;
   Console console_;
   EvalPolicy evals_;
+  TaskSuite tasks_;  // eval.tasks, read and checked before the first step
   SnapshotPolicy snapshots_;
   int64_t start_step_ = 0;    // the step this session starts after: 0, or the snapshot's
   double train_seconds_ = 0;  // in train_step, this session

@@ -1,5 +1,6 @@
 // `kiln eval`, `kiln sample` and `kiln export`: the commands that read one snapshot of a run
 // (core/app/snapshot_commands.h). They share the run, --checkpoint and --db options.
+#include <algorithm>
 #include <cstdint>
 #include <iostream>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "core/app/snapshot_commands.h"
 #include "core/store/output_guard.h"
+#include "core/train/task_suite.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
 #include "core/util/text.h"
@@ -23,12 +25,34 @@ namespace {
 struct SnapshotArgs {
   SnapshotRequest request;
   EvalOn eval;
+  TaskEvalOn tasks;
   SampleOptions sampling;
   std::string export_path;
   std::string max_shard_size;  // as save_pretrained spells it; empty = one file
 };
 
+// `kiln eval RUN --task T`: a line per task, then where the time went.
+int task_command(const SnapshotArgs& args) {
+  if (!args.tasks.details.empty()) {
+    refuse_output_over_store(args.tasks.details, args.request.db);
+    ensure_parent_dir(args.tasks.details);
+  }
+  const TaskReport r = evaluate_tasks(args.request, args.tasks);
+  int64_t tokens = 0, items = 0;
+  for (const TaskResult& result : r.results) {
+    std::cout << fmt::format("{} {} step {} | {}\n", r.run, r.checkpoint, r.step,
+                             task_line(result));
+    tokens += result.tokens;
+    items += result.items;
+  }
+  std::cout << fmt::format("scored {} items in {:.2f} s: {:.1f} items/s, {:.0f} tokens/s read\n",
+                           items, r.seconds, items / std::max(r.seconds, 1e-9),
+                           tokens / std::max(r.seconds, 1e-9));
+  return kExitOk;
+}
+
 int eval_command(const SnapshotArgs& args) {
+  if (!args.tasks.task.empty()) return task_command(args);
   if (!args.eval.logits.empty()) {
     refuse_output_over_store(args.eval.logits, args.request.db);
     ensure_parent_dir(args.eval.logits);  // a folder that cannot be made: refused before the eval
@@ -85,15 +109,35 @@ ChosenCommand add_snapshot_commands(CLI::App& app) {
   add_snapshot_options(eval);
   CLI::Option* split =
       eval->add_option("--split", args->eval.split, "val, test or train")->capture_default_str();
-  eval->add_option("--data", args->eval.data,
-                   "evaluate on these files instead of a split: a path or glob in the run's data "
-                   "format (token shards from `kiln prepare`)")
-      ->excludes(split);
-  eval->add_option("--logits", args->eval.logits,
-                   "also write the first micro-batch's logits, float32 [micro_batch, seq_len, "
-                   "vocab], to this NumPy .npy file");
-  eval->add_option("--steps", args->eval.batches, "micro-batches to evaluate; 0 = the whole split")
-      ->capture_default_str();
+  CLI::Option* data =
+      eval->add_option(
+              "--data", args->eval.data,
+              "evaluate on these files instead of a split: a path or glob in the run's data "
+              "format (token shards from `kiln prepare`)")
+          ->excludes(split);
+  CLI::Option* logits =
+      eval->add_option("--logits", args->eval.logits,
+                       "also write the first micro-batch's logits, float32 [micro_batch, seq_len, "
+                       "vocab], to this NumPy .npy file");
+  CLI::Option* steps = eval->add_option("--steps", args->eval.batches,
+                                        "micro-batches to evaluate; 0 = the whole split")
+                           ->capture_default_str();
+  CLI::Option* task =
+      eval->add_option("--task", args->tasks.task,
+                       "score evaluation tasks instead of the loss: a task file (TOML, as "
+                       "experiments/tasks/*.toml), a glob of them, or a task of the run's "
+                       "eval.tasks by name")
+          ->excludes(split)
+          ->excludes(steps)
+          ->excludes(data)
+          ->excludes(logits);
+  eval->add_option("--details", args->tasks.details,
+                   "with --task: write each request's token ids, log-likelihoods or generation "
+                   "to this JSON Lines file")
+      ->needs(task);
+  eval->add_option("--batch", args->tasks.batch,
+                   "with --task: requests per forward pass; 0 = the run's eval.task_batch")
+      ->needs(task);
 
   CLI::App* sample = app.add_subcommand("sample", "generate text from a snapshot");
   add_snapshot_options(sample);

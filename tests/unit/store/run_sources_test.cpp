@@ -48,7 +48,7 @@ TEST(RunSources, AStoreFromBeforeThemReadsAsNoneAndIsUpgradedByTheNextWriter) {
   // Schema version 5: before the provenance tables (6), the sweeps of a scheduler (7), the
   // counted tokens (8), the config's JSON copy (9) and the run's inputs (10).
   const std::string older =
-      "drop table run_input_files; drop table run_inputs; "
+      "drop table task_scores; drop table run_input_files; drop table run_inputs; "
       "drop table run_files; drop table run_key_sources; drop table sweep_members; "
       "drop table sweeps; alter table metrics drop column counted_tokens; "
       "alter table evals drop column counted_tokens; alter table runs drop column config_json; "

@@ -354,5 +354,29 @@ TEST_F(WherePoints, AStoreFromBeforeLossScaleHasNone) {
   EXPECT_EQ(list("not last(loss_scale) > 0 and max(grad_norm) > 10"), Names({"a", "c"}));
 }
 
+// Task scores (core/store/task_scores.h) are metrics named TASK.METRIC: a's cloze acc 0.3 at
+// step 2 and 0.5 at step 4; c's 0.6 at step 4 during training and 0.9 from `kiln eval --task` of
+// snapshot step_4; b has an arithmetic exact_match of 0.1 at step 2 only.
+TEST_F(WherePoints, ATaskScoreIsAMetricNamedTaskDotMetric) {
+  exec(R"sql(
+    INSERT INTO task_scores (run_id, step, task, metric, checkpoint, value, items) VALUES
+      (1, 2, 'cloze', 'acc', '', 0.3, 10), (1, 4, 'cloze', 'acc', '', 0.5, 10),
+      (3, 4, 'cloze', 'acc', '', 0.6, 10), (3, 4, 'cloze', 'acc', 'step_4', 0.9, 10),
+      (2, 2, 'arith', 'exact_match', '', 0.1, 10);
+  )sql");
+  EXPECT_EQ(list("cloze.acc@step=4 >= 0.5"), Names({"a", "c"}));
+  EXPECT_EQ(list("cloze.acc@step=3 = 0.3"), Names({"a"}));  // the last at or before step 3
+  EXPECT_EQ(list("max(cloze.acc) > 0.55"), Names({"c"}));
+  EXPECT_EQ(list("first(cloze.acc) < 0.4 or arith.exact_match@step=2 > 0"), Names({"a", "b"}));
+  EXPECT_EQ(list("max(cloze.acc) > 0", "-max(cloze.acc)"), Names({"c", "a"}));
+  const std::string unknown = error_of("cloze.acc_norm@step=4 > 0");
+  EXPECT_NE(unknown.find("unknown metric 'cloze.acc_norm' at column 1: metrics are "),
+            std::string::npos)
+      << unknown;
+  EXPECT_NE(unknown.find("arith.exact_match, cloze.acc"), std::string::npos) << unknown;
+  // Without `@` or an aggregate, `a.b` is a config key, as before.
+  EXPECT_EQ(list("optimizer.lr = 0.003"), Names({"b"}));
+}
+
 }  // namespace
 }  // namespace kiln

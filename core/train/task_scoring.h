@@ -1,0 +1,66 @@
+// Scoring an evaluation task (core/data/task_file.h) on an assembled run's model, as
+// lm-evaluation-harness scores it:
+// - choice: each choice's summed log-likelihood given the text asked. The context is encoded
+//   alone and the continuation is what encoding context + choice adds after it (a trailing
+//   space of the context moves to the choice first); the model reads context + continuation, cut
+//   from the left to its context length when longer. acc: the highest log-likelihood is the
+//   label's; acc_norm: the same after dividing each by its choice's length in bytes.
+// - generate: the continuation of the prompt (cut from the left to leave max_tokens of room),
+//   token by token until a stop string, the end-of-text token or max_tokens; exact_match: the
+//   text before the stop, normalized, equals the normalized answer.
+// Each metric's standard error is the harness's: the sample standard deviation of the per-item
+// scores over sqrt(items) (for 0/1 scores, sqrt(p(1-p)/(n-1))).
+// Requests run in batches of similar length (longest first). Under data parallelism each data
+// rank scores every data_world-th batch and the scores are summed over ranks, so every rank ends
+// with the whole task's results, equal to one process's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/data/task_file.h"
+
+namespace kiln {
+
+struct AssembledRun;
+class Tokenizer;
+
+struct TaskMetric {
+  std::string name;  // acc, acc_norm or exact_match
+  double value = 0;
+  double stderr_ = 0;
+};
+
+// What one request was asked and answered: the token ids the model read, for a comparison with
+// another library (kiln eval --details).
+struct TaskDetail {
+  int64_t item = 0;
+  std::vector<uint32_t> context;                     // the text asked, as read (after any cut)
+  std::vector<std::vector<uint32_t>> continuations;  // choice: each choice's tokens
+  std::vector<double> loglik;                        // choice: each choice's log-likelihood
+  std::vector<uint32_t> generated;                   // generate: the tokens generated
+  std::string text;                                  // generate: the text before the stop
+  double score = 0;                                  // acc, or exact_match
+};
+
+struct TaskResult {
+  std::string task;
+  int64_t items = 0;
+  int64_t truncated = 0;  // requests cut from the left to fit the model's context
+  int64_t tokens = 0;     // tokens the model read (all ranks), padding left out
+  std::vector<TaskMetric> metrics;
+  std::vector<TaskDetail> details;  // every request, in item order
+};
+
+struct TaskScoring {
+  int64_t batch = 16;  // requests per forward pass
+};
+
+// Collective under data parallelism (every rank calls it with the same task). A UserError for a
+// request the model cannot read: a continuation longer than its context, a text the tokenizer
+// cannot encode, a strategy that cuts the model into pipeline stages.
+TaskResult score_task(AssembledRun& run, const Tokenizer& tokenizer, const Task& task,
+                      const TaskScoring& scoring);
+
+}  // namespace kiln
