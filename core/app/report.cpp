@@ -106,7 +106,8 @@ std::string plot_runs(HistoryDb& db, const std::vector<RunRecord>& runs,
   }
   PlotStyle style;
   style.x_label = x_labels().at(request.x);
-  style.y_label = metric_labels().at(request.metric);
+  const auto label = metric_labels().find(request.metric);  // else a task's TASK.METRIC
+  style.y_label = label == metric_labels().end() ? request.metric : label->second;
   style.title = style.y_label + " by " + style.x_label;
   if (request.smooth > 1) style.title += fmt::format(", mean of {} points", request.smooth);
   if (!request.group_by.empty()) style.title += group_caption(request);

@@ -13,6 +13,7 @@
 
 #include "core/checkpoint/hf_directory.h"
 #include "core/train/cuda_graph.h"
+#include "core/train/task_suite.h"
 #include "core/util/error.h"
 
 namespace kiln {
@@ -304,6 +305,16 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
                     "point the data section at validation shards or set eval.every "
                     "= 0",
                     config.where("eval.every").str(), a.eval.every));
+  }
+  // kiln eval names its own tasks; a run reads and checks its own before anything starts.
+  if (mode == Assembly::kLoad || a.eval.tasks.empty()) return a;
+  a.tasks = load_tasks(a.eval.tasks, config.where("eval.tasks").str() + ": eval.tasks");
+  if (a.parallel->stages() > 1) {
+    throw UserError(fmt::format(
+        "{}: eval.tasks are not scored under pipeline parallelism (each stage holds part of the "
+        "model): leave eval.tasks out and score them after the run with `kiln eval RUN --task "
+        "{}`",
+        config.where("eval.tasks").str(), a.tasks.front().spec.file));
   }
   return a;
 }

@@ -66,7 +66,7 @@ Session::Session(AssembledRun& run, RunPaths paths, SnapshotOwner owner, RunStor
       trainer_(run),
       console_(run.train.steps),
       evals_(run.eval, run.train.steps),
-      tasks_(run, load_tasks(run.eval.tasks, "eval.tasks")),
+      tasks_(run, run.tasks),
       snapshots_(run.checkpoint, run.train.steps,
                  SnapshotParts{*run.model, *run.optimizer, *run.parallel}, std::move(paths),
                  std::move(owner), store, run_id) {

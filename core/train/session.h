@@ -64,7 +64,7 @@ class Session {
   Trainer trainer_;
   Console console_;
   EvalPolicy evals_;
-  TaskSuite tasks_;  // eval.tasks, read and checked before the first step
+  TaskSuite tasks_;  // eval.tasks (AssembledRun::tasks)
   SnapshotPolicy snapshots_;
   int64_t start_step_ = 0;    // the step this session starts after: 0, or the snapshot's
   double train_seconds_ = 0;  // in train_step, this session

@@ -37,13 +37,6 @@ std::vector<Task> load_tasks(const std::string& pattern, const std::string& opti
 
 TaskSuite::TaskSuite(AssembledRun& run, std::vector<Task> tasks)
     : run_(run), tasks_(std::move(tasks)) {
-  if (!tasks_.empty() && run_.parallel->stages() > 1) {
-    throw UserError(fmt::format(
-        "eval.tasks: tasks are not scored under pipeline parallelism (each stage holds part of "
-        "the model): leave eval.tasks out and score them after the run with `kiln eval RUN "
-        "--task {}`",
-        tasks_.front().spec.file));
-  }
   if (!tasks_.empty()) tokenizer_ = load_tokenizer(run_.train_data->tokenizer_dir());
 }
 

@@ -25,7 +25,6 @@ std::vector<Task> load_tasks(const std::string& pattern, const std::string& opti
 // Tasks scored on `run`'s model; the tokenizer is the run's data's. Collective.
 class TaskSuite {
  public:
-  // A UserError, before any step, for tasks the run cannot score (pipeline stages).
   TaskSuite(AssembledRun& run, std::vector<Task> tasks);
   bool empty() const { return tasks_.empty(); }
   std::vector<TaskResult> score();

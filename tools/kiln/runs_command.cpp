@@ -138,8 +138,9 @@ void add_compare_plot(CLI::App* runs, RunsCli& cli) {
   cli.plot = runs->add_subcommand("plot", "one metric of several runs as an .svg or .png");
   cli.plot->add_option("runs", cli.refs, "run names, ids, sweeps or name globs")->required();
   cli.plot
-      ->add_option("--metric", cli.curve.metric, "loss, val_loss, lr, grad_norm, tokens_per_sec")
-      ->check(CLI::IsMember({"loss", "val_loss", "lr", "grad_norm", "tokens_per_sec"}))
+      ->add_option("--metric", cli.curve.metric,
+                   "loss, val_loss, lr, grad_norm, tokens_per_sec, or a task's TASK.METRIC "
+                   "(kjv_cloze.acc)")
       ->capture_default_str();
   cli.plot
       ->add_option("--x", cli.curve.x,

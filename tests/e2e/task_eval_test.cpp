@@ -1,0 +1,156 @@
+// Evaluation tasks through the kiln binary: scored during training (eval.tasks) and of a
+// snapshot (kiln eval --task), recorded in the run store and read back by --where, runs compare,
+// runs show, runs plot and the TensorBoard export; under data parallelism, tensor parallelism and
+// fsdp the scores equal those one process computes on the same weights; pipeline stages are
+// refused before the run starts.
+#include <filesystem>
+
+#include "ranks.h"
+#include "tiny_run.h"
+
+namespace kiln {
+namespace {
+
+using testing::run_kiln;
+using testing::run_ranks;
+
+class TaskEval : public testing::TinyRun {
+ protected:
+  void SetUp() override {
+    TinyRun::SetUp();
+    // The corpus's own sentence: which word ends it ("light" every 7th number), and its middle.
+    std::string choices, said;
+    for (int i = 0; i < 70; ++i) {  // 5 batches of 16: one rank of two gets a third
+      choices += fmt::format(
+          "{{\"context\": \"In the beginning was the word number {}, and the word was\", "
+          "\"choices\": [\" light.\", \" good.\"], \"label\": {}}}\n",
+          i, i % 7 == 0 ? 0 : 1);
+      said += fmt::format(
+          "{{\"prompt\": \"the word number {}, and the word\", \"answer\": \" was {}\"}}\n", i,
+          i % 7 == 0 ? "light" : "good");
+    }
+    testing::write_text(dir_ / "tasks/words.jsonl", choices);
+    testing::write_text(dir_ / "tasks/words.toml", "kind = \"choice\"\nitems = \"words.jsonl\"\n");
+    testing::write_text(dir_ / "tasks/said.jsonl", said);
+    testing::write_text(dir_ / "tasks/said.toml",
+                        "kind = \"generate\"\nitems = \"said.jsonl\"\nstop = [\".\"]\n"
+                        "max_tokens = 10\nnormalize = [\"strip\"]\nlimit = 20\n");
+  }
+
+  std::string tasks() const { return " --set 'eval.tasks=" + (dir_ / "tasks/*.toml") + "'"; }
+
+  // The run's task scores: "step task.metric value" lines in order.
+  std::string scores(const std::string& run, const std::string& checkpoint = "") {
+    return testing::scalar(
+        db(), fmt::format("select group_concat(step || ' ' || task || '.' || metric || ' ' || "
+                          "printf('%.12g', value), ' | ') from (select * from task_scores "
+                          "join runs on runs.id = run_id where name = '{}' and checkpoint = '{}' "
+                          "order by step, task, metric)",
+                          run, checkpoint));
+  }
+};
+
+TEST_F(TaskEval, ScoresDuringTrainingLandInTheStoreAndEveryView) {
+  const std::string exp = experiment();
+  for (const std::string seed : {"1", "2"}) {
+    auto run = run_kiln("run " + exp + " --name s" + seed + " --set run.seed=" + seed +
+                        " --set checkpoint.every=30" + tasks());
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_NE(run.output.find("step 30: task words: acc "), std::string::npos) << run.output;
+    EXPECT_NE(run.output.find("step 10: task said: exact_match "), std::string::npos);
+  }
+  // Steps 10, 20, 30: words acc and acc_norm, said exact_match.
+  EXPECT_EQ(testing::scalar(db(), "select count(*) from task_scores"), "18");
+  // By step 30 the model tells light from good better than chance.
+  EXPECT_GT(std::stod(testing::scalar(
+                db(),
+                "select value from task_scores where step = 30 and metric = 'acc' and "
+                "run_id = (select id from runs where name = 's1')")),
+            0.5);
+
+  auto listed =
+      run_kiln("runs list --db " + db() + " --where 'words.acc@step=30 >= 0' --format csv");
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_NE(listed.output.find(",s1,"), std::string::npos) << listed.output;
+  EXPECT_NE(listed.output.find(",s2,"), std::string::npos);
+  auto compared =
+      run_kiln("runs compare s1 s2 --group-by run.seed --metric words.acc@step=30 --db " + db());
+  ASSERT_EQ(compared.exit_code, 0) << compared.output;
+  EXPECT_NE(compared.output.find("words.acc@step=30 (the eval at step 30)"), std::string::npos)
+      << compared.output;
+  auto shown = run_kiln("runs show s1 --db " + db());
+  EXPECT_NE(shown.output.find("task scores"), std::string::npos) << shown.output;
+  auto plotted = run_kiln("runs plot s1 s2 --metric said.exact_match -o " + (dir_ / "said.svg") +
+                          " --db " + db());
+  EXPECT_EQ(plotted.exit_code, 0) << plotted.output;
+
+  auto exported =
+      run_kiln("runs export s1 --format tensorboard -o " + (dir_ / "tb") + " --db " + db());
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  std::string events;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir_ / "tb"))
+    if (entry.is_regular_file()) events += testing::read_file(entry.path().string());
+  EXPECT_NE(events.find("task/words/acc_norm"), std::string::npos);
+  EXPECT_NE(events.find("task/said/exact_match"), std::string::npos);
+
+  // Of a snapshot: the same scores as during training at that step, recorded under its label.
+  auto evaluated = run_kiln("eval s1 --task words --db " + db());
+  ASSERT_EQ(evaluated.exit_code, 0) << evaluated.output;
+  EXPECT_NE(evaluated.output.find("task words: acc "), std::string::npos) << evaluated.output;
+  const std::string during = scores("s1");
+  const std::string label =
+      testing::scalar(db(), "select checkpoint from task_scores where checkpoint != '' limit 1");
+  EXPECT_EQ(label, "step_000030");
+  EXPECT_NE(during.find(scores("s1", label)), std::string::npos)
+      << during << " ~ " << scores("s1", label);
+}
+
+// One process, 2 ddp ranks, tp 2 and 2 fsdp ranks train the same curve; each scores the tasks
+// on its weights at step 20, and kiln eval of that step's snapshot (one process) gives the same
+// scores: the sharding over ranks changes nothing.
+TEST_F(TaskEval, ParallelRanksScoreWhatOneProcessScoresOnTheSameWeights) {
+  const std::string exp = experiment();
+  const std::string same =
+      " --set train.steps=20 --set train.micro_batch=4 "
+      "--set train.batch_tokens=256 --set checkpoint.every=20" +
+      tasks();
+  auto single = run_kiln("run " + exp + " --name one" + same);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  for (const std::string strategy : {"ddp", "tensor", "fsdp"}) {
+    SCOPED_TRACE(strategy);
+    const std::string logs = dir_ / (strategy + "_rank");
+    auto codes =
+        run_ranks(2,
+                  "run " + exp + " --name " + strategy + same + " --set parallel.type=" + strategy +
+                      (strategy == "tensor" ? " --set parallel.tp=2" : ""),
+                  logs);
+    ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
+    auto evaluated =
+        run_kiln("eval " + strategy + " --task '" + (dir_ / "tasks/*.toml") + "' --db " + db());
+    ASSERT_EQ(evaluated.exit_code, 0) << evaluated.output;
+    const std::string during = scores(strategy);
+    EXPECT_NE(during.find(scores(strategy, "step_000020")), std::string::npos)
+        << during << " ~ " << scores(strategy, "step_000020");
+    // And the curve is one process's, so are its scores here.
+    EXPECT_EQ(during, scores("one"));
+  }
+}
+
+TEST_F(TaskEval, PipelineStagesAreRefusedBeforeTheRunStarts) {
+  const std::string logs = dir_ / "pp_rank";
+  auto codes = run_ranks(2,
+                         "run " + experiment() +
+                             " --name pp --set parallel.type=pipeline --set parallel.pp=2 "
+                             "--set parallel.microbatches=2" +
+                             tasks(),
+                         logs);
+  EXPECT_EQ(codes, (std::vector<int>{2, 2}));
+  EXPECT_NE(testing::read_file(logs + "0.log")
+                .find("eval.tasks are not scored under pipeline parallelism"),
+            std::string::npos)
+      << testing::read_file(logs + "0.log");
+  EXPECT_FALSE(std::filesystem::exists(db()));  // refused before the run store was opened
+}
+
+}  // namespace
+}  // namespace kiln
