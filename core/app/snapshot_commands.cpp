@@ -223,11 +223,14 @@ TaskReport evaluate_tasks(const SnapshotRequest& request, const TaskEvalOn& on) 
   require_store_file(request.db);
   RunStore store(request.db);  // it records rows: a store it cannot write is refused first
   OpenedSnapshot opened = open_snapshot(request, store.connection(), RunColumns{}, Assembly::kLoad);
-  if (on.batch > 0) opened.run.eval.task_batch = on.batch;
-  TaskSuite suite(opened.run, tasks_named(on.task, opened.run, opened.info.name));
+  const TaskSuite suite(tasks_named(on.task, opened.run, opened.info.name),
+                        load_tokenizer(opened.run.train_data->tokenizer_dir()),
+                        opened.run.model->context_length());
   announce(request, opened);
   const auto start = std::chrono::steady_clock::now();
-  TaskReport report{opened.info.name, opened.snapshot.label, opened.state.step, suite.score(), 0};
+  const TaskScoring scoring{on.batch > 0 ? on.batch : opened.run.eval.task_batch};
+  TaskReport report{opened.info.name, opened.snapshot.label, opened.state.step,
+                    suite.score(opened.run, scoring), 0};
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const TaskResult& result : report.results)
     store.add_task_scores(opened.info.id, task_score_rows(result, report.step, report.checkpoint));

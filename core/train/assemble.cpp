@@ -11,6 +11,7 @@
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
+#include "core/api/tokenizer.h"
 #include "core/checkpoint/hf_directory.h"
 #include "core/train/cuda_graph.h"
 #include "core/train/task_suite.h"
@@ -308,14 +309,18 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
   }
   // kiln eval names its own tasks; a run reads and checks its own before anything starts.
   if (mode == Assembly::kLoad || a.eval.tasks.empty()) return a;
-  a.tasks = load_tasks(a.eval.tasks, config.where("eval.tasks").str() + ": eval.tasks");
+  std::vector<Task> tasks =
+      load_tasks(a.eval.tasks, config.where("eval.tasks").str() + ": eval.tasks");
   if (a.parallel->stages() > 1) {
     throw UserError(fmt::format(
         "{}: eval.tasks are not scored under pipeline parallelism (each stage holds part of the "
         "model): leave eval.tasks out and score them after the run with `kiln eval RUN --task "
         "{}`",
-        config.where("eval.tasks").str(), a.tasks.front().spec.file));
+        config.where("eval.tasks").str(), tasks.front().spec.file));
   }
+  a.tasks =
+      std::make_shared<TaskSuite>(std::move(tasks), load_tokenizer(a.train_data->tokenizer_dir()),
+                                  a.model_plan->context_length);
   return a;
 }
 

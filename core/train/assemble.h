@@ -17,10 +17,11 @@
 #include "core/api/schedule.h"
 #include "core/config/config.h"
 #include "core/config/options.h"
-#include "core/data/task_file.h"
 #include "core/train/memory_check.h"
 
 namespace kiln {
+
+class TaskSuite;
 
 struct AssembledRun {
   ResolvedConfig config;
@@ -50,7 +51,7 @@ struct AssembledRun {
   std::shared_ptr<DataSource> train_data;
   std::shared_ptr<DataSource> val_data;   // null when the data plugin has no validation split
   std::shared_ptr<DataSource> test_data;  // null without a test split or eval.final_test
-  std::vector<Task> tasks;                // eval.tasks, read and checked (kTrain and kCheck only)
+  std::shared_ptr<TaskSuite> tasks;       // eval.tasks, prepared (kTrain and kCheck); null = none
 };
 
 enum class Assembly {

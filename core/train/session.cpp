@@ -12,6 +12,7 @@
 
 #include "core/store/tensorboard_log.h"
 #include "core/train/memory_check.h"
+#include "core/train/task_suite.h"
 #include "core/util/blas_kernels.h"
 #include "core/util/error.h"
 #include "core/util/stop_signal.h"
@@ -66,7 +67,6 @@ Session::Session(AssembledRun& run, RunPaths paths, SnapshotOwner owner, RunStor
       trainer_(run),
       console_(run.train.steps),
       evals_(run.eval, run.train.steps),
-      tasks_(run, run.tasks),
       snapshots_(run.checkpoint, run.train.steps,
                  SnapshotParts{*run.model, *run.optimizer, *run.parallel}, std::move(paths),
                  std::move(owner), store, run_id) {
@@ -226,7 +226,8 @@ void Session::evaluate(int64_t step) {
 }
 
 void Session::score_tasks(int64_t step) {
-  for (const TaskResult& result : tasks_.score()) {
+  if (!run_.tasks) return;
+  for (const TaskResult& result : run_.tasks->score(run_, {run_.eval.task_batch})) {
     if (!store_) continue;
     store_->add_task_scores(run_id_, task_score_rows(result, step, ""));
     console_.line(fmt::format("step {}: {}", step, task_line(result)));

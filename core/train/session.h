@@ -17,7 +17,6 @@
 #include "core/train/console.h"
 #include "core/train/eval_policy.h"
 #include "core/train/session_outcome.h"
-#include "core/train/task_suite.h"
 #include "core/train/trainer.h"
 
 namespace kiln {
@@ -64,7 +63,6 @@ class Session {
   Trainer trainer_;
   Console console_;
   EvalPolicy evals_;
-  TaskSuite tasks_;  // eval.tasks (AssembledRun::tasks)
   SnapshotPolicy snapshots_;
   int64_t start_step_ = 0;    // the step this session starts after: 0, or the snapshot's
   double train_seconds_ = 0;  // in train_step, this session

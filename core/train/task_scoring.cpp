@@ -15,15 +15,6 @@ namespace kiln {
 
 namespace {
 
-// One sequence the model reads: `input` (already cut to the context length), and the positions
-// whose next-token log-probabilities count, with the tokens they are scored against.
-struct Sequence {
-  size_t request = 0, choice = 0;
-  std::vector<uint32_t> input;
-  std::vector<uint32_t> target;  // the continuation; its first token follows input[first - 1]
-  size_t first = 0;              // position in `input` whose logits predict target[0]
-};
-
 std::string where_of(const Task& task, const TaskRequest& request) {
   return fmt::format("{}:{}", task.spec.items, request.line);
 }
@@ -57,9 +48,9 @@ std::vector<uint32_t> context_ids(const Tokenizer& tokenizer, const std::string&
 }
 
 // Choice requests as the model reads them (see the header for the encoding).
-std::vector<Sequence> choice_sequences(const Task& task, const Tokenizer& tokenizer, int64_t block,
-                                       int64_t& truncated) {
-  std::vector<Sequence> out;
+std::vector<TaskSequence> choice_sequences(const Task& task, const Tokenizer& tokenizer,
+                                           int64_t block, int64_t& truncated) {
+  std::vector<TaskSequence> out;
   for (size_t r = 0; r < task.requests.size(); ++r) {
     const TaskRequest& request = task.requests[r];
     const std::string where = where_of(task, request);
@@ -78,7 +69,8 @@ std::vector<Sequence> choice_sequences(const Task& task, const Tokenizer& tokeni
                         "give it text of its own",
                         where, c));
       }
-      Sequence s{r, c, ctx, {whole.begin() + static_cast<std::ptrdiff_t>(from), whole.end()}, 0};
+      TaskSequence s{
+          r, c, ctx, {whole.begin() + static_cast<std::ptrdiff_t>(from), whole.end()}, 0};
       if (static_cast<int64_t>(s.target.size()) > block) {
         throw UserError(fmt::format(
             "{}: choice {} is {} tokens, longer than the model's context ({}) even with the "
@@ -180,10 +172,10 @@ size_t best_of(const std::vector<double>& values) {
   return static_cast<size_t>(std::max_element(values.begin(), values.end()) - values.begin());
 }
 
-void score_choices(AssembledRun& run, const Tokenizer& tokenizer, const Task& task,
-                   const TaskScoring& scoring, TaskResult& result) {
-  const int64_t block = run.model->context_length();
-  std::vector<Sequence> sequences = choice_sequences(task, tokenizer, block, result.truncated);
+void score_choices(AssembledRun& run, const PreparedTask& prepared, const TaskScoring& scoring,
+                   TaskResult& result) {
+  const Task& task = prepared.task;
+  const std::vector<TaskSequence>& sequences = prepared.sequences;
   const auto order =
       longest_first(sequences.size(), [&](size_t i) { return sequences[i].input.size(); });
   const Shard mine =
@@ -198,7 +190,7 @@ void score_choices(AssembledRun& run, const Tokenizer& tokenizer, const Task& ta
         torch::log_softmax(logits_of(run, padded(rows, run.device)), -1).cpu();
     if (b >= mine.owned) continue;
     for (size_t r = 0; r < mine.batches[b].size(); ++r) {
-      const Sequence& s = sequences[mine.batches[b][r]];
+      const TaskSequence& s = sequences[mine.batches[b][r]];
       const auto n = static_cast<int64_t>(s.target.size());
       torch::Tensor targets =
           torch::tensor(std::vector<int64_t>(s.target.begin(), s.target.end()), torch::kLong);
@@ -213,7 +205,7 @@ void score_choices(AssembledRun& run, const Tokenizer& tokenizer, const Task& ta
   std::vector<double> acc, acc_norm;
   result.details.resize(task.requests.size());
   for (size_t i = 0; i < sequences.size(); ++i) {
-    const Sequence& s = sequences[i];
+    const TaskSequence& s = sequences[i];
     TaskDetail& d = result.details[s.request];
     d.item = task.requests[s.request].item;
     if (s.choice == 0) d.context.assign(s.input.begin(), s.input.begin() + s.first + 1);
@@ -256,27 +248,35 @@ uint32_t next_token(const torch::Tensor& logits, const TaskSpec& spec, int64_t i
   return static_cast<uint32_t>(std::min(index, p.size(0) - 1));
 }
 
-void score_generations(AssembledRun& run, const Tokenizer& tokenizer, const Task& task,
-                       const TaskScoring& scoring, TaskResult& result) {
+// The prompts of a generate task, cut from the left to leave max_tokens of room.
+std::vector<std::vector<uint32_t>> generation_prompts(const Task& task, const Tokenizer& tokenizer,
+                                                      int64_t block, int64_t& truncated) {
   const TaskSpec& spec = task.spec;
-  const int64_t block = run.model->context_length();
   if (spec.max_tokens >= block) {
     throw UserError(fmt::format(
         "{}: max_tokens = {} leaves no room for the prompt in the model's context ({}): lower "
         "max_tokens",
         spec.file, spec.max_tokens, block));
   }
-  const auto end_of_text = tokenizer.end_of_text();
   std::vector<std::vector<uint32_t>> prompts;
   for (const TaskRequest& request : task.requests) {
     std::vector<uint32_t> ids = context_ids(tokenizer, request.context, where_of(task, request));
     const auto room = static_cast<size_t>(block - spec.max_tokens);
     if (ids.size() > room) {
       ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(room));
-      ++result.truncated;
+      ++truncated;
     }
     prompts.push_back(std::move(ids));
   }
+  return prompts;
+}
+
+void score_generations(AssembledRun& run, const Tokenizer& tokenizer, const PreparedTask& prepared,
+                       const TaskScoring& scoring, TaskResult& result) {
+  const Task& task = prepared.task;
+  const TaskSpec& spec = task.spec;
+  const auto end_of_text = tokenizer.end_of_text();
+  const std::vector<std::vector<uint32_t>>& prompts = prepared.prompts;
   const auto order = longest_first(prompts.size(), [&](size_t i) { return prompts[i].size(); });
   const Shard mine =
       shard(order, scoring.batch, run.parallel->data_rank(), run.parallel->data_world());
@@ -349,8 +349,21 @@ void score_generations(AssembledRun& run, const Tokenizer& tokenizer, const Task
 
 }  // namespace
 
-TaskResult score_task(AssembledRun& run, const Tokenizer& tokenizer, const Task& task,
+PreparedTask prepare_task(Task task, const Tokenizer& tokenizer, int64_t context_length) {
+  PreparedTask prepared{std::move(task), {}, {}, 0};
+  if (prepared.task.spec.kind == TaskKind::kChoice) {
+    prepared.sequences =
+        choice_sequences(prepared.task, tokenizer, context_length, prepared.truncated);
+  } else {
+    prepared.prompts =
+        generation_prompts(prepared.task, tokenizer, context_length, prepared.truncated);
+  }
+  return prepared;
+}
+
+TaskResult score_task(AssembledRun& run, const Tokenizer& tokenizer, const PreparedTask& prepared,
                       const TaskScoring& scoring) {
+  const Task& task = prepared.task;
   if (run.parallel->stages() > 1) {
     throw UserError(fmt::format(
         "task '{}': tasks are not scored under pipeline parallelism (each stage holds part of the "
@@ -362,10 +375,11 @@ TaskResult score_task(AssembledRun& run, const Tokenizer& tokenizer, const Task&
   TaskResult result;
   result.task = task.spec.name;
   result.items = static_cast<int64_t>(task.requests.size());
+  result.truncated = prepared.truncated;
   if (task.spec.kind == TaskKind::kChoice) {
-    score_choices(run, tokenizer, task, scoring, result);
+    score_choices(run, prepared, scoring, result);
   } else {
-    score_generations(run, tokenizer, task, scoring, result);
+    score_generations(run, tokenizer, prepared, scoring, result);
   }
   run.model->train();
   return result;

@@ -53,14 +53,35 @@ struct TaskResult {
   std::vector<TaskDetail> details;  // every request, in item order
 };
 
+// One sequence a choice request has the model read: `input` (already cut to the context), the
+// continuation `target`, and the position of `input` whose logits predict target[0].
+struct TaskSequence {
+  size_t request = 0, choice = 0;
+  std::vector<uint32_t> input, target;
+  size_t first = 0;
+};
+
+// A task's requests encoded and cut to the model's context, so that every request the model
+// cannot read is refused before any is scored.
+struct PreparedTask {
+  Task task;
+  std::vector<TaskSequence> sequences;         // choice: one per item and choice
+  std::vector<std::vector<uint32_t>> prompts;  // generate: one per item
+  int64_t truncated = 0;                       // requests cut from the left
+};
+
+// A UserError "FILE:LINE: what: how to fix" for a text the tokenizer cannot encode, a choice
+// longer than the context, a choice that adds no token, or max_tokens that leaves the prompt no
+// room.
+PreparedTask prepare_task(Task task, const Tokenizer& tokenizer, int64_t context_length);
+
 struct TaskScoring {
   int64_t batch = 16;  // requests per forward pass
 };
 
-// Collective under data parallelism (every rank calls it with the same task). A UserError for a
-// request the model cannot read: a continuation longer than its context, a text the tokenizer
-// cannot encode, a strategy that cuts the model into pipeline stages.
-TaskResult score_task(AssembledRun& run, const Tokenizer& tokenizer, const Task& task,
+// Collective under data parallelism (every rank calls it with the same task). A UserError under
+// a strategy that cuts the model into pipeline stages.
+TaskResult score_task(AssembledRun& run, const Tokenizer& tokenizer, const PreparedTask& task,
                       const TaskScoring& scoring);
 
 }  // namespace kiln

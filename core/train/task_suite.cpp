@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include "core/api/tokenizer.h"
-#include "core/train/assemble.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
 
@@ -35,15 +34,17 @@ std::vector<Task> load_tasks(const std::string& pattern, const std::string& opti
   return tasks;
 }
 
-TaskSuite::TaskSuite(AssembledRun& run, std::vector<Task> tasks)
-    : run_(run), tasks_(std::move(tasks)) {
-  if (!tasks_.empty()) tokenizer_ = load_tokenizer(run_.train_data->tokenizer_dir());
+TaskSuite::TaskSuite(std::vector<Task> tasks, std::shared_ptr<Tokenizer> tokenizer,
+                     int64_t context_length)
+    : tokenizer_(std::move(tokenizer)) {
+  for (Task& task : tasks)
+    tasks_.push_back(prepare_task(std::move(task), *tokenizer_, context_length));
 }
 
-std::vector<TaskResult> TaskSuite::score() {
+std::vector<TaskResult> TaskSuite::score(AssembledRun& run, const TaskScoring& scoring) const {
   std::vector<TaskResult> results;
-  for (const Task& task : tasks_)
-    results.push_back(score_task(run_, *tokenizer_, task, {run_.eval.task_batch}));
+  for (const PreparedTask& task : tasks_)
+    results.push_back(score_task(run, *tokenizer_, task, scoring));
   return results;
 }
 

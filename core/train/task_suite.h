@@ -22,17 +22,18 @@ class Tokenizer;
 // name two files give. `option` names the setting in errors ("eval.tasks", "--task").
 std::vector<Task> load_tasks(const std::string& pattern, const std::string& option);
 
-// Tasks scored on `run`'s model; the tokenizer is the run's data's. Collective.
+// A run's tasks, prepared for its model (each request encoded with the run's data's tokenizer
+// and cut to the model's context, so that a request it cannot read is refused before any step)
+// and scored on it when asked.
 class TaskSuite {
  public:
-  TaskSuite(AssembledRun& run, std::vector<Task> tasks);
-  bool empty() const { return tasks_.empty(); }
-  std::vector<TaskResult> score();
+  TaskSuite(std::vector<Task> tasks, std::shared_ptr<Tokenizer> tokenizer, int64_t context_length);
+  // Collective (every rank of the run asks).
+  std::vector<TaskResult> score(AssembledRun& run, const TaskScoring& scoring) const;
 
  private:
-  AssembledRun& run_;
-  std::vector<Task> tasks_;
-  std::shared_ptr<Tokenizer> tokenizer_;  // the run's data's; null without tasks
+  std::vector<PreparedTask> tasks_;
+  std::shared_ptr<Tokenizer> tokenizer_;
 };
 
 // A result's rows: one per metric.

@@ -34,7 +34,7 @@ struct SnapshotArgs {
 // `kiln eval RUN --task T`: a line per task, then where the time went.
 int task_command(const SnapshotArgs& args) {
   if (!args.tasks.details.empty()) {
-    refuse_output_over_store(args.tasks.details, args.request.db);
+    refuse_output_over_store(args.tasks.details, args.request.db, "--details");
     ensure_parent_dir(args.tasks.details);
   }
   const TaskReport r = evaluate_tasks(args.request, args.tasks);
@@ -54,7 +54,7 @@ int task_command(const SnapshotArgs& args) {
 int eval_command(const SnapshotArgs& args) {
   if (!args.tasks.task.empty()) return task_command(args);
   if (!args.eval.logits.empty()) {
-    refuse_output_over_store(args.eval.logits, args.request.db);
+    refuse_output_over_store(args.eval.logits, args.request.db, "--logits");
     ensure_parent_dir(args.eval.logits);  // a folder that cannot be made: refused before the eval
   }
   const EvalReport r = evaluate_snapshot(args.request, args.eval);

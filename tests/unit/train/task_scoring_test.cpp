@@ -77,10 +77,10 @@ seq_len = {1}
       p.mul_(4.0);
   }
 
-  Task task(const std::string& keys, const std::string& items) {
+  PreparedTask task(const std::string& keys, const std::string& items) {
     write_text(dir_ / "items.jsonl", items);
     write_text(dir_ / "task.toml", keys + "items = \"items.jsonl\"\n");
-    return load_task(read_task_spec(dir_ / "task.toml"));
+    return prepare_task(load_task(read_task_spec(dir_ / "task.toml")), *tokenizer_, kBlock);
   }
 
   // log p(continuation | context) for one unpadded row.
@@ -162,7 +162,7 @@ TEST_F(TaskScoring, ChoiceLogLikelihoodsAccAndStandardErrorsMatchOneRowAtATime) 
     jsonl += fmt::format("{{\"context\": \"{}\", \"choices\": [{}], \"label\": {}}}\n",
                          item.context, choices, item.label);
   }
-  const Task t = task("kind = \"choice\"\n", jsonl);
+  const PreparedTask t = task("kind = \"choice\"\n", jsonl);
   const TaskResult result = score_task(*run_, *tokenizer_, t, {3});
   ASSERT_EQ(result.details.size(), kItems.size());
   double acc = 0, acc_norm = 0;
@@ -218,7 +218,7 @@ TEST_F(TaskScoring, GreedyGenerationStopsAndMatchesAfterNormalizing) {
     nlohmann::json item = {{"prompt", prompts[i]}, {"answer", answer}};
     jsonl += item.dump() + "\n";
   }
-  const Task t = task(
+  const PreparedTask t = task(
       "kind = \"generate\"\nmax_tokens = 6\nstop = [\"o\"]\nnormalize = [\"strip\", \"lower\"]\n",
       jsonl);
   const TaskResult result = score_task(*run_, *tokenizer_, t, {2});
@@ -236,12 +236,12 @@ TEST_F(TaskScoring, GreedyGenerationStopsAndMatchesAfterNormalizing) {
     EXPECT_EQ(one_by_one.details[i].generated, result.details[i].generated);
 }
 
-TEST_F(TaskScoring, AChoiceLongerThanTheContextIsRefused) {
-  const Task t =
-      task("kind = \"choice\"\n",
-           "{\"context\": \"a\", \"choices\": [\" b\", \" this choice is far too long\"],"
-           " \"label\": 0}\n");
-  EXPECT_EQ(testing::user_error_of([&] { score_task(*run_, *tokenizer_, t, {4}); }),
+TEST_F(TaskScoring, AChoiceLongerThanTheContextIsRefusedBeforeAnyIsScored) {
+  EXPECT_EQ(testing::user_error_of([&] {
+              task("kind = \"choice\"\n",
+                   "{\"context\": \"a\", \"choices\": [\" b\", \" this choice is far too "
+                   "long\"], \"label\": 0}\n");
+            }),
             dir_ / "items.jsonl" +
                 ":1: choice 1 is 28 tokens, longer than the model's context (16) even with the "
                 "context cut away: shorten the choice");
