@@ -165,7 +165,9 @@ EvalReport evaluate_snapshot(const SnapshotRequest& request, const EvalOn& on) {
   report.step = opened.state.step;
   report.batches = count;
   report.tokens = count * opened.run.train.micro_batch * opened.run.train.seq_len;
+  const auto start = std::chrono::steady_clock::now();
   const EvalResult result = trainer.evaluate(*data, count);
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.loss = result.loss;
   if (data->masks_loss()) report.counted_tokens = result.tokens;
   report.perplexity = std::exp(report.loss);

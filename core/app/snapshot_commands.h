@@ -28,6 +28,7 @@ struct EvalReport {
   int64_t counted_tokens = 0;  // data whose loss counts only some tokens: how many; else 0
   double loss = 0;
   double perplexity = 0;
+  double seconds = 0;  // the evaluation itself, without loading the snapshot
 };
 
 struct EvalOn {

@@ -60,9 +60,10 @@ int eval_command(const SnapshotArgs& args) {
   const EvalReport r = evaluate_snapshot(args.request, args.eval);
   std::cout << fmt::format(
       "{} {} step {} | {} loss {:.6f} | perplexity {:.4f} | {} batches, "
-      "{} tokens{}\n",
+      "{} tokens{} in {:.2f} s ({:.0f} tokens/s)\n",
       r.run, r.checkpoint, r.step, r.split, r.loss, r.perplexity, r.batches, r.tokens,
-      r.counted_tokens > 0 ? fmt::format(" ({} counted by the loss)", r.counted_tokens) : "");
+      r.counted_tokens > 0 ? fmt::format(" ({} counted by the loss)", r.counted_tokens) : "",
+      r.seconds, r.tokens / std::max(r.seconds, 1e-9));
   return kExitOk;
 }
 

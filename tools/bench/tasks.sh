@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Task scoring against plain evaluation on the same weights (issue 37): one run of EXPERIMENT
+# (default: the default experiment, STEPS = 200 steps) trained into a scratch store, then
+#   1. kiln eval --split val: the loss over the validation split, tokens/s read;
+#   2. kiln eval --task kjv_cloze (300 items x 4 choices): items/s and tokens/s read, the context
+#      read again with each choice (no prefix shared between rows);
+#   3. kiln eval --task arithmetic (300 items, greedy, up to 16 tokens each): items/s.
+# The cost per token of (2) over (1) is the figure docs/benchmarks.md keeps (target <= 1.3x).
+# Only comparable within one sitting on a quiet machine: check `uptime` first.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+experiment=${1:-experiments/kjv_char.toml}
+steps=${STEPS:-200}
+scratch=$(mktemp -d /tmp/kiln-bench-tasks.XXXXXX)
+trap 'rm -rf "$scratch"' EXIT
+echo "== $(uname -n), $(nproc) cores, commit $(git rev-parse --short HEAD), load: $(cut -d' ' -f1-3 /proc/loadavg)"
+build/kiln run "$experiment" --name bench --set train.steps="$steps" \
+  --set checkpoint.every="$steps" --set eval.every=0 --set run.db="$scratch/kiln.db" \
+  --set run.out_dir="$scratch/runs" >/dev/null
+eval_line=$(build/kiln eval bench --db "$scratch/kiln.db" --split val 2>/dev/null)
+echo "$eval_line"
+plain=$(sed -n 's/.*(\([0-9]*\) tokens\/s).*/\1/p' <<<"$eval_line")
+for task in kjv_cloze arithmetic; do
+  out=$(build/kiln eval bench --db "$scratch/kiln.db" --task "experiments/tasks/$task.toml" \
+    2>/dev/null)
+  echo "$out"
+  scored=$(sed -n 's/.*, \([0-9]*\) tokens\/s read.*/\1/p' <<<"$out")
+  echo "   cost per token read, over plain eval's: $(awk -v a="$plain" -v b="$scored" \
+    'BEGIN { printf "%.2fx", a / b }')"
+done
