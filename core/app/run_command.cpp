@@ -25,6 +25,7 @@
 #include "core/train/assemble.h"
 #include "core/train/session.h"
 #include "core/util/build_info.h"
+#include "core/util/env.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
 #include "core/util/process.h"
@@ -200,8 +201,7 @@ std::vector<RunInput> check_inputs(Connection& db, const RunRecord& record, Reso
 
 // A worker that torchrun or kiln launch started again after a failure continues its run.
 bool restarted_worker() {
-  const char* count = std::getenv("TORCHELASTIC_RESTART_COUNT");
-  return count && std::atoi(count) > 0;
+  return env_integer("TORCHELASTIC_RESTART_COUNT", 0, 0, INT32_MAX) > 0;
 }
 
 // Held by the process training the run, for as long as it trains.

@@ -11,6 +11,7 @@
 #include "core/app/sweep_member.h"
 #include "core/store/run_store.h"
 #include "core/store/sweep_records.h"
+#include "core/util/env.h"
 #include "core/util/error.h"
 #include "core/util/stop_signal.h"
 
@@ -42,30 +43,16 @@ class RequeueSignal {
   struct sigaction previous_ {};
 };
 
-std::optional<std::string> env(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  return std::string(value);
-}
-
-int env_int(const char* name, int fallback) {
-  const std::optional<std::string> value = env(name);
-  if (!value) return fallback;
-  try {
-    return std::stoi(*value);
-  } catch (const std::exception&) {
-    throw UserError(fmt::format("environment variable {}='{}' is not an integer", name, *value));
-  }
-}
+constexpr int64_t kMostSlurm = INT32_MAX;  // Slurm's ids and counts are 32-bit
 
 int64_t array_task() {
-  if (!env("SLURM_ARRAY_TASK_ID")) {
+  if (!env_text("SLURM_ARRAY_TASK_ID")) {
     throw UserError(
         "kiln sweep task runs inside a task of the job array `kiln sweep --launcher slurm` "
         "submits (SLURM_ARRAY_TASK_ID is not set): to run a sweep here, use kiln sweep without "
         "--launcher slurm");
   }
-  return env_int("SLURM_ARRAY_TASK_ID", -1);
+  return env_integer("SLURM_ARRAY_TASK_ID", -1, 0, kMostSlurm);
 }
 
 // The launch of this task's member: the CPUs Slurm gave it, and srun for several ranks.
@@ -74,14 +61,15 @@ MemberLaunch launch_for(const SweepRecord& sweep, const std::string& db) {
   launch.base = sweep.base;
   launch.db = db;
   launch.extra = sweep.settings;
-  launch.threads = env_int("SLURM_CPUS_PER_TASK", 0);
-  if (env_int("SLURM_NTASKS", 1) > 1) {
+  launch.threads = static_cast<int>(env_integer("SLURM_CPUS_PER_TASK", 0, 1, kMostSlurm));
+  if (env_integer("SLURM_NTASKS", 1, 1, kMostSlurm) > 1) {
     launch.wrapper = {"srun", "--kill-on-bad-exit=1"};
-    const ToolResult hosts =
-        run_slurm_tool({"scontrol", "show", "hostnames", env("SLURM_JOB_NODELIST").value_or("")});
+    const ToolResult hosts = run_slurm_tool(
+        {"scontrol", "show", "hostnames", env_text("SLURM_JOB_NODELIST").value_or("")});
     const std::string first = hosts.output.substr(0, hosts.output.find('\n'));
     // A port of this job's own, so that two members sharing a node do not meet.
-    const int port = 20000 + env_int("SLURM_JOB_ID", 0) % 20000;
+    const int port =
+        20000 + static_cast<int>(env_integer("SLURM_JOB_ID", 0, 0, kMostSlurm) % 20000);
     launch.env = {{"MASTER_ADDR", first}, {"MASTER_PORT", std::to_string(port)}};
   }
   return launch;
@@ -104,8 +92,8 @@ bool wait_for_member(MemberProcess& child, const std::function<void(const std::s
 }
 
 void requeue_this_task(const std::function<void(const std::string&)>& print) {
-  const std::string task = fmt::format("{}_{}", env("SLURM_ARRAY_JOB_ID").value_or(""),
-                                       env("SLURM_ARRAY_TASK_ID").value_or(""));
+  const std::string task = fmt::format("{}_{}", env_text("SLURM_ARRAY_JOB_ID").value_or(""),
+                                       env_text("SLURM_ARRAY_TASK_ID").value_or(""));
   const ToolResult result = run_slurm_tool({"scontrol", "requeue", task});
   print(result.code == 0 ? fmt::format("requeued Slurm task {}", task)
                          : fmt::format("scontrol requeue {} failed: {}", task, result.output));

@@ -12,6 +12,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include "core/util/env.h"
 #include "core/util/error.h"
 #include "core/util/torch_compat.h"
 
@@ -19,37 +20,27 @@ namespace kiln {
 
 namespace {
 
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : nullptr;
-}
+constexpr int64_t kMostRanks = 1 << 20;
 
-int env_int(const char* name, const char* value) {
-  try {
-    size_t used = 0;
-    int n = std::stoi(value, &used);
-    if (used == std::string(value).size()) return n;
-  } catch (const std::exception&) {
-  }
-  throw UserError(fmt::format("environment variable {}='{}' is not an integer", name, value));
+// A rank count or index from the environment (set, checked by the caller).
+int env_rank(const char* name, int64_t min) {
+  return static_cast<int>(env_integer(name, 0, min, kMostRanks));
 }
 
 }  // namespace
 
 WorldEnv read_world_env() {
   WorldEnv w;
-  const char* rank = env("RANK");
-  const char* size = env("WORLD_SIZE");
-  const char* local = env("LOCAL_RANK");
   const char* rank_name = "RANK";
   const char* size_name = "WORLD_SIZE";
-  if (!rank && !size && env("SLURM_PROCID")) {  // srun without torchrun
-    rank = env("SLURM_PROCID");
-    size = env("SLURM_NTASKS");
-    local = env("SLURM_LOCALID");
-    rank_name = "SLURM_PROCID";
+  const char* local_name = "LOCAL_RANK";
+  if (!env_text("RANK") && !env_text("WORLD_SIZE") && env_text("SLURM_PROCID")) {
+    rank_name = "SLURM_PROCID";  // srun without torchrun
     size_name = "SLURM_NTASKS";
+    local_name = "SLURM_LOCALID";
   }
+  const bool rank = env_text(rank_name).has_value();
+  const bool size = env_text(size_name).has_value();
   if (!rank && !size) return w;
   if (!rank || !size) {
     throw UserError(
@@ -57,24 +48,24 @@ WorldEnv read_world_env() {
                     "srun, which set both (and MASTER_ADDR, MASTER_PORT)",
                     rank ? rank_name : size_name, rank ? size_name : rank_name));
   }
-  w.rank = env_int(rank_name, rank);
-  w.world_size = env_int(size_name, size);
-  w.local_rank = local ? env_int("LOCAL_RANK", local) : w.rank;
+  w.rank = env_rank(rank_name, 0);
+  w.world_size = env_rank(size_name, 1);
+  w.local_rank = env_text(local_name) ? env_rank(local_name, 0) : w.rank;
   if (w.world_size < 1 || w.rank < 0 || w.rank >= w.world_size) {
     throw UserError(
         fmt::format("{}={} does not fit {}={}", rank_name, w.rank, size_name, w.world_size));
   }
   if (w.world_size > 1) {
-    const char* addr = env("MASTER_ADDR");
-    const char* port = env("MASTER_PORT");
+    const std::optional<std::string> addr = env_text("MASTER_ADDR");
+    const bool port = env_text("MASTER_PORT").has_value();
     if (!addr || !port) {
       throw UserError(
           fmt::format("a world of {} needs MASTER_ADDR and MASTER_PORT (the address "
                       "of rank 0's rendezvous): {} missing",
                       w.world_size, addr ? "MASTER_PORT" : "MASTER_ADDR"));
     }
-    w.master_addr = addr;
-    w.master_port = env_int("MASTER_PORT", port);
+    w.master_addr = *addr;
+    w.master_port = static_cast<int>(env_integer("MASTER_PORT", 0, 1, 65535));
   }
   return w;
 }

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/store/run_store.h"
+#include "core/util/env.h"
 #include "core/util/error.h"
 #include "core/util/fault.h"
 
@@ -157,17 +158,8 @@ size_t RunStore::write_unstored(const std::string& error) {
 }
 
 std::chrono::seconds RunStore::configured_server_wait() {
-  const char* text = std::getenv(kServerWaitVariable);
-  if (!text || !*text) return kServerWait;
-  char* end = nullptr;
-  errno = 0;
-  const long long seconds = std::strtoll(text, &end, 10);
-  if (*end != '\0' || errno != 0 || seconds < 0) {
-    throw UserError(fmt::format(
-        "{}='{}' is not a number of seconds: set it to a whole number (the default is {}) or "
-        "unset it",
-        kServerWaitVariable, text, std::chrono::seconds(kServerWait).count()));
-  }
+  const int64_t seconds = env_integer(
+      kServerWaitVariable, std::chrono::seconds(kServerWait).count(), 0, 365LL * 24 * 3600);
   return std::chrono::seconds(seconds);
 }
 

@@ -15,20 +15,24 @@
 #include "core/checkpoint/hf_directory.h"
 #include "core/train/cuda_graph.h"
 #include "core/train/task_suite.h"
+#include "core/util/env.h"
 #include "core/util/error.h"
 
 namespace kiln {
 
 namespace {
 
+// The ranks on this machine (LOCAL_WORLD_SIZE, as torchrun and kiln launch set it).
+int ranks_on_this_machine() {
+  return static_cast<int>(env_integer("LOCAL_WORLD_SIZE", 1, 1, 1 << 20));
+}
+
 // run.threads = 0: the cores shared among the processes on this machine (LOCAL_WORLD_SIZE, set by
 // torchrun and kiln launch). More threads than cores make OpenMP's spinning workers fight: steps
 // ran 10-25x slower here with 4 ranks of 2 threads on 2 cores.
 int default_threads() {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const char* local = std::getenv("LOCAL_WORLD_SIZE");
-  const int processes = local ? std::max(1, std::atoi(local)) : 1;
-  return std::max(1, cores / processes);
+  return std::max(1, cores / ranks_on_this_machine());
 }
 
 }  // namespace
@@ -48,11 +52,6 @@ auto located(const ResolvedConfig& config, const std::string& section, Create cr
   } catch (const ParamError& e) {
     throw UserError(fmt::format("{}: {}", config.where(section + "." + e.key()).str(), e.what()));
   }
-}
-
-int env_or(const char* name, int fallback) {
-  const char* value = std::getenv(name);
-  return value && *value ? std::atoi(value) : fallback;
 }
 
 // run.device: "cpu"; "cuda", this rank's GPU (cuda:LOCAL_RANK: the ranks on one machine take
@@ -75,7 +74,7 @@ torch::Device pick_device(const ResolvedConfig& config, const std::string& wante
     note = "run.device = auto: " + why_none + ", so the CPU";
     return torch::kCPU;
   }
-  const int local_ranks = env_or("LOCAL_WORLD_SIZE", 1);
+  const int local_ranks = ranks_on_this_machine();
   const bool numbered = wanted.rfind("cuda:", 0) == 0;  // the schema checked the digits
   if (numbered && local_ranks > 1) {
     throw UserError(
@@ -83,7 +82,8 @@ torch::Device pick_device(const ResolvedConfig& config, const std::string& wante
                     "on one GPU: use \"cuda\" (rank k takes cuda:k)",
                     where, wanted, local_ranks));
   }
-  const int index = numbered ? std::stoi(wanted.substr(5)) : env_or("LOCAL_RANK", 0);
+  const int index = numbered ? std::stoi(wanted.substr(5))
+                             : static_cast<int>(env_integer("LOCAL_RANK", 0, 0, 1 << 20));
   if (index >= count) {
     throw UserError(fmt::format(
         "{}: run.device = \"{}\" needs cuda:{}, but this machine has {} CUDA device(s), "

@@ -17,6 +17,7 @@
 #endif
 
 #include "core/dist/data_parallel.h"
+#include "core/util/env.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
 
@@ -42,8 +43,7 @@ double mem_available() {
 }
 
 int local_ranks() {
-  const char* local = std::getenv("LOCAL_WORLD_SIZE");
-  return local ? std::max(1, std::atoi(local)) : 1;
+  return static_cast<int>(env_integer("LOCAL_WORLD_SIZE", 1, 1, 1 << 20));
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -329,11 +330,16 @@ class HostileInput : public ::testing::Test {
     // no GPU, so that every case means the same on any machine; one BLAS and OpenMP thread, as
     // each thread's stack and buffers count against the cap, which a many-core machine would
     // otherwise reach before any model is built.
+    // Leading NAME=VALUE words are the case's environment (RANK=12abc run ...).
+    static const std::regex assignments("^(([A-Z][A-Z0-9_]*=[^ ]* )*)(.*)$");
+    std::smatch parts;
+    const std::string args = expand(c.args);
+    std::regex_match(args, parts, assignments);
     const std::string command = fmt::format(
         "cd '{}/cwd' && ulimit -v 8000000 && CUDA_VISIBLE_DEVICES= OPENBLAS_NUM_THREADS=1 "
-        "OMP_NUM_THREADS=1 exec timeout 120 '{}' {} "
+        "OMP_NUM_THREADS=1 {}exec timeout 120 '{}' {} "
         "</dev/null >'{}' 2>'{}'",
-        s, KILN_BINARY, expand(c.args), out, err);
+        s, parts[1].str(), KILN_BINARY, parts[3].str(), out, err);
     const int status = std::system(command.c_str());
     const std::string stderr_text = read_file(err);
     if (std::getenv("KILN_HOSTILE_VERBOSE")) std::cout << c.name << ": " << stderr_text;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/store/run_store.h"
 #include "dashboard_server.h"
 #include "fake_runs.h"
 #include "test_util.h"
@@ -123,6 +124,25 @@ TEST_F(DashboardHttp, MetricsAfterAStepAreOnlyTheNewerRows) {
   EXPECT_EQ(body["rows"]["loss"], Json::parse("[4.0,2.8,2.1,1.5]"));
   get_json("/api/metrics?run=abc", 400);
   get_json("/api/metrics", 400);
+}
+
+// Task scores (TASK.METRIC) come with every answer, all of them: the page draws a chart per
+// metric. kiln eval's scores of a snapshot are not the training curve's.
+TEST_F(DashboardHttp, MetricsCarryTheTaskScoresOfTraining) {
+  const int64_t lr3 = id_of("lr3");
+  {
+    RunStore store(db_path());
+    store.add_task_scores(lr3, {{2, "cloze", "acc", "", 0.25, 0.1, 20, 0},
+                                {4, "cloze", "acc", "", 0.5, 0.11, 20, 0},
+                                {4, "cloze", "acc", "step_4", 0.75, 0.1, 20, 0},
+                                {4, "arith", "exact_match", "", 0.125, 0.05, 8, 2}});
+  }
+  const Json body = get_json(fmt::format("/api/metrics?run={}&after=4&evals_after=4", lr3));
+  EXPECT_EQ(body["tasks"]["cloze.acc"]["step"], Json::parse("[2,4]"));
+  EXPECT_EQ(body["tasks"]["cloze.acc"]["value"], Json::parse("[0.25,0.5]"));
+  EXPECT_EQ(body["tasks"]["arith.exact_match"]["value"], Json::parse("[0.125]"));
+  EXPECT_EQ(body["tasks"].size(), 2u);
+  EXPECT_TRUE(get_json(fmt::format("/api/metrics?run={}", id_of("lr1")))["tasks"].empty());
 }
 
 TEST_F(DashboardHttp, RunPageHasConfigEvalsSnapshotsAndResumes) {

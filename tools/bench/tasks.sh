@@ -17,12 +17,12 @@ echo "== $(uname -n), $(nproc) cores, commit $(git rev-parse --short HEAD), load
 build/kiln run "$experiment" --name bench --set train.steps="$steps" \
   --set checkpoint.every="$steps" --set eval.every=0 --set run.db="$scratch/kiln.db" \
   --set run.out_dir="$scratch/runs" >/dev/null
-eval_line=$(build/kiln eval bench --db "$scratch/kiln.db" --split val 2>/dev/null)
+eval_line=$(build/kiln eval bench --db "$scratch/kiln.db" --split val 2>&1 | grep -v snapshot)
 echo "$eval_line"
 plain=$(sed -n 's/.*(\([0-9]*\) tokens\/s).*/\1/p' <<<"$eval_line")
 for task in kjv_cloze arithmetic; do
   out=$(build/kiln eval bench --db "$scratch/kiln.db" --task "experiments/tasks/$task.toml" \
-    2>/dev/null)
+    2>&1 | grep -v snapshot)
   echo "$out"
   scored=$(sed -n 's/.*, \([0-9]*\) tokens\/s read.*/\1/p' <<<"$out")
   echo "   cost per token read, over plain eval's: $(awk -v a="$plain" -v b="$scored" \
