@@ -46,6 +46,35 @@ TEST_F(Fsdp, FollowsTheSingleProcessCurveAndResumesAtAnotherWorldSize) {
     expect_same_curve("one", run, 20);
 }
 
+// Row blocks padded where the world does not divide dim 0: vocab 63 on 2 ranks (the embedding
+// and the tied head), and vocab 64 with n_embd 68 on 3 (every block, layer norm and MLP row
+// count); each follows its own single-process curve.
+TEST_F(Fsdp, PaddedRowBlocksFollowTheSingleProcessCurve) {
+  const std::string exp = experiment();
+  struct Shape {
+    int world;
+    std::string sizes;
+  };
+  for (const Shape& shape : {Shape{2, " --set model.vocab_size=63 --set model.n_embd=66"},
+                             Shape{3, " --set model.vocab_size=64 --set model.n_embd=68"}}) {
+    SCOPED_TRACE(shape.world);
+    const std::string same = fmt::format(
+        " --set train.steps=12 --set train.micro_batch=4 --set train.batch_tokens={} "
+        "--set eval.every=0 --set checkpoint.every=0{}",
+        4 * 32 * shape.world, shape.sizes);
+    const std::string one = fmt::format("one{}", shape.world);
+    auto single = run_kiln("run " + exp + " --name " + one + same);
+    ASSERT_EQ(single.exit_code, 0) << single.output;
+    const std::string name = fmt::format("padded{}", shape.world);
+    const std::string logs = dir_ / (name + "_rank");
+    auto codes = run_ranks(
+        shape.world, "run " + exp + " --name " + name + " --set parallel.type=fsdp" + same, logs);
+    ASSERT_EQ(codes, std::vector<int>(static_cast<size_t>(shape.world), 0))
+        << testing::read_file(logs + "0.log");
+    expect_same_curve(one, name, 12);
+  }
+}
+
 // Under bf16 autocast the gathered weights are fp32 as on one process, but the gradients of
 // autocast's bf16 matmuls come out in a different order of sums: the curves agree to bf16's
 // precision.
