@@ -155,6 +155,138 @@ std::vector<SweepVariant> read_variants(const toml::node& node) {
   return variants;
 }
 
+const std::vector<std::string>& distribution_names() {
+  static const std::vector<std::string> names = {"log_uniform", "uniform", "int_uniform", "choice"};
+  return names;
+}
+
+// `[low, high]` of a numeric distribution: two numbers (integers for int_uniform), low <= high,
+// and low > 0 for log_uniform.
+void read_bounds(const toml::node& node, const std::string& path, SweepDistribution& out) {
+  const auto* list = node.as_array();
+  const bool whole = out.kind == SweepDistribution::Kind::kIntUniform;
+  const auto number = [&](const toml::node& n) { return whole ? n.is_integer() : n.is_number(); };
+  if (!list || list->size() != 2 || !number(*list->get(0)) || !number(*list->get(1))) {
+    throw UserError(fmt::format("{}: '{}' takes [low, high], two {}", where(node.source()), path,
+                                whole ? "integers" : "numbers"));
+  }
+  out.low = list->get(0)->value_or(0.0);
+  out.high = list->get(1)->value_or(0.0);
+  if (out.low > out.high) {
+    throw UserError(fmt::format("{}: '{}' has low {} above high {}: write [low, high]",
+                                where(node.source()), path, format_value(out.low),
+                                format_value(out.high)));
+  }
+  if (out.kind == SweepDistribution::Kind::kLogUniform && out.low <= 0) {
+    throw UserError(fmt::format(
+        "{}: '{}' is log-uniform, so its bounds must be above 0 (it has {}): use uniform for a "
+        "range that reaches 0",
+        where(node.source()), path, format_value(out.low)));
+  }
+}
+
+// One [space] key: `{ log_uniform = [a, b] }`, `{ uniform = [a, b] }`, `{ int_uniform = [a, b] }`
+// or `{ choice = [...] }`.
+SweepDistribution read_distribution(const toml::node& node, const std::string& path) {
+  const auto* table = node.as_table();
+  const std::string forms =
+      "{ log_uniform = [low, high] }, { uniform = [low, high] }, { int_uniform = [low, high] } or "
+      "{ choice = [...] }";
+  if (!table || table->size() != 1) {
+    throw UserError(
+        fmt::format("{}: '{}' must be one distribution: {}", where(node.source()), path, forms));
+  }
+  const toml::key& name = table->cbegin()->first;
+  const toml::node& value = table->cbegin()->second;
+  SweepDistribution out{path, SweepDistribution::Kind::kUniform, 0, 0, {}, where(node.source())};
+  const std::string kind(name.str());
+  if (kind == "choice") {
+    out.kind = SweepDistribution::Kind::kChoice;
+    const auto* list = value.as_array();
+    if (!list || list->empty()) {
+      throw UserError(fmt::format("{}: '{}' choice must be a non-empty list of values",
+                                  where(value.source()), path));
+    }
+    for (const auto& element : *list)
+      out.choices.push_back(toml_text(element));
+    return out;
+  }
+  if (kind == "log_uniform") {
+    out.kind = SweepDistribution::Kind::kLogUniform;
+  } else if (kind == "int_uniform") {
+    out.kind = SweepDistribution::Kind::kIntUniform;
+  } else if (kind != "uniform") {
+    const std::string hint = nearest(kind, distribution_names());
+    throw UserError(fmt::format("{}: '{}' is not a distribution{}: use {}", where(name.source()),
+                                kind, hint.empty() ? "" : " (did you mean '" + hint + "'?)",
+                                forms));
+  }
+  read_bounds(value, path, out);
+  return out;
+}
+
+// [space] optimizer.lr = { ... } parses as space.optimizer.lr: section tables, then the
+// distribution of each key.
+void read_space(const toml::table& table, const std::string& prefix,
+                std::vector<SweepDistribution>& out) {
+  for (auto&& [key, node] : table) {
+    const std::string path = key_path(prefix, key);
+    if (prefix.empty()) {
+      const auto* section = node.as_table();
+      const auto is_distribution = [&](const std::string& name) { return section->contains(name); };
+      if (!section ||
+          std::any_of(distribution_names().begin(), distribution_names().end(), is_distribution)) {
+        throw UserError(
+            fmt::format("{}: '{}' is not section.key: [space] gives distributions "
+                        "of config keys, e.g. optimizer.lr = {{ log_uniform = "
+                        "[1e-4, 3e-2] }}",
+                        where(node.source()), path));
+      }
+      read_space(*section, path, out);
+      continue;
+    }
+    SweepDistribution distribution = read_distribution(node, path);
+    auto same = std::find_if(out.begin(), out.end(),
+                             [&](const SweepDistribution& d) { return d.key == path; });
+    if (same != out.end()) {
+      *same = std::move(distribution);
+    } else {
+      out.push_back(std::move(distribution));
+    }
+  }
+}
+
+// [search]: type = "grid" | "random", trials, seed; each key replaces an earlier file's.
+void read_search(const toml::table& table, SweepSearch& out) {
+  out.where = where(table.source());
+  static const std::vector<std::string> keys = {"type", "trials", "seed"};
+  for (auto&& [key, node] : table) {
+    const std::string k(key.str());
+    if (k == "type") {
+      const std::string type = node.value_or(std::string());
+      if (type != "grid" && type != "random") {
+        throw UserError(fmt::format(
+            "{}: search type '{}' is not one this Kiln runs: use grid or random{}",
+            where(node.source()), type,
+            type == "asha" || type == "tpe" ? " (asha and tpe are not built yet)" : ""));
+      }
+      out.random = type == "random";
+    } else if (k == "trials" || k == "seed") {
+      const auto value = node.value<int64_t>();
+      if (!node.is_integer() || !value || *value < (k == "trials" ? 1 : 0)) {
+        throw UserError(fmt::format("{}: {} must be a whole number, at least {}",
+                                    where(node.source()), k, k == "trials" ? 1 : 0));
+      }
+      (k == "trials" ? out.trials : out.seed) = *value;
+    } else {
+      const std::string hint = nearest(k, keys);
+      throw UserError(fmt::format(
+          "{}: unknown [search] key '{}': {}", where(key.source()), k,
+          hint.empty() ? "[search] takes " + join(keys, ", ") : "did you mean '" + hint + "'?"));
+    }
+  }
+}
+
 // The file's text, or nothing when it cannot be read.
 std::optional<std::string> read_text(const std::string& path) {
   std::error_code ec;
@@ -167,8 +299,8 @@ std::optional<std::string> read_text(const std::string& path) {
 }
 
 const std::vector<std::string>& sweep_keys() {
-  static const std::vector<std::string> keys = {"base", "name", "seeds",  "grid",
-                                                "zip",  "set",  "variant"};
+  static const std::vector<std::string> keys = {"base", "name",    "seeds",  "grid", "zip",
+                                                "set",  "variant", "search", "space"};
   return keys;
 }
 
@@ -183,7 +315,7 @@ void check_top_level_keys(const toml::table& root) {
                                                : "did you mean '" + hint + "'?"));
     }
     if (k == "variant") continue;  // read_variants says what it takes
-    const bool table_key = k == "grid" || k == "zip" || k == "set";
+    const bool table_key = k == "grid" || k == "zip" || k == "set" || k == "search" || k == "space";
     const bool ok =
         table_key ? node.is_table() : (k == "seeds" ? node.is_array() : node.is_string());
     if (!ok) {
@@ -216,6 +348,8 @@ void apply_layer(const toml::table& root, SweepSpec& spec, std::optional<SweepAx
   if (auto* zip = root["zip"].as_table()) read_axes(*zip, "", spec.zip);
   if (auto* fixed = root["set"].as_table()) read_assignments(*fixed, "", "[set]", spec.fixed);
   if (const toml::node* variants = root.get("variant")) spec.variants = read_variants(*variants);
+  if (auto* search = root["search"].as_table()) read_search(*search, spec.search);
+  if (auto* space = root["space"].as_table()) read_space(*space, "", spec.space);
   if (auto* list = root["seeds"].as_array()) {
     seeds = SweepAxis{"run.seed", {}};
     for (const auto& s : *list) {

@@ -1,11 +1,13 @@
 #include "core/app/sweep_spec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "core/config/canonical.h"
 #include "core/config/config.h"
 #include "core/store/run_paths.h"
 #include "core/util/error.h"
@@ -65,9 +67,88 @@ void check_variant_keys(const SweepSpec& spec) {
   }
 }
 
+// A random search's [space] and [search] agree, and no other part of the file gives a key it
+// samples.
+void check_search(const SweepSpec& spec) {
+  const SweepSearch& search = spec.search;
+  if (!search.random) {
+    if (!spec.space.empty()) {
+      throw UserError(
+          fmt::format("{}: [space] gives distributions, which only a random search "
+                      "draws from: add [search] type = \"random\" and trials = N",
+                      spec.space.front().where));
+    }
+    return;
+  }
+  if (search.trials < 1) {
+    throw UserError(
+        fmt::format("{}: a random search needs trials = N (how many draws)", search.where));
+  }
+  if (spec.space.empty()) {
+    throw UserError(
+        fmt::format("{}: a random search needs [space], a distribution per key it "
+                    "varies, e.g. optimizer.lr = {{ log_uniform = [1e-4, 3e-2] }}",
+                    search.where));
+  }
+  auto in_axes = [](const std::vector<SweepAxis>& axes, const std::string& key) {
+    return std::any_of(axes.begin(), axes.end(), [&](const SweepAxis& a) { return a.key == key; });
+  };
+  for (const auto& d : spec.space) {
+    const bool fixed = std::any_of(spec.fixed.begin(), spec.fixed.end(),
+                                   [&](const std::string& f) { return key_of(f) == d.key; });
+    const bool varied = std::any_of(spec.variants.begin(), spec.variants.end(), [&](const auto& v) {
+      return std::any_of(v.overrides.begin(), v.overrides.end(),
+                         [&](const std::string& o) { return key_of(o) == d.key; });
+    });
+    const char* other = in_axes(spec.grid, d.key)  ? "[grid] varies"
+                        : in_axes(spec.zip, d.key) ? "[zip] varies"
+                        : fixed                    ? "[set] (or --set) sets"
+                        : varied                   ? "a [[variant]] sets"
+                                                   : nullptr;
+    if (other) {
+      throw UserError(fmt::format("{}: [space] draws '{}', which {} too: give it in one place",
+                                  d.where, d.key, other));
+    }
+  }
+}
+
+// splitmix64's finalizer.
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+// A uniform draw in [0, 1) for (seed, trial, key): keyed by the key's name, so that adding a key
+// to [space] leaves the others' draws as they were.
+double draw(int64_t seed, int64_t trial, const std::string& key) {
+  uint64_t h = 14695981039346656037ULL;  // FNV-1a of the key
+  for (unsigned char c : key) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  const uint64_t x = mix(mix(static_cast<uint64_t>(seed)) ^ mix(static_cast<uint64_t>(trial)) ^ h);
+  return static_cast<double>(x >> 11) * 0x1.0p-53;
+}
+
+// Every trial's sampled values, in [space] order.
+std::vector<Combination> trials(const SweepSpec& spec) {
+  std::vector<Combination> out;
+  if (!spec.search.random) return {{}};
+  for (int64_t t = 0; t < spec.search.trials; ++t) {
+    Combination values;
+    for (const auto& d : spec.space)
+      values.emplace_back(d.key, sample_value(d, spec.search.seed, t));
+    out.push_back(std::move(values));
+  }
+  return out;
+}
+
 // The [zip] lists line up, and the product is not absurd (checked before it is expanded).
 void check_shape(const SweepSpec& spec) {
-  if (spec.grid.empty() && spec.zip.empty() && spec.variants.empty()) {
+  check_search(spec);
+  if (spec.grid.empty() && spec.zip.empty() && spec.variants.empty() && !spec.search.random) {
     throw UserError(
         "the sweep varies nothing: give [grid], [zip], [[variant]] or seeds (or --grid/--zip)");
   }
@@ -81,6 +162,7 @@ void check_shape(const SweepSpec& spec) {
   }
   double count = spec.zip.empty() ? 1.0 : static_cast<double>(spec.zip.front().values.size());
   count *= static_cast<double>(std::max<size_t>(1, spec.variants.size()));
+  if (spec.search.random) count *= static_cast<double>(spec.search.trials);
   for (const auto& axis : spec.grid)
     count *= static_cast<double>(axis.values.size());
   if (count > static_cast<double>(kMaxMembers)) {
@@ -146,6 +228,24 @@ void check_variants(const SweepSpec& spec) {
 
 }  // namespace
 
+std::string sample_value(const SweepDistribution& d, int64_t seed, int64_t trial) {
+  const double u = draw(seed, trial, d.key);
+  using Kind = SweepDistribution::Kind;
+  if (d.kind == Kind::kChoice) {
+    return d.choices[std::min(d.choices.size() - 1, static_cast<size_t>(u * d.choices.size()))];
+  }
+  if (d.kind == Kind::kIntUniform) {
+    const double span = d.high - d.low + 1;
+    return format_value(static_cast<int64_t>(d.low + std::min(span - 1, std::floor(u * span))));
+  }
+  const double x = d.kind == Kind::kLogUniform
+                       ? std::exp(std::log(d.low) + u * (std::log(d.high) - std::log(d.low)))
+                       : d.low + u * (d.high - d.low);
+  // Four significant digits: names a person can read, values a config can hold exactly.
+  const double rounded = std::clamp(std::stod(fmt::format("{:.4g}", x)), d.low, d.high);
+  return format_value(rounded);
+}
+
 std::vector<SweepMember> expand_sweep(const SweepSpec& spec) {
   // The base first: a mistake in it (a syntax error, say) is the one to report.
   load_config(spec.base, spec.fixed);
@@ -156,34 +256,42 @@ std::vector<SweepMember> expand_sweep(const SweepSpec& spec) {
   std::vector<SweepVariant> variants = spec.variants;
   if (variants.empty()) variants.emplace_back();
   const std::vector<Combination> combos = combinations(spec);
+  const std::vector<Combination> draws = trials(spec);
   std::vector<SweepMember> members;
   std::set<std::string> names;
   for (const auto& variant : variants) {
     for (const auto& combo : combos) {
-      SweepMember member{"", spec.fixed};
-      member.overrides.insert(member.overrides.end(), variant.overrides.begin(),
-                              variant.overrides.end());
-      std::vector<std::string> labels;
-      if (!variant.overrides.empty()) labels.push_back(variant_label(variant));
-      for (const auto& [key, value] : combo) {
-        member.overrides.push_back(key + "=" + value);
-        labels.push_back(key + "=" + label_of(value));
+      for (size_t trial = 0; trial < draws.size(); ++trial) {
+        SweepMember member{"", spec.fixed};
+        member.overrides.insert(member.overrides.end(), variant.overrides.begin(),
+                                variant.overrides.end());
+        std::vector<std::string> labels;
+        if (!variant.overrides.empty()) labels.push_back(variant_label(variant));
+        for (const auto& [key, value] : combo) {
+          member.overrides.push_back(key + "=" + value);
+          labels.push_back(key + "=" + label_of(value));
+        }
+        if (spec.search.random) labels.push_back(fmt::format("trial={}", trial));
+        for (const auto& [key, value] : draws[trial]) {
+          member.overrides.push_back(key + "=" + value);
+          labels.push_back(key + "=" + label_of(value));
+        }
+        member.name = spec.name + "/" + join(labels, ",");
+        check_name("sweep member name", member.name);
+        if (!names.insert(member.name).second) {
+          throw UserError(fmt::format(
+              "two members of the sweep are named '{}': give the variants (or values) distinct "
+              "names",
+              member.name));
+        }
+        // Every member's config is checked now, so a typo stops the sweep before anything runs.
+        try {
+          load_config(spec.base, member.overrides);
+        } catch (const UserError& e) {
+          throw UserError(fmt::format("sweep member '{}': {}", member.name, e.what()));
+        }
+        members.push_back(std::move(member));
       }
-      member.name = spec.name + "/" + join(labels, ",");
-      check_name("sweep member name", member.name);
-      if (!names.insert(member.name).second) {
-        throw UserError(fmt::format(
-            "two members of the sweep are named '{}': give the variants (or values) distinct "
-            "names",
-            member.name));
-      }
-      // Every member's config is checked now, so a typo stops the sweep before anything runs.
-      try {
-        load_config(spec.base, member.overrides);
-      } catch (const UserError& e) {
-        throw UserError(fmt::format("sweep member '{}': {}", member.name, e.what()));
-      }
-      members.push_back(std::move(member));
     }
   }
   return members;

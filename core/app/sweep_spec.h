@@ -16,6 +16,16 @@
 //   name = "lion"                        # the grid (optional name: its part of member names)
 //   optimizer.type = "lion"
 //   optimizer.lr = 3e-4
+//   [search]                             # optional: how the members are chosen
+//   type = "random"                      # "grid" (the default: the members above) or "random"
+//   trials = 20                          # random: this many draws from [space]
+//   seed = 0                             # random: the draws are a pure function of the seed,
+//                                        # the trial's index and the key
+//   [space]                              # random: a distribution per key
+//   optimizer.lr = { log_uniform = [1e-4, 3e-2] }
+//   optimizer.weight_decay = { uniform = [0.0, 0.2] }
+//   schedule.warmup = { int_uniform = [0, 50] }
+//   optimizer.type = { choice = ["adamw", "lion"] }
 //
 // or the same from the command line (`kiln sweep EXP.toml --grid optimizer.lr=1e-3,3e-3`).
 // Each member is an ordinary run named `<sweep>/<key=value,...>` and tagged with the sweep
@@ -47,6 +57,23 @@ struct SweepVariant {
   std::string where;                   // file:line:col of its [[variant]] line, for errors
 };
 
+// One key of [space]: the distribution its trials draw from.
+struct SweepDistribution {
+  enum class Kind { kLogUniform, kUniform, kIntUniform, kChoice };
+  std::string key;  // section.key
+  Kind kind = Kind::kUniform;
+  double low = 0, high = 0;          // the numeric kinds' bounds, inclusive
+  std::vector<std::string> choices;  // kChoice: TOML text of each value
+  std::string where;                 // file:line:col of the key, for errors
+};
+
+struct SweepSearch {
+  bool random = false;  // type = "random"; false: "grid"
+  int64_t trials = 0;
+  int64_t seed = 0;
+  std::string where;  // file:line:col of [search], for errors
+};
+
 struct SweepSpec {
   std::string name;
   std::string base;                    // experiment file
@@ -54,6 +81,8 @@ struct SweepSpec {
   std::vector<SweepAxis> zip;          // varied together
   std::vector<std::string> fixed;      // section.key=value for every member
   std::vector<SweepVariant> variants;  // crossed with the grid (slowest), none = one plain
+  SweepSearch search;
+  std::vector<SweepDistribution> space;  // random search: sampled per trial, crossed fastest
 };
 
 struct SweepMember {
@@ -68,13 +97,18 @@ SweepSpec load_sweep_file(const std::string& path);
 bool is_sweep_file(const std::string& path);
 // --grid / --zip arguments "section.key=v1,v2,..." (values as TOML text, split on commas).
 SweepAxis parse_axis(const std::string& argument);
+// The value `distribution` gives trial `trial` of a sweep seeded `seed`, as TOML text: a number
+// drawn from splitmix64 of (seed, trial, key) rounded to 4 significant digits (and kept in its
+// bounds), an integer, or one of the choices.
+std::string sample_value(const SweepDistribution& distribution, int64_t seed, int64_t trial);
 // Every member, each override already validated against the base experiment (which it reads)
 // and each name checked; the variants vary slowest, then the grid values in odometer order (the
-// last axis fastest), then the zip positions. A member's overrides are [set]'s, its variant's,
-// then its grid and zip values. A UserError for a sweep that varies nothing, zip lists of unequal
-// lengths, a key both a variant and [grid], [zip] or [set] give, more than 10000 members, two
-// members of one name, or a name that cannot be a run's; a variant's keys that do not load are
-// reported at its [[variant]] line, a member's at its name.
+// last axis fastest), then the zip positions, then a random search's trials (named trial=N). A
+// member's overrides are [set]'s, its variant's, then its grid and zip values. A UserError for a
+// sweep that varies nothing, zip lists of unequal lengths, a key both a variant and [grid], [zip]
+// or [set] give, more than 10000 members, two members of one name, or a name that cannot be a
+// run's; a variant's keys that do not load are reported at its [[variant]] line, a member's at its
+// name.
 std::vector<SweepMember> expand_sweep(const SweepSpec& spec);
 
 }  // namespace kiln

@@ -2,6 +2,7 @@
 // members through the real binary: tests/e2e/sweep_test.cpp.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -184,6 +185,76 @@ TEST_F(SweepSpecTest, ASweepFileExtendsAnotherKeyByKey) {
                        "' is an experiment file (it has [model]), not a sweep file"),
             std::string::npos)
       << error;
+}
+
+// The value of `key` a member's overrides give.
+std::string value_of(const SweepMember& member, const std::string& key) {
+  for (const auto& o : member.overrides)
+    if (o.rfind(key + "=", 0) == 0) return o.substr(key.size() + 1);
+  return "";
+}
+
+// |count - n p| within 4 standard deviations of a binomial(n, p): a fair sampler fails this
+// about once in 16,000 tries, and the draws are fixed by the seed, so it never flakes.
+void expect_binomial(int64_t count, int64_t n, double p, const std::string& what) {
+  const double sd = std::sqrt(static_cast<double>(n) * p * (1 - p));
+  EXPECT_LE(std::abs(static_cast<double>(count) - static_cast<double>(n) * p), 4 * sd)
+      << what << ": " << count << " of " << n;
+}
+
+TEST_F(SweepSpecTest, RandomSearchDrawsEachKeyFromItsDistributionByTheSeed) {
+  const std::string space =
+      "[space]\noptimizer.lr = { log_uniform = [1e-4, 1e-2] }\n"
+      "schedule.warmup = { int_uniform = [0, 3] }\n"
+      "optimizer.type = { choice = [\"adamw\", \"lion\"] }\n";
+  const std::string path =
+      sweep_file("r", "[search]\ntype = \"random\"\ntrials = 400\nseed = 7\n" + space);
+  const auto members = expand_sweep(load_sweep_file(path));
+  ASSERT_EQ(members.size(), 400u);
+  EXPECT_EQ(members[17].name.rfind("r/trial=17,optimizer.lr=", 0), 0u) << members[17].name;
+  int64_t below_midpoint = 0, lion = 0;
+  std::vector<int64_t> warmups(4, 0);
+  for (const auto& m : members) {
+    const double lr = std::stod(value_of(m, "optimizer.lr"));
+    ASSERT_GE(lr, 1e-4);
+    ASSERT_LE(lr, 1e-2);
+    below_midpoint += lr < 1e-3;  // the log-midpoint: half of a log-uniform lies below it
+    const int warmup = std::stoi(value_of(m, "schedule.warmup"));
+    ASSERT_GE(warmup, 0);
+    ASSERT_LE(warmup, 3);
+    ++warmups[static_cast<size_t>(warmup)];
+    lion += value_of(m, "optimizer.type") == "\"lion\"";
+  }
+  expect_binomial(below_midpoint, 400, 0.5, "learning rates below 1e-3");
+  expect_binomial(lion, 400, 0.5, "lion");
+  for (int w = 0; w < 4; ++w)
+    expect_binomial(warmups[static_cast<size_t>(w)], 400, 0.25, "warmup " + std::to_string(w));
+
+  // A pure function of (seed, trial, key): the same again; another seed, other draws; a key
+  // added to [space] leaves the others' draws alone.
+  EXPECT_EQ(expand_sweep(load_sweep_file(path))[123].overrides, members[123].overrides);
+  const auto reseeded = expand_sweep(load_sweep_file(
+      sweep_file("r2", "[search]\ntype = \"random\"\ntrials = 400\nseed = 8\n" + space)));
+  EXPECT_NE(value_of(reseeded[5], "optimizer.lr"), value_of(members[5], "optimizer.lr"));
+  const auto wider = expand_sweep(load_sweep_file(
+      sweep_file("r3", "[search]\ntype = \"random\"\ntrials = 400\nseed = 7\n" + space +
+                           "optimizer.weight_decay = { uniform = [0.0, 0.2] }\n")));
+  for (size_t i = 0; i < 400; i += 37)
+    EXPECT_EQ(value_of(wider[i], "optimizer.lr"), value_of(members[i], "optimizer.lr")) << i;
+}
+
+TEST_F(SweepSpecTest, RandomTrialsAreCrossedWithSeedsAndVariants) {
+  const auto members = expand_sweep(
+      load_sweep_file(sweep_file("c",
+                                 "seeds = [1, 2]\n[search]\ntype = \"random\"\ntrials = 3\n"
+                                 "[space]\noptimizer.lr = { log_uniform = [1e-4, 1e-2] }\n"
+                                 "[[variant]]\nname = \"adamw\"\noptimizer.type = \"adamw\"\n"
+                                 "[[variant]]\nname = \"lion\"\noptimizer.type = \"lion\"\n")));
+  ASSERT_EQ(members.size(), 12u);  // 2 variants x 2 seeds x 3 trials
+  EXPECT_EQ(members[0].name.rfind("c/adamw,run.seed=1,trial=0,optimizer.lr=", 0), 0u);
+  EXPECT_EQ(members[11].name.rfind("c/lion,run.seed=2,trial=2,optimizer.lr=", 0), 0u);
+  // A trial is one configuration: every seed and variant of it gets the same draw.
+  EXPECT_EQ(value_of(members[1], "optimizer.lr"), value_of(members[10], "optimizer.lr"));
 }
 
 }  // namespace
