@@ -198,5 +198,44 @@ TEST_F(Sweep, SameConfigAndSeedIsBitIdenticalAndAnotherSeedIsNot) {
   EXPECT_EQ(compare.output.find("first differ"), std::string::npos) << compare.output;
 }
 
+// A random search runs its drawn trials as members, and `kiln sweep best` prints the member with
+// the lowest validation loss (found here by SQL over the evals) as a config that runs again.
+TEST_F(Sweep, RandomSearchRunsItsDrawsAndBestPrintsTheWinnersConfig) {
+  const std::string exp = experiment();
+  const std::string file = dir_ / "search.toml";
+  testing::write_text(file, "base = \"" + exp +
+                                "\"\nname = \"rs\"\n[search]\ntype = \"random\"\ntrials = 3\n"
+                                "seed = 5\n[space]\noptimizer.lr = { log_uniform = [1e-4, 3e-2] }\n"
+                                "[set]\ntrain.steps = 10\neval.every = 5\n");
+  auto dry = run_kiln("sweep " + file + " --dry-run");
+  ASSERT_EQ(dry.exit_code, 0) << dry.output;
+  auto ran = run_kiln("sweep " + file + " --jobs 2");
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_EQ(scalar(db(), "select count(*) from runs where sweep = 'rs' and status = 'completed'"),
+            "3");
+  // --dry-run listed exactly the members that ran.
+  for (const auto& row : testing::query(db(), "select name from runs where sweep = 'rs'"))
+    EXPECT_NE(dry.output.find(row[0]), std::string::npos) << row[0] << "\n" << dry.output;
+  const std::string winner =
+      scalar(db(),
+             "select r.name from runs r join evals e on e.run_id = r.id where r.sweep = 'rs' and "
+             "e.split = 'val' group by r.id order by min(e.loss) limit 1");
+  auto best = run_kiln("sweep best rs --db " + db());
+  ASSERT_EQ(best.exit_code, 0) << best.output;
+  EXPECT_NE(best.output.find("#   " + winner + " (id "), std::string::npos) << best.output;
+  const std::string lr = winner.substr(winner.find("optimizer.lr=") + 13);
+  EXPECT_NE(best.output.find("lr = " + lr), std::string::npos) << best.output;
+  // The printed config runs as a new run, with the winner's learning rate and its numbers.
+  const std::string again = dir_ / "best.toml";
+  testing::write_text(again, best.output);
+  auto rerun = run_kiln("run " + again + " --name again");
+  ASSERT_EQ(rerun.exit_code, 0) << rerun.output;
+  expect_same_curve(winner, "again", 10, 0.0);
+  testing::expect_one_error_line(run_kiln("sweep best nope --db " + db()), "sweep best nope",
+                                 "no sweep 'nope'");
+  testing::expect_one_error_line(run_kiln("sweep best rs --by 'max(kjv.acc)' --db " + db()),
+                                 "sweep best rs --by max(kjv.acc)", "unknown metric 'kjv.acc'");
+}
+
 }  // namespace
 }  // namespace kiln

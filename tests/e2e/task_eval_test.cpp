@@ -54,7 +54,7 @@ TEST_F(TaskEval, ScoresDuringTrainingLandInTheStoreAndEveryView) {
   const std::string exp = experiment();
   for (const std::string seed : {"1", "2"}) {
     auto run = run_kiln("run " + exp + " --name s" + seed + " --set run.seed=" + seed +
-                        " --set checkpoint.every=30" + tasks());
+                        " --set checkpoint.every=10 --set checkpoint.keep=3" + tasks());
     ASSERT_EQ(run.exit_code, 0) << run.output;
     EXPECT_NE(run.output.find("step 30: task words: acc "), std::string::npos) << run.output;
     EXPECT_NE(run.output.find("step 10: task said: exact_match "), std::string::npos);
@@ -103,6 +103,15 @@ TEST_F(TaskEval, ScoresDuringTrainingLandInTheStoreAndEveryView) {
   EXPECT_EQ(label, "step_000030");
   EXPECT_NE(during.find(scores("s1", label)), std::string::npos)
       << during << " ~ " << scores("s1", label);
+
+  // A resume from step 10 scores steps 20 and 30 again: their old rows go, none is doubled, and
+  // the snapshot's own scores (kiln eval's) stay.
+  auto resumed = run_kiln("resume s2 --checkpoint 10 --set train.steps=30 --db " + db());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(testing::scalar(db(), "select count(*) from task_scores join runs on runs.id = run_id "
+                                  "where name = 's2' and checkpoint = ''"),
+            "9");
+  EXPECT_EQ(testing::scalar(db(), "select count(*) from task_scores where checkpoint != ''"), "2");
 }
 
 // One process, 2 ddp ranks, tp 2 and 2 fsdp ranks train the same curve; each scores the tasks

@@ -12,11 +12,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include <fmt/format.h>
+
 #include "core/app/slurm_sweep.h"
 #include "core/app/slurm_task.h"
+#include "core/app/sweep_best.h"
 #include "core/app/sweep_runner.h"
 #include "core/app/sweep_spec.h"
 #include "core/config/schema.h"
+#include "core/store/history_db.h"
 #include "core/util/error.h"
 #include "tools/kiln/commands.h"
 
@@ -30,7 +34,8 @@ struct SweepArgs {
   SweepOptions options;
   SlurmOptions slurm;
   bool jobs_given = false, slurm_given = false;
-  std::string sweep_name;                   // of status, cancel, resubmit and task
+  std::string sweep_name;                   // of status, cancel, resubmit, best and task
+  std::string best_by = "best_val";         // best: a `kiln runs list --sort` key
   std::string store_db = default_run_db();  // KILN_DB, else runs/kiln.db
 };
 
@@ -157,6 +162,12 @@ ChosenCommand add_sweep_command(CLI::App& app) {
   CLI::App* cancel = add_follow_up(*sweep, *args, "cancel", "scancel what is pending or running");
   CLI::App* resubmit =
       add_follow_up(*sweep, *args, "resubmit", "submit the members not completed again");
+  CLI::App* best =
+      add_follow_up(*sweep, *args, "best", "the best completed member's config, as TOML to extend");
+  best->add_option("--by", args->best_by,
+                   "a `kiln runs list --sort` key: best_val, final_loss, last(val_loss), "
+                   "-max(TASK.METRIC), ... ('-' first: largest first)")
+      ->capture_default_str();
   CLI::App* task = add_follow_up(*sweep, *args, "task", "");  // no help: hidden
   task->group("");
 
@@ -166,6 +177,15 @@ ChosenCommand add_sweep_command(CLI::App& app) {
     if (*cancel) cancel_sweep(args->store_db, args->sweep_name, print_line);
     if (*resubmit) resubmit_sweep(args->store_db, args->sweep_name, print_line);
     if (*task) return run_sweep_task(args->store_db, args->sweep_name, print_line);
+    if (*best) {
+      if (!store_may_exist(args->store_db)) {
+        throw UserError(
+            fmt::format("no run store at '{}': pass the --db the sweep ran with", args->store_db));
+      }
+      HistoryDb db(args->store_db);
+      std::cout << best_member_toml(db, args->sweep_name, args->best_by);
+      return kExitOk;
+    }
     if (*status || *cancel || *resubmit) return kExitOk;
     args->jobs_given = sweep->count("--jobs") > 0;
     args->slurm_given = false;
