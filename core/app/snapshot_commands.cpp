@@ -227,7 +227,7 @@ TaskReport evaluate_tasks(const SnapshotRequest& request, const TaskEvalOn& on) 
   OpenedSnapshot opened = open_snapshot(request, store.connection(), RunColumns{}, Assembly::kLoad);
   const TaskSuite suite(tasks_named(on.task, opened.run, opened.info.name),
                         load_tokenizer(opened.run.train_data->tokenizer_dir()),
-                        opened.run.model->context_length());
+                        opened.run.model->context_length(), opened.run.model->vocab_size());
   announce(request, opened);
   const auto start = std::chrono::steady_clock::now();
   const TaskScoring scoring{on.batch > 0 ? on.batch : opened.run.eval.task_batch};

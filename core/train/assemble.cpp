@@ -320,7 +320,7 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
   }
   a.tasks =
       std::make_shared<TaskSuite>(std::move(tasks), load_tokenizer(a.train_data->tokenizer_dir()),
-                                  a.model_plan->context_length);
+                                  a.model_plan->context_length, a.model_plan->vocab_size);
   return a;
 }
 

@@ -349,14 +349,30 @@ void score_generations(AssembledRun& run, const Tokenizer& tokenizer, const Prep
 
 }  // namespace
 
-PreparedTask prepare_task(Task task, const Tokenizer& tokenizer, int64_t context_length) {
+PreparedTask prepare_task(Task task, const Tokenizer& tokenizer, int64_t context_length,
+                          int64_t vocab_size) {
   PreparedTask prepared{std::move(task), {}, {}, 0};
-  if (prepared.task.spec.kind == TaskKind::kChoice) {
-    prepared.sequences =
-        choice_sequences(prepared.task, tokenizer, context_length, prepared.truncated);
+  const Task& t = prepared.task;
+  // An id past the model's rows would index outside its embedding.
+  auto check_ids = [&](const std::vector<uint32_t>& ids, const TaskRequest& request) {
+    for (uint32_t id : ids) {
+      if (static_cast<int64_t>(id) < vocab_size) continue;
+      throw UserError(
+          fmt::format("{}: the item encodes to token id {}, but the model has {} ids: "
+                      "use text the run was trained on",
+                      where_of(t, request), id, vocab_size));
+    }
+  };
+  if (t.spec.kind == TaskKind::kChoice) {
+    prepared.sequences = choice_sequences(t, tokenizer, context_length, prepared.truncated);
+    for (const TaskSequence& s : prepared.sequences) {
+      check_ids(s.input, t.requests[s.request]);
+      check_ids(s.target, t.requests[s.request]);
+    }
   } else {
-    prepared.prompts =
-        generation_prompts(prepared.task, tokenizer, context_length, prepared.truncated);
+    prepared.prompts = generation_prompts(t, tokenizer, context_length, prepared.truncated);
+    for (size_t i = 0; i < prepared.prompts.size(); ++i)
+      check_ids(prepared.prompts[i], t.requests[i]);
   }
   return prepared;
 }

@@ -70,10 +70,11 @@ struct PreparedTask {
   int64_t truncated = 0;                       // requests cut from the left
 };
 
-// A UserError "FILE:LINE: what: how to fix" for a text the tokenizer cannot encode, a choice
-// longer than the context, a choice that adds no token, or max_tokens that leaves the prompt no
-// room.
-PreparedTask prepare_task(Task task, const Tokenizer& tokenizer, int64_t context_length);
+// A UserError "FILE:LINE: what: how to fix" for a text the tokenizer cannot encode or encodes to
+// ids the model has no row for (`vocab_size`), a choice longer than the context, a choice that
+// adds no token, or max_tokens that leaves the prompt no room.
+PreparedTask prepare_task(Task task, const Tokenizer& tokenizer, int64_t context_length,
+                          int64_t vocab_size);
 
 struct TaskScoring {
   int64_t batch = 16;  // requests per forward pass

@@ -35,10 +35,10 @@ std::vector<Task> load_tasks(const std::string& pattern, const std::string& opti
 }
 
 TaskSuite::TaskSuite(std::vector<Task> tasks, std::shared_ptr<Tokenizer> tokenizer,
-                     int64_t context_length)
+                     int64_t context_length, int64_t vocab_size)
     : tokenizer_(std::move(tokenizer)) {
   for (Task& task : tasks)
-    tasks_.push_back(prepare_task(std::move(task), *tokenizer_, context_length));
+    tasks_.push_back(prepare_task(std::move(task), *tokenizer_, context_length, vocab_size));
 }
 
 std::vector<TaskResult> TaskSuite::score(AssembledRun& run, const TaskScoring& scoring) const {

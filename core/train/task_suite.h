@@ -27,7 +27,8 @@ std::vector<Task> load_tasks(const std::string& pattern, const std::string& opti
 // and scored on it when asked.
 class TaskSuite {
  public:
-  TaskSuite(std::vector<Task> tasks, std::shared_ptr<Tokenizer> tokenizer, int64_t context_length);
+  TaskSuite(std::vector<Task> tasks, std::shared_ptr<Tokenizer> tokenizer, int64_t context_length,
+            int64_t vocab_size);
   // Collective (every rank of the run asks).
   std::vector<TaskResult> score(AssembledRun& run, const TaskScoring& scoring) const;
 

@@ -80,7 +80,8 @@ seq_len = {1}
   PreparedTask task(const std::string& keys, const std::string& items) {
     write_text(dir_ / "items.jsonl", items);
     write_text(dir_ / "task.toml", keys + "items = \"items.jsonl\"\n");
-    return prepare_task(load_task(read_task_spec(dir_ / "task.toml")), *tokenizer_, kBlock);
+    return prepare_task(load_task(read_task_spec(dir_ / "task.toml")), *tokenizer_, kBlock,
+                        run_->model->vocab_size());
   }
 
   // log p(continuation | context) for one unpadded row.
@@ -245,6 +246,18 @@ TEST_F(TaskScoring, AChoiceLongerThanTheContextIsRefusedBeforeAnyIsScored) {
             dir_ / "items.jsonl" +
                 ":1: choice 1 is 28 tokens, longer than the model's context (16) even with the "
                 "context cut away: shorten the choice");
+}
+
+// The tokenizer's ids run to 95 ('~'); a model of 64 ids has no row for most of them.
+TEST_F(TaskScoring, ATokenIdPastTheModelsVocabularyIsRefused) {
+  write_text(dir_ / "items.jsonl", "{\"prompt\": \"AB~\", \"answer\": \"c\"}\n");
+  write_text(dir_ / "task.toml", "kind = \"generate\"\nmax_tokens = 4\nitems = \"items.jsonl\"\n");
+  const Task t = load_task(read_task_spec(dir_ / "task.toml"));
+  EXPECT_EQ(testing::user_error_of([&] { prepare_task(t, *tokenizer_, kBlock, 64); }),
+            dir_ / "items.jsonl" +
+                ":1: the item encodes to token id 95, but the model has 64 ids: use text the run "
+                "was trained on");
+  EXPECT_NO_THROW(prepare_task(t, *tokenizer_, kBlock, 96));
 }
 
 }  // namespace
