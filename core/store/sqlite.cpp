@@ -5,10 +5,12 @@
 
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
@@ -201,8 +203,15 @@ void Connection::set_busy_timeout(std::chrono::milliseconds wait) {
 void Connection::prepare_writer() {
   if (pg_) return;
   // Writers from other processes (sweeps) wait their turn instead of failing.
-  set_busy_timeout(std::chrono::seconds(30));
-  exec("PRAGMA journal_mode = WAL");
+  constexpr std::chrono::seconds kWait{30};
+  set_busy_timeout(kWait);
+  // Processes opening a new store at once race to switch it to WAL, which needs the file alone;
+  // the loser can get SQLITE_BUSY regardless (e2e RunIdentity saw it): it tries again, as long.
+  for (const auto end = std::chrono::steady_clock::now() + kWait;
+       sqlite3_exec(db_, "PRAGMA journal_mode = WAL", nullptr, nullptr, nullptr) == SQLITE_BUSY &&
+       std::chrono::steady_clock::now() < end;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  exec("PRAGMA journal_mode = WAL");  // done already, or the last try's error
   // NORMAL in WAL mode: a power loss may drop the last commits, never corrupt the file.
   exec("PRAGMA synchronous = NORMAL");
   exec("PRAGMA foreign_keys = ON");
@@ -307,20 +316,8 @@ Statement& Statement::check(int rc) {
   return *this;
 }
 
-Statement& Statement::bind(int index, int64_t value) {
-  return bind(index, SqlValue(value));
-}
-
-Statement& Statement::bind(int index, double value) {
-  return bind(index, SqlValue(value));
-}
-
 Statement& Statement::bind(int index, std::optional<double> value) {
   return value ? bind(index, *value) : bind_null(index);
-}
-
-Statement& Statement::bind(int index, const std::string& value) {
-  return bind(index, SqlValue(value));
 }
 
 Statement& Statement::bind(int index, const SqlValue& value) {

@@ -133,10 +133,10 @@ class Statement {
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
 
-  Statement& bind(int index, int64_t value);
-  Statement& bind(int index, double value);
+  Statement& bind(int index, int64_t value) { return bind(index, SqlValue(value)); }
+  Statement& bind(int index, double value) { return bind(index, SqlValue(value)); }
   Statement& bind(int index, std::optional<double> value);  // NULL when empty
-  Statement& bind(int index, const std::string& value);
+  Statement& bind(int index, const std::string& value) { return bind(index, SqlValue(value)); }
   Statement& bind(int index, const SqlValue& value);
   Statement& bind_null(int index);
   Statement& bind_text_or_null(int index, const std::string& value);  // NULL when empty
