@@ -186,6 +186,21 @@ TEST(Config, HashIgnoresNamesAndPathsButNotNumbers) {
   EXPECT_NE(a.hash(), load_config_text(kMinimal, "exp.toml", {"optimizer.lr=1e-3"}).hash());
 }
 
+// eval.tasks and eval.task_every came after runs existed (ParamSpec::added_later): at their
+// defaults the hashed text has no line of them, so those runs keep their hashes; set, they count.
+TEST(Config, AKeyAddedLaterCountsInTheHashOnlyOnceSet) {
+  ResolvedConfig a = load_config_text(kMinimal, "exp.toml", {});
+  EXPECT_NE(a.to_toml().find("task_every = 0"), std::string::npos);  // shown, as every key
+  EXPECT_EQ(a.hash(), load_config_text(kMinimal, "exp.toml", {"eval.task_every=0"}).hash());
+  EXPECT_EQ(a.hash(), load_config_text(kMinimal, "exp.toml", {"eval.task_batch=4"}).hash());
+  EXPECT_NE(a.hash(), load_config_text(kMinimal, "exp.toml", {"eval.task_every=50"}).hash());
+  EXPECT_NE(a.hash(), load_config_text(kMinimal, "exp.toml", {"eval.tasks=t.toml"}).hash());
+  // The default experiment's hash as a kiln without those keys computed it (the schema less the
+  // three, built and asked with `kiln config`): a key added later must leave it so.
+  EXPECT_EQ(load_config(std::string(KILN_SOURCE_DIR) + "/experiments/kjv_char.toml", {}).hash(),
+            "e917eaaf775e29f8");
+}
+
 TEST(Config, GradientAccumulationMustDivideExactly) {
   ResolvedConfig c = load_config_text(kMinimal, "exp.toml", {"train.batch_tokens=256"});
   EXPECT_EQ(train_options(c).grad_accum(1, c), 4);  // 256 / (4 x 16)
