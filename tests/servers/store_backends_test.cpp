@@ -114,6 +114,36 @@ TEST_P(StoreBackends, RunEvalAndEveryRunsCommand) {
   EXPECT_EQ(sql("SELECT count(*) FROM metrics WHERE run_id = " + id_of_a), "0");
 }
 
+// Evaluation tasks (docs/tasks.md): the scores during training and of a snapshot, read back by
+// --where and runs plot, and gone with the run.
+TEST_P(StoreBackends, TaskScoresDuringTrainingAndOfASnapshot) {
+  std::string items;
+  for (int i = 0; i < 14; ++i) {
+    items += fmt::format(
+        "{{\"context\": \"the word number {}, and the word was\", \"choices\": [\" light.\", "
+        "\" good.\"], \"label\": {}}}\n",
+        i, i % 7 == 0 ? 0 : 1);
+  }
+  write_text(dir_ / "words.jsonl", items);
+  write_text(dir_ / "words.toml", "kind = \"choice\"\nitems = \"words.jsonl\"\n");
+  const std::string e = exp("\n[checkpoint]\nevery = 30\n");
+  auto a = run_kiln("run " + e + " --name a --set eval.tasks=" + (dir_ / "words.toml"));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_EQ(rows_of("a", "task_scores"), "6");  // acc and acc_norm at steps 10, 20, 30
+  auto scored = kiln("eval a --task words");
+  ASSERT_EQ(scored.exit_code, 0) << scored.output;
+  EXPECT_EQ(sql("SELECT count(*) FROM task_scores WHERE checkpoint = 'step_000030'"), "2");
+  auto listed =
+      kiln("runs list --format csv --where 'words.acc@step=30 >= 0 and max(words.acc_norm) >= 0'");
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_NE(listed.output.find(",a,"), std::string::npos) << listed.output;
+  const std::string svg = dir_ / "acc.svg";
+  ASSERT_EQ(kiln("runs plot a --metric words.acc -o " + svg).exit_code, 0);
+  EXPECT_NE(read_file(svg).find("<svg"), std::string::npos);
+  ASSERT_EQ(kiln("runs rm a --yes").exit_code, 0);
+  EXPECT_EQ(sql("SELECT count(*) FROM task_scores"), "0");
+}
+
 // Killed mid-commit and between a snapshot's files and its row: the resume re-does the steps
 // after the snapshot, and every step ends up stored exactly once.
 TEST_P(StoreBackends, ResumeAfterAKillKeepsEveryStepOnce) {
