@@ -5,6 +5,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -259,7 +260,7 @@ void read_space(const toml::table& table, const std::string& prefix,
 // [search]: type = "grid" | "random", trials, seed; each key replaces an earlier file's.
 void read_search(const toml::table& table, SweepSearch& out) {
   out.where = where(table.source());
-  static const std::vector<std::string> keys = {"type", "trials", "seed"};
+  static const std::vector<std::string> keys = {"type", "trials", "seed", "metric", "mode"};
   for (auto&& [key, node] : table) {
     const std::string k(key.str());
     if (k == "type") {
@@ -271,6 +272,16 @@ void read_search(const toml::table& table, SweepSearch& out) {
             type == "asha" || type == "tpe" ? " (asha and tpe are not built yet)" : ""));
       }
       out.random = type == "random";
+    } else if (k == "metric" || k == "mode") {
+      const std::string text = node.value_or(std::string());
+      if (k == "metric" ? text.empty() : text != "min" && text != "max") {
+        throw UserError(fmt::format("{}: {}", where(node.source()),
+                                    k == "metric" ? "metric must be a metric's name: \"val_loss\""
+                                                  : "mode must be \"min\" or \"max\""));
+      }
+      if (k == "mode") out.maximize = text == "max";
+      if (k == "metric")
+        std::tie(out.metric, out.metric_where) = std::pair(text, where(node.source()));
     } else if (k == "trials" || k == "seed") {
       const auto value = node.value<int64_t>();
       if (!node.is_integer() || !value || *value < (k == "trials" ? 1 : 0)) {

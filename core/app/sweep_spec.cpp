@@ -9,8 +9,12 @@
 
 #include "core/config/canonical.h"
 #include "core/config/config.h"
+#include "core/config/options.h"
+#include "core/data/task_file.h"
 #include "core/store/run_paths.h"
+#include "core/store/task_scores.h"
 #include "core/util/error.h"
+#include "core/util/fs.h"
 #include "core/util/text.h"
 
 namespace kiln {
@@ -112,6 +116,46 @@ void check_search(const SweepSpec& spec) {
   }
 }
 
+// The search's metric is one the members log: a per-step metric, val_loss with evaluations on,
+// or a metric of a task in the base's eval.tasks (its [set] applied).
+void check_metric(const SweepSpec& spec) {
+  const std::string& metric = spec.search.metric;
+  if (metric.empty()) return;
+  const std::string at = spec.search.metric_where;
+  for (const char* logged : {"loss", "lr", "grad_norm", "tokens_per_sec"})
+    if (metric == logged) return;
+  const EvalOptions eval = eval_options(load_config(spec.base, spec.fixed));
+  std::string task, score;
+  if (metric == "val_loss") {
+    if (eval.every > 0) return;
+    throw UserError(
+        fmt::format("{}: metric val_loss is never logged: the base experiment has "
+                    "eval.every = 0: set eval.every under [set]",
+                    at));
+  }
+  if (!split_task_metric(metric, task, score)) {
+    throw UserError(
+        fmt::format("{}: metric '{}' is not one the members log: use loss, lr, "
+                    "grad_norm, tokens_per_sec, val_loss or a task's TASK.METRIC",
+                    at, metric));
+  }
+  std::vector<std::string> names;
+  for (const std::string& file :
+       eval.tasks.empty() ? std::vector<std::string>{} : glob_files(eval.tasks)) {
+    const TaskSpec t = read_task_spec(file);
+    names.push_back(t.name);
+    if (t.name != task) continue;
+    const bool choice = t.kind == TaskKind::kChoice;
+    if (choice ? score == "acc" || score == "acc_norm" : score == "exact_match") return;
+    throw UserError(fmt::format("{}: task '{}' scores {}, not {}", at, task,
+                                choice ? "acc and acc_norm" : "exact_match", score));
+  }
+  throw UserError(
+      fmt::format("{}: metric '{}' is never logged: the base experiment's eval.tasks "
+                  "has {}: add the task to eval.tasks",
+                  at, metric, names.empty() ? "no task" : join(names, ", ")));
+}
+
 // splitmix64's finalizer.
 uint64_t mix(uint64_t x) {
   x += 0x9E3779B97F4A7C15ULL;
@@ -148,6 +192,7 @@ std::vector<Combination> trials(const SweepSpec& spec) {
 // The [zip] lists line up, and the product is not absurd (checked before it is expanded).
 void check_shape(const SweepSpec& spec) {
   check_search(spec);
+  check_metric(spec);
   if (spec.grid.empty() && spec.zip.empty() && spec.variants.empty() && !spec.search.random) {
     throw UserError(
         "the sweep varies nothing: give [grid], [zip], [[variant]] or seeds (or --grid/--zip)");
@@ -227,6 +272,11 @@ void check_variants(const SweepSpec& spec) {
 }
 
 }  // namespace
+
+std::string search_sort_key(const SweepSearch& search) {
+  if (search.metric.empty()) return "";
+  return search.maximize ? "-max(" + search.metric + ")" : "min(" + search.metric + ")";
+}
 
 std::string sample_value(const SweepDistribution& d, int64_t seed, int64_t trial) {
   const double u = draw(seed, trial, d.key);

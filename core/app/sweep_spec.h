@@ -21,6 +21,8 @@
 //   trials = 20                          # random: this many draws from [space]
 //   seed = 0                             # random: the draws are a pure function of the seed,
 //                                        # the trial's index and the key
+//   metric = "val_loss"                  # optional: what ranks the members (a metric they log)
+//   mode = "min"                         # "min" or "max"
 //   [space]                              # random: a distribution per key
 //   optimizer.lr = { log_uniform = [1e-4, 3e-2] }
 //   optimizer.weight_decay = { uniform = [0.0, 0.2] }
@@ -71,8 +73,18 @@ struct SweepSearch {
   bool random = false;  // type = "random"; false: "grid"
   int64_t trials = 0;
   int64_t seed = 0;
-  std::string where;  // file:line:col of [search], for errors
+  // What the search is judged by: a metric the members log (loss, lr, grad_norm,
+  // tokens_per_sec, val_loss, or a task's TASK.METRIC) and whether lower or higher is better;
+  // the members' summary is sorted by its best value. "" = none.
+  std::string metric;
+  bool maximize = false;  // mode = "max"; false: "min"
+  std::string where;      // file:line:col of [search], for errors
+  std::string metric_where;
 };
+
+// The `kiln runs list --sort` key of a search's metric: min(M), or -max(M) for mode = "max";
+// "" without a metric.
+std::string search_sort_key(const SweepSearch& search);
 
 struct SweepSpec {
   std::string name;

@@ -205,7 +205,8 @@ TEST_F(Sweep, RandomSearchRunsItsDrawsAndBestPrintsTheWinnersConfig) {
   const std::string file = dir_ / "search.toml";
   testing::write_text(file, "base = \"" + exp +
                                 "\"\nname = \"rs\"\n[search]\ntype = \"random\"\ntrials = 3\n"
-                                "seed = 5\n[space]\noptimizer.lr = { log_uniform = [1e-4, 3e-2] }\n"
+                                "seed = 5\nmetric = \"val_loss\"\n[space]\n"
+                                "optimizer.lr = { log_uniform = [1e-4, 3e-2] }\n"
                                 "[set]\ntrain.steps = 10\neval.every = 5\n");
   auto dry = run_kiln("sweep " + file + " --dry-run");
   ASSERT_EQ(dry.exit_code, 0) << dry.output;
@@ -213,6 +214,7 @@ TEST_F(Sweep, RandomSearchRunsItsDrawsAndBestPrintsTheWinnersConfig) {
   ASSERT_EQ(ran.exit_code, 0) << ran.output;
   EXPECT_EQ(scalar(db(), "select count(*) from runs where sweep = 'rs' and status = 'completed'"),
             "3");
+  EXPECT_NE(ran.output.find("sorted by min(val_loss)"), std::string::npos) << ran.output;
   // --dry-run listed exactly the members that ran.
   for (const auto& row : testing::query(db(), "select name from runs where sweep = 'rs'"))
     EXPECT_NE(dry.output.find(row[0]), std::string::npos) << row[0] << "\n" << dry.output;

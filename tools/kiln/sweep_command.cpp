@@ -33,7 +33,7 @@ struct SweepArgs {
   std::vector<std::string> grid, zip, fixed;
   SweepOptions options;
   SlurmOptions slurm;
-  bool jobs_given = false, slurm_given = false;
+  bool jobs_given = false, slurm_given = false, sort_given = false;
   std::string sweep_name;                   // of status, cancel, resubmit, best and task
   std::string best_by = "best_val";         // best: a `kiln runs list --sort` key
   std::string store_db = default_run_db();  // KILN_DB, else runs/kiln.db
@@ -82,7 +82,10 @@ int sweep_command(const SweepArgs& args) {
     submit_sweep(spec, args.slurm, args.options.db, print_line);
     return kExitOk;
   }
-  const SweepOutcome outcome = run_sweep(spec, args.options, print_line);
+  SweepOptions options = args.options;
+  // The search's metric orders the summary, unless --sort says otherwise.
+  if (!args.sort_given && !spec.search.metric.empty()) options.sort = search_sort_key(spec.search);
+  const SweepOutcome outcome = run_sweep(spec, options, print_line);
   if (outcome.interrupted) return kExitInterrupted;
   return outcome.incomplete == 0 ? kExitOk : kExitSomeFailed;
 }
@@ -188,6 +191,7 @@ ChosenCommand add_sweep_command(CLI::App& app) {
     }
     if (*status || *cancel || *resubmit) return kExitOk;
     args->jobs_given = sweep->count("--jobs") > 0;
+    args->sort_given = sweep->count("--sort") > 0;
     args->slurm_given = false;
     for (const char* option :
          {"--partition", "--time", "--nodes", "--gpus-per-node", "--cpus-per-task",

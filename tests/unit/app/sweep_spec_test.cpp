@@ -257,5 +257,43 @@ TEST_F(SweepSpecTest, RandomTrialsAreCrossedWithSeedsAndVariants) {
   EXPECT_EQ(value_of(members[1], "optimizer.lr"), value_of(members[10], "optimizer.lr"));
 }
 
+// [search] metric: one the members log, checked against the base with [set] applied; it orders
+// the summary by its best value.
+TEST_F(SweepSpecTest, TheSearchMetricIsOneTheMembersLog) {
+  const std::string head = "seeds = [1, 2]\n[search]\nmetric = ";
+  auto expand = [&](const std::string& body) {
+    return expand_sweep(load_sweep_file(sweep_file("m", head + body)));
+  };
+  EXPECT_EQ(expand("\"loss\"\n").size(), 2u);
+  EXPECT_NE(error_of([&] { expand("\"val_loss\"\n"); })
+                .find("m.toml:4:10: metric val_loss is never logged: the base experiment has "
+                      "eval.every = 0"),
+            std::string::npos);
+  EXPECT_EQ(expand("\"val_loss\"\n[set]\neval.every = 5\n").size(), 2u);
+  EXPECT_NE(error_of([&] { expand("\"perplexity\"\n"); }).find("is not one the members log"),
+            std::string::npos);
+  testing::write_text(dir_ / "cloze.jsonl",
+                      "{\"context\": \"a\", \"choices\": [\" b\", \" c\"], \"label\": 0}\n");
+  testing::write_text(dir_ / "cloze.toml", "kind = \"choice\"\nitems = \"cloze.jsonl\"\n");
+  const std::string tasks = "[set]\neval.tasks = \"" + (dir_ / "cloze.toml") + "\"\n";
+  EXPECT_NE(error_of([&] { expand("\"cloze.acc\"\n"); })
+                .find("metric 'cloze.acc' is never logged: the base experiment's eval.tasks has no "
+                      "task"),
+            std::string::npos);
+  EXPECT_EQ(expand("\"cloze.acc_norm\"\nmode = \"max\"\n" + tasks).size(), 2u);
+  EXPECT_NE(error_of([&] {
+              expand("\"cloze.exact_match\"\n" + tasks);
+            }).find("task 'cloze' scores acc and acc_norm, not exact_match"),
+            std::string::npos);
+
+  SweepSearch search;
+  EXPECT_EQ(search_sort_key(search), "");
+  search.metric = "val_loss";
+  EXPECT_EQ(search_sort_key(search), "min(val_loss)");
+  search.metric = "cloze.acc";
+  search.maximize = true;
+  EXPECT_EQ(search_sort_key(search), "-max(cloze.acc)");
+}
+
 }  // namespace
 }  // namespace kiln
