@@ -11,14 +11,6 @@ namespace kiln {
 
 namespace {
 
-// A string literal of the --where language.
-std::string quoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text)
-    out += c == '\'' ? std::string("''") : std::string(1, c);
-  return out + "'";
-}
-
 // The config without the keys of [run] that name a run: run.name and run.sweep.
 std::string without_run_name(const std::string& config) {
   std::string out, section;
@@ -34,7 +26,7 @@ std::string without_run_name(const std::string& config) {
 }  // namespace
 
 std::string best_member_toml(HistoryDb& db, const std::string& sweep, const std::string& by) {
-  const std::string of_sweep = "sweep = " + quoted(sweep);
+  const std::string of_sweep = "sweep = " + single_quoted(sweep);
   const std::vector<RunRecord> members = list_runs(db, {of_sweep, "id", 0});
   if (members.empty()) {
     throw UserError(

@@ -13,6 +13,7 @@
 #include "core/data/task_file.h"
 #include "core/store/run_paths.h"
 #include "core/store/task_scores.h"
+#include "core/util/counter_hash.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
 #include "core/util/text.h"
@@ -48,22 +49,31 @@ std::string key_of(const std::string& assignment) {
   return assignment.substr(0, assignment.find('='));
 }
 
-// A key a variant sets is varied by the variant alone: the same key in [grid], [zip] or [set]
-// would leave the member's value to the order of its overrides.
-void check_variant_keys(const SweepSpec& spec) {
-  auto in_axes = [](const std::vector<SweepAxis>& axes, const std::string& key) {
+// What else in the file gives `key` ("[grid] varies", ...), or null: a key given in two places
+// would leave the member's value to the order of its overrides. `variants`: look in them too.
+const char* other_place_of(const SweepSpec& spec, const std::string& key, bool variants) {
+  auto in_axes = [&](const std::vector<SweepAxis>& axes) {
     return std::any_of(axes.begin(), axes.end(), [&](const SweepAxis& a) { return a.key == key; });
   };
+  auto in_assignments = [&](const std::vector<std::string>& assignments) {
+    return std::any_of(assignments.begin(), assignments.end(),
+                       [&](const std::string& a) { return key_of(a) == key; });
+  };
+  if (in_axes(spec.grid)) return "[grid] varies";
+  if (in_axes(spec.zip)) return "[zip] varies";
+  if (in_assignments(spec.fixed)) return "[set] (or --set) sets";
+  const bool varied =
+      variants && std::any_of(spec.variants.begin(), spec.variants.end(),
+                              [&](const auto& v) { return in_assignments(v.overrides); });
+  return varied ? "a [[variant]] sets" : nullptr;
+}
+
+// A key a variant sets is varied by the variant alone.
+void check_variant_keys(const SweepSpec& spec) {
   for (const auto& variant : spec.variants) {
     for (const auto& assignment : variant.overrides) {
       const std::string key = key_of(assignment);
-      const bool fixed = std::any_of(spec.fixed.begin(), spec.fixed.end(),
-                                     [&](const std::string& f) { return key_of(f) == key; });
-      const char* other = in_axes(spec.grid, key)  ? "[grid] varies"
-                          : in_axes(spec.zip, key) ? "[zip] varies"
-                          : fixed                  ? "[set] (or --set) sets"
-                                                   : nullptr;
-      if (other) {
+      if (const char* other = other_place_of(spec, key, /*variants=*/false)) {
         throw UserError(fmt::format("{}: [[variant]] sets '{}', which {} too: give it in one place",
                                     variant.where, key, other));
       }
@@ -94,22 +104,8 @@ void check_search(const SweepSpec& spec) {
                     "varies, e.g. optimizer.lr = {{ log_uniform = [1e-4, 3e-2] }}",
                     search.where));
   }
-  auto in_axes = [](const std::vector<SweepAxis>& axes, const std::string& key) {
-    return std::any_of(axes.begin(), axes.end(), [&](const SweepAxis& a) { return a.key == key; });
-  };
   for (const auto& d : spec.space) {
-    const bool fixed = std::any_of(spec.fixed.begin(), spec.fixed.end(),
-                                   [&](const std::string& f) { return key_of(f) == d.key; });
-    const bool varied = std::any_of(spec.variants.begin(), spec.variants.end(), [&](const auto& v) {
-      return std::any_of(v.overrides.begin(), v.overrides.end(),
-                         [&](const std::string& o) { return key_of(o) == d.key; });
-    });
-    const char* other = in_axes(spec.grid, d.key)  ? "[grid] varies"
-                        : in_axes(spec.zip, d.key) ? "[zip] varies"
-                        : fixed                    ? "[set] (or --set) sets"
-                        : varied                   ? "a [[variant]] sets"
-                                                   : nullptr;
-    if (other) {
+    if (const char* other = other_place_of(spec, d.key, /*variants=*/true)) {
       throw UserError(fmt::format("{}: [space] draws '{}', which {} too: give it in one place",
                                   d.where, d.key, other));
     }
@@ -156,24 +152,11 @@ void check_metric(const SweepSpec& spec) {
                   at, metric, names.empty() ? "no task" : join(names, ", ")));
 }
 
-// splitmix64's finalizer.
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
 // A uniform draw in [0, 1) for (seed, trial, key): keyed by the key's name, so that adding a key
 // to [space] leaves the others' draws as they were.
 double draw(int64_t seed, int64_t trial, const std::string& key) {
-  uint64_t h = 14695981039346656037ULL;  // FNV-1a of the key
-  for (unsigned char c : key) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  const uint64_t x = mix(mix(static_cast<uint64_t>(seed)) ^ mix(static_cast<uint64_t>(trial)) ^ h);
-  return static_cast<double>(x >> 11) * 0x1.0p-53;
+  return unit_interval(splitmix64(splitmix64(static_cast<uint64_t>(seed)) ^
+                                  splitmix64(static_cast<uint64_t>(trial)) ^ fnv1a64(key)));
 }
 
 // Every trial's sampled values, in [space] order.

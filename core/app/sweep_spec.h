@@ -93,8 +93,8 @@ struct SweepSpec {
   std::vector<SweepAxis> zip;          // varied together
   std::vector<std::string> fixed;      // section.key=value for every member
   std::vector<SweepVariant> variants;  // crossed with the grid (slowest), none = one plain
-  SweepSearch search;
-  std::vector<SweepDistribution> space;  // random search: sampled per trial, crossed fastest
+  SweepSearch search = {};
+  std::vector<SweepDistribution> space = {};  // random search: sampled per trial, crossed fastest
 };
 
 struct SweepMember {

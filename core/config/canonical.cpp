@@ -4,6 +4,7 @@
 
 #include "core/config/config.h"
 #include "core/config/toml_text.h"
+#include "core/util/counter_hash.h"
 
 namespace kiln {
 
@@ -103,12 +104,7 @@ std::string ResolvedConfig::to_toml() const {
 }
 
 std::string ResolvedConfig::hash() const {
-  uint64_t h = 14695981039346656037ull;  // FNV-1a 64: stable across builds and machines
-  for (unsigned char c : render(*this, true)) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return fmt::format("{:016x}", h);
+  return fmt::format("{:016x}", fnv1a64(render(*this, true)));
 }
 
 }  // namespace kiln

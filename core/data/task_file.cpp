@@ -13,6 +13,7 @@
 
 #include "core/config/toml_text.h"
 #include "core/data/chat_records.h"
+#include "core/util/counter_hash.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
 #include "core/util/text.h"
@@ -197,23 +198,16 @@ std::vector<TaskItem> read_items(const std::string& path, TaskKind kind, int64_t
   return items;
 }
 
-// splitmix64: the few-shot draws are a pure function of (seed, item), not of a generator's
-// history, so an item's examples do not change with the limit or with sharding.
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
-// `count` distinct indices of [0, pool), without `skip` (-1: none), by partial Fisher-Yates.
+// `count` distinct indices of [0, pool), without `skip` (-1: none), by partial Fisher-Yates with
+// splitmix64 steps from `seed`: an item's examples are a pure function of (seed, item), whatever
+// the batch or shard.
 std::vector<int64_t> draw(int64_t pool, int64_t count, int64_t skip, uint64_t seed) {
   std::vector<int64_t> order;
   for (int64_t i = 0; i < pool; ++i)
     if (i != skip) order.push_back(i);
   uint64_t state = seed;
   for (int64_t i = 0; i < count; ++i) {
-    state = mix(state);
+    state = splitmix64(state);
     const auto left = static_cast<uint64_t>(order.size()) - static_cast<uint64_t>(i);
     std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(i + state % left)]);
   }
@@ -322,7 +316,8 @@ Task load_task(const TaskSpec& spec) {
   }
   for (size_t i = 0; i < items.size(); ++i) {
     const auto index = static_cast<int64_t>(i);
-    const uint64_t seed = mix(static_cast<uint64_t>(spec.seed) ^ mix(static_cast<uint64_t>(index)));
+    const uint64_t seed =
+        splitmix64(static_cast<uint64_t>(spec.seed) ^ splitmix64(static_cast<uint64_t>(index)));
     std::vector<const TaskItem*> shots;
     for (int64_t k :
          draw(static_cast<int64_t>(pool.size()), spec.num_fewshot, same ? index : -1, seed)) {

@@ -22,14 +22,6 @@ namespace kiln {
 
 namespace {
 
-// A string literal in SQL text ('it''s'): for names read from the store, never from input.
-std::string sql_quoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text)
-    out += c == '\'' ? std::string("''") : std::string(1, c);
-  return out + "'";
-}
-
 // The keys --where and --sort can name besides config keys: the summary's columns, and the
 // metrics a point or an aggregate can name. The SQL is our text: the summary's column, the
 // metric's column, or the split of the eval.
@@ -64,7 +56,7 @@ KeySpace summary_keys(HistoryDb& db) {
     std::string task, metric;
     split_task_metric(name, task, metric);
     keys.task_metrics[name] =
-        fmt::format("task = {} AND metric = {}", sql_quoted(task), sql_quoted(metric));
+        fmt::format("task = {} AND metric = {}", single_quoted(task), single_quoted(metric));
   }
   // metrics.loss_scale arrives with metrics.skipped (schema version 2); an older store has none.
   if (!db.has_skipped_column()) keys.metrics["loss_scale"] = "NULL";

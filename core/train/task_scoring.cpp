@@ -9,7 +9,9 @@
 
 #include "core/api/tokenizer.h"
 #include "core/train/assemble.h"
+#include "core/util/counter_hash.h"
 #include "core/util/error.h"
+#include "core/util/statistics.h"
 
 namespace kiln {
 
@@ -158,14 +160,10 @@ std::vector<double> summed(AssembledRun& run, const std::vector<double>& local) 
   return {t.data_ptr<double>(), t.data_ptr<double>() + t.numel()};
 }
 
+// The mean and the harness's standard error: the sample standard deviation over sqrt(n).
 TaskMetric mean_metric(const std::string& name, const std::vector<double>& scores) {
-  const auto n = static_cast<double>(scores.size());
-  const double mean = std::accumulate(scores.begin(), scores.end(), 0.0) / n;
-  double squares = 0;
-  for (double s : scores)
-    squares += (s - mean) * (s - mean);
-  const double stderr_ = scores.size() > 1 ? std::sqrt(squares / (n - 1) / n) : 0.0;
-  return {name, mean, stderr_};
+  const stats::Summary s = stats::summarize(scores);
+  return {name, s.mean, s.n > 1 ? s.sd / std::sqrt(static_cast<double>(s.n)) : 0.0};
 }
 
 size_t best_of(const std::vector<double>& values) {
@@ -229,13 +227,8 @@ void score_choices(AssembledRun& run, const PreparedTask& prepared, const TaskSc
 
 // splitmix64 of (seed, item, position): a sampled token is the same in any batch or shard.
 double uniform_draw(uint64_t seed, int64_t item, int64_t position) {
-  uint64_t x = seed ^ (static_cast<uint64_t>(item) * 0x9E3779B97F4A7C15ULL) ^
-               (static_cast<uint64_t>(position) << 32);
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  x ^= x >> 31;
-  return static_cast<double>(x >> 11) * 0x1.0p-53;
+  return unit_interval(splitmix64(seed ^ (static_cast<uint64_t>(item) * 0x9E3779B97F4A7C15ULL) ^
+                                  (static_cast<uint64_t>(position) << 32)));
 }
 
 uint32_t next_token(const torch::Tensor& logits, const TaskSpec& spec, int64_t item,

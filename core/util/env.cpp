@@ -16,8 +16,8 @@ std::optional<std::string> env_text(const char* name) {
 }
 
 std::optional<int64_t> parse_integer(const std::string& text, int64_t min, int64_t max) {
-  const size_t digits = text.find_first_not_of("+-") == 1 ? 1 : 0;
-  if (text.size() <= digits || text.find_first_not_of("0123456789", digits) != std::string::npos) {
+  const size_t sign = !text.empty() && (text[0] == '+' || text[0] == '-') ? 1 : 0;
+  if (text.size() == sign || text.find_first_not_of("0123456789", sign) != std::string::npos) {
     return std::nullopt;
   }
   errno = 0;

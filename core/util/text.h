@@ -14,6 +14,9 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep);
 // none when `text` is not one or is below 1 byte.
 std::optional<int64_t> parse_byte_size(const std::string& text);
 std::vector<std::string> split(const std::string& s, char sep);
+// `text` in single quotes, each quote in it doubled ('it''s'): a string literal of SQL and of the
+// --where language, for names read from a store, never for input.
+std::string single_quoted(const std::string& text);
 size_t edit_distance(const std::string& a, const std::string& b);
 // The candidate closest to `word`, or "" when none is close enough to be a plausible typo.
 std::string nearest(const std::string& word, const std::vector<std::string>& candidates);

@@ -108,8 +108,9 @@ TEST_F(TaskEval, ScoresDuringTrainingLandInTheStoreAndEveryView) {
   // the snapshot's own scores (kiln eval's) stay.
   auto resumed = run_kiln("resume s2 --checkpoint 10 --set train.steps=30 --db " + db());
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_EQ(testing::scalar(db(), "select count(*) from task_scores join runs on runs.id = run_id "
-                                  "where name = 's2' and checkpoint = ''"),
+  EXPECT_EQ(testing::scalar(db(),
+                            "select count(*) from task_scores join runs on runs.id = run_id "
+                            "where name = 's2' and checkpoint = ''"),
             "9");
   EXPECT_EQ(testing::scalar(db(), "select count(*) from task_scores where checkpoint != ''"), "2");
 }
