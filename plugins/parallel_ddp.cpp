@@ -4,9 +4,9 @@
 // the gradients are averaged across ranks in flat buckets of bucket_mb, each bucket's all-reduce
 // starting as soon as its gradients are complete, while backward still runs (core/
 // data_parallel.h). The micro-steps before the last communicate nothing. Launch with torchrun,
-// srun or `kiln launch`; the environment says who is who (core/dist/distributed.h).
+// srun or `kiln launch`; the environment says who is who (core/distributed/distributed.h).
 #include "core/api/model.h"
-#include "core/dist/data_parallel.h"
+#include "core/distributed/data_parallel.h"
 
 namespace kiln {
 namespace {

@@ -2,7 +2,7 @@
 // parameter, of its gradient and of its optimizer state (dim-0 row blocks); a layer's weights
 // are gathered whole just before its forward and again before its backward, and freed after
 // each; gradients are summed over the ranks as backward produces them, each rank keeping its
-// block (core/dist/fsdp_units.h says how and what it costs on Gloo). Every micro-step of
+// block (core/distributed/fsdp_units.h says how and what it costs on Gloo). Every micro-step of
 // gradient accumulation communicates, so no whole gradient outlives the next layer's backward.
 // The optimizer steps on the blocks; clipping uses the norm summed over all blocks. Snapshots
 // hold whole weights and optimizer state (every rank gathers them first), so a run resumes at
@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "core/api/model.h"
-#include "core/dist/data_parallel.h"
-#include "core/dist/fsdp_units.h"
+#include "core/distributed/data_parallel.h"
+#include "core/distributed/fsdp_units.h"
 #include "core/util/error.h"
 
 namespace kiln {

@@ -29,8 +29,8 @@
 
 #include "core/api/data_source.h"
 #include "core/api/model.h"
-#include "core/dist/data_parallel.h"
-#include "core/dist/pipeline_stages.h"
+#include "core/distributed/data_parallel.h"
+#include "core/distributed/pipeline_stages.h"
 #include "core/util/error.h"
 
 namespace kiln {

@@ -15,8 +15,8 @@
 #include <torch/optim/optimizer.h>
 
 #include "core/api/model.h"
-#include "core/dist/data_parallel.h"
-#include "core/dist/tensor_parallel_ops.h"
+#include "core/distributed/data_parallel.h"
+#include "core/distributed/tensor_parallel_ops.h"
 #include "core/util/error.h"
 
 namespace kiln {

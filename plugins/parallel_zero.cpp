@@ -7,7 +7,7 @@
 //            state is 1/world but every rank holds every gradient at the end of backward.
 //   stage 2: gradients are summed into their owner bucket by bucket while backward runs, and
 //            the other ranks release them as soon as their bucket is packed, so a rank holds its
-//            shard plus about one bucket of others' gradients (core/dist/reduce_to_owners.h,
+//            shard plus about one bucket of others' gradients (core/distributed/reduce_to_owners.h,
 //            which also says what it costs on Gloo); every micro-step communicates.
 // The gradient norm for clipping is summed over the shards. Snapshots hold the whole optimizer
 // state (rank 0 collects the shards first), so they resume at any world size and under ddp.
@@ -17,8 +17,8 @@
 #include <fmt/format.h>
 
 #include "core/api/model.h"
-#include "core/dist/data_parallel.h"
-#include "core/dist/reduce_to_owners.h"
+#include "core/distributed/data_parallel.h"
+#include "core/distributed/reduce_to_owners.h"
 
 namespace kiln {
 namespace {

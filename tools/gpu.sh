@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Kiln on a GPU machine, built against the LibTorch of the PyTorch wheel installed there (README,
-# "On a GPU").
+# Kiln on a GPU machine, built against the LibTorch of the PyTorch wheel installed there (docs/gpu.md).
 #   tools/gpu.sh kit       # here, on the CPU machine: .gpu-kit/ holds everything a GPU machine
 #                          # without Kiln's libraries and without network needs (see make_kit)
 #   tools/gpu.sh check     # there: the device check, in at most 10 minutes, from the kit alone;
@@ -29,12 +28,14 @@ die() {
 
 # Kiln's build dependencies other than LibTorch, CUDA and NCCL (the wheel and the GPU image bring
 # those), as Debian 12 packages, with the libraries they load in turn. Left out: the C library
-# and the compiler's runtime, which the GPU machine has in newer versions. pkgconf too, since
+# and the compiler's runtime and its C++ library headers (Boost's headers depend on them), which the
+# GPU machine's compiler brings in newer versions. pkgconf too, since
 # CMake's pkg_check_modules needs one and the GPU image may have none.
 kit_dev_packages=(libtomlplusplus-dev libfmt-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
                   libpcre2-dev libcpp-httplib-dev libpq-dev libxxhash-dev libutf8proc-dev
+                  libboost-dev libssl-dev uuid-dev
                   googletest libgtest-dev libgmock-dev pkgconf)
-kit_left_out='^(libc6|libc6-dev|libc-dev-bin|libcrypt1|libcrypt-dev|libgcc-s1|libstdc\+\+6|gcc-12-base|linux-libc-dev|libnsl2|libnsl-dev|libtirpc3|libtirpc-dev|libtirpc-common|rpcsvc-proto)$'
+kit_left_out='^(libc6|libc6-dev|libc-dev-bin|libcrypt1|libcrypt-dev|libgcc-s1|libstdc\+\+6|gcc-12-base|libstdc\+\+-12-dev|libgcc-12-dev|libasan8|liblsan0|libtsan2|libubsan1|libitm1|libatomic1|libquadmath0|libgomp1|linux-libc-dev|libnsl2|libnsl-dev|libtirpc3|libtirpc-dev|libtirpc-common|rpcsvc-proto)$'
 
 kit_packages() {
   apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
@@ -337,7 +338,7 @@ PY
   step "$(share 150)" 3 python3 tools/bench/pytorch_reference.py experiments/gpt2_124m.toml \
     "${gpt2_shapes[@]}" --steps $((steps + 5)) --warmup 5 --compile || true
   section "MFU against the $gpu's dense bf16 peak (${peak:-unknown} TFLOP/s)"
-  # kiln bench's "model FLOPs ... -> Y GFLOP/s achieved" line (core/app/bench.cpp), one per run:
+  # kiln bench's "model FLOPs ... -> Y GFLOP/s achieved" line (core/app/bench/measure.cpp), one per run:
   # eager first, then CUDA graphs.
   grep -E "GFLOP/s achieved|^tokens/s|^step " "$bench_log" | while read -r line; do note "    $line"; done
   if [[ -n "$peak" ]]; then

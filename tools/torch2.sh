@@ -53,14 +53,14 @@ cannot() {
 packages=(build-essential cmake ninja-build ccache libtomlplusplus-dev libfmt-dev libsqlite3-dev
           libcli11-dev nlohmann-json3-dev googletest libgtest-dev libgmock-dev libxxhash-dev
           libpcre2-dev libutf8proc-dev pkgconf sqlite3 librsvg2-bin libopenblas0-openmp qemu-user
-          libpq-dev libcpp-httplib-dev)
+          libpq-dev libcpp-httplib-dev libboost-dev libssl-dev uuid-dev)
 components=main
 targets=""  # every target
 if [[ $flavour == sid ]]; then
   packages=(build-essential cmake ninja-build ccache libtomlplusplus-dev libfmt-dev libsqlite3-dev
             libcli11-dev nlohmann-json3-dev googletest libgtest-dev libgmock-dev libpcre2-dev
             libxxhash-dev libutf8proc-dev pkgconf libpq-dev libcpp-httplib-dev libopenblas0-openmp
-            libtorch-dev libgloo-dev)
+            libtorch-dev libgloo-dev libboost-dev libssl-dev uuid-dev)
   targets="--target kiln kiln_unit_tests"
 elif [[ $flavour == cuda ]]; then
   # contrib: libtorch-cuda-dev; non-free: the CUDA 12.4 toolkit and runtime, NCCL.

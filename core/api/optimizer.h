@@ -9,8 +9,8 @@
 // are synced, unscaled and clipped. step() must pass over parameters without a gradient: a rank
 // of a sharding strategy (zero, pipeline) holds gradients only for its part. Snapshots keep the
 // state through save() and load(); a sharding strategy gathers the ranks' parts on rank 0 before
-// and erases other ranks' entries after (core/dist/data_parallel.h), so the per-parameter state
-// must live in state(), and save()/load() must round-trip a state that covers only some
+// and erases other ranks' entries after (core/distributed/data_parallel.h), so the per-parameter
+// state must live in state(), and save()/load() must round-trip a state that covers only some
 // parameters.
 #pragma once
 

@@ -7,13 +7,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 
-#include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Context.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <torch/cuda.h>
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
@@ -22,6 +18,7 @@
 #include <xxhash.h>
 
 #include "core/api/model.h"
+#include "core/checkpoint/snapshot_state.h"
 #include "core/util/error.h"
 #include "core/util/fault.h"
 #include "core/util/fs.h"
@@ -83,81 +80,6 @@ void fsync_file(const std::string& path) {
   ::close(fd);
 }
 
-std::string to_hex(const at::Tensor& bytes) {
-  auto contiguous = bytes.contiguous();
-  const auto* data = contiguous.data_ptr<uint8_t>();
-  std::string out;
-  out.reserve(2 * static_cast<size_t>(contiguous.numel()));
-  for (int64_t i = 0; i < contiguous.numel(); ++i)
-    out += fmt::format("{:02x}", data[i]);
-  return out;
-}
-
-at::Tensor from_hex(const std::string& hex) {
-  auto out = at::empty({static_cast<int64_t>(hex.size() / 2)}, at::kByte);
-  auto* data = out.data_ptr<uint8_t>();
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    data[i / 2] = static_cast<uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16));
-  }
-  return out;
-}
-
-std::vector<at::Generator> generators() {
-  std::vector<at::Generator> out = {at::detail::getDefaultCPUGenerator()};
-  // device_count() is a size_t up to 2.x and a DeviceIndex in 2.14.
-  const auto count = static_cast<int64_t>(torch::cuda::device_count());
-  for (int64_t i = 0; i < count; ++i) {
-    out.push_back(at::globalContext().defaultGenerator(
-        at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(i))));
-  }
-  return out;
-}
-
-void restore_rng(const nlohmann::json& states) {
-  auto gens = generators();
-  for (size_t i = 0; i < gens.size() && i < states.size(); ++i) {
-    std::lock_guard<std::mutex> lock(gens[i].mutex());
-    gens[i].set_state(from_hex(states[i].get<std::string>()));
-  }
-}
-
-nlohmann::json state_to_json(const SnapshotState& s) {
-  nlohmann::json positions = nlohmann::json::array();
-  for (const auto& p : s.data_positions) {
-    positions.push_back({{"shard", p.shard}, {"offset", p.offset}, {"epoch", p.epoch}});
-  }
-  nlohmann::json j = {
-      {"step", s.step},
-      {"tokens_seen", s.tokens_seen},
-      {"world_size", s.world_size},
-      {"data_positions", positions},
-      {"precision", s.precision},
-      {"config_hash", s.config_hash},
-      {"config", s.config_toml},
-      {"rng_by_rank",
-       s.rng_by_rank.empty() ? nlohmann::json::array({capture_rng_states()}) : s.rng_by_rank}};
-  j["best_val_loss"] = s.best_val_loss ? nlohmann::json(*s.best_val_loss) : nlohmann::json();
-  return j;
-}
-
-SnapshotState state_from_json(const nlohmann::json& j) {
-  SnapshotState s;
-  s.step = j.at("step");
-  s.tokens_seen = j.at("tokens_seen");
-  s.world_size = j.at("world_size");
-  for (const auto& p : j.at("data_positions")) {
-    s.data_positions.push_back({p.at("shard"), p.at("offset"), p.at("epoch")});
-  }
-  if (!j.at("best_val_loss").is_null()) s.best_val_loss = j.at("best_val_loss").get<double>();
-  s.precision = j.at("precision");
-  s.config_hash = j.at("config_hash");
-  s.config_toml = j.at("config");
-  // Before per-rank states, "rng" held rank 0's, which every rank took.
-  s.rng_by_rank =
-      j.contains("rng_by_rank") ? j.at("rng_by_rank") : nlohmann::json::array({j.at("rng")});
-  return s;
-}
-
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw UserError(fmt::format("'{}' is missing", path));
@@ -169,15 +91,6 @@ nlohmann::json read_json(const std::string& path) {
 }
 
 }  // namespace
-
-nlohmann::json capture_rng_states() {
-  nlohmann::json states = nlohmann::json::array();
-  for (auto& gen : generators()) {
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    states.push_back(to_hex(gen.get_state()));
-  }
-  return states;
-}
 
 std::string regular_label(int64_t step) {
   return fmt::format("step_{:06}", step);

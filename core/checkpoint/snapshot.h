@@ -10,7 +10,7 @@
 //                      XXH3-64 checksum of each file above; written last
 //
 // The functions below take the snapshots folder as `dir`: RunPaths::snapshots()
-// (core/store/run_paths.h) names it. Which snapshots are a run's own, and which one a command
+// (core/store/runs/paths.h) names it. Which snapshots are a run's own, and which one a command
 // loads: core/checkpoint/snapshot_catalog.h.
 //
 // A snapshot is written under a temporary name, each file fsync'ed, then renamed into place, so a
@@ -19,14 +19,11 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "core/api/data_position.h"
+#include "core/checkpoint/snapshot_state.h"
 
 namespace torch::optim {
 class Optimizer;
@@ -43,22 +40,6 @@ struct SnapshotRef {
   bool best = false;
 };
 
-// The non-tensor part of a snapshot.
-struct SnapshotState {
-  int64_t step = 0;
-  int64_t tokens_seen = 0;
-  int64_t world_size = 1;
-  std::vector<LoaderPosition> data_positions;  // indexed by rank
-  // Each rank's capture_rng_states(), indexed by rank. Written empty: this process's alone. Read
-  // from a snapshot older than per-rank states: the one state it holds (rank 0's).
-  nlohmann::json rng_by_rank = nlohmann::json::array();
-  std::optional<double> best_val_loss;
-  nlohmann::json precision = nlohmann::json::object();  // the precision policy's own state
-  std::string config_toml;
-  std::string config_hash;
-  std::string run_uuid;  // the run the snapshot belongs to: its manifest names it
-};
-
 std::string regular_label(int64_t step);
 std::string best_label(int64_t step);
 
@@ -72,9 +53,6 @@ class SnapshotAbandoned : public std::runtime_error {
 // Every complete (renamed into place) snapshot in `dir`, whoever's (which are a run's own:
 // snapshot_catalog.h); sorted by step, oldest first.
 std::vector<SnapshotRef> list_snapshots(const std::string& dir);
-
-// This process's RNG states (CPU, and each CUDA device's), as state.json holds them.
-nlohmann::json capture_rng_states();
 
 // Writes model, optimizer and `state` as `dir/label`.
 void write_snapshot(const std::string& dir, const std::string& label, const Model& model,

@@ -5,8 +5,8 @@
 
 #include "core/api/model.h"
 #include "core/api/parallel.h"
-#include "core/store/run_lookup.h"
-#include "core/store/run_store.h"
+#include "core/store/runs/lookup.h"
+#include "core/store/runs/writer.h"
 
 namespace kiln {
 

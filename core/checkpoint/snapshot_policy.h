@@ -11,7 +11,7 @@
 
 #include "core/checkpoint/snapshot_catalog.h"
 #include "core/config/options.h"
-#include "core/store/run_paths.h"
+#include "core/store/runs/paths.h"
 
 namespace torch::optim {
 class Optimizer;

@@ -9,9 +9,10 @@
 // value came from (source_of: a file's line, a --set, or a default), and the config knows the
 // files it was read from (sources), for `kiln config`, the run store and `kiln runs diff`.
 //
-// The room's other parts: schema.h (the sections core declares), toml_text.h (the one guarded
-// TOML parse), extends.h (the chain of files), canonical.h (how values and configs are written,
-// flattened and hashed). This header includes the two that callers almost always want with it.
+// The room's other parts: loader.cpp (load_config: the layers merged and checked), schema.h (the
+// sections core declares), toml_text.h (the one guarded TOML parse), extends.h (the chain of
+// files), canonical.h (how values and configs are written, flattened and hashed). This header
+// includes the two that callers almost always want with it.
 #pragma once
 
 #include <map>
@@ -87,7 +88,7 @@ class ResolvedConfig {
   std::string hash() const;
 
  private:
-  friend class ConfigLoader;                      // config.cpp: fills what follows
+  friend class ConfigLoader;                      // loader.cpp: fills what follows
   std::map<std::string, KeySource> key_sources_;  // every key of `sections`, `type`s included
   std::vector<ConfigFile> sources_;
 };

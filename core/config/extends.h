@@ -6,8 +6,8 @@
 // extend others in turn. They are applied in order, each base before the files that extend it,
 // the file itself last, and a later file's keys win over an earlier one's; a file reached twice
 // (two bases sharing one) is applied once, where it is first reached. How the layers merge is
-// the reader's business (config.cpp for experiment files); this file finds them, in order, and
-// refuses a chain that cannot be read with one line naming it:
+// the reader's business (core/config/loader.cpp for experiment files); this file finds them, in
+// order, and refuses a chain that cannot be read with one line naming it:
 //
 //   a.toml:1:11: extends 'b.toml', which extends 'a.toml': a cycle
 #pragma once

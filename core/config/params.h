@@ -28,7 +28,7 @@ struct ParamSpec {
   bool hashed = true;  // false for keys that name or place a run but cannot change its numbers
   // A path or glob of files the run reads (data.train, model.init_from): relative to the directory
   // the run is made in. The run store keeps its absolute form and a fingerprint of the files
-  // beside the value as given (core/store/run_inputs.h), and every later command reads them
+  // beside the value as given (core/store/runs/inputs.h), and every later command reads them
   // there, from whatever directory it runs in; the hash keeps the value as given.
   bool names_files = false;
   // A key added after runs were made with its section: at its default it stays out of the hash,

@@ -71,7 +71,7 @@ const std::vector<SectionSchema>& config_sections() {
         P::flag("cuda_graphs", false,
                 "capture a micro-step (forward, loss, backward) once as a CUDA graph and replay "
                 "it: one launch instead of hundreds of kernels. CUDA, one process, fp32/tf32/bf16; "
-                "the update stays eager (README, 'GPU')")
+                "the update stays eager (docs/gpu.md)")
             .unhashed(),
         P::text("pinned_batches", "auto",
                 "batches in page-locked host memory, so their copies to the GPU run alongside "

@@ -1,7 +1,7 @@
 // Evaluation tasks (`kiln eval --task`, eval.tasks): a task file in TOML names the task, its kind
 // and options, and a JSON Lines file of items; this reads and checks both and lays each item out
-// as the text the model is asked, with its few-shot examples. No LibTorch here (scoring is
-// core/train/task_scoring.h).
+// as the text the model is asked, with its few-shot examples (the task file itself is read in
+// task_spec.cpp). No LibTorch here (scoring is core/train/task_scoring.h).
 //
 // A task file (paths in it are relative to the task file's folder):
 //   name = "kjv_cloze"          # letters, digits and _, unique among a run's tasks

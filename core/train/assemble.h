@@ -18,6 +18,7 @@
 #include "core/config/config.h"
 #include "core/config/options.h"
 #include "core/train/memory_check.h"
+#include "core/train/run_device.h"
 
 namespace kiln {
 
@@ -83,8 +84,5 @@ int64_t schedule_span(const ResolvedConfig& config);
 // The config's schedule with the optimizer's `base_lr`: the schedule plugin's over
 // schedule_span(), held at its last lr for the train.steps past it.
 std::shared_ptr<Schedule> make_schedule(const ResolvedConfig& config, double base_lr);
-
-// The CPU threads and seed of a run, applied before anything random happens.
-void apply_runtime_settings(const RunOptions& run);
 
 }  // namespace kiln

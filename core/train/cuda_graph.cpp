@@ -17,7 +17,7 @@ std::optional<std::string> cuda_graph_refusal(const AssembledRun& run) {
   if (!KILN_WITH_CUDA) {
     return where +
            ": train.cuda_graphs = true but this Kiln was built without CUDA: build it against "
-           "a CUDA LibTorch (README, 'GPU'), or set train.cuda_graphs = false";
+           "a CUDA LibTorch (docs/gpu.md), or set train.cuda_graphs = false";
   }
   if (!run.device.is_cuda()) {
     return fmt::format(

@@ -16,7 +16,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #endif
 
-#include "core/dist/data_parallel.h"
+#include "core/distributed/data_parallel.h"
 #include "core/util/env.h"
 #include "core/util/error.h"
 #include "core/util/text.h"

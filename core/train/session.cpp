@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "core/store/tensorboard_log.h"
+#include "core/store/tensorboard/run_log.h"
 #include "core/train/memory_check.h"
 #include "core/train/task_suite.h"
 #include "core/util/blas_kernels.h"

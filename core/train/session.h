@@ -12,8 +12,8 @@
 #include <string>
 
 #include "core/checkpoint/snapshot_policy.h"
-#include "core/store/run_paths.h"
-#include "core/store/run_store.h"
+#include "core/store/runs/paths.h"
+#include "core/store/runs/writer.h"
 #include "core/train/console.h"
 #include "core/train/eval_policy.h"
 #include "core/train/session_outcome.h"

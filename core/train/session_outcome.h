@@ -1,5 +1,5 @@
 // How a training session (core/train/session.h) ended, in a header without LibTorch so that the
-// commands that start one (core/app/run_command.h, tools/kiln) stay light.
+// commands that start one (core/app/run/run_command.h, tools/kiln) stay light.
 #pragma once
 
 #include <cstdint>

@@ -13,6 +13,8 @@
 // Requests run in batches of similar length (longest first). Under data parallelism each data
 // rank scores every data_world-th batch and the scores are summed over ranks, so every rank ends
 // with the whole task's results, equal to one process's.
+// Generate tasks are scored in task_generation.cpp; what both kinds share (encoding, batches,
+// the sum over ranks) is task_batches.h.
 #pragma once
 
 #include <cstdint>

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/data/task_file.h"
-#include "core/store/task_scores.h"
+#include "core/store/runs/task_scores.h"
 #include "core/train/task_scoring.h"
 
 namespace kiln {

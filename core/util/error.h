@@ -31,7 +31,7 @@ class DivergedError : public UserError {
   using UserError::UserError;
 };
 
-// Exit codes of the kiln command, documented in README.
+// Exit codes of the kiln command, documented in docs/experiments.md ("Exit codes").
 constexpr int kExitOk = 0;
 constexpr int kExitInternal = 1;       // a bug or an environment failure Kiln cannot explain
 constexpr int kExitUsage = 2;          // a user mistake: the message says what and how to fix it

@@ -16,7 +16,7 @@ std::string absolute_path(const std::string& path);
 void ensure_parent_dir(const std::string& path);
 // Whether `name` can be a folder path under another folder without climbing out of it: relative,
 // no empty, "." or ".." part, no backslash or control character, at most 200 characters. (What a
-// new run may be named is stricter: check_run_name, core/store/run_paths.h; this is what keeps
+// new run may be named is stricter: check_run_name, core/store/runs/paths.h; this is what keeps
 // the names of runs made before that rule inside their run.out_dir.)
 bool is_contained_name(const std::string& name);
 

@@ -1,5 +1,5 @@
-// SHA-256 (FIPS 180-4), to check that fetched files are byte for byte the ones Kiln pins. Written
-// here rather than taken from OpenSSL so that kiln_base gains no dependency for one checksum.
+// SHA-256, to check that fetched files are byte for byte the ones Kiln pins and to fingerprint the
+// files a run reads: OpenSSL's libcrypto computes it.
 #pragma once
 
 #include <string>

@@ -1,7 +1,7 @@
 // Statistics for comparing seeded runs: summaries with confidence intervals, Welch's t-test and
-// how many seeds a comparison needs. Computed from the distributions themselves (incomplete
-// beta continued fraction, Lenth's noncentral t series), not from normal approximations, so that
-// small seed counts get the exact t answers that R and published tables give.
+// how many seeds a comparison needs. Computed from the distributions themselves (Boost.Math's
+// Student and noncentral t), not from normal approximations, so that small seed counts get the
+// exact t answers that R and published tables give.
 //
 // Conventions: a NaN value (a sample value, t, p or the noncentrality) gives NaN results; a
 // parameter outside its domain (dof <= 0 or NaN, p or a confidence outside (0, 1), a negative

@@ -123,9 +123,10 @@ TEST_F(Faults, KilledMidSnapshotMidCommitAndAtRandomTheRunEndsAsIfNeverKilled) {
   auto next = [&] { return status().empty() ? first : again; };
   const std::string log = dir_ / "victim.log";
 
-  // 16 kills, as README.md promises. First each of the four crash points of core/util/fault.h
-  // twice, at its N-th visit in that process. A kill at the N-th snapshot of a process leaves
-  // the run at most 5N steps further on: these take it to about step 60 of 120.
+  // 16 kills, as docs/snapshots.md ("What a run survives") promises. First each of the four crash
+  // points of core/util/fault.h twice, at its N-th visit in that process. A kill at the N-th
+  // snapshot of a process leaves the run at most 5N steps further on: these take it to about step
+  // 60 of 120.
   const std::vector<std::string> faults = {
       "snapshot.partial:2",     "store.uncommitted:2",  "snapshot.unpublished:2",
       "snapshot.published:1",   "store.uncommitted:3",  "snapshot.partial:3",

@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/store/run_store.h"
+#include "core/store/runs/writer.h"
 #include "dashboard_server.h"
 #include "fake_runs.h"
 #include "test_util.h"

@@ -1,5 +1,5 @@
 // A reader of TensorBoard event files for the tests, written from the formats' published
-// descriptions and sharing no code with Kiln's writer (core/store/event_file.h):
+// descriptions and sharing no code with Kiln's writer (core/store/tensorboard/event_file.h):
 //   - TFRecord framing (tensorflow/core/lib/io/record_writer.cc, "TFRecords format details" in
 //     TensorFlow's tf.data guide): uint64 length, uint32 masked CRC-32C of the length, the data,
 //     uint32 masked CRC-32C of the data, little-endian; mask ((crc >> 15) | (crc << 17)) +

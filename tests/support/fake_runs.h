@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "core/store/run_store.h"
+#include "core/store/runs/writer.h"
 #include "test_util.h"
 
 namespace kiln::testing {

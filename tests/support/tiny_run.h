@@ -62,7 +62,7 @@ steps = 2
 
   std::string db() const { return dir_ / "kiln.db"; }
 
-  // The run's folder, as its row names it (core/store/run_paths.h: <out_dir>/<name>@<id>).
+  // The run's folder, as its row names it (core/store/runs/paths.h: <out_dir>/<name>@<id>).
   std::string folder_of(const std::string& run) const {
     return scalar(db(), "select folder from runs where name = '" + run + "'");
   }

@@ -14,7 +14,7 @@
 #include "core/config/config.h"
 #include "core/data/shard.h"
 #include "core/data/token_loader.h"
-#include "core/store/run_store.h"
+#include "core/store/runs/writer.h"
 #include "core/util/fs.h"
 
 namespace kiln {

@@ -81,7 +81,7 @@ except ImportError:  # Debian's python3-toml on older Pythons
 # Configuration: the experiment file, kiln's defaults for the keys used here, --set overrides.
 # --------------------------------------------------------------------------------------------
 
-# Defaults as declared in core/config/config.cpp and the plugins' registrations.
+# Defaults as declared in core/config/schema.cpp and the plugins' registrations.
 DEFAULTS = {
     "run": {"seed": 1337, "threads": 0, "device": "auto"},
     "model": {"type": "gpt", "n_layer": 12, "n_head": 12, "n_embd": 768, "block_size": 1024,

@@ -1,4 +1,4 @@
-// `kiln bench`: time an experiment's training step, phase by phase (core/app/bench.h).
+// `kiln bench`: time an experiment's training step, phase by phase (core/app/bench/measure.h).
 #include <iostream>
 #include <memory>
 #include <string>
@@ -6,8 +6,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/app/bench.h"
-#include "core/app/bench_compare.h"
+#include "core/app/bench/compare.h"
+#include "core/app/bench/measure.h"
 #include "core/config/config.h"
 #include "core/util/error.h"
 #include "tools/kiln/commands.h"

@@ -15,15 +15,16 @@ namespace kiln {
 
 using ChosenCommand = std::function<std::optional<int>()>;
 
-ChosenCommand add_run_commands(CLI::App& app);       // run, resume (run_commands.cpp)
-ChosenCommand add_sweep_command(CLI::App& app);      // sweep (sweep_command.cpp)
-ChosenCommand add_launch_command(CLI::App& app);     // launch (launch_command.cpp)
-ChosenCommand add_bench_command(CLI::App& app);      // bench (bench_command.cpp)
-ChosenCommand add_snapshot_commands(CLI::App& app);  // eval, sample, export (snapshot_commands.cpp)
-ChosenCommand add_plugins_command(CLI::App& app);    // plugins (plugins_command.cpp)
-ChosenCommand add_config_command(CLI::App& app);     // config (config_command.cpp)
-ChosenCommand add_prepare_command(CLI::App& app);    // prepare (data_command.cpp)
-ChosenCommand add_runs_commands(CLI::App& app);      // runs ..., report (runs_command.cpp)
-ChosenCommand add_serve_command(CLI::App& app);      // serve (serve_command.cpp)
+ChosenCommand add_run_commands(CLI::App& app);    // run, resume (run_commands.cpp)
+ChosenCommand add_sweep_command(CLI::App& app);   // sweep (sweep_command.cpp)
+ChosenCommand add_launch_command(CLI::App& app);  // launch (launch_command.cpp)
+ChosenCommand add_bench_command(CLI::App& app);   // bench (bench_command.cpp)
+ChosenCommand add_snapshot_commands(
+    CLI::App& app);  // eval, sample, export (core/app/run/snapshot_commands.cpp)
+ChosenCommand add_plugins_command(CLI::App& app);  // plugins (plugins_command.cpp)
+ChosenCommand add_config_command(CLI::App& app);   // config (config_command.cpp)
+ChosenCommand add_prepare_command(CLI::App& app);  // prepare (data_command.cpp)
+ChosenCommand add_runs_commands(CLI::App& app);    // runs ..., report (runs_command.cpp)
+ChosenCommand add_serve_command(CLI::App& app);    // serve (serve_command.cpp)
 
 }  // namespace kiln

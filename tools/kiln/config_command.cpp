@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/app/provenance_views.h"
+#include "core/app/history/provenance.h"
 #include "core/config/config.h"
 #include "core/util/error.h"
 #include "tools/kiln/commands.h"

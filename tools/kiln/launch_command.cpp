@@ -1,4 +1,4 @@
-// `kiln launch`: start a kiln command on N ranks, torchrun-style (core/dist/launch.h).
+// `kiln launch`: start a kiln command on N ranks, torchrun-style (core/distributed/launch.h).
 #include <iostream>
 #include <memory>
 #include <string>
@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/dist/launch.h"
+#include "core/distributed/launch.h"
 #include "tools/kiln/commands.h"
 
 namespace kiln {

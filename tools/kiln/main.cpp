@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <exception>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,26 @@ void refuse_unknown_command(const CLI::App& app, int argc, char** argv) {
   }
 }
 
+// The docs/ page each command's --help points to; a command not named here takes its group's.
+const std::map<std::string, std::string> kCommandPages = {
+    {"run", "experiments.md"},     {"resume", "snapshots.md"},       {"sweep", "sweeps.md"},
+    {"sweep status", "slurm.md"},  {"sweep cancel", "slurm.md"},     {"sweep resubmit", "slurm.md"},
+    {"sweep task", "slurm.md"},    {"launch", "parallelism.md"},     {"bench", "speed.md"},
+    {"eval", "tasks.md"},          {"sample", "snapshots.md"},       {"export", "huggingface.md"},
+    {"plugins", "plugins.md"},     {"config", "experiments.md"},     {"prepare", "data.md"},
+    {"runs", "run-store.md"},      {"runs compare", "comparing.md"}, {"runs diff", "comparing.md"},
+    {"runs plot", "comparing.md"}, {"report", "comparing.md"},       {"serve", "dashboard.md"}};
+
+// Ends each command's --help with the page that documents it (tests/e2e/cli_help_test.cpp checks
+// that every command names one and that it exists).
+void point_to_docs(CLI::App& command, const std::string& path, const std::string& group_page) {
+  const auto named = kCommandPages.find(path);
+  const std::string page = named != kCommandPages.end() ? named->second : group_page;
+  command.footer(fmt::format("Documented in docs/{} of Kiln's source tree.", page));
+  for (auto* sub : command.get_subcommands({}))
+    point_to_docs(*sub, path + " " + sub->get_name(), page);
+}
+
 // "kiln 5de6efb (LibTorch 1.13.1, CUDA build)": what `kiln --version` prints.
 std::string version_line() {
   const std::string commit = kiln::build_git_commit();
@@ -85,6 +106,8 @@ int dispatch(int argc, char** argv) {
   CLI::App app{"Kiln: declarative experiment-config training on LibTorch", "kiln"};
   app.set_version_flag("--version", version_line(), "print kiln's commit and LibTorch, and exit");
   app.require_subcommand(1);
+  // Every option's --help line shows its default (the value its variable holds before parsing).
+  app.option_defaults()->always_capture_default();
   // In the order `kiln --help` lists them (a braced list is evaluated left to right).
   const std::vector<kiln::ChosenCommand> groups = {
       kiln::add_run_commands(app),      kiln::add_sweep_command(app),
@@ -92,6 +115,10 @@ int dispatch(int argc, char** argv) {
       kiln::add_snapshot_commands(app), kiln::add_plugins_command(app),
       kiln::add_config_command(app),    kiln::add_prepare_command(app),
       kiln::add_runs_commands(app),     kiln::add_serve_command(app)};
+
+  app.footer("Start with README.md; docs/ in Kiln's source tree has one page per topic.");
+  for (auto* command : app.get_subcommands({}))
+    point_to_docs(*command, command->get_name(), "README.md");
 
   refuse_unknown_command(app, argc, argv);
   // `kiln runs` alone: the runs commands, as `kiln runs --help` lists them.

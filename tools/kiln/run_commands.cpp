@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "core/app/run_command.h"
+#include "core/app/run/run_command.h"
 #include "core/config/config.h"
 #include "core/config/schema.h"
 #include "core/util/error.h"

@@ -1,6 +1,7 @@
 // `kiln serve`: the live dashboard over HTTP. The only translation unit that includes httplib.h
 // (Debian's libcpp-httplib-dev, header-only and slow to compile): the page's files come from the
-// binary (tools/kiln/web_assets.h) and every answer under /api/ from core/app/dashboard_views.h.
+// binary (tools/kiln/web_assets.h) and every answer under /api/ from
+// core/app/history/dashboard_api.h.
 #include <httplib.h>
 
 #include <atomic>
@@ -15,9 +16,9 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "core/app/dashboard_views.h"
+#include "core/app/history/dashboard_api.h"
 #include "core/config/schema.h"
-#include "core/store/history_db.h"
+#include "core/store/history/reader.h"
 #include "core/util/error.h"
 #include "core/util/stop_signal.h"
 #include "tools/kiln/commands.h"

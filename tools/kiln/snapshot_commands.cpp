@@ -1,5 +1,5 @@
 // `kiln eval`, `kiln sample` and `kiln export`: the commands that read one snapshot of a run
-// (core/app/snapshot_commands.h). They share the run, --checkpoint and --db options.
+// (core/app/run/snapshot_commands.h). They share the run, --checkpoint and --db options.
 #include <algorithm>
 #include <cstdint>
 #include <iostream>
@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "core/app/snapshot_commands.h"
-#include "core/store/output_guard.h"
+#include "core/app/run/snapshot_commands.h"
+#include "core/store/runs/output_guard.h"
 #include "core/train/task_suite.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
@@ -109,7 +109,8 @@ ChosenCommand add_snapshot_commands(CLI::App& app) {
         ->capture_default_str();
     sub->add_option("--db", args->request.db, "run store")->capture_default_str();
   };
-  CLI::App* eval = app.add_subcommand("eval", "loss and perplexity of a snapshot on a data split");
+  CLI::App* eval = app.add_subcommand(
+      "eval", "a snapshot's loss on a data split, or its scores on evaluation tasks");
   add_snapshot_options(eval);
   CLI::Option* split =
       eval->add_option("--split", args->eval.split, "val, test or train")->capture_default_str();

@@ -2,8 +2,8 @@
 // --grid/--zip axes; --dry-run checks and lists the members without running them. Exit code
 // kExitInterrupted when a SIGINT or SIGTERM stopped it, kExitSomeFailed when a member did not
 // complete otherwise. With --launcher slurm the sweep is submitted as a Slurm job array and the
-// command exits (core/app/slurm_sweep.h); `kiln sweep status|cancel|resubmit NAME` follow it,
-// and `kiln sweep task` is what each array task runs (core/app/slurm_task.h).
+// command exits (core/app/slurm/sweep.h); `kiln sweep status|cancel|resubmit NAME` follow it,
+// and `kiln sweep task` is what each array task runs (core/app/slurm/task.h).
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -14,13 +14,13 @@
 
 #include <fmt/format.h>
 
-#include "core/app/slurm_sweep.h"
-#include "core/app/slurm_task.h"
-#include "core/app/sweep_best.h"
-#include "core/app/sweep_runner.h"
-#include "core/app/sweep_spec.h"
+#include "core/app/slurm/sweep.h"
+#include "core/app/slurm/task.h"
+#include "core/app/sweeps/best.h"
+#include "core/app/sweeps/runner.h"
+#include "core/app/sweeps/spec.h"
 #include "core/config/schema.h"
-#include "core/store/history_db.h"
+#include "core/store/history/reader.h"
 #include "core/util/error.h"
 #include "tools/kiln/commands.h"
 
@@ -134,8 +134,8 @@ CLI::App* add_follow_up(CLI::App& sweep, SweepArgs& args, const std::string& nam
 
 ChosenCommand add_sweep_command(CLI::App& app) {
   auto args = std::make_shared<SweepArgs>();
-  CLI::App* sweep =
-      app.add_subcommand("sweep", "run a grid of experiments (a sweep file, or --grid)");
+  CLI::App* sweep = app.add_subcommand(
+      "sweep", "run a sweep of experiments: a grid or a random search (a sweep file, or --grid)");
   sweep->add_option("file", args->file, "sweep file, or an experiment file with --grid/--zip");
   sweep->add_option("--grid", args->grid,
                     "section.key=v1,v2,...: one axis of the product (repeatable)");

@@ -13,7 +13,7 @@
 
 #include "core/api/model.h"
 #include "core/config/config.h"
-#include "core/dist/tensor_parallel_ops.h"
+#include "core/distributed/tensor_parallel_ops.h"
 #include "core/util/error.h"
 
 namespace kiln {

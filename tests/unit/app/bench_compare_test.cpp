@@ -1,13 +1,13 @@
 // `kiln bench --record` and `--against` without a benchmark: results written here go through the
-// run store's table (core/store/bench_records.h) and come back field for field, and the
+// run store's table (core/store/runs/bench_records.h) and come back field for field, and the
 // comparison's ratios are the ones computed here from the values put in.
-#include "core/app/bench_compare.h"
+#include "core/app/bench/compare.h"
 
 #include <gtest/gtest.h>
 
 #include <sstream>
 
-#include "core/store/run_store.h"
+#include "core/store/runs/writer.h"
 #include "core/util/error.h"
 #include "test_util.h"
 

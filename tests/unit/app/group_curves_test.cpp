@@ -1,6 +1,6 @@
 // `kiln runs plot --group-by`: each group's mean curve and its band, checked against values worked
 // out by hand here, and the SVG: one band per group of two runs or more.
-#include "core/app/group_curves.h"
+#include "core/app/history/seed_curves.h"
 
 #include <cmath>
 #include <functional>

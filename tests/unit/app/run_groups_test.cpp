@@ -1,11 +1,11 @@
-// Seeds grouped by config (core/app/run_groups.h) over made-up runs whose losses are chosen so
-// that every number of the report is known in closed form or from a published example; nothing
-// expected here is computed by Kiln's statistics.
+// Seeds grouped by config (core/app/history/seed_groups.h) over made-up runs whose losses are
+// chosen so that every number of the report is known in closed form or from a published example;
+// nothing expected here is computed by Kiln's statistics.
 #include <cmath>
 #include <regex>
 
-#include "core/app/run_groups.h"
-#include "core/store/run_queries.h"
+#include "core/app/history/seed_groups.h"
+#include "core/store/history/queries.h"
 #include "core/util/error.h"
 #include "fake_runs.h"
 

@@ -1,7 +1,7 @@
 // Every config a user is shown must load: each file in experiments/ (sweep files through the
-// sweep loader, every member expanded and checked) and each ```toml example in README.md. The
-// files are found by listing the folder and scanning the README here, so a new experiment or
-// example is covered without touching this test.
+// sweep loader, every member expanded and checked) and each ```toml example in README.md and the
+// docs/ pages. The files are found by listing the folders and scanning the documents here, so a
+// new experiment, page or example is covered without touching this test.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,8 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "core/app/sweep_spec.h"
+#include "core/app/sweeps/spec.h"
 #include "core/config/config.h"
+#include "core/data/task_file.h"
 #include "core/util/error.h"
 #include "test_util.h"
 
@@ -85,14 +86,14 @@ TEST(ShippedConfigs, EveryExperimentFileLoads) {
 }
 
 struct TomlBlock {
-  int line = 0;  // of the opening fence in README.md
+  std::string where;  // the document and the line of the opening fence: docs/sweeps.md:12
   std::string text;
 };
 
-// Fences may be indented (a block inside a numbered list): the body loses that indentation.
-std::vector<TomlBlock> readme_toml_blocks() {
-  const std::string readme = testing::read_file(std::string(KILN_SOURCE_DIR) + "/README.md");
-  std::vector<TomlBlock> blocks;
+// The ```toml blocks of one document (README.md, docs/x.md). Fences may be indented (a block
+// inside a numbered list): the body loses that indentation.
+void add_toml_blocks(const std::string& document, std::vector<TomlBlock>& blocks) {
+  const std::string readme = testing::read_file(std::string(KILN_SOURCE_DIR) + "/" + document);
   const std::string open = "```toml\n";
   for (size_t at = readme.find(open); at != std::string::npos; at = readme.find(open, at + 1)) {
     const size_t line_start = readme.rfind('\n', at) + 1;  // npos + 1 == 0 on the first line
@@ -106,30 +107,58 @@ std::vector<TomlBlock> readme_toml_blocks() {
     std::istringstream lines(readme.substr(body, close + 1 - body));
     for (std::string l; std::getline(lines, l);)
       text += (l.compare(0, indent.size(), indent) == 0 ? l.substr(indent.size()) : l) + "\n";
-    blocks.push_back({line, text});
+    blocks.push_back({document + ":" + std::to_string(line), text});
   }
+}
+
+// README.md's and every docs/ page's, found by listing the folder.
+std::vector<TomlBlock> documented_toml_blocks() {
+  std::vector<TomlBlock> blocks;
+  add_toml_blocks("README.md", blocks);
+  std::vector<std::string> pages;
+  for (const auto& entry : fs::directory_iterator(fs::path(KILN_SOURCE_DIR) / "docs")) {
+    if (entry.path().extension() == ".md")
+      pages.push_back("docs/" + entry.path().filename().string());
+  }
+  std::sort(pages.begin(), pages.end());
+  for (const auto& page : pages)
+    add_toml_blocks(page, blocks);
   return blocks;
 }
 
-TEST(ShippedConfigs, EveryTomlExampleInTheReadmeLoads) {
+TEST(ShippedConfigs, EveryTomlExampleInTheReadmeAndDocsLoads) {
   InSourceTree here;
   testing::TempDir scratch;
-  const auto blocks = readme_toml_blocks();
-  ASSERT_GE(blocks.size(), 2u) << "no ```toml examples found in README.md";
+  const auto blocks = documented_toml_blocks();
+  ASSERT_GE(blocks.size(), 8u) << "too few ```toml examples found in README.md and docs/";
+  size_t index = 0;
   for (const auto& block : blocks) {
-    const std::string where = "README.md:" + std::to_string(block.line);
+    const std::string& where = block.where;
     SCOPED_TRACE(where);
     if (looks_like_sweep("", block.text)) {
-      const std::string path = scratch / ("readme_" + std::to_string(block.line) + ".toml");
+      const std::string path = scratch / ("example_" + std::to_string(index++) + ".toml");
       testing::write_text(path, block.text);
       expect_sweep_loads(path);
       continue;
     }
-    // A fragment (a section or two) is completed with the one section that has no default.
+    // An evaluation task file (docs/tasks.md) is read as one, beside the items it names.
+    if (std::regex_search(block.text, std::regex("(^|\n)kind = "))) {
+      const std::string path = scratch / ("example_" + std::to_string(index++) + ".toml");
+      testing::write_text(path, block.text);
+      try {
+        EXPECT_FALSE(read_task_spec(path).name.empty());
+      } catch (const UserError& e) {
+        ADD_FAILURE() << e.what();
+      }
+      continue;
+    }
+    // A fragment (a section or two) is completed with the one section that has no default. Its
+    // paths are written as from the source tree's root, as a user in a checkout types them.
     const bool fragment = block.text.find("[model]") == std::string::npos;
     const std::string text = fragment ? block.text + "\n[model]\ntype = \"gpt\"\n" : block.text;
     try {
-      EXPECT_FALSE(load_config_text(text, where, {}).type("model").empty());
+      const std::string name = fs::path(where).filename().string();
+      EXPECT_FALSE(load_config_text(text, name, {}).type("model").empty());
     } catch (const UserError& e) {
       ADD_FAILURE() << e.what();
     }

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/app/slurm_tools.h"
+#include "core/app/slurm/sbatch.h"
 #include "test_util.h"
 
 namespace kiln {

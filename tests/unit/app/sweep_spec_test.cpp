@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/app/sweep_spec.h"
+#include "core/app/sweeps/spec.h"
 #include "core/util/error.h"
 #include "test_util.h"
 

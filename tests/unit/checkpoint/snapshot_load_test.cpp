@@ -1,6 +1,6 @@
 // Loading a snapshot (a resume) puts its weights into the model's own parameters: the values
 // come back, and the gradient-accumulator hooks that ddp, zero and fsdp overlap their
-// communication with (core/dist/data_parallel.h) still fire afterwards. Module::load alone
+// communication with (core/distributed/data_parallel.h) still fire afterwards. Module::load alone
 // replaces the accumulators on LibTorch 1.13, which left a resumed zero stage 2 holding every
 // gradient and a resumed ddp communicating only after backward.
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include "core/api/model.h"
 #include "core/checkpoint/snapshot.h"
 #include "core/config/config.h"
-#include "core/dist/data_parallel.h"
+#include "core/distributed/data_parallel.h"
 #include "core/util/fs.h"
 
 namespace kiln {

@@ -1,8 +1,8 @@
-// TensorBoard event files (core/store/event_file.h, tensorboard_log.h), read back with the
-// independent reader of support/event_file_reader.h: the CRC against its published check value,
-// every value of every row against the rows given to the store, and the file written at each
-// store commit.
-#include "core/store/event_file.h"
+// TensorBoard event files (core/store/tensorboard/event_file.h, core/store/tensorboard/run_log.h),
+// read back with the independent reader of support/event_file_reader.h: the CRC against its
+// published check value, every value of every row against the rows given to the store, and the file
+// written at each store commit.
+#include "core/store/tensorboard/event_file.h"
 
 #include <gtest/gtest.h>
 
@@ -14,8 +14,8 @@
 #include <regex>
 
 #include "core/config/config.h"
-#include "core/store/run_store.h"
-#include "core/store/tensorboard_log.h"
+#include "core/store/runs/writer.h"
+#include "core/store/tensorboard/run_log.h"
 #include "core/util/error.h"
 #include "core/util/process.h"
 #include "event_file_reader.h"

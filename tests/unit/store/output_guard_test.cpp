@@ -1,6 +1,6 @@
-// refuse_output_over_store (core/store/output_guard.h): an output that is the run store, or one
-// of SQLite's files beside it, by whatever path, is refused; any other file is not.
-#include "core/store/output_guard.h"
+// refuse_output_over_store (core/store/runs/output_guard.h): an output that is the run store, or
+// one of SQLite's files beside it, by whatever path, is refused; any other file is not.
+#include "core/store/runs/output_guard.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Run history: what `kiln runs list|show|compare|export|rm|plot` and `kiln report` compute, in
 // process, over a run store built with RunStore (support/fake_runs.h), so every expected number
 // is known exactly. The command line itself: tests/e2e/runs_command_test.cpp.
-#include "core/app/runs_views.h"
+#include "core/app/history/run_tables.h"
 
 #include <gtest/gtest.h>
 
@@ -13,12 +13,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/app/plot_svg.h"
-#include "core/app/report.h"
-#include "core/store/run_paths.h"
-#include "core/store/run_removal.h"
-#include "core/store/run_store.h"
-#include "core/store/where_expr.h"
+#include "core/app/history/plot_svg.h"
+#include "core/app/history/report.h"
+#include "core/store/history/removal.h"
+#include "core/store/runs/paths.h"
+#include "core/store/runs/writer.h"
+#include "core/store/where/expr.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
 #include "fake_runs.h"

@@ -1,7 +1,7 @@
-// Run identities (core/store/run_paths.h, issue 25): the one rule for run names and what its
+// Run identities (core/store/runs/paths.h, issue 25): the one rule for run names and what its
 // message promises, uuids, folders that names cannot share or reach into, and run ids that
 // `kiln runs rm` never frees for reuse, in new stores and in stores migrated from before.
-#include "core/store/run_paths.h"
+#include "core/store/runs/paths.h"
 
 #include <gtest/gtest.h>
 
@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <set>
 
-#include "core/store/history_db.h"
-#include "core/store/run_queries.h"
-#include "core/store/run_removal.h"
-#include "core/store/run_store.h"
+#include "core/store/history/queries.h"
+#include "core/store/history/reader.h"
+#include "core/store/history/removal.h"
+#include "core/store/runs/writer.h"
 #include "core/util/error.h"
 #include "test_util.h"
 

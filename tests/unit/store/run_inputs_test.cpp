@@ -1,16 +1,16 @@
-// The run store's record of the files a run reads (core/store/run_inputs.h): which keys it
+// The run store's record of the files a run reads (core/store/runs/inputs.h): which keys it
 // covers, written with the run and read back, what a later command reads, and what a change
 // of the files looks like. File sizes come from the bytes the test wrote.
-#include "core/store/run_inputs.h"
+#include "core/store/runs/inputs.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 
-#include "core/store/history_db.h"
-#include "core/store/run_sources.h"
-#include "core/store/run_store.h"
+#include "core/store/history/reader.h"
+#include "core/store/runs/sources.h"
+#include "core/store/runs/writer.h"
 #include "test_util.h"
 
 namespace kiln {

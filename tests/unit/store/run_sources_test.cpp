@@ -1,12 +1,12 @@
 // What the run store keeps of where a run's config came from: written with the run, read back,
 // and absent (not an error) in a store from before it, which the next writer upgrades.
-#include "core/store/run_sources.h"
+#include "core/store/runs/sources.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
-#include "core/store/history_db.h"
-#include "core/store/run_store.h"
+#include "core/store/history/reader.h"
+#include "core/store/runs/writer.h"
 #include "test_util.h"
 
 namespace kiln {

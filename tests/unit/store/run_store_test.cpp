@@ -1,4 +1,4 @@
-#include "core/store/run_store.h"
+#include "core/store/runs/writer.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-// The limits of `kiln runs list --where` (where_expr.h) and the SQL it compiles to: long chains
-// are flat and grouped, deep filters are refused before they reach Kiln's stack or SQLite's
+// The limits of `kiln runs list --where` (core/store/where/expr.h) and the SQL it compiles to: long
+// chains are flat and grouped, deep filters are refused before they reach Kiln's stack or SQLite's
 // parser, and every filter within the limits runs in SQLite over the store of fake_runs.h.
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "core/store/run_queries.h"
-#include "core/store/where_expr.h"
+#include "core/store/history/queries.h"
+#include "core/store/where/expr.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
 #include "fake_runs.h"

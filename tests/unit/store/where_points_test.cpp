@@ -1,5 +1,5 @@
-// The metric keys of `kiln runs list --where` and `--sort` (where_expr.h): a metric at a point
-// of the run (`val_loss@step=400`, `loss@tokens=1e6`), an aggregate over the run
+// The metric keys of `kiln runs list --where` and `--sort` (core/store/where/expr.h): a metric at a
+// point of the run (`val_loss@step=400`, `loss@tokens=1e6`), an aggregate over the run
 // (`max(grad_norm)`), and the `in (...)` and `between ... and ...` comparisons, over a store
 // whose metrics and evals rows are written here in SQL, so that every expected match is worked
 // out by hand below from those rows.
@@ -11,10 +11,10 @@
 
 #include <fmt/format.h>
 
-#include "core/store/history_db.h"
-#include "core/store/run_queries.h"
-#include "core/store/run_store.h"
-#include "core/store/where_expr.h"
+#include "core/store/history/queries.h"
+#include "core/store/history/reader.h"
+#include "core/store/runs/writer.h"
+#include "core/store/where/expr.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
 #include "test_util.h"
@@ -354,7 +354,7 @@ TEST_F(WherePoints, AStoreFromBeforeLossScaleHasNone) {
   EXPECT_EQ(list("not last(loss_scale) > 0 and max(grad_norm) > 10"), Names({"a", "c"}));
 }
 
-// Task scores (core/store/task_scores.h) are metrics named TASK.METRIC: a's cloze acc 0.3 at
+// Task scores (core/store/runs/task_scores.h) are metrics named TASK.METRIC: a's cloze acc 0.3 at
 // step 2 and 0.5 at step 4; c's 0.6 at step 4 during training and 0.9 from `kiln eval --task` of
 // snapshot step_4; b has an arithmetic exact_match of 0.1 at step 2 only.
 TEST_F(WherePoints, ATaskScoreIsAMetricNamedTaskDotMetric) {

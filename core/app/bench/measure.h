@@ -1,0 +1,30 @@
+// `kiln bench`: the training step of an experiment, measured. Tokens/s; ms per step split into
+// data / forward / backward / communication / optimizer / logging; model FLOPs and MFU, against
+// the hardware's peak (core/util/cpu_peak.h) and against a large matmul measured on this device;
+// peak memory; the BLAS and its kernels; and what the run store, console and snapshots would add.
+// Nothing is recorded as a run; --record keeps the result for a later --against
+// (core/app/bench/compare.h).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/config/config.h"
+
+namespace kiln {
+
+struct BenchOptions {
+  int64_t steps = 20;
+  int64_t warmup = 5;  // steps run first and not timed (allocator, caches, thread pools)
+  std::optional<std::string> record;   // keep the result under this label (kDefaultBenchLabel)
+  std::optional<std::string> against;  // compare with the result kept under this label
+  bool allow_mismatch = false;         // compare with a result from another machine or config
+};
+
+// Runs the benchmark and returns the printed report. A label that --against does not find, or
+// that --record finds taken, is refused before anything is timed.
+std::string run_bench(const ResolvedConfig& config, const BenchOptions& options);
+
+}  // namespace kiln

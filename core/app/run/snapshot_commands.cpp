@@ -1,0 +1,275 @@
+#include "core/app/run/snapshot_commands.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <torch/utils.h>
+#include <nlohmann/json.hpp>
+
+#include "core/api/tokenizer.h"
+#include "core/app/run/opened_snapshot.h"
+#include "core/checkpoint/hf_directory.h"
+#include "core/checkpoint/weights_io.h"
+#include "core/store/runs/inputs.h"
+#include "core/store/runs/lookup.h"
+#include "core/store/runs/writer.h"
+#include "core/train/assemble.h"
+#include "core/train/task_suite.h"
+#include "core/train/trainer.h"
+#include "core/util/error.h"
+#include "core/util/fs.h"
+#include "core/util/npy.h"
+#include "core/util/text.h"
+
+namespace kiln {
+
+namespace {
+
+// bos, eos and pad for an export's config.json: the end-of-text id of the tokenizer the run's
+// data was prepared with (what separated its documents), each of the three; none for a
+// tokenizer without one (a character set). Export reads no data otherwise: when the data (and so
+// the tokenizer) cannot be found, a note says the ids are left null.
+SpecialTokenIds special_tokens_of(const OpenedSnapshot& opened, const SnapshotRequest& request) {
+  try {
+    const auto data = open_split(opened.run, "train");
+    const std::optional<uint32_t> end = load_tokenizer(data->tokenizer_dir())->end_of_text();
+    if (!end) return {};
+    return {*end, *end, *end};
+  } catch (const UserError& e) {
+    request.note(fmt::format(
+        "warning: config.json gets no bos/eos/pad ids: the tokenizer of the run's data cannot be "
+        "read ({})",
+        e.what()));
+    return {};
+  }
+}
+
+// `kiln eval --logits FILE`: the logits of the data's first micro-batch, in fp32, as .npy.
+void write_first_logits(OpenedSnapshot& opened, DataSource& data, const std::string& path) {
+  data.reset();
+  const Batch batch = data.next();
+  torch::NoGradGuard no_grad;
+  Model& model = *opened.run.model;
+  const torch::Tensor logits = model.forward(batch.inputs.to(opened.run.device))
+                                   .narrow(-1, 0, model.vocab_size())
+                                   .to(torch::kFloat)
+                                   .cpu()
+                                   .contiguous();
+  write_file_atomic(path, npy_float32(logits.sizes().vec(), logits.data_ptr<float>()));
+}
+
+}  // namespace
+
+EvalReport evaluate_snapshot(const SnapshotRequest& request, const EvalOn& on) {
+  const std::string& split = on.split;
+  if (split != "train" && split != "val" && split != "test") {
+    throw UserError(fmt::format("--split {} is not a split: use val, test or train", split));
+  }
+  const std::string files = absolute_path(on.data);
+  if (!files.empty() && glob_files(files).empty()) {
+    throw UserError(
+        fmt::format("--data {} matches no file: give a path or glob of files in the "
+                    "run's data format (token shards from `kiln prepare`)",
+                    on.data));
+  }
+  require_store_file(request.db);
+  RunStore store(request.db);  // eval records a row: a store it cannot write is refused first
+  OpenedSnapshot opened = open_snapshot(request, store.connection(), RunColumns{}, Assembly::kLoad);
+  auto data = open_split(opened.run, split, files);
+  if (!data) {
+    throw UserError(
+        fmt::format("run '{}' has no {} split: set data.{} in its experiment, or "
+                    "evaluate on files with --data",
+                    opened.info.name, split, split));
+  }
+  // The split's files as the run's record has them, or a warning: the loss is then on others.
+  if (files.empty()) {
+    for (const auto& line : changed_inputs(opened.inputs, inputs_of(opened.run.config)))
+      request.note("warning: the files differ from the run's record of them: " + line);
+  }
+  announce(request, opened);
+  const int64_t count = on.batches > 0 ? on.batches : data->batches_per_pass();
+  Trainer trainer(opened.run);
+  EvalReport report;
+  report.run = opened.info.name;
+  report.checkpoint = opened.snapshot.label;
+  report.split = files.empty() ? split : files;
+  report.step = opened.state.step;
+  report.batches = count;
+  report.tokens = count * opened.run.train.micro_batch * opened.run.train.seq_len;
+  const auto start = std::chrono::steady_clock::now();
+  const EvalResult result = trainer.evaluate(*data, count);
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.loss = result.loss;
+  if (data->masks_loss()) report.counted_tokens = result.tokens;
+  report.perplexity = std::exp(report.loss);
+  std::optional<int64_t> counted;
+  if (report.counted_tokens > 0) counted = report.counted_tokens;
+  store.add_eval(opened.info.id,
+                 EvalRow{report.step, report.split, report.loss, report.checkpoint, counted});
+  store.flush();
+  if (!on.logits.empty()) write_first_logits(opened, *data, on.logits);
+  return report;
+}
+
+namespace {
+
+// --task's tasks: the files it names, or the run's eval.tasks task of that name.
+std::vector<Task> tasks_named(const std::string& given, const AssembledRun& run,
+                              const std::string& run_name) {
+  if (!glob_files(absolute_path(given)).empty()) return load_tasks(absolute_path(given), "--task");
+  std::vector<std::string> names;
+  for (Task& task : load_tasks(run.eval.tasks, "the run's eval.tasks")) {
+    if (task.spec.name == given) return {std::move(task)};
+    names.push_back(task.spec.name);
+  }
+  throw UserError(fmt::format(
+      "--task {} is neither a task file nor a task of run '{}' ({}): give the path of a task "
+      "file (TOML, as experiments/tasks/*.toml)",
+      given, run_name,
+      names.empty() ? "it has no eval.tasks" : "its tasks are " + join(names, ", ")));
+}
+
+std::string details_lines(const std::vector<TaskResult>& results) {
+  std::string out;
+  for (const TaskResult& result : results) {
+    for (const TaskDetail& d : result.details) {
+      nlohmann::ordered_json line = {
+          {"task", result.task}, {"item", d.item}, {"context", d.context}};
+      if (!d.continuations.empty()) {
+        line["continuations"] = d.continuations;
+        line["loglik"] = d.loglik;
+      } else {
+        line["generated"] = d.generated;
+        line["text"] = d.text;
+      }
+      line["score"] = d.score;
+      out += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TaskReport evaluate_tasks(const SnapshotRequest& request, const TaskEvalOn& on) {
+  if (on.batch < 0) throw UserError("--batch must be at least 1 (0 = the run's eval.task_batch)");
+  require_store_file(request.db);
+  RunStore store(request.db);  // it records rows: a store it cannot write is refused first
+  OpenedSnapshot opened = open_snapshot(request, store.connection(), RunColumns{}, Assembly::kLoad);
+  const TaskSuite suite(tasks_named(on.task, opened.run, opened.info.name),
+                        load_tokenizer(opened.run.train_data->tokenizer_dir()),
+                        opened.run.model->context_length(), opened.run.model->vocab_size());
+  announce(request, opened);
+  const auto start = std::chrono::steady_clock::now();
+  const TaskScoring scoring{on.batch > 0 ? on.batch : opened.run.eval.task_batch};
+  TaskReport report{opened.info.name, opened.snapshot.label, opened.state.step,
+                    suite.score(opened.run, scoring), 0};
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const TaskResult& result : report.results)
+    store.add_task_scores(opened.info.id, task_score_rows(result, report.step, report.checkpoint));
+  if (!on.details.empty()) write_file_atomic(on.details, details_lines(report.results));
+  return report;
+}
+
+std::string sample_snapshot(const SnapshotRequest& request, const SampleOptions& options) {
+  if (options.tokens < 1) throw UserError("--tokens must be at least 1");
+  if (options.temperature < 0) throw UserError("--temperature must be >= 0");
+  if (options.top_k < 0) throw UserError("--top-k must be >= 0 (0 = no cut)");
+  OpenedSnapshot opened = open_snapshot_read_only(request, Assembly::kLoad);
+  auto tokenizer = load_tokenizer(opened.run.train_data->tokenizer_dir());
+  std::vector<uint32_t> ids = tokenizer->encode(options.prompt);
+  if (ids.empty()) {
+    auto start = tokenizer->end_of_text();
+    ids = start ? std::vector<uint32_t>{*start} : tokenizer->encode("\n");
+  }
+  Model& model = *opened.run.model;
+  const int64_t vocab = model.vocab_size();
+  for (uint32_t id : ids) {
+    if (static_cast<int64_t>(id) >= vocab) {
+      throw UserError(fmt::format(
+          "the prompt encodes to token id {}, but the model of run '{}' has {} ids: use a "
+          "prompt in the text the run was trained on",
+          id, opened.info.name, vocab));
+    }
+  }
+  announce(request, opened);
+  torch::manual_seed(static_cast<uint64_t>(options.seed));
+  torch::NoGradGuard no_grad;
+  auto context = torch::tensor(std::vector<int64_t>(ids.begin(), ids.end()), torch::kLong)
+                     .unsqueeze(0)
+                     .to(opened.run.device);
+  std::vector<uint32_t> generated;
+  for (int64_t i = 0; i < options.tokens; ++i) {
+    const int64_t t = std::min(context.size(1), model.context_length());
+    auto logits = model.forward(context.narrow(1, context.size(1) - t, t))
+                      .select(1, t - 1)
+                      .narrow(-1, 0, vocab)
+                      .to(torch::kFloat);
+    torch::Tensor next;
+    if (options.temperature == 0) {
+      next = logits.argmax(-1, /*keepdim=*/true);
+    } else {
+      logits = logits / options.temperature;
+      if (options.top_k > 0 && options.top_k < vocab) {
+        auto kth = std::get<0>(logits.topk(options.top_k, -1)).narrow(-1, options.top_k - 1, 1);
+        logits = logits.masked_fill(logits < kth, -INFINITY);
+      }
+      next = torch::multinomial(torch::softmax(logits, -1), 1);
+    }
+    context = torch::cat({context, next}, 1);
+    generated.push_back(static_cast<uint32_t>(next.item<int64_t>()));
+  }
+  return options.prompt + tokenizer->decode(generated);
+}
+
+bool exports_directory(const std::string& out_path) {
+  const std::string suffix = ".safetensors";
+  return out_path.size() < suffix.size() ||
+         out_path.compare(out_path.size() - suffix.size(), suffix.size(), suffix) != 0;
+}
+
+int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_path,
+                        int64_t max_shard_bytes) {
+  if (max_shard_bytes > 0 && !exports_directory(out_path)) {
+    throw UserError(
+        fmt::format("--max-shard-size shards a model directory, and -o {} names one "
+                    ".safetensors file: give a directory",
+                    out_path));
+  }
+  std::error_code ec;
+  if (exports_directory(out_path) && std::filesystem::exists(out_path, ec) &&
+      !std::filesystem::is_directory(out_path, ec)) {
+    throw UserError(
+        fmt::format("-o {}: that is a file, and a path not ending in .safetensors "
+                    "names a model directory: give a directory or a .safetensors path",
+                    out_path));
+  }
+  OpenedSnapshot opened = open_snapshot_read_only(request, Assembly::kWeights);
+  const std::string config = opened.run.model->interchange_config();
+  if (exports_directory(out_path) && config.empty()) {
+    throw UserError(
+        fmt::format("-o {}: model '{}' has no Hugging Face config to write a model "
+                    "directory with: give a path ending in .safetensors",
+                    out_path, opened.run.config.type("model")));
+  }
+  const SpecialTokenIds special =
+      exports_directory(out_path) ? special_tokens_of(opened, request) : SpecialTokenIds{};
+  auto weights = opened.run.model->export_weights();
+  const std::map<std::string, std::string> metadata = {
+      {"format", "pt"},
+      {"kiln_run", opened.info.name},
+      {"kiln_snapshot", opened.snapshot.label},
+      {"kiln_config_hash", opened.info.config_hash}};
+  if (exports_directory(out_path)) {
+    write_hf_directory(out_path, weights, config, special, metadata, max_shard_bytes);
+  } else {
+    write_weights(out_path, weights, metadata);
+  }
+  announce(request, opened);
+  return static_cast<int64_t>(weights.size());
+}
+
+}  // namespace kiln

@@ -1,0 +1,212 @@
+#include "core/app/slurm/sweep.h"
+
+#include <sys/statfs.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/app/sweeps/check.h"
+#include "core/config/canonical.h"
+#include "core/config/config.h"
+#include "core/config/options.h"
+#include "core/store/db/connection.h"
+#include "core/store/runs/paths.h"
+#include "core/store/runs/sweep_records.h"
+#include "core/store/runs/writer.h"
+#include "core/util/error.h"
+#include "core/util/fs.h"
+#include "core/util/table.h"
+#include "core/util/text.h"
+
+namespace kiln {
+
+namespace {
+
+// Slurm's states of a task that has not ended: resubmitting its member would run it twice.
+const std::set<std::string> kQueuedStates = {"PENDING",      "CONFIGURING", "RUNNING",
+                                             "COMPLETING",   "SUSPENDED",   "REQUEUED",
+                                             "REQUEUE_HOLD", "RESIZING"};
+
+constexpr long kTmpfsMagic = 0x01021994;  // linux/magic.h's TMPFS_MAGIC
+
+// A store the compute nodes cannot see would leave every task without its member: said before
+// anything is submitted (a warning: a one-node cluster, or a test, may well see it).
+void warn_if_local(const std::string& db, const PrintLine& print) {
+  if (is_database_url(db)) return;
+  const std::string folder = std::filesystem::path(db).parent_path().string();
+  struct statfs fs {};
+  const bool tmpfs = ::statfs(folder.c_str(), &fs) == 0 && fs.f_type == kTmpfsMagic;
+  if (db.rfind("/tmp/", 0) != 0 && !tmpfs) return;
+  print(fmt::format(
+      "warning: run store '{}' is {}, which a cluster's compute nodes usually do not see: give "
+      "--db (or run.db) a path on a shared filesystem, or use the PostgreSQL store",
+      db, tmpfs ? "on a tmpfs, local to this host" : "under /tmp"));
+}
+
+// The command each array task runs: this binary, by the path the nodes will see it at.
+std::vector<std::string> task_command(const std::string& name, const std::string& db) {
+  return {
+      std::filesystem::read_symlink("/proc/self/exe").string(), "sweep", "task", name, "--db", db};
+}
+
+// Writes the sweep's script for `tasks` into its folder and submits it; the job id.
+std::string submit_tasks(RunStore& store, const SweepRecord& sweep,
+                         const std::vector<int64_t>& tasks) {
+  const std::string script_path = sweep.folder + "/sweep.sbatch";
+  const std::string comment =
+      fmt::format("written by kiln for sweep '{}' (run store {}): one array task per member",
+                  sweep.name, store.path());
+  ensure_parent_dir(script_path);
+  write_file_atomic(
+      script_path,
+      sbatch_script(sweep.scheduler_args, array_spec(tasks, static_cast<int>(sweep.max_parallel)),
+                    task_command(sweep.name, store.path()), comment));
+  const std::string job = submit_batch(script_path);
+  add_sweep_job(store, sweep.name, job);
+  return job;
+}
+
+// The store a sweep was submitted to: one that does not exist is a mistyped --db, not a new store.
+std::unique_ptr<RunStore> submitted_store(const std::string& db) {
+  if (!is_database_url(db) && !std::filesystem::exists(db)) {
+    throw UserError(
+        fmt::format("no run store '{}': pass the store the sweep was submitted to "
+                    "with --db",
+                    db));
+  }
+  return std::make_unique<RunStore>(db);
+}
+
+std::string number(const std::optional<double>& value) {
+  return value ? fmt::format("{:.4f}", *value) : "-";
+}
+
+}  // namespace
+
+void submit_sweep(const SweepSpec& spec, const SlurmOptions& slurm, const std::string& db,
+                  const PrintLine& print) {
+  const std::vector<SweepMember> members = expand_sweep(spec);
+  check_members(spec, members);
+  require_sbatch();
+  const RunOptions base = run_options(load_config(spec.base, spec.fixed));
+  SweepRecord sweep;
+  sweep.name = spec.name;
+  sweep.launcher = "slurm";
+  sweep.base = absolute_path(spec.base);
+  const std::string given = db.empty() ? base.db : db;
+  // A file path as the nodes see it (from the job's own folder it would be another); a
+  // database server's URL as it is.
+  const std::string store_path = is_database_url(given) ? given : absolute_path(given);
+  sweep.settings = {"run.sweep=" + format_value(spec.name), "run.db=" + format_value(store_path)};
+  sweep.folder = absolute_path(base.out_dir) + "/" + spec.name + "/slurm";
+  sweep.scheduler_args = sbatch_options(slurm, "kiln:" + spec.name, sweep.folder,
+                                        std::filesystem::current_path().string());
+  sweep.max_parallel = slurm.max_parallel;
+  std::vector<SweepMemberRecord> records;
+  std::vector<int64_t> tasks;
+  for (size_t i = 0; i < members.size(); ++i) {
+    records.push_back({static_cast<int64_t>(i), members[i].name, members[i].overrides});
+    tasks.push_back(static_cast<int64_t>(i));
+  }
+  RunStore store(store_path);
+  record_sweep(store, sweep, records);
+  warn_if_local(store_path, print);
+  std::string job;
+  try {
+    job = submit_tasks(store, sweep, tasks);
+  } catch (...) {
+    forget_sweep(store, sweep.name);  // refused: nothing of it stays in the store
+    throw;
+  }
+  print(fmt::format(
+      "submitted sweep '{}': {} members as Slurm job {} (array {}); script {}/"
+      "sweep.sbatch",
+      spec.name, members.size(), job, array_spec(tasks, slurm.max_parallel), sweep.folder));
+  print(fmt::format("follow it with `kiln sweep status {} --db {}`", spec.name, store_path));
+}
+
+void print_sweep_status(const std::string& db, const std::string& name, const PrintLine& print) {
+  const std::unique_ptr<RunStore> opened = submitted_store(db);
+  RunStore& store = *opened;
+  const SweepRecord sweep = require_sweep(store, name);
+  const std::map<int64_t, std::string> slurm = array_task_states(sweep.job_ids);
+  Table table;
+  table.header = {"task", "member", "state", "slurm", "steps", "final_loss"};
+  table.numeric = {true, false, false, false, true, true};
+  std::map<std::string, int> counts;
+  for (const auto& m : sweep_members(store, name)) {
+    const std::optional<RunRecord> run = store.find_run(m.name);
+    const std::string state = run ? run->status : "pending";
+    ++counts[state];
+    const auto job_state = slurm.find(m.task);
+    table.rows.push_back({std::to_string(m.task), m.name, state,
+                          job_state == slurm.end() ? "-" : job_state->second,
+                          run ? fmt::format("{}/{}", run->steps, run->planned_steps) : "-",
+                          run ? number(run->final_loss) : "-"});
+  }
+  std::vector<std::string> summary;
+  for (const auto& [state, count] : counts)
+    summary.push_back(fmt::format("{} {}", count, state));
+  print(fmt::format("sweep '{}' (Slurm job {}): {}", name,
+                    sweep.job_ids.empty() ? "-" : join(sweep.job_ids, ", "), join(summary, ", ")));
+  print(render_text_table(table));
+}
+
+void cancel_sweep(const std::string& db, const std::string& name, const PrintLine& print) {
+  const std::unique_ptr<RunStore> opened = submitted_store(db);
+  RunStore& store = *opened;
+  const SweepRecord sweep = require_sweep(store, name);
+  const std::vector<std::string> jobs = queued_jobs(sweep.job_ids);
+  if (jobs.empty()) {
+    print(fmt::format("sweep '{}': no task of it is pending or running in Slurm", name));
+    return;
+  }
+  std::vector<std::string> argv = {"scancel"};
+  argv.insert(argv.end(), jobs.begin(), jobs.end());
+  const ToolResult result = run_slurm_tool(argv);
+  if (result.code != 0) {
+    throw UserError(fmt::format("scancel {} failed: {}", join(jobs, " "), result.output));
+  }
+  print(fmt::format(
+      "cancelled Slurm job {} of sweep '{}': running members snapshot and stop as interrupted; "
+      "`kiln sweep resubmit {} --db {}` goes on with them",
+      join(jobs, ", "), name, name, store.path()));
+}
+
+void resubmit_sweep(const std::string& db, const std::string& name, const PrintLine& print) {
+  require_sbatch();
+  const std::unique_ptr<RunStore> opened = submitted_store(db);
+  RunStore& store = *opened;
+  const SweepRecord sweep = require_sweep(store, name);
+  const std::map<int64_t, std::string> slurm = array_task_states(sweep.job_ids);
+  std::vector<int64_t> tasks;
+  int completed = 0, queued = 0;
+  for (const auto& m : sweep_members(store, name)) {
+    const std::optional<RunRecord> run = store.find_run(m.name);
+    const auto state = slurm.find(m.task);
+    const bool in_queue = state != slurm.end() && kQueuedStates.count(state->second) > 0;
+    if (run && run->status == "completed") {
+      ++completed;
+    } else if (in_queue) {
+      ++queued;
+    } else {
+      tasks.push_back(m.task);
+    }
+  }
+  if (tasks.empty()) {
+    print(fmt::format("sweep '{}': nothing to submit ({} completed, {} still in Slurm's queue)",
+                      name, completed, queued));
+    return;
+  }
+  const std::string job = submit_tasks(store, sweep, tasks);
+  print(fmt::format(
+      "resubmitted {} members of sweep '{}' as Slurm job {} (array {}); {} "
+      "completed, {} still in Slurm's queue",
+      tasks.size(), name, job, array_spec(tasks, sweep.max_parallel), completed, queued));
+}
+
+}  // namespace kiln

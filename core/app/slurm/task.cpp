@@ -1,0 +1,132 @@
+#include "core/app/slurm/task.h"
+
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "core/app/slurm/sbatch.h"
+#include "core/app/sweeps/member.h"
+#include "core/store/runs/sweep_records.h"
+#include "core/store/runs/writer.h"
+#include "core/util/env.h"
+#include "core/util/error.h"
+#include "core/util/stop_signal.h"
+
+namespace kiln {
+
+namespace {
+
+std::atomic<bool> g_requeue{false};  // set by the SIGUSR1 handler: lock-free, signal-safe
+
+void on_requeue_signal(int) {
+  g_requeue = true;
+}
+
+// SIGUSR1 recorded while it lives, without SA_RESTART so that a wait for the member returns.
+class RequeueSignal {
+ public:
+  RequeueSignal() {
+    g_requeue = false;
+    struct sigaction action {};
+    action.sa_handler = on_requeue_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGUSR1, &action, &previous_);
+  }
+  ~RequeueSignal() { sigaction(SIGUSR1, &previous_, nullptr); }
+  RequeueSignal(const RequeueSignal&) = delete;
+  RequeueSignal& operator=(const RequeueSignal&) = delete;
+
+ private:
+  struct sigaction previous_ {};
+};
+
+constexpr int64_t kMostSlurm = INT32_MAX;  // Slurm's ids and counts are 32-bit
+
+int64_t array_task() {
+  if (!env_text("SLURM_ARRAY_TASK_ID")) {
+    throw UserError(
+        "kiln sweep task runs inside a task of the job array `kiln sweep --launcher slurm` "
+        "submits (SLURM_ARRAY_TASK_ID is not set): to run a sweep here, use kiln sweep without "
+        "--launcher slurm");
+  }
+  return env_integer("SLURM_ARRAY_TASK_ID", -1, 0, kMostSlurm);
+}
+
+// The launch of this task's member: the CPUs Slurm gave it, and srun for several ranks.
+MemberLaunch launch_for(const SweepRecord& sweep, const std::string& db) {
+  MemberLaunch launch;
+  launch.base = sweep.base;
+  launch.db = db;
+  launch.extra = sweep.settings;
+  launch.threads = static_cast<int>(env_integer("SLURM_CPUS_PER_TASK", 0, 1, kMostSlurm));
+  if (env_integer("SLURM_NTASKS", 1, 1, kMostSlurm) > 1) {
+    launch.wrapper = {"srun", "--kill-on-bad-exit=1"};
+    const ToolResult hosts = run_slurm_tool(
+        {"scontrol", "show", "hostnames", env_text("SLURM_JOB_NODELIST").value_or("")});
+    const std::string first = hosts.output.substr(0, hosts.output.find('\n'));
+    // A port of this job's own, so that two members sharing a node do not meet.
+    const int port =
+        20000 + static_cast<int>(env_integer("SLURM_JOB_ID", 0, 0, kMostSlurm) % 20000);
+    launch.env = {{"MASTER_ADDR", first}, {"MASTER_PORT", std::to_string(port)}};
+  }
+  return launch;
+}
+
+// Waits for the member, passing a stop on to it once; true when SIGUSR1 asked for a requeue.
+bool wait_for_member(MemberProcess& child, const std::function<void(const std::string&)>& print) {
+  const StopSignal stop;
+  const RequeueSignal requeue;
+  bool forwarded = false;
+  while (!Process::wait_any({&child.process})) {
+    if (forwarded || (!StopSignal::requested() && !g_requeue)) continue;
+    forwarded = true;
+    print(g_requeue ? "the time limit is near: the member snapshots and stops, then this task "
+                      "is requeued"
+                    : "stopping: the member snapshots and stops");
+    child.process.signal(SIGTERM);
+  }
+  return g_requeue;
+}
+
+void requeue_this_task(const std::function<void(const std::string&)>& print) {
+  const std::string task = fmt::format("{}_{}", env_text("SLURM_ARRAY_JOB_ID").value_or(""),
+                                       env_text("SLURM_ARRAY_TASK_ID").value_or(""));
+  const ToolResult result = run_slurm_tool({"scontrol", "requeue", task});
+  print(result.code == 0 ? fmt::format("requeued Slurm task {}", task)
+                         : fmt::format("scontrol requeue {} failed: {}", task, result.output));
+}
+
+}  // namespace
+
+int run_sweep_task(const std::string& db, const std::string& name,
+                   const std::function<void(const std::string&)>& print) {
+  const int64_t task = array_task();
+  RunStore store(db);
+  const SweepRecord sweep = require_sweep(store, name);
+  std::optional<SweepMember> member;
+  for (const auto& m : sweep_members(store, name)) {
+    if (m.task == task) member = SweepMember{m.name, m.overrides};
+  }
+  if (!member) {
+    throw UserError(
+        fmt::format("sweep '{}' in run store '{}' has no member of task {}", name, db, task));
+  }
+  const std::optional<RunRecord> run = store.find_run(member->name);
+  if (run && run->status == "completed") {
+    print(fmt::format("{} completed already: nothing to do", member->name));
+    return kExitOk;
+  }
+  const MemberLaunch launch = launch_for(sweep, db);
+  MemberProcess child = start_member(launch, *member, print);
+  const bool requeue = wait_for_member(child, print);
+  const std::string state = finished_member_state(launch, child);
+  print(fmt::format("{} {}", member->name, state));
+  if (state == "completed") return kExitOk;
+  if (requeue && state == "interrupted") requeue_this_task(print);
+  return state == "interrupted" ? kExitInterrupted : kExitSomeFailed;
+}
+
+}  // namespace kiln

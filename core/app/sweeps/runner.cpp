@@ -1,0 +1,252 @@
+#include "core/app/sweeps/runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/app/history/run_tables.h"
+#include "core/app/history/seed_groups.h"
+#include "core/app/sweeps/check.h"
+#include "core/app/sweeps/member.h"
+#include "core/config/canonical.h"
+#include "core/config/config.h"
+#include "core/config/options.h"
+#include "core/store/history/queries.h"
+#include "core/store/runs/writer.h"
+#include "core/util/process.h"
+#include "core/util/stop_signal.h"
+#include "core/util/table.h"
+#include "core/util/text.h"
+
+namespace kiln {
+
+namespace {
+
+// The sweep being run here: its members' launch, and how many run at once.
+struct SweepRun {
+  const SweepSpec& spec;
+  MemberLaunch launch;
+  int jobs = 1;
+};
+
+// "train.steps 15 -> 25" for each key whose value differs between a stored run's config and a
+// member's (differing_config, as `kiln runs compare` finds them), less where the run is kept
+// (run.out_dir, run.db, run.sweep), which says nothing of what it trains.
+std::vector<std::string> changed_keys(const RunRecord& stored, const std::string& member_toml) {
+  RunRecord member = stored;
+  member.config = member_toml;
+  std::vector<std::string> changed;
+  for (const auto& [key, values] : differing_config({stored, member})) {
+    if (key == "run.out_dir" || key == "run.db" || key == "run.sweep") continue;
+    changed.push_back(fmt::format("{} {} -> {}", key, values[0], values[1]));
+  }
+  return changed;
+}
+
+// The members to run, in order, a line for each one skipped; `members` itself as the sweep now
+// names them (a changed member rerun under a new name gets it here). A member whose run in the
+// store has none of the member's config hashes was made from another sweep file: matched by
+// name alone, it would have been skipped as completed or resumed on the old config (issue 39).
+std::vector<const SweepMember*> members_to_run(
+    const MemberLaunch& launch, std::vector<SweepMember>& members, SweepOptions::Changed on_changed,
+    const std::function<void(const std::string&)>& print) {
+  RunStore store(launch.db);
+  std::vector<std::string> refusals;
+  for (auto& m : members) {
+    auto existing = store.find_run(m.name);
+    if (!existing) continue;
+    const ResolvedConfig config = member_config(launch, m);
+    const std::vector<std::string> hashes = run_config_hashes(store.connection(), *existing);
+    if (std::find(hashes.begin(), hashes.end(), config.hash()) != hashes.end()) continue;
+    const std::string changes = join(changed_keys(*existing, config.to_toml()), ", ");
+    if (on_changed == SweepOptions::Changed::kRefuse) {
+      refusals.push_back(fmt::format("'{}' ({})", m.name, changes));
+    } else if (on_changed == SweepOptions::Changed::kRerun) {
+      std::string renamed;
+      for (int version = 2; renamed.empty() || store.find_run(renamed); ++version)
+        renamed = fmt::format("{}:v{}", m.name, version);
+      print(fmt::format("rerun {} as {} ({})", m.name, renamed, changes));
+      m.name = renamed;
+    } else {
+      print(fmt::format("keep {} as it ran ({} now differ)", m.name, changes));
+      m.name.clear();  // kept as it ran: neither run nor counted as this sweep's member
+    }
+  }
+  members.erase(std::remove_if(members.begin(), members.end(),
+                               [](const SweepMember& m) { return m.name.empty(); }),
+                members.end());
+  if (!refusals.empty()) {
+    throw UserError(fmt::format(
+        "{} of the sweep's members ran before with another config: {}: pass --rerun-changed to "
+        "train them again as new runs (NAME:v2, ...), or --keep-old to keep what they ran",
+        refusals.size(), join(refusals, "; ")));
+  }
+  std::vector<const SweepMember*> queue;
+  for (const auto& m : members) {
+    auto existing = store.find_run(m.name);
+    if (existing && existing->status == "completed") {
+      print(fmt::format("skip {} (completed)", m.name));
+    } else {
+      queue.push_back(&m);
+    }
+  }
+  return queue;
+}
+
+void report_finished(const SweepRun& sweep, const MemberProcess& child, size_t finished,
+                     size_t total, const std::function<void(const std::string&)>& print) {
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - child.started).count();
+  const std::string state = finished_member_state(sweep.launch, child);
+  print(fmt::format("[{}/{}] {} {} in {}", finished, total, child.member->name, state,
+                    format_duration(seconds)));
+}
+
+// Runs the queue, `jobs` members at a time. A SIGINT or SIGTERM starts no new member and is
+// passed on to the running ones, which snapshot and stop; then it returns true.
+bool run_members(const SweepRun& sweep, const std::vector<const SweepMember*>& queue,
+                 const std::function<void(const std::string&)>& print) {
+  const StopSignal stop;
+  int forwarded = 0;
+  std::vector<MemberProcess> running;
+  size_t next = 0, finished = 0;
+  while (next < queue.size() || !running.empty()) {
+    while (!StopSignal::requested() && next < queue.size() &&
+           static_cast<int>(running.size()) < sweep.jobs) {
+      running.push_back(start_member(sweep.launch, *queue[next++], print));
+    }
+    if (running.empty()) break;  // stopped before the rest of the queue started
+    std::vector<Process*> processes;
+    for (auto& c : running)
+      processes.push_back(&c.process);
+    const std::optional<size_t> ended = Process::wait_any(processes);
+    if (!ended) {  // a signal interrupted the wait
+      if (StopSignal::requested() && forwarded != StopSignal::received()) {
+        forwarded = StopSignal::received();
+        print(
+            "stopping: members finish their current step, snapshot and stop; re-run the sweep "
+            "to resume them");
+        for (const auto& c : running)
+          c.process.signal(forwarded);
+      }
+      continue;
+    }
+    report_finished(sweep, running[*ended], ++finished, queue.size(), print);
+    running.erase(running.begin() + static_cast<std::ptrdiff_t>(*ended));
+  }
+  return StopSignal::requested();
+}
+
+// The members side by side: what varies, then how each did, best first by `sort`.
+std::string sweep_summary(const std::vector<RunRecord>& runs, const std::string& sort) {
+  if (runs.empty()) return "no member of the sweep is in the run store";
+  Table table;
+  const auto varied = differing_config(runs);
+  for (const auto& [key, _] : varied) {
+    table.header.push_back(key);
+    table.numeric.push_back(true);
+  }
+  for (const char* column : {"final_loss", "best_val", "tok/s", "steps", "status"}) {
+    table.header.push_back(column);
+    table.numeric.push_back(std::string(column) != "status");
+  }
+  auto number = [](const std::optional<double>& v, const char* spec) {
+    return v ? fmt::format(fmt::runtime(spec), *v) : std::string("-");
+  };
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::vector<std::string> row;
+    for (const auto& [_, values] : varied)
+      row.push_back(values[i].empty() ? "-" : values[i]);
+    const RunRecord& r = runs[i];
+    row.push_back(number(r.final_loss, "{:.4f}"));
+    row.push_back(number(r.best_val, "{:.4f}"));
+    row.push_back(number(r.tokens_per_sec, "{:.0f}"));
+    row.push_back(fmt::format("{}/{}", r.steps, r.planned_steps));
+    row.push_back(r.status);
+    table.rows.push_back(std::move(row));
+  }
+  return fmt::format("sorted by {}\n{}", sort, render_text_table(table));
+}
+
+// With seeds (some config ran more than once), each config's completed runs as one sample: mean,
+// interval and tests against the config that started first.
+void print_seed_groups(HistoryDb& history, std::vector<RunRecord> records,
+                       const std::function<void(const std::string&)>& print) {
+  records.erase(std::remove_if(records.begin(), records.end(),
+                               [](const RunRecord& r) { return r.status != "completed"; }),
+                records.end());
+  std::sort(records.begin(), records.end(),
+            [](const RunRecord& a, const RunRecord& b) { return a.id < b.id; });
+  const std::vector<RunGroup> groups = group_runs(records, {"auto"});
+  if (!has_seeds(groups)) return;
+  print("seeds grouped by config (completed members)");
+  print(grouped_report(history, groups, {}));
+}
+
+// The summary table of the sweep's runs; returns the number of members that did not complete.
+int print_summary(const SweepRun& sweep, const std::vector<SweepMember>& members,
+                  const std::string& sort, const std::function<void(const std::string&)>& print) {
+  HistoryDb history(sweep.launch.db);
+  std::vector<RunRecord> records;
+  for (const auto& r : list_runs(history, ListQuery{"", sort, 0})) {
+    if (r.sweep == sweep.spec.name) records.push_back(r);
+  }
+  int incomplete = 0;
+  for (const auto& m : members) {
+    auto r = std::find_if(records.begin(), records.end(),
+                          [&](const RunRecord& x) { return x.name == m.name; });
+    if (r == records.end() || r->status != "completed") ++incomplete;
+  }
+  print("");
+  print(sweep_summary(records, sort));
+  print_seed_groups(history, records, print);
+  return incomplete;
+}
+
+}  // namespace
+
+SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
+                       const std::function<void(const std::string&)>& print) {
+  std::vector<SweepMember> members = expand_sweep(spec);
+  const std::vector<MemberCheck> checks = check_members(spec, members);
+  if (options.dry_run) {
+    print(fmt::format("sweep '{}': {} members, each assembled without training; nothing run",
+                      spec.name, members.size()));
+    print(members_table(spec, checks));
+    return {};
+  }
+  const RunOptions base = run_options(load_config(spec.base, spec.fixed));
+  const int jobs = std::max(1, options.jobs);
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const int threads = std::max(1, static_cast<int>(cores) / jobs);
+  std::vector<std::string> extra = {"run.sweep=" + format_value(spec.name)};
+  if (!options.db.empty()) extra.push_back("run.db=" + format_value(options.db));
+  MemberLaunch launch;
+  launch.base = spec.base;
+  launch.db = options.db.empty() ? base.db : options.db;
+  launch.extra = extra;
+  if (jobs > 1) launch.threads = threads;
+  const SweepRun sweep{spec, launch, jobs};
+
+  const std::vector<const SweepMember*> queue =
+      members_to_run(sweep.launch, members, options.changed, print);
+  {
+    // --sort orders the summary at the end: a key it cannot sort by is reported now, not after
+    // every member has run.
+    HistoryDb history(sweep.launch.db);
+    list_runs(history, ListQuery{"", options.sort, 1});
+  }
+  print(
+      fmt::format("sweep '{}': {} members, {} to run, {} at a time ({} CPU threads each); logs "
+                  "in {}/<member>@<id>/console.log",
+                  spec.name, members.size(), queue.size(), jobs,
+                  jobs > 1 ? static_cast<unsigned>(threads) : cores, base.out_dir));
+  const bool interrupted = run_members(sweep, queue, print);
+  return {print_summary(sweep, members, options.sort, print), interrupted};
+}
+
+}  // namespace kiln

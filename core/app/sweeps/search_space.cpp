@@ -1,0 +1,96 @@
+// A sweep's [search] and [space] (core/app/sweeps/search_space.h): its metric checked, its draws.
+#include "core/app/sweeps/search_space.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/app/sweeps/spec.h"
+#include "core/config/canonical.h"
+#include "core/config/config.h"
+#include "core/config/options.h"
+#include "core/data/task_file.h"
+#include "core/store/runs/task_scores.h"
+#include "core/util/counter_hash.h"
+#include "core/util/error.h"
+#include "core/util/fs.h"
+#include "core/util/text.h"
+
+namespace kiln {
+
+namespace {
+
+// A uniform draw in [0, 1) for (seed, trial, key): keyed by the key's name, so that adding a key
+// to [space] leaves the others' draws as they were.
+double draw(int64_t seed, int64_t trial, const std::string& key) {
+  return unit_interval(splitmix64(splitmix64(static_cast<uint64_t>(seed)) ^
+                                  splitmix64(static_cast<uint64_t>(trial)) ^ fnv1a64(key)));
+}
+
+}  // namespace
+
+void check_metric(const SweepSpec& spec) {
+  const std::string& metric = spec.search.metric;
+  if (metric.empty()) return;
+  const std::string at = spec.search.metric_where;
+  for (const char* logged : {"loss", "lr", "grad_norm", "tokens_per_sec"})
+    if (metric == logged) return;
+  const EvalOptions eval = eval_options(load_config(spec.base, spec.fixed));
+  std::string task, score;
+  if (metric == "val_loss") {
+    if (eval.every > 0) return;
+    throw UserError(
+        fmt::format("{}: metric val_loss is never logged: the base experiment has "
+                    "eval.every = 0: set eval.every under [set]",
+                    at));
+  }
+  if (!split_task_metric(metric, task, score)) {
+    throw UserError(
+        fmt::format("{}: metric '{}' is not one the members log: use loss, lr, "
+                    "grad_norm, tokens_per_sec, val_loss or a task's TASK.METRIC",
+                    at, metric));
+  }
+  std::vector<std::string> names;
+  for (const std::string& file :
+       eval.tasks.empty() ? std::vector<std::string>{} : glob_files(eval.tasks)) {
+    const TaskSpec t = read_task_spec(file);
+    names.push_back(t.name);
+    if (t.name != task) continue;
+    const bool choice = t.kind == TaskKind::kChoice;
+    if (choice ? score == "acc" || score == "acc_norm" : score == "exact_match") return;
+    throw UserError(fmt::format("{}: task '{}' scores {}, not {}", at, task,
+                                choice ? "acc and acc_norm" : "exact_match", score));
+  }
+  throw UserError(
+      fmt::format("{}: metric '{}' is never logged: the base experiment's eval.tasks "
+                  "has {}: add the task to eval.tasks",
+                  at, metric, names.empty() ? "no task" : join(names, ", ")));
+}
+
+std::string search_sort_key(const SweepSearch& search) {
+  if (search.metric.empty()) return "";
+  return search.maximize ? "-max(" + search.metric + ")" : "min(" + search.metric + ")";
+}
+
+std::string sample_value(const SweepDistribution& d, int64_t seed, int64_t trial) {
+  const double u = draw(seed, trial, d.key);
+  using Kind = SweepDistribution::Kind;
+  if (d.kind == Kind::kChoice) {
+    return d.choices[std::min(d.choices.size() - 1, static_cast<size_t>(u * d.choices.size()))];
+  }
+  if (d.kind == Kind::kIntUniform) {
+    const double span = d.high - d.low + 1;
+    return format_value(static_cast<int64_t>(d.low + std::min(span - 1, std::floor(u * span))));
+  }
+  const double x = d.kind == Kind::kLogUniform
+                       ? std::exp(std::log(d.low) + u * (std::log(d.high) - std::log(d.low)))
+                       : d.low + u * (d.high - d.low);
+  // Four significant digits: names a person can read, values a config can hold exactly.
+  const double rounded = std::clamp(std::stod(fmt::format("{:.4g}", x)), d.low, d.high);
+  return format_value(rounded);
+}
+
+}  // namespace kiln

@@ -1,0 +1,52 @@
+// The [search] and [space] of a sweep file (the format is in core/app/sweeps/spec.h): what a
+// search is judged by, and the distribution of each key a random search varies, from which
+// every trial draws its value as a pure function of the sweep's seed, the trial and the key.
+// Kept apart from core/app/sweeps/spec.cpp, which expands the members, because drawing values
+// and checking the search's metric against what the members log are tasks of their own.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct SweepSpec;
+
+// One key of [space]: the distribution its trials draw from.
+struct SweepDistribution {
+  enum class Kind { kLogUniform, kUniform, kIntUniform, kChoice };
+  std::string key;  // section.key
+  Kind kind = Kind::kUniform;
+  double low = 0, high = 0;          // the numeric kinds' bounds, inclusive
+  std::vector<std::string> choices;  // kChoice: TOML text of each value
+  std::string where;                 // file:line:col of the key, for errors
+};
+
+struct SweepSearch {
+  bool random = false;  // type = "random"; false: "grid"
+  int64_t trials = 0;
+  int64_t seed = 0;
+  // What the search is judged by: a metric the members log (loss, lr, grad_norm,
+  // tokens_per_sec, val_loss, or a task's TASK.METRIC) and whether lower or higher is better;
+  // the members' summary is sorted by its best value. "" = none.
+  std::string metric;
+  bool maximize = false;  // mode = "max"; false: "min"
+  std::string where;      // file:line:col of [search], for errors
+  std::string metric_where;
+};
+
+// The `kiln runs list --sort` key of a search's metric: min(M), or -max(M) for mode = "max";
+// "" without a metric.
+std::string search_sort_key(const SweepSearch& search);
+
+// The value `distribution` gives trial `trial` of a sweep seeded `seed`, as TOML text: a number
+// drawn from splitmix64 of (seed, trial, key) rounded to 4 significant digits (and kept in its
+// bounds), an integer, or one of the choices.
+std::string sample_value(const SweepDistribution& distribution, int64_t seed, int64_t trial);
+
+// The search's metric is one the members log: a per-step metric, val_loss with evaluations on,
+// or a metric of a task in the base's eval.tasks (its [set] applied); a UserError otherwise.
+void check_metric(const SweepSpec& spec);
+
+}  // namespace kiln

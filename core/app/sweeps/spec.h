@@ -1,0 +1,98 @@
+// Sweeps: many runs of one experiment, varying some keys. A sweep file
+//
+//   extends = "common.toml"              # optional: another sweep file this one builds on
+//   base = "experiments/kjv_char.toml"   # the experiment every member starts from
+//   name = "lr-layers"                   # optional; default: the sweep file's name
+//   seeds = [1, 2, 3]                    # shorthand for a grid over run.seed
+//   [grid]                               # Cartesian product
+//   optimizer.lr = [1e-3, 3e-3]
+//   model.n_layer = [2, 4]
+//   [zip]                                # varied together: equal-length lists
+//   schedule.warmup = [10, 20]
+//   train.steps = [100, 200]
+//   [set]                                # the same for every member
+//   train.steps = 100
+//   [[variant]]                          # each a set of keys varied together: crossed with
+//   name = "lion"                        # the grid (optional name: its part of member names)
+//   optimizer.type = "lion"
+//   optimizer.lr = 3e-4
+//   [search]                             # optional: how the members are chosen
+//   type = "random"                      # "grid" (the default: the members above) or "random"
+//   trials = 20                          # random: this many draws from [space]
+//   seed = 0                             # random: the draws are a pure function of the seed,
+//                                        # the trial's index and the key
+//   metric = "val_loss"                  # optional: what ranks the members (a metric they log)
+//   mode = "min"                         # "min" or "max"
+//   [space]                              # random: a distribution per key
+//   optimizer.lr = { log_uniform = [1e-4, 3e-2] }
+//   optimizer.weight_decay = { uniform = [0.0, 0.2] }
+//   schedule.warmup = { int_uniform = [0, 50] }
+//   optimizer.type = { choice = ["adamw", "lion"] }
+//
+// or the same from the command line (`kiln sweep EXP.toml --grid optimizer.lr=1e-3,3e-3`).
+// Each member is an ordinary run named `<sweep>/<key=value,...>` and tagged with the sweep
+// (runs.sweep). A variant's keys are --set values like the others, so that a member runs as
+// `kiln run BASE --set ...`; the experiment loader decides what a `type` set that way does to the
+// section's other keys. `extends` (core/config/extends.h: paths relative to the file naming them,
+// applied in order) layers sweep files: a later file's base, name, seeds and [[variant]] list
+// replace an earlier one's, its [grid], [zip] and [set] keys replace the same keys. This file
+// turns a sweep into its members, every member's name and config checked before any of them runs;
+// it starts no process and opens no run store (core/app/sweeps/check.h assembles each member
+// without training it, core/app/sweeps/runner.h runs them). The file format is read in
+// core/app/sweeps/spec_file.cpp, the members expanded in core/app/sweeps/spec.cpp, a random
+// search's draws made in core/app/sweeps/search_space.cpp.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/app/sweeps/search_space.h"  // SweepSearch, SweepDistribution, sample_value
+
+namespace kiln {
+
+struct SweepAxis {
+  std::string key;                  // section.key
+  std::vector<std::string> values;  // TOML text of each value, as --set takes it
+};
+
+// One [[variant]]: keys varied together, one member (per grid point) with all of them.
+struct SweepVariant {
+  std::string name;                    // its part of member names; empty = its key=value pairs
+  std::vector<std::string> overrides;  // section.key=value, as --set takes them
+  std::string where;                   // file:line:col of its [[variant]] line, for errors
+};
+
+struct SweepSpec {
+  std::string name;
+  std::string base;                    // experiment file
+  std::vector<SweepAxis> grid;         // Cartesian product
+  std::vector<SweepAxis> zip;          // varied together
+  std::vector<std::string> fixed;      // section.key=value for every member
+  std::vector<SweepVariant> variants;  // crossed with the grid (slowest), none = one plain
+  SweepSearch search = {};
+  std::vector<SweepDistribution> space = {};  // random search: sampled per trial, crossed fastest
+};
+
+struct SweepMember {
+  std::string name;
+  std::vector<std::string> overrides;  // fixed, then the member's own values
+};
+
+// A sweep file with the files it extends; a UserError naming file:line:col for a mistake in any.
+SweepSpec load_sweep_file(const std::string& path);
+// True for a sweep file (it has a key only sweep files have: base, seeds, [grid], [zip], [set],
+// [[variant]]), false for an experiment file.
+bool is_sweep_file(const std::string& path);
+// --grid / --zip arguments "section.key=v1,v2,..." (values as TOML text, split on commas).
+SweepAxis parse_axis(const std::string& argument);
+// Every member, each override already validated against the base experiment (which it reads)
+// and each name checked; the variants vary slowest, then the grid values in odometer order (the
+// last axis fastest), then the zip positions, then a random search's trials (named trial=N). A
+// member's overrides are [set]'s, its variant's, then its grid and zip values. A UserError for a
+// sweep that varies nothing, zip lists of unequal lengths, a key both a variant and [grid], [zip]
+// or [set] give, more than 10000 members, two members of one name, or a name that cannot be a
+// run's; a variant's keys that do not load are reported at its [[variant]] line, a member's at its
+// name.
+std::vector<SweepMember> expand_sweep(const SweepSpec& spec);
+
+}  // namespace kiln

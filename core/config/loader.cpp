@@ -1,0 +1,387 @@
+// Loading an experiment (load_config, config.h): the files of its `extends` chain and the --sets
+// laid over one another section by section, every key checked against the section's schema or
+// its plugin's parameters, and every default filled in. Apart from config.cpp, which holds the
+// small accessors of what loading produces, so that each reads in one sitting.
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/config/config.h"
+#include "core/config/extends.h"
+#include "core/config/registry.h"
+#include "core/config/toml_text.h"
+#include "core/util/error.h"
+#include "core/util/text.h"
+
+namespace kiln {
+
+namespace {
+
+SourceLoc at(const std::string& file, const toml::source_region& region) {
+  return SourceLoc{file, static_cast<int64_t>(region.begin.line),
+                   static_cast<int64_t>(region.begin.column)};
+}
+
+[[noreturn]] void fail(const SourceLoc& at, const std::string& what) {
+  throw UserError(at.str() + ": " + what);
+}
+
+// One key of a section, as the layer that wins wrote it.
+struct Written {
+  std::string key;
+  const toml::node* value = nullptr;
+  SourceLoc key_at;    // for an unknown key
+  SourceLoc value_at;  // for a wrong value
+  KeySource::Kind kind = KeySource::Kind::kFile;
+};
+
+// A section as the files and the --sets wrote it, merged.
+struct SectionInput {
+  bool written = false;
+  // The plugin the files named, when a --set names another: the files' keys the new plugin does
+  // not take are dropped (as a file that switches the plugin drops its base's), not refused.
+  std::string set_switched_from;
+  SourceLoc header;           // the last file's [section], else the first --set that names it
+  std::vector<Written> keys;  // in the order first written; a later layer replaces the value
+
+  const Written* find(const std::string& key) const {
+    for (const auto& w : keys) {
+      if (w.key == key) return &w;
+    }
+    return nullptr;
+  }
+  void put(Written w) {
+    for (auto& old : keys) {
+      if (old.key == w.key) {
+        old = std::move(w);
+        return;
+      }
+    }
+    keys.push_back(std::move(w));
+  }
+};
+
+// A file that names another plugin than the files before it starts the section afresh: keys
+// chosen for the old plugin (an adamw learning rate, say) are no guide to the new one's. A base
+// that names no type has left the choice open, and keeps its keys.
+bool switches_plugin(const SectionInput& before, const toml::table& table) {
+  const Written* old_type = before.find("type");
+  const toml::node* new_type = table.get("type");
+  if (!old_type || !new_type) return false;
+  const auto* a = old_type->value->as_string();
+  const auto* b = new_type->as_string();
+  return a && b && a->get() != b->get();
+}
+
+// A sweep file (core/app/sweeps/spec.h) names its experiment with a top-level `base`.
+std::string refuse_sweep_file(const toml::table& root) {
+  if (!root.contains("base")) return "";
+  return "is a sweep file (it has `base = ...`), not an experiment file: extend the experiment "
+         "its base names";
+}
+
+std::string describe(const toml::node& node) {
+  std::ostringstream s;
+  if (node.is_table()) return "a table";
+  if (node.is_array()) return "an array";
+  s << node.type() << " ";
+  node.visit([&](auto&& v) {
+    if constexpr (toml::is_value<decltype(v)>) s << v;
+  });
+  return s.str();
+}
+
+ParamValue convert(const ParamSpec& spec, const toml::node& node, const SourceLoc& at,
+                   const std::string& path) {
+  auto wrong = [&]() {
+    fail(at, fmt::format("'{}' must be {} ({}), got {}", path, type_name(spec.type), spec.doc,
+                         describe(node)));
+  };
+  ParamValue value;
+  switch (spec.type) {
+    case ParamType::kInt:
+      if (!node.is_integer()) wrong();
+      value = node.as_integer()->get();
+      break;
+    case ParamType::kFloat:
+      if (node.is_integer()) {
+        value = static_cast<double>(node.as_integer()->get());
+      } else if (node.is_floating_point()) {
+        value = node.as_floating_point()->get();
+      } else {
+        wrong();
+      }
+      break;
+    case ParamType::kBool:
+      if (!node.is_boolean()) wrong();
+      value = node.as_boolean()->get();
+      break;
+    case ParamType::kString:
+      if (!node.is_string()) wrong();
+      value = node.as_string()->get();
+      break;
+  }
+  if (auto problem = spec.check(value)) fail(at, "'" + path + "' " + *problem);
+  return value;
+}
+
+std::vector<std::string> section_names() {
+  std::vector<std::string> names;
+  for (const auto& schema : config_sections())
+    names.push_back(schema.name);
+  return names;
+}
+
+}  // namespace
+
+// The files of the chain as layers, then the --sets on top, resolved section by section.
+class ConfigLoader {
+ public:
+  ResolvedConfig load(const std::string& path, const std::string& text,
+                      const std::vector<std::string>& overrides) {
+    layers_ = read_extends_chain(path, text, "an experiment file", refuse_sweep_file);
+    for (const auto& o : overrides)
+      add_override(o);
+    for (const auto& layer : layers_)
+      check_sections(layer);
+    ResolvedConfig out;
+    out.experiment = path;
+    for (const auto& layer : layers_)
+      out.sources_.push_back({layer.path, layer.sha256});
+    for (const auto& schema : config_sections())
+      resolve_section(schema, merged(schema), out);
+    return out;
+  }
+
+ private:
+  struct Assignment {
+    std::string section, key;
+    const toml::node* value = nullptr;
+    SourceLoc at;
+  };
+
+  void add_override(const std::string& assignment) {
+    SourceLoc at{"--set " + assignment, 0, 0};
+    auto eq = assignment.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      fail(at, "expected section.key=value, e.g. --set optimizer.lr=3e-3");
+    }
+    const std::string path = assignment.substr(0, eq);
+    const std::string text = assignment.substr(eq + 1);
+    auto parts = split(path, '.');
+    if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) {
+      fail(at, fmt::format("'{}' is not a section.key path, e.g. train.steps", path));
+    }
+    std::optional<toml::table> parsed = try_parse_toml("v = " + text);
+    if (!parsed) {
+      // Not a TOML value: the text as a bare string. It goes into the run's canonical TOML,
+      // which must load again: so it must be UTF-8.
+      if (!is_valid_utf8(text)) {
+        fail(at,
+             "the value is not valid UTF-8 (configs are UTF-8 text): write the characters "
+             "themselves, or \\uXXXX escapes in a quoted string");
+      }
+      parsed = toml::table{{"v", text}};
+    }
+    // The file that writes the name last decides what it is.
+    for (auto layer = layers_.rbegin(); layer != layers_.rend(); ++layer) {
+      if (const toml::node* node = layer->root.get(parts[0])) {
+        if (!node->is_table()) fail(at, fmt::format("'{}' is not a section", parts[0]));
+        break;
+      }
+    }
+    const std::vector<std::string> names = section_names();
+    if (std::find(names.begin(), names.end(), parts[0]) == names.end())
+      unknown_section(parts[0], at);
+    set_values_.push_back(std::move(*parsed));
+    sets_.push_back({parts[0], parts[1], set_values_.back().get("v"), at});
+  }
+
+  [[noreturn]] static void unknown_section(const std::string& name, const SourceLoc& at) {
+    const std::vector<std::string> names = section_names();
+    const std::string hint = nearest(name, names);
+    fail(at, fmt::format("unknown section [{}]: {}", name,
+                         hint.empty() ? "sections are " + join(names, ", ")
+                                      : "did you mean [" + hint + "]?"));
+  }
+
+  // Every top-level key of a file names a section and holds its table.
+  static void check_sections(const TomlLayer& layer) {
+    // A sweep file given to `kiln run` or `kiln config` is the wrong command (issue 39).
+    if (const toml::node* base = layer.root.get("base"); base && base->is_string()) {
+      fail(at(layer.path, base->source()),
+           "this is a sweep file, not an experiment: run it with `kiln sweep " + layer.path + "`");
+    }
+    const std::vector<std::string> names = section_names();
+    for (auto&& [key, node] : layer.root) {
+      const std::string name(key.str());
+      const SourceLoc where = at(layer.path, key.source());
+      if (std::find(names.begin(), names.end(), name) == names.end()) {
+        unknown_section(name, where);
+      }
+      if (!node.is_table()) {
+        fail(where, fmt::format("'{}' must be a section ([{}] followed by its keys), not a value",
+                                name, name));
+      }
+    }
+  }
+
+  SectionInput merged(const SectionSchema& schema) const {
+    SectionInput input;
+    for (const auto& layer : layers_) {
+      const toml::table* table = layer.root.get_as<toml::table>(schema.name);
+      if (!table) continue;
+      if (schema.is_plugin && switches_plugin(input, *table)) input.keys.clear();
+      input.written = true;
+      input.header = at(layer.path, table->source());
+      for (auto&& [key, node] : *table) {
+        input.put({std::string(key.str()), &node, at(layer.path, key.source()),
+                   at(layer.path, node.source()), KeySource::Kind::kFile});
+      }
+    }
+    const Written* file_type = input.find("type");
+    const std::string files_plugin =
+        file_type && file_type->value->is_string() ? file_type->value->value_or(std::string()) : "";
+    for (const auto& s : sets_) {
+      if (s.section != schema.name) continue;
+      if (!input.written) input.header = s.at;  // a section only --sets name: errors point there
+      input.written = true;
+      input.put({s.key, s.value, s.at, s.at, KeySource::Kind::kSet});
+    }
+    const Written* type = input.find("type");
+    if (schema.is_plugin && !files_plugin.empty() && type && type->kind == KeySource::Kind::kSet &&
+        type->value->value_or(std::string()) != files_plugin) {
+      input.set_switched_from = files_plugin;
+    }
+    return input;
+  }
+
+  void resolve_section(const SectionSchema& schema, const SectionInput& input,
+                       ResolvedConfig& out) const {
+    Section section{schema.name, "", {}};
+    // A plugin section takes the plugin's keys plus the keys core gives every plugin of the kind.
+    std::vector<ParamSpec> keys;
+    size_t plugin_keys = 0;  // the first ones of `keys` are the plugin's own
+    if (schema.is_plugin) {
+      const PluginSpec* plugin = choose_plugin(schema.name, input, out);
+      section.type = plugin->name;
+      keys = plugin->params;
+      plugin_keys = keys.size();
+    }
+    keys.insert(keys.end(), schema.params.begin(), schema.params.end());
+    std::vector<std::string> dropped, kept;  // the files' keys, when a --set switched plugins
+    for (const auto& w : input.keys) {
+      if (w.key == "type" && schema.is_plugin) continue;
+      const std::string path = schema.name + "." + w.key;
+      auto spec = std::find_if(keys.begin(), keys.end(),
+                               [&](const ParamSpec& p) { return p.name == w.key; });
+      if (!input.set_switched_from.empty() && w.kind == KeySource::Kind::kFile) {
+        (spec == keys.end() ? dropped : kept).push_back(path);
+        if (spec == keys.end()) continue;
+      }
+      if (spec == keys.end()) fail(w.key_at, unknown_key(schema, section.type, w.key, keys));
+      section.params.set(w.key, convert(*spec, *w.value, w.value_at, path));
+      out.key_sources_[path] = KeySource{w.kind, w.value_at, ""};
+    }
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (section.params.has(keys[i].name)) continue;
+      section.params.set(keys[i].name, keys[i].default_value);
+      KeySource source;  // a default: the plugin's, or core's
+      if (i < plugin_keys) source.plugin = section.type;
+      out.key_sources_[schema.name + "." + keys[i].name] = std::move(source);
+    }
+    if (!dropped.empty()) {
+      out.notes.push_back(fmt::format(
+          "note: --set {}.type={} replaces the files' {}: left out {} ({} takes no such key); "
+          "kept {}",
+          schema.name, section.type, input.set_switched_from, join(dropped, ", "), section.type,
+          kept.empty() ? "none" : join(kept, ", ")));
+    }
+    out.sections.push_back(std::move(section));
+  }
+
+  static std::string unknown_key(const SectionSchema& schema, const std::string& type,
+                                 const std::string& name, const std::vector<ParamSpec>& keys) {
+    const std::string path = schema.name + "." + name;
+    if (name == "extends") {
+      return fmt::format(
+          "unknown key '{}': extends = ... goes at the top of the file, before the first "
+          "[section]",
+          path);
+    }
+    std::vector<std::string> valid;
+    for (const auto& p : keys)
+      valid.push_back(p.name);
+    if (schema.is_plugin) valid.push_back("type");
+    const std::string hint = nearest(name, valid);
+    if (!hint.empty()) {
+      return fmt::format("unknown key '{}': did you mean '{}.{}'?", path, schema.name, hint);
+    }
+    const std::string owner = schema.is_plugin ? fmt::format("{} plugin '{}'", schema.name, type)
+                                               : fmt::format("section [{}]", schema.name);
+    return fmt::format("unknown key '{}': {} takes: {}", path, owner, join(valid, ", "));
+  }
+
+  const PluginSpec* choose_plugin(const std::string& kind, const SectionInput& input,
+                                  ResolvedConfig& out) const {
+    const Catalog& catalog = Catalog::global();
+    const std::string available = join(catalog.names(kind), ", ");
+    const std::string path = kind + ".type";
+    const Written* type = input.find("type");
+    if (!type) {
+      out.key_sources_[path] = KeySource{};
+      if (const PluginSpec* fallback = catalog.default_for(kind)) return fallback;
+      const SourceLoc where = input.written ? input.header : SourceLoc{layers_.back().path, 0, 0};
+      fail(where, fmt::format("[{}] needs a type: add `type = \"...\"` under [{}] (available: {})",
+                              kind, kind, available));
+    }
+    if (!type->value->is_string()) {
+      fail(type->value_at, fmt::format("'{}' must be a string naming a {} plugin (available: {})",
+                                       path, kind, available));
+    }
+    const std::string name = type->value->as_string()->get();
+    const PluginSpec* plugin = catalog.find(kind, name);
+    if (!plugin) {
+      std::string hint = nearest(name, catalog.names(kind));
+      fail(type->value_at,
+           fmt::format("unknown {} plugin '{}': {}available: {}", kind, name,
+                       hint.empty() ? "" : "did you mean '" + hint + "'? ", available));
+    }
+    out.key_sources_[path] = KeySource{type->kind, type->value_at, ""};
+    return plugin;
+  }
+
+  std::vector<TomlLayer> layers_;
+  std::deque<toml::table> set_values_;  // the parsed --set values, where sets_ point
+  std::vector<Assignment> sets_;
+};
+
+ResolvedConfig load_config_text(const std::string& toml_text, const std::string& source_name,
+                                const std::vector<std::string>& overrides) {
+  return ConfigLoader().load(source_name, toml_text, overrides);
+}
+
+ResolvedConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw UserError(fmt::format(
+        "experiment file '{}' is a directory: give the path of a .toml file in it", path));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw UserError(fmt::format("cannot open experiment file '{}': {}: check the path", path,
+                                std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return load_config_text(text.str(), path, overrides);
+}
+
+}  // namespace kiln

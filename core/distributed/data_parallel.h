@@ -1,0 +1,111 @@
+// What the data-parallel strategies (ddp, zero) share: a c10d communicator opened from the
+// [parallel] section, rank 0's weights copied to every rank at the start, sums over ranks, and
+// gradients packed into flat buckets so that each collective moves megabytes, not one tensor.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "core/api/parallel.h"
+#include "core/config/params.h"
+#include "core/distributed/distributed.h"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace kiln {
+
+// The parameters every data-parallel plugin declares: backend, bucket_mb, timeout_s.
+std::vector<ParamSpec> data_parallel_params();
+
+// Optimizer state when each rank holds the state of its own parameters only: `senders` send
+// theirs to rank 0 through the store under keys starting with `key` (new for every gather: a
+// sender may put its next part before rank 0 took the last), and rank 0 ends up with every
+// entry. Works whether the LibTorch version's Optimizer::load merges into the state or
+// replaces it.
+void gather_optimizer_state(Communicator& comm, torch::optim::Optimizer& optimizer,
+                            const std::vector<int>& senders, const std::string& key);
+// Replaces each tensor of `param`'s optimizer state (whatever the optimizer calls them:
+// exp_avg, momentum_buffer, ...) by what `visit` returns for it; other entries (a step count)
+// stay as they are, and a parameter without state is left alone. For strategies that cut a
+// parameter and its state alike (fsdp, tensor).
+void rewrite_optimizer_state(torch::optim::Optimizer& optimizer, const at::Tensor& param,
+                             const std::function<at::Tensor(const at::Tensor&)>& visit);
+// Drops the state entries of parameters (TensorImpl addresses) not in `keep`.
+void keep_optimizer_state(torch::optim::Optimizer& optimizer,
+                          const std::unordered_set<const void*>& keep);
+
+class DataParallel : public ParallelStrategy {
+ public:
+  // Joins the world that the environment describes (core/distributed/distributed.h).
+  DataParallel(const Params& params, c10::DeviceType device);
+
+  int rank() const override { return comm_->rank(); }
+  int world_size() const override { return comm_->size(); }
+  // Rank 0's parameters and buffers, copied to every rank in buckets.
+  void attach(Model& model) override;
+  at::Tensor sum(const at::Tensor& value) override;
+  // Through the rendezvous store: small things (an RNG state), not tensors.
+  std::vector<std::string> gather_bytes(const std::string& bytes) override;
+
+ protected:
+  Communicator& comm() { return *comm_; }
+  int64_t bucket_bytes() const { return bucket_bytes_; }
+
+ private:
+  std::unique_ptr<Communicator> comm_;
+  int64_t bucket_bytes_;
+  int64_t byte_gathers_ = 0;  // each gather's store keys are new
+};
+
+// A parameter's gradient accumulator, held so that the hooks on it live. Opaque: LibTorch hands
+// accumulators out as a std::shared_ptr<Node> up to 2.x and as a c10::intrusive_ptr<Node> in
+// 2.14, and the holder only needs to keep one alive.
+using HeldAccumulator = std::shared_ptr<void>;
+
+// Hooks `ready(i)` to run each time backward has accumulated parameters[i]'s gradient: a post
+// hook on its gradient accumulator, as torch DDP's Reducer does (LibTorch 1.13 and 2.x alike).
+// The hooks live as long as the returned accumulators; `ready` must not own them (capture a
+// weak pointer), or neither is ever freed.
+std::vector<HeldAccumulator> on_gradient_accumulated(const std::vector<at::Tensor>& parameters,
+                                                     const std::function<void(size_t)>& ready);
+
+// Packs `tensors`, in order, into groups of about `bytes` (a tensor larger than that is a group
+// of its own).
+std::vector<std::vector<at::Tensor>> make_buckets(const std::vector<at::Tensor>& tensors,
+                                                  int64_t bytes);
+// One contiguous 1-D copy of `tensors`, and the way back.
+at::Tensor flatten(const std::vector<at::Tensor>& tensors);
+void copy_from_flat(const at::Tensor& flat, const std::vector<at::Tensor>& into);
+
+// The gradient all-reduce of torch's DistributedDataParallel, overlapping the backward pass:
+// a hook on each parameter's gradient accumulator notes when its gradient is complete, and as
+// soon as all gradients of a bucket are, that bucket's all-reduce starts while backward goes on
+// with earlier layers. Buckets follow the parameters in reverse, the order backward reaches them.
+// Only the final micro-step of a step communicates.
+class OverlappedAllReduce {
+ public:
+  OverlappedAllReduce(Communicator& comm, const std::vector<at::Tensor>& parameters,
+                      int64_t bucket_bytes);
+  ~OverlappedAllReduce();
+  OverlappedAllReduce(const OverlappedAllReduce&) = delete;
+  OverlappedAllReduce& operator=(const OverlappedAllReduce&) = delete;
+
+  // Before a micro-step's backward: hooks start all-reduces only when `final_micro_step`.
+  void arm(bool final_micro_step);
+  // After the final backward: starts what has not started (buckets whose parameters got no
+  // gradient in time), waits for all, and leaves each gradient averaged over the ranks.
+  void finish();
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;  // shared with the autograd hooks
+};
+
+}  // namespace kiln

@@ -1,0 +1,318 @@
+#include "core/distributed/distributed.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include "core/util/env.h"
+#include "core/util/error.h"
+#include "core/util/torch_compat.h"
+
+namespace kiln {
+
+namespace {
+
+constexpr int64_t kMostRanks = 1 << 20;
+
+// A rank count or index from the environment (set, checked by the caller).
+int env_rank(const char* name, int64_t min) {
+  return static_cast<int>(env_integer(name, 0, min, kMostRanks));
+}
+
+}  // namespace
+
+WorldEnv read_world_env() {
+  WorldEnv w;
+  const char* rank_name = "RANK";
+  const char* size_name = "WORLD_SIZE";
+  const char* local_name = "LOCAL_RANK";
+  if (!env_text("RANK") && !env_text("WORLD_SIZE") && env_text("SLURM_PROCID")) {
+    rank_name = "SLURM_PROCID";  // srun without torchrun
+    size_name = "SLURM_NTASKS";
+    local_name = "SLURM_LOCALID";
+  }
+  const bool rank = env_text(rank_name).has_value();
+  const bool size = env_text(size_name).has_value();
+  if (!rank && !size) return w;
+  if (!rank || !size) {
+    throw UserError(
+        fmt::format("{} is set but {} is not: launch with torchrun, kiln launch or "
+                    "srun, which set both (and MASTER_ADDR, MASTER_PORT)",
+                    rank ? rank_name : size_name, rank ? size_name : rank_name));
+  }
+  w.rank = env_rank(rank_name, 0);
+  w.world_size = env_rank(size_name, 1);
+  w.local_rank = env_text(local_name) ? env_rank(local_name, 0) : w.rank;
+  if (w.world_size < 1 || w.rank < 0 || w.rank >= w.world_size) {
+    throw UserError(
+        fmt::format("{}={} does not fit {}={}", rank_name, w.rank, size_name, w.world_size));
+  }
+  if (w.world_size > 1) {
+    const std::optional<std::string> addr = env_text("MASTER_ADDR");
+    const bool port = env_text("MASTER_PORT").has_value();
+    if (!addr || !port) {
+      throw UserError(
+          fmt::format("a world of {} needs MASTER_ADDR and MASTER_PORT (the address "
+                      "of rank 0's rendezvous): {} missing",
+                      w.world_size, addr ? "MASTER_PORT" : "MASTER_ADDR"));
+    }
+    w.master_addr = *addr;
+    w.master_port = static_cast<int>(env_integer("MASTER_PORT", 0, 1, 65535));
+  }
+  return w;
+}
+
+struct Communicator::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+  std::chrono::milliseconds timeout{0};
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+#ifdef USE_C10D_NCCL
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
+#endif
+
+  // Calls fn(process group) and waits for the work it returns.
+  template <class Fn>
+  void run(Fn&& fn) {
+#ifdef USE_C10D_NCCL
+    if (nccl) {
+      fn(*nccl);
+      return;
+    }
+#endif
+    fn(*gloo);
+  }
+};
+
+std::string choose_backend(const std::string& requested, int a_cuda_rank, int a_cpu_rank) {
+  if (a_cuda_rank >= 0 && a_cpu_rank >= 0) {
+    throw UserError(fmt::format(
+        "rank {} trains on CUDA but rank {} on the CPU (it sees no GPU, or its run.device says "
+        "cpu): give every rank a GPU, or set run.device = \"cpu\"",
+        a_cuda_rank, a_cpu_rank));
+  }
+  if (requested == "nccl" && a_cpu_rank >= 0) {
+    throw UserError(fmt::format(
+        "parallel.backend = \"nccl\" needs every rank on a CUDA device, but rank {} trains on "
+        "the CPU (it sees no GPU, or run.device says cpu): use parallel.backend = \"gloo\" or "
+        "\"auto\"",
+        a_cpu_rank));
+  }
+  if (requested != "auto") return requested;
+#ifdef USE_C10D_NCCL
+  if (a_cuda_rank >= 0) return "nccl";
+#endif
+  return "gloo";
+}
+
+namespace {
+
+// Every rank publishes whether it trains on CUDA and reads the others', so that all reach the
+// same backend, or the same error, before any process group exists.
+std::string agree_on_backend(c10d::Store& store, const WorldEnv& env, const std::string& requested,
+                             bool on_cuda) {
+  store.set("on_cuda/" + std::to_string(env.rank),
+            std::vector<uint8_t>{static_cast<uint8_t>(on_cuda ? '1' : '0')});
+  int a_cuda_rank = -1, a_cpu_rank = -1;
+  for (int r = 0; r < env.world_size; ++r) {
+    const bool cuda =
+        store.get("on_cuda/" + std::to_string(r)) == std::vector<uint8_t>{uint8_t{'1'}};
+    int& first = cuda ? a_cuda_rank : a_cpu_rank;
+    if (first < 0) first = r;
+  }
+  return choose_backend(requested, a_cuda_rank, a_cpu_rank);
+}
+
+}  // namespace
+
+Communicator::Communicator(const WorldEnv& env, const std::string& backend, bool on_cuda,
+                           std::chrono::milliseconds timeout)
+    : env_(env), impl_(std::make_unique<Impl>()) {
+  if (env.world_size == 1) {  // nothing to talk to: no store, no port, no-op collectives
+    backend_ = choose_backend(backend, on_cuda ? 0 : -1, on_cuda ? -1 : 0);
+    return;
+  }
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<uint16_t>(env.master_port);
+    options.isServer = env.rank == 0;
+    options.numWorkers = env.world_size;
+    options.waitWorkers = true;
+    options.timeout = timeout;
+    compat::use_classic_store_server(options);
+    impl_->store = c10::make_intrusive<c10d::PrefixStore>(
+        "kiln", c10::make_intrusive<c10d::TCPStore>(env.master_addr, options));
+  } catch (const c10::Error& e) {
+    throw UserError(
+        fmt::format("rank {} of {} could not join the others at {}:{} within {} s: "
+                    "{} (is every rank started, and the port free?)",
+                    env.rank, env.world_size, env.master_addr, env.master_port,
+                    timeout.count() / 1000, e.what_without_backtrace()));
+  }
+  backend_ = agree_on_backend(*impl_->store, env_, backend, on_cuda);
+  join(timeout);
+}
+
+Communicator::Communicator(const WorldEnv& env, const std::string& backend,
+                           std::unique_ptr<Impl> impl)
+    : env_(env), backend_(backend), impl_(std::move(impl)) {}
+
+// The process group over impl_->store, for env_'s rank and size.
+void Communicator::join(std::chrono::milliseconds timeout) {
+  impl_->timeout = timeout;
+  try {
+    if (backend_ == "nccl") {
+#ifdef USE_C10D_NCCL
+      auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+      nccl_options->timeout = timeout;
+      impl_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, env_.rank,
+                                                                env_.world_size, nccl_options);
+      return;
+#else
+      throw UserError(
+          "parallel.backend = \"nccl\" but this LibTorch was built without NCCL: use "
+          "\"gloo\"");
+#endif
+    }
+    auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
+    gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    impl_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env_.rank,
+                                                              env_.world_size, gloo_options);
+  } catch (const c10::Error& e) {
+    throw UserError(fmt::format("rank {} of {} could not set up its {} process group: {}",
+                                env_.rank, env_.world_size, backend_, e.what_without_backtrace()));
+  }
+}
+
+std::unique_ptr<Communicator> Communicator::subgroup(const std::string& name,
+                                                     const std::vector<int>& ranks) {
+  WorldEnv env = env_;
+  env.world_size = static_cast<int>(ranks.size());
+  env.rank = static_cast<int>(std::find(ranks.begin(), ranks.end(), env_.rank) - ranks.begin());
+  if (env.rank == env.world_size) throw std::logic_error("subgroup without this rank");
+  auto impl = std::make_unique<Impl>();
+  std::unique_ptr<Communicator> group(new Communicator(env, backend_, std::move(impl)));
+  if (env.world_size == 1) return group;
+  group->impl_->store = c10::make_intrusive<c10d::PrefixStore>(name, impl_->store);
+  group->join(impl_->timeout);
+  return group;
+}
+
+Communicator::~Communicator() = default;
+
+void Communicator::Pending::wait() {
+  for (auto& w : waits_)
+    w();
+  waits_.clear();
+}
+
+// c10d's tensor lists mean one tensor per local device, so each tensor is its own collective:
+// all are launched, then all awaited, so they overlap in the backend's threads.
+Communicator::Pending Communicator::start_all_reduce_sum(std::vector<at::Tensor>& tensors) {
+  Pending pending;
+  if (env_.world_size == 1) return pending;
+  impl_->run([&](auto& group) {
+    for (auto& t : tensors) {
+      std::vector<at::Tensor> one = {t};
+      pending.add([work = group.allreduce(one)] { work->wait(); });
+    }
+  });
+  return pending;
+}
+
+void Communicator::all_reduce_max(std::vector<at::Tensor>& tensors) {
+  if (env_.world_size == 1) return;
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::MAX;
+  impl_->run([&](auto& group) {
+    for (auto& t : tensors) {
+      std::vector<at::Tensor> one = {t};
+      group.allreduce(one, options)->wait();
+    }
+  });
+}
+
+void Communicator::broadcast(std::vector<at::Tensor>& tensors, int root) {
+  if (env_.world_size == 1) return;
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  Pending pending;
+  impl_->run([&](auto& group) {
+    for (auto& t : tensors) {
+      std::vector<at::Tensor> one = {t};
+      pending.add([work = group.broadcast(one, options)] { work->wait(); });
+    }
+  });
+  pending.wait();
+}
+
+Communicator::Pending Communicator::start_all_gather(const at::Tensor& shard,
+                                                     const std::vector<at::Tensor>& slots) {
+  Pending pending;
+  if (env_.world_size == 1) {
+    slots.front().copy_(shard);
+    return pending;
+  }
+  std::vector<std::vector<at::Tensor>> outputs = {slots};
+  std::vector<at::Tensor> inputs = {shard};
+  impl_->run([&](auto& group) {
+    pending.add([work = group.allgather(outputs, inputs)] { work->wait(); });
+  });
+  return pending;
+}
+
+Communicator::Pending Communicator::start_reduce_sum(const at::Tensor& tensor, int root) {
+  Pending pending;
+  if (env_.world_size == 1) return pending;
+  c10d::ReduceOptions options;
+  options.rootRank = root;
+  std::vector<at::Tensor> one = {tensor};
+  impl_->run([&](auto& group) {
+    pending.add([work = group.reduce(one, options), keep = tensor] { work->wait(); });
+  });
+  return pending;
+}
+
+void Communicator::barrier() {
+  if (env_.world_size == 1) return;
+  impl_->run([&](auto& group) { group.barrier()->wait(); });
+}
+
+Communicator::Pending Communicator::start_send(const at::Tensor& tensor, int peer, int tag) {
+  Pending pending;
+  std::vector<at::Tensor> one = {tensor};
+  impl_->run([&](auto& group) {
+    pending.add([work = group.send(one, peer, tag), keep = tensor] { work->wait(); });
+  });
+  return pending;
+}
+
+Communicator::Pending Communicator::start_recv(const at::Tensor& tensor, int peer, int tag) {
+  Pending pending;
+  std::vector<at::Tensor> one = {tensor};
+  impl_->run([&](auto& group) {
+    pending.add([work = group.recv(one, peer, tag), keep = tensor] { work->wait(); });
+  });
+  return pending;
+}
+
+void Communicator::put(const std::string& key, const std::string& bytes) {
+  if (env_.world_size == 1) throw std::logic_error("Communicator::put in a world of one");
+  impl_->store->set(key, std::vector<uint8_t>(bytes.begin(), bytes.end()));
+}
+
+std::string Communicator::take(const std::string& key) {
+  if (env_.world_size == 1) throw std::logic_error("Communicator::take in a world of one");
+  std::vector<uint8_t> bytes = impl_->store->get(key);  // waits up to the store's timeout
+  impl_->store->deleteKey(key);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+}  // namespace kiln

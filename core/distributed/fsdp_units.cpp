@@ -1,0 +1,326 @@
+#include "core/distributed/fsdp_units.h"
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <unordered_map>
+
+#include <ATen/ATen.h>
+#include <torch/autograd.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/optim/optimizer.h>
+
+#include "core/api/model.h"
+#include "core/distributed/data_parallel.h"
+#include "core/distributed/distributed.h"
+#include "core/distributed/fsdp_blocks.h"
+
+namespace kiln {
+
+namespace {
+
+// One parameter and its dim-0 blocks.
+struct Sharded {
+  at::Tensor param;   // the model's: its data is `block`, or `whole` while gathered
+  at::Tensor block;   // this rank's rows of the padded whole
+  at::Tensor padded;  // world blocks; its storage holds memory only while gathered
+  at::Tensor whole;   // padded's first rows: the parameter's own shape
+  bool gathered = false;
+  at::Tensor gradient_sum;  // this rank's block of the gradient, summed over ranks, micro-steps
+};
+
+}  // namespace
+
+struct FsdpUnits::State {
+  Communicator& comm;
+  std::vector<Sharded> params;
+  std::vector<std::vector<size_t>> units;  // indices into params, per layer (borrowed ones too)
+  std::vector<HeldAccumulator> accumulators;
+  int64_t most_in_transit = 0;  // whole-gradient bytes held at once, at most
+
+  explicit State(Communicator& c) : comm(c) {}
+
+  void release(Sharded& s) {
+    if (!s.gathered) return;
+    s.param.set_data(s.block);
+    resize_storage(s.padded, 0);
+    s.gathered = false;
+  }
+
+  // The unit's parameters that are not whole yet, whole on every rank, in one collective: each
+  // rank's blocks go out side by side and are copied into each parameter's buffer once they
+  // have arrived (one all-gather of a block's weights costs about what one of a single bias does
+  // on Gloo). A gather started ahead (prefetch) is finished here first.
+  void gather_unit(size_t unit) {
+    at::NoGradGuard no_grad;
+    if (prefetched) {
+      Gathering ahead = std::move(*prefetched);
+      prefetched.reset();
+      finish_gather(ahead);
+    }
+    if (auto now = start_gather(unit)) finish_gather(*now);
+  }
+
+  // Starts the gather of unit `unit` so that it travels while the unit before it computes.
+  void prefetch(size_t unit) {
+    at::NoGradGuard no_grad;
+    if (!prefetched && unit < units.size()) prefetched = start_gather(unit);
+  }
+
+  struct Gathering {
+    std::vector<Sharded*> params;
+    at::Tensor all;  // every rank's blocks, rank after rank
+    int64_t per_rank = 0;
+    Communicator::Pending pending;
+  };
+  std::optional<Gathering> prefetched;
+
+  std::optional<Gathering> start_gather(size_t unit) {
+    Gathering g;
+    std::vector<at::Tensor> blocks;
+    for (size_t i : units[unit]) {
+      if (params[i].gathered) continue;
+      g.params.push_back(&params[i]);
+      blocks.push_back(params[i].block.reshape(-1));
+      params[i].gathered = true;  // on its way: neither gathered again nor released meanwhile
+    }
+    if (g.params.empty()) return std::nullopt;
+    const at::Tensor mine = at::cat(blocks);
+    g.per_rank = mine.numel();
+    g.all = at::empty({comm.size() * g.per_rank}, mine.options());
+    g.pending = comm.start_all_gather(mine, g.all.chunk(comm.size()));
+    return g;
+  }
+
+  void finish_gather(Gathering& g) {
+    g.pending.wait();
+    int64_t offset = 0;
+    for (Sharded* s : g.params) {
+      resize_storage(s->padded, s->padded.numel() * s->padded.element_size());
+      const auto rows = s->padded.chunk(comm.size());
+      for (int r = 0; r < comm.size(); ++r)
+        rows[r].copy_(g.all.narrow(0, r * g.per_rank + offset, s->block.numel()).view_as(s->block));
+      offset += s->block.numel();
+      s->param.set_data(s->whole);
+    }
+  }
+
+  void release_unit(size_t unit) {
+    for (size_t i : units[unit])
+      release(params[i]);
+  }
+
+  // Hooks each parameter's gradient accumulator (a resume copies into the same parameters, so
+  // they stay hooked). Only while the parameters are whole: autograd expects a gradient of the
+  // shape they have when the accumulator is made.
+  void hook_accumulators(const std::shared_ptr<State>& self) {
+    std::weak_ptr<State> weak = self;
+    std::vector<at::Tensor> tensors;
+    for (const Sharded& s : params)
+      tensors.push_back(s.param);
+    accumulators = on_gradient_accumulated(tensors, [weak](size_t i) {
+      if (auto state = weak.lock()) state->gradient_ready(i);
+    });
+  }
+
+  // The post hook of params[i]'s gradient accumulator: its whole gradient is complete. A copy
+  // padded to the blocks' rows joins the bucket and the parameter's whole buffers are freed.
+  void gradient_ready(size_t i) {
+    at::NoGradGuard no_grad;
+    Sharded& s = params[i];
+    at::Tensor padded = at::zeros_like(s.padded, at::MemoryFormat::Contiguous);
+    padded.narrow(0, 0, s.whole.size(0)).copy_(s.param.grad());
+    s.param.mutable_grad() = at::Tensor();
+    release(s);
+    bucket.push_back({i, padded.reshape(-1)});
+    bucket_bytes += static_cast<int64_t>(padded.nbytes());
+    const int64_t on_wire_bytes = on_wire ? static_cast<int64_t>(on_wire->flat.nbytes()) : 0;
+    most_in_transit = std::max(most_in_transit, bucket_bytes + on_wire_bytes);
+    if (bucket_bytes >= bucket_limit) send_bucket();
+  }
+
+  // Starts the sum over the ranks of the bucket's gradients, in one collective, and lands the
+  // one before it: each bucket travels while backward computes the next. Called when a bucket
+  // is full, when backward reaches the next unit and at the end of each micro-step's backward.
+  void send_bucket() {
+    if (bucket.empty()) return;
+    std::vector<at::Tensor> parts;
+    for (const auto& [param, gradient] : bucket)
+      parts.push_back(gradient);
+    std::vector<at::Tensor> one = {at::cat(parts)};
+    Communicator::Pending pending = comm.start_all_reduce_sum(one);
+    land();
+    on_wire = OnWire{{}, one[0], std::move(pending)};
+    for (const auto& entry : bucket)
+      on_wire->params.push_back(entry.first);
+    bucket.clear();
+    bucket_bytes = 0;
+  }
+
+  // Waits for the bucket on the wire and adds this rank's block of each gradient in it,
+  // averaged, to the parameter's block sum.
+  void land() {
+    if (!on_wire) return;
+    on_wire->pending.wait();
+    int64_t offset = 0;
+    for (size_t i : on_wire->params) {
+      Sharded& s = params[i];
+      const at::Tensor whole = on_wire->flat.narrow(0, offset, s.padded.numel()).view_as(s.padded);
+      offset += s.padded.numel();
+      at::Tensor mine = whole.chunk(comm.size())[comm.rank()].div(comm.size());
+      s.gradient_sum = s.gradient_sum.defined() ? s.gradient_sum.add_(mine) : mine;
+    }
+    on_wire.reset();
+  }
+
+  std::vector<std::pair<size_t, at::Tensor>> bucket;  // (param, padded whole gradient, flat)
+  int64_t bucket_bytes = 0;
+  int64_t bucket_limit = 0;  // parallel.bucket_mb
+  struct OnWire {
+    std::vector<size_t> params;
+    at::Tensor flat;  // their padded whole gradients, summed over the ranks once landed
+    Communicator::Pending pending;
+  };
+  std::optional<OnWire> on_wire;
+};
+
+namespace {
+
+// Holds a unit's place for the identity node, which autograd keeps until backward.
+struct UnitRef : torch::CustomClassHolder {
+  std::weak_ptr<FsdpUnits::State> state;
+  size_t unit = 0;
+};
+
+// Identity on a unit's output whose backward gathers the unit's parameters again, before
+// autograd reaches the unit's own nodes (they all wait for this node's gradient).
+struct GatherBeforeBackward : torch::autograd::Function<GatherBeforeBackward> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& output,
+                            c10::intrusive_ptr<UnitRef> ref) {
+    ctx->saved_data["unit"] = c10::IValue::make_capsule(std::move(ref));
+    return output;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    auto& ref = static_cast<UnitRef&>(*ctx->saved_data["unit"].toCapsule());
+    if (auto state = ref.state.lock()) {
+      state->send_bucket();  // the units after this one are done with backward
+      state->gather_unit(ref.unit);
+    }
+    return {grad_outputs[0], at::Tensor()};
+  }
+};
+
+}  // namespace
+
+FsdpUnits::FsdpUnits(Communicator& comm, Model& model, int64_t bucket_bytes)
+    : state_(std::make_shared<State>(comm)) {
+  state_->bucket_limit = bucket_bytes;
+  std::unordered_map<const void*, size_t> index;
+  const auto& layers = model.layers();
+  for (const auto& layer : layers) {
+    std::vector<at::Tensor> used = layer->parameters();
+    for (const auto& b : layer->borrowed_parameters())
+      used.push_back(b);
+    std::vector<size_t> unit;
+    for (const auto& p : used) {
+      auto [it, fresh] = index.emplace(p.unsafeGetTensorImpl(), state_->params.size());
+      if (fresh) state_->params.push_back({p, {}, {}, {}, false, {}});
+      if (std::find(unit.begin(), unit.end(), it->second) == unit.end()) unit.push_back(it->second);
+    }
+    state_->units.push_back(std::move(unit));
+  }
+  state_->hook_accumulators(state_);
+  std::weak_ptr<State> weak = state_;
+  const int world = comm.size();
+  at::NoGradGuard no_grad;
+  for (Sharded& s : state_->params) {
+    const at::Tensor whole = s.param.detach();
+    const int64_t rows = (whole.size(0) + world - 1) / world;
+    s.block = block_of(whole, rows, comm.rank(), world);
+    std::vector<int64_t> shape = whole.sizes().vec();
+    shape[0] = rows * world;
+    s.padded = at::empty(shape, whole.options());
+    s.whole = s.padded.narrow(0, 0, whole.size(0));
+    s.param.set_data(s.block);
+    resize_storage(s.padded, 0);
+  }
+  model.set_layer_runner([weak](size_t unit, Layer& layer, const at::Tensor& x) {
+    auto state = weak.lock();
+    state->gather_unit(unit);
+    state->prefetch(unit + 1);
+    const bool training = torch::GradMode::is_enabled();
+    if (training) {
+      for (size_t i : state->units[unit])
+        state->params[i].param.mutable_grad() = at::Tensor();  // zero_grad left a block of 0s
+    }
+    at::Tensor out = layer.forward(x);
+    state->release_unit(unit);
+    if (!training || !out.requires_grad()) return out;
+    auto ref = c10::make_intrusive<UnitRef>();
+    ref->state = weak;
+    ref->unit = unit;
+    return GatherBeforeBackward::apply(out, ref);
+  });
+}
+
+FsdpUnits::~FsdpUnits() = default;
+
+void FsdpUnits::begin_micro_step() {
+  state_->send_bucket();
+}
+
+void FsdpUnits::finish_gradients() {
+  state_->send_bucket();
+  state_->land();
+  for (Sharded& s : state_->params) {
+    state_->release(s);
+    s.param.mutable_grad() = std::move(s.gradient_sum);
+    s.gradient_sum = at::Tensor();
+  }
+}
+
+int64_t FsdpUnits::peak_gradient_bytes() const {
+  int64_t blocks = 0;
+  for (const Sharded& s : state_->params)
+    blocks += static_cast<int64_t>(s.block.nbytes());
+  return blocks + state_->most_in_transit;
+}
+
+void FsdpUnits::gather(torch::optim::Optimizer& optimizer) {
+  at::NoGradGuard no_grad;
+  Communicator& comm = state_->comm;
+  for (Sharded& s : state_->params) {
+    const auto whole_of = [&](const at::Tensor& block) {
+      at::Tensor padded = at::empty(s.padded.sizes(), block.options());
+      comm.all_gather(block.contiguous(), padded.chunk(comm.size()));
+      return padded.narrow(0, 0, s.whole.size(0)).clone();
+    };
+    rewrite_optimizer_state(optimizer, s.param, [&](const at::Tensor& t) {
+      return t.sizes() == s.block.sizes() ? whole_of(t) : t;
+    });
+    s.param.set_data(whole_of(s.block));
+  }
+}
+
+void FsdpUnits::shard(torch::optim::Optimizer& optimizer) {
+  at::NoGradGuard no_grad;
+  Communicator& comm = state_->comm;
+  for (Sharded& s : state_->params) {
+    const int64_t rows = s.block.size(0);
+    rewrite_optimizer_state(optimizer, s.param, [&](const at::Tensor& t) {
+      return t.sizes() == s.whole.sizes() ? block_of(t, rows, comm.rank(), comm.size()) : t;
+    });
+    s.block = block_of(s.param.detach(), rows, comm.rank(), comm.size());
+    s.param.set_data(s.block);
+  }
+}
+
+void FsdpUnits::make_whole_shaped() {
+  at::NoGradGuard no_grad;
+  for (Sharded& s : state_->params)
+    s.param.set_data(at::zeros(s.whole.sizes(), s.block.options()));
+}
+
+}  // namespace kiln

@@ -1,0 +1,30 @@
+// Which runs a command of the read side means: `kiln runs list`'s --where, --sort and --limit,
+// and the names, ids, sweeps and globs `kiln runs show`, `compare` and `rm` are given. Separate
+// from core/store/history/queries.h (which includes this file) because selecting runs is the one
+// part of the read side that parses the user's --where and --sort (core/store/where/expr.h) and
+// checks the config keys they name; the rest reads one run's rows. No LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/store/history/reader.h"
+#include "core/store/runs/lookup.h"
+
+namespace kiln {
+
+struct ListQuery {
+  std::string where;        // core/store/where/expr.h; empty = every run
+  std::string sort = "id";  // a key; '-' prefix = descending
+  int64_t limit = 0;        // 0 = no limit
+};
+
+std::vector<RunRecord> list_runs(HistoryDb& db, const ListQuery& query);
+// By name, or by id when no run has that name; the one "no run" UserError when neither exists.
+RunRecord find_run_record(HistoryDb& db, const std::string& name_or_id);
+// Each argument is a run name or id, a sweep, or a glob on names; in argument order, each run
+// once; a UserError for an argument that matches nothing.
+std::vector<RunRecord> match_runs(HistoryDb& db, const std::vector<std::string>& patterns);
+
+}  // namespace kiln

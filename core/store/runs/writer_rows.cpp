@@ -1,0 +1,243 @@
+// RunStore's rows: buffered as training makes them, written in one transaction about once a
+// second, and kept in memory while a PostgreSQL server is away (core/store/runs/writer.h).
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/store/runs/writer.h"
+#include "core/util/env.h"
+#include "core/util/error.h"
+#include "core/util/fault.h"
+
+namespace kiln {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string minutes_of(Clock::duration d) {
+  return fmt::format("{:.1f} minutes", std::chrono::duration<double>(d).count() / 60.0);
+}
+
+// A count that only some runs have (core/store/runs/writer.h, counted_tokens): NULL otherwise.
+void bind_count(Statement& statement, int index, const std::optional<int64_t>& count) {
+  if (count) {
+    statement.bind(index, *count);
+  } else {
+    statement.bind_null(index);
+  }
+}
+
+}  // namespace
+
+void RunStore::add_metric(int64_t run_id, const MetricRow& row) {
+  pending_metrics_.emplace_back(run_id, row);
+  if (listener_) listener_->metric_added(run_id, row);
+  maybe_flush();
+}
+
+void RunStore::add_eval(int64_t run_id, const EvalRow& row) {
+  pending_evals_.emplace_back(run_id, row);
+  if (listener_) listener_->eval_added(run_id, row);
+  maybe_flush();
+}
+
+void RunStore::maybe_flush() {
+  // About once a second, and at least every 64 rows when steps are fast: a crash loses a
+  // bounded number of steps either way. While the server is away: one try a second.
+  if ((!away_since_ && pending_metrics_.size() >= 64) ||
+      Clock::now() - last_flush_ >= std::chrono::seconds(1)) {
+    try_flush();
+  }
+}
+
+void RunStore::flush() {
+  // What follows a flush (a snapshot, the run's end) needs the rows durable: wait for a server
+  // that went away, up to server_wait_.
+  for (try_flush(); away_since_; try_flush()) {
+    if (Clock::now() - *away_since_ >= server_wait_) {
+      give_up(fmt::format("run store '{}' has been unreachable for {} ({})", db_.path(),
+                          minutes_of(Clock::now() - *away_since_), away_reason_));
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+void RunStore::try_flush() {
+  if (pending_metrics_.empty() && pending_evals_.empty() && pending_snapshots_.empty()) {
+    away_since_.reset();
+    return;
+  }
+  last_flush_ = Clock::now();
+  try {
+    if (away_since_) db_.reconnect();
+    write_pending();
+  } catch (const SqliteError& e) {
+    if (!db_.lost()) throw;
+    // The rows stay buffered; an upsert written twice (a COMMIT whose answer was lost) replaces
+    // itself, so none is ever duplicated.
+    if (!away_since_) away_since_ = Clock::now();
+    away_reason_ = e.reason();
+    const size_t buffered = pending_metrics_.size() + pending_evals_.size();
+    if (buffered > kMaxBufferedRows) {
+      give_up(fmt::format(
+          "run store '{}' has been unreachable for {} ({}) and {} rows are buffered, the most a "
+          "run keeps in memory",
+          db_.path(), minutes_of(Clock::now() - *away_since_), away_reason_, buffered));
+    }
+    return;
+  }
+  away_since_.reset();
+}
+
+void RunStore::give_up(const std::string& why) {
+  const size_t buffered = pending_metrics_.size() + pending_evals_.size();
+  std::string line;
+  if (unstored_) {
+    const size_t kept = write_unstored(why);
+    line = fmt::format(
+        "{}: {} rows of this run are in '{}': load them once the server is back with `kiln runs "
+        "import {} --db {}`, then resume the run",
+        why, kept, unstored_->file, unstored_->file, db_.path());
+  } else {
+    line = fmt::format(
+        "{}: {} rows of this run are not stored: resume the run once the server is back "
+        "(`kiln resume NAME --db {}`)",
+        why, buffered, db_.path());
+  }
+  // Nothing is left to wait for: the run's end (and this store's destructor) return at once.
+  pending_metrics_.clear();
+  pending_evals_.clear();
+  pending_snapshots_.clear();
+  away_since_.reset();
+  throw UserError(line);
+}
+
+void RunStore::keep_unstored_rows_in(int64_t run_id, const std::string& file) {
+  Statement row(db_, R"sql(
+      SELECT name, experiment, config, config_hash, seed, world_size, steps, git_commit, host,
+             sweep, uuid, folder
+      FROM runs WHERE id = ?)sql",
+                {run_id});
+  if (!row.step()) return;
+  unstored_ = UnstoredRows{
+      run_id,
+      NewRun{row.text(0), row.text(1), row.text(2), row.text(3), row.integer(4), row.integer(5),
+             row.integer(6), row.text(7), row.text(8), row.text(9), row.text(10), row.text(11)},
+      file};
+}
+
+size_t RunStore::write_unstored(const std::string& error) {
+  RunStore local(unstored_->file);
+  const NewRun& run = unstored_->run;
+  // A run that lost its server twice (resumed in between) adds to the file it has.
+  const std::optional<RunRecord> there = local.find_run(run.name);
+  const int64_t id = there && there->uuid == run.uuid ? there->id : local.create_run(run);
+  size_t kept = 0;
+  for (const auto& [run_id, m] : pending_metrics_) {
+    if (run_id != unstored_->run_id) continue;
+    local.add_metric(id, m);
+    ++kept;
+  }
+  for (const auto& [run_id, e] : pending_evals_) {
+    if (run_id != unstored_->run_id) continue;
+    local.add_eval(id, e);
+    ++kept;
+  }
+  local.flush();
+  for (const SnapshotRow& s : pending_snapshots_) {
+    if (s.run_id == unstored_->run_id) local.add_snapshot(id, s.step, s.label, s.path);
+  }
+  local.finish_run(id, "failed", error);
+  unstored_->written = true;
+  return kept;
+}
+
+std::chrono::seconds RunStore::configured_server_wait() {
+  const int64_t seconds = env_integer(
+      kServerWaitVariable, std::chrono::seconds(kServerWait).count(), 0, 365LL * 24 * 3600);
+  return std::chrono::seconds(seconds);
+}
+
+void RunStore::add_snapshot(int64_t run_id, int64_t step, const std::string& label,
+                            const std::string& path) {
+  if (!away_since_) {
+    try {
+      Statement insert(db_, R"sql(
+          INSERT OR REPLACE INTO snapshots (run_id, label, step, path) VALUES (?, ?, ?, ?))sql");
+      insert.bind(1, run_id).bind(2, label).bind(3, step).bind(4, path);
+      insert.step();
+      return;
+    } catch (const SqliteError& e) {
+      if (!db_.lost()) throw;
+      away_since_ = Clock::now();
+      away_reason_ = e.reason();
+    }
+  }
+  // The server is away: the row waits with the rows it follows.
+  pending_snapshots_.push_back({run_id, step, label, path});
+}
+
+void RunStore::remove_snapshot(int64_t run_id, const std::string& label) {
+  const auto before = pending_snapshots_.size();
+  pending_snapshots_.erase(
+      std::remove_if(pending_snapshots_.begin(), pending_snapshots_.end(),
+                     [&](const SnapshotRow& s) { return s.run_id == run_id && s.label == label; }),
+      pending_snapshots_.end());
+  if (pending_snapshots_.size() != before) return;  // never stored
+  Statement drop(db_, "DELETE FROM snapshots WHERE run_id = ? AND label = ?");
+  drop.bind(1, run_id).bind(2, label);
+  drop.step();
+}
+
+void RunStore::write_pending() {
+  auto start = Clock::now();
+  Transaction write(db_);
+  // REPLACE: a resumed run re-does the steps after its snapshot, and their rows replace the old
+  // ones rather than duplicating them.
+  Statement metric(db_, R"sql(
+      INSERT OR REPLACE INTO metrics (run_id, step, loss, lr, grad_norm, tokens_per_sec, dt_ms,
+                                      tokens_seen, loss_scale, skipped, rank_skew_ms, bubble,
+                                      counted_tokens)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
+  for (const auto& [run_id, m] : pending_metrics_) {
+    metric.bind(1, run_id).bind(2, m.step).bind(3, m.loss).bind(4, m.lr).bind(5, m.grad_norm);
+    metric.bind(6, m.tokens_per_sec).bind(7, m.dt_ms).bind(8, m.tokens_seen);
+    metric.bind(9, m.loss_scale).bind(10, static_cast<int64_t>(m.skipped));
+    metric.bind(11, m.rank_skew_ms).bind(12, m.bubble);
+    bind_count(metric, 13, m.counted_tokens);
+    metric.step();
+    metric.reset();
+  }
+  Statement eval(db_, R"sql(
+      INSERT OR REPLACE INTO evals (run_id, step, split, loss, perplexity, checkpoint,
+                                    counted_tokens)
+      VALUES (?, ?, ?, ?, ?, ?, ?))sql");
+  for (const auto& [run_id, e] : pending_evals_) {
+    eval.bind(1, run_id).bind(2, e.step).bind(3, e.split).bind(4, e.loss);
+    eval.bind(5, std::exp(e.loss)).bind(6, e.checkpoint);
+    bind_count(eval, 7, e.counted_tokens);
+    eval.step();
+    eval.reset();
+  }
+  for (const SnapshotRow& s : pending_snapshots_) {
+    Statement(db_,
+              "INSERT OR REPLACE INTO snapshots (run_id, label, step, path) VALUES (?, ?, ?, ?)",
+              {s.run_id, s.label, s.step, s.path})
+        .step();
+  }
+  fault_point("store.uncommitted");
+  write.commit();
+  pending_metrics_.clear();
+  pending_evals_.clear();
+  pending_snapshots_.clear();
+  last_flush_ = Clock::now();
+  seconds_spent_ += std::chrono::duration<double>(last_flush_ - start).count();
+  if (listener_) listener_->committed();
+}
+
+}  // namespace kiln

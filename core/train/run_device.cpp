@@ -1,0 +1,75 @@
+// The device and CPU settings of a run (run_device.h).
+#include "core/train/run_device.h"
+
+#include <algorithm>
+#include <thread>
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <torch/cuda.h>
+#include <torch/utils.h>
+
+#include "core/util/env.h"
+#include "core/util/error.h"
+
+namespace kiln {
+
+namespace {
+
+// The ranks on this machine (LOCAL_WORLD_SIZE, as torchrun and kiln launch set it).
+int ranks_on_this_machine() {
+  return static_cast<int>(env_integer("LOCAL_WORLD_SIZE", 1, 1, 1 << 20));
+}
+
+// run.threads = 0: the cores shared among the processes on this machine (LOCAL_WORLD_SIZE, set by
+// torchrun and kiln launch). More threads than cores make OpenMP's spinning workers fight: steps
+// ran 10-25x slower here with 4 ranks of 2 threads on 2 cores.
+int default_threads() {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / ranks_on_this_machine());
+}
+
+}  // namespace
+
+void apply_runtime_settings(const RunOptions& run) {
+  at::set_num_threads(static_cast<int>(run.threads > 0 ? run.threads : default_threads()));
+  torch::manual_seed(static_cast<uint64_t>(run.seed));
+}
+
+torch::Device pick_device(const ResolvedConfig& config, const std::string& wanted,
+                          std::string& note) {
+  const std::string where = config.where("run.device").str();
+  if (wanted == "cpu") return torch::kCPU;
+  const int count = static_cast<int>(torch::cuda::device_count());
+  // at::hasCUDA() is false without a GPU even in a CUDA LibTorch: the build says what it has.
+  const std::string why_none = KILN_WITH_CUDA ? "this Kiln is built with CUDA but sees no GPU"
+                                              : "this Kiln was built without CUDA (docs/gpu.md)";
+  if (count == 0) {
+    if (wanted != "auto") {
+      throw UserError(fmt::format("{}: run.device = \"{}\" but {}: use \"cpu\" or \"auto\"", where,
+                                  wanted, why_none));
+    }
+    note = "run.device = auto: " + why_none + ", so the CPU";
+    return torch::kCPU;
+  }
+  const int local_ranks = ranks_on_this_machine();
+  const bool numbered = wanted.rfind("cuda:", 0) == 0;  // the schema checked the digits
+  if (numbered && local_ranks > 1) {
+    throw UserError(
+        fmt::format("{}: run.device = \"{}\" would put all {} ranks on this machine "
+                    "on one GPU: use \"cuda\" (rank k takes cuda:k)",
+                    where, wanted, local_ranks));
+  }
+  const int index = numbered ? std::stoi(wanted.substr(5))
+                             : static_cast<int>(env_integer("LOCAL_RANK", 0, 0, 1 << 20));
+  if (index >= count) {
+    throw UserError(fmt::format(
+        "{}: run.device = \"{}\" needs cuda:{}, but this machine has {} CUDA device(s), "
+        "cuda:0 to cuda:{}: {}",
+        where, wanted, index, count, count - 1,
+        numbered ? "pick one of them" : "start at most one rank per GPU"));
+  }
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+}  // namespace kiln

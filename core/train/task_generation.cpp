@@ -1,0 +1,136 @@
+// Generation scoring (task_generation.h).
+#include "core/train/task_generation.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "core/api/tokenizer.h"
+#include "core/train/assemble.h"
+#include "core/train/task_batches.h"
+#include "core/util/counter_hash.h"
+#include "core/util/error.h"
+
+namespace kiln {
+
+namespace {
+
+// splitmix64 of (seed, item, position): a sampled token is the same in any batch or shard.
+double uniform_draw(uint64_t seed, int64_t item, int64_t position) {
+  return unit_interval(splitmix64(seed ^ (static_cast<uint64_t>(item) * 0x9E3779B97F4A7C15ULL) ^
+                                  (static_cast<uint64_t>(position) << 32)));
+}
+
+uint32_t next_token(const torch::Tensor& logits, const TaskSpec& spec, int64_t item,
+                    int64_t position) {
+  if (spec.temperature == 0) return static_cast<uint32_t>(logits.argmax().item<int64_t>());
+  const torch::Tensor p = torch::softmax(logits.to(torch::kDouble) / spec.temperature, -1);
+  const double u = uniform_draw(static_cast<uint64_t>(spec.seed), item, position);
+  const torch::Tensor cdf = p.cumsum(0);
+  const int64_t index = (cdf < u).sum().item<int64_t>();
+  return static_cast<uint32_t>(std::min(index, p.size(0) - 1));
+}
+
+}  // namespace
+
+std::vector<std::vector<uint32_t>> generation_prompts(const Task& task, const Tokenizer& tokenizer,
+                                                      int64_t block, int64_t& truncated) {
+  const TaskSpec& spec = task.spec;
+  if (spec.max_tokens >= block) {
+    throw UserError(fmt::format(
+        "{}: max_tokens = {} leaves no room for the prompt in the model's context ({}): lower "
+        "max_tokens",
+        spec.file, spec.max_tokens, block));
+  }
+  std::vector<std::vector<uint32_t>> prompts;
+  for (const TaskRequest& request : task.requests) {
+    std::vector<uint32_t> ids = context_ids(tokenizer, request.context, where_of(task, request));
+    const auto room = static_cast<size_t>(block - spec.max_tokens);
+    if (ids.size() > room) {
+      ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(room));
+      ++truncated;
+    }
+    prompts.push_back(std::move(ids));
+  }
+  return prompts;
+}
+
+void score_generations(AssembledRun& run, const Tokenizer& tokenizer, const PreparedTask& prepared,
+                       const TaskScoring& scoring, TaskResult& result) {
+  const Task& task = prepared.task;
+  const TaskSpec& spec = task.spec;
+  const auto end_of_text = tokenizer.end_of_text();
+  const std::vector<std::vector<uint32_t>>& prompts = prepared.prompts;
+  const auto order = longest_first(prompts.size(), [&](size_t i) { return prompts[i].size(); });
+  const Shard mine =
+      shard(order, scoring.batch, run.parallel->data_rank(), run.parallel->data_world());
+  std::vector<std::vector<uint32_t>> generated(prompts.size());
+  std::vector<double> local(prompts.size() * 2, 0.0);  // per request: match, tokens read
+  for (size_t b = 0; b < mine.batches.size(); ++b) {
+    const std::vector<size_t>& batch = mine.batches[b];
+    std::vector<std::vector<uint32_t>> rows;
+    for (size_t i : batch)
+      rows.push_back(prompts[i]);
+    std::vector<bool> done(batch.size(), false);
+    for (int64_t t = 0; t < spec.max_tokens; ++t) {
+      int64_t active = 0;
+      for (size_t r = 0; r < batch.size(); ++r)
+        active += done[r] ? 0 : 1;
+      // Every rank forwards until no rank has a row left (collective forwards stay in step).
+      if (run.parallel
+              ->sum(torch::full({}, static_cast<double>(active), torch::kDouble).to(run.device))
+              .item<double>() == 0) {
+        break;
+      }
+      std::vector<const std::vector<uint32_t>*> pointers;
+      for (const auto& row : rows)
+        pointers.push_back(&row);
+      const torch::Tensor logits = logits_of(run, padded(pointers, run.device)).cpu();
+      for (size_t r = 0; r < batch.size(); ++r) {
+        if (done[r]) continue;
+        const auto at = static_cast<int64_t>(rows[r].size()) - 1;
+        const TaskRequest& request = task.requests[batch[r]];
+        const uint32_t token =
+            next_token(logits[static_cast<int64_t>(r)][at], spec, request.item, t);
+        std::vector<uint32_t>& out = generated[batch[r]];
+        if (end_of_text && token == *end_of_text) {
+          done[r] = true;
+          continue;
+        }
+        out.push_back(token);
+        rows[r].push_back(token);
+        const std::string text = tokenizer.decode(out);
+        done[r] = cut_at_stop(text, request.stop).size() < text.size();
+      }
+    }
+    if (b >= mine.owned) continue;
+    for (size_t r = 0; r < batch.size(); ++r) {
+      const size_t i = batch[r];
+      const TaskRequest& request = task.requests[i];
+      const std::string text = cut_at_stop(tokenizer.decode(generated[i]), request.stop);
+      local[i * 2] =
+          normalize_answer(text, spec.normalize) == normalize_answer(request.answer, spec.normalize)
+              ? 1.0
+              : 0.0;
+      local[i * 2 + 1] = static_cast<double>(prompts[i].size() + generated[i].size());
+    }
+  }
+  const std::vector<double> all = summed(run, local);
+  std::vector<double> matches;
+  result.details.resize(task.requests.size());
+  for (size_t i = 0; i < task.requests.size(); ++i) {
+    TaskDetail& d = result.details[i];
+    d.item = task.requests[i].item;
+    d.context = prompts[i];
+    d.generated = generated[i];  // only on the rank that generated it
+    d.text = cut_at_stop(tokenizer.decode(generated[i]), task.requests[i].stop);
+    d.score = all[i * 2];
+    matches.push_back(d.score);
+    result.tokens += static_cast<int64_t>(std::llround(all[i * 2 + 1]));
+  }
+  result.metrics = {mean_metric("exact_match", matches)};
+}
+
+}  // namespace kiln
