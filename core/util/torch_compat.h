@@ -61,6 +61,13 @@ inline void fused_adamw(at::TensorList params, at::TensorList grads, at::TensorL
 #endif
 }
 
+// c10::Allocator::allocate lost its const in LibTorch 2.3, when copy_data joined the interface.
+#if KILN_TORCH_AT_LEAST(2, 3)
+#define KILN_ALLOCATE_CONST
+#else
+#define KILN_ALLOCATE_CONST const
+#endif
+
 // Causal self-attention over [batch, heads, time, head_dim] tensors. LibTorch 2 has
 // scaled_dot_product_attention (flash / memory-efficient kernels on CUDA); 1.13 has not, so
 // there it is computed the textbook way with an upper-triangular mask.

@@ -143,5 +143,43 @@ TEST_F(Fsdp, EachRankHoldsItsRowBlocksOfParametersGradientsAndOptimizerState) {
   EXPECT_LE(static_cast<double>(per_rank), 0.55 * static_cast<double>(one_process));
 }
 
+// The same bound on what the allocator measured (core/util/allocation_meter.h): every byte of
+// tensor a rank holds between steps, whoever allocated it. A leak, fsdp.keep_gathered (each unit's
+// whole parameters kept after use instead of freed), leaves the tally of the test above as it
+// was but shows in the measured bytes, so this test fails on such a bug where that one would pass.
+TEST_F(Fsdp, MeasuredLiveBytesOfEachRankAreAboutHalfOfOneProcessAndALeakShows) {
+  const std::string exp = experiment();
+  const std::string bench_args =
+      " --steps 2 --warmup 1 --set train.micro_batch=4 --set train.batch_tokens=256";
+  auto single = run_kiln("bench " + exp + bench_args);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const std::vector<int64_t> one = testing::bytes_per_rank(single.output, "memory live");
+  ASSERT_EQ(one.size(), 1u) << single.output;
+  // What the meter sees beyond the training state is small: the batch and a few scalars.
+  const auto state = testing::bytes_per_rank(single.output, "training state");
+  ASSERT_EQ(state.size(), 1u) << single.output;
+  EXPECT_GE(one[0], state[0]);
+  EXPECT_LE(one[0], state[0] + (1 << 20));
+  const std::string sharded_bench = fmt::format(
+      "launch --nproc-per-node 2 --master-port {} -- bench {}{} --set parallel.type=fsdp",
+      testing::free_local_port(), exp, bench_args);
+  auto sharded = run_kiln(sharded_bench);
+  ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
+  const std::vector<int64_t> live = testing::bytes_per_rank(sharded.output, "memory live");
+  ASSERT_EQ(live.size(), 2u) << sharded.output;
+  for (int64_t rank_bytes : live)
+    EXPECT_LE(static_cast<double>(rank_bytes), 0.55 * static_cast<double>(one[0]));
+
+  auto leaky = testing::run_shell("KILN_FAULT=fsdp.keep_gathered:1+ '" + std::string(KILN_BINARY) +
+                                  "' " + sharded_bench + " 2>&1");
+  ASSERT_EQ(leaky.exit_code, 0) << leaky.output;
+  EXPECT_EQ(testing::bytes_per_rank(leaky.output, "training state"),
+            testing::bytes_per_rank(sharded.output, "training state"));
+  const std::vector<int64_t> leaked = testing::bytes_per_rank(leaky.output, "memory live");
+  ASSERT_EQ(leaked.size(), 2u) << leaky.output;
+  for (int64_t rank_bytes : leaked)
+    EXPECT_GT(static_cast<double>(rank_bytes), 0.55 * static_cast<double>(one[0]));
+}
+
 }  // namespace
 }  // namespace kiln

@@ -22,6 +22,7 @@
 #include "core/train/memory_check.h"
 #include "core/train/session.h"
 #include "core/train/trainer.h"
+#include "core/util/allocation_meter.h"
 #include "core/util/blas_kernels.h"
 #include "core/util/build_info.h"
 #include "core/util/cpu_peak.h"
@@ -114,6 +115,7 @@ struct Timings {
   PhaseTimes phases;  // summed over the timed steps
   double step_ms = 0, logging_ms = 0, snapshot_ms = 0;
   uintmax_t snapshot_bytes = 0;
+  AllocationCounts memory;  // live after the last timed step, its peak within that step
 };
 
 Timings time_steps(const ResolvedConfig& config, AssembledRun& run, const BenchOptions& options) {
@@ -129,7 +131,9 @@ Timings time_steps(const ResolvedConfig& config, AssembledRun& run, const BenchO
   trainer.set_profiling(true);
   Timings t;
   for (int64_t step = 1; step <= options.steps; ++step) {
+    if (step == options.steps) reset_allocation_peak(run.device);
     StepStats s = trainer.train_step(options.warmup + step);
+    if (step == options.steps) t.memory = allocation_counts(run.device);
     const PhaseTimes& p = trainer.last_phases();
     t.phases.data_ms += p.data_ms;
     t.phases.forward_ms += p.forward_ms;
@@ -208,6 +212,18 @@ std::string peak_gradient_line(const AssembledRun& run) {
       static_cast<double>(*std::max_element(bytes.begin(), bytes.end())) / (1 << 20));
 }
 
+// "memory live     1712128, 1002496 bytes per rank between steps" and "memory peak ...": what
+// the allocator measured (core/util/allocation_meter.h) after the last timed step and at most
+// within it. Collectives.
+std::string measured_memory_lines(const AssembledRun& run, const AllocationCounts& memory) {
+  const std::string where = run.device.is_cuda() ? "CUDA tensors" : "CPU tensors";
+  return fmt::format(
+      "memory live     {} bytes per rank between steps ({}, measured by the allocator)\n"
+      "memory peak     {} bytes per rank within a step\n",
+      fmt::join(every_rank(run, memory.live), ", "), where,
+      fmt::join(every_rank(run, memory.peak), ", "));
+}
+
 // "training state  1651200, 1651200 bytes per rank": parameters, gradients and optimizer state
 // each rank holds after the last timed step (fsdp, tensor and zero shard them). A collective.
 std::string training_state_line(const AssembledRun& run) {
@@ -224,6 +240,8 @@ std::string run_bench(const ResolvedConfig& config, const BenchOptions& options)
   }
   const std::string label =
       options.record ? resolve_bench_label(*options.record, build_git_commit(), config.hash()) : "";
+  // Before assembly, so that the model's and optimizer's tensors are counted from the start.
+  install_allocation_meter();
   AssembledRun run = assemble(config);
   const CpuFeatures cpu = read_cpu_features();
   BenchRecord r = identity(config, run, options, cpu);
@@ -237,7 +255,8 @@ std::string run_bench(const ResolvedConfig& config, const BenchOptions& options)
   if (options.record) require_free_bench_label(results->connection(), r.label);
 
   const Timings t = time_steps(config, run, options);
-  const std::string gradients = peak_gradient_line(run) + training_state_line(run);
+  const std::string gradients =
+      peak_gradient_line(run) + training_state_line(run) + measured_memory_lines(run, t.memory);
   const double n = static_cast<double>(options.steps);
   r.ms = {t.phases.data_ms / n,
           t.phases.forward_ms / n,
