@@ -7,6 +7,18 @@
 namespace kiln {
 namespace {
 
+// LibTorch's Adam, declaring its per-parameter state (core/api/optimizer.h).
+class DeclaredAdam : public torch::optim::Adam, public DeclaredState {
+ public:
+  using Adam::Adam;
+
+  std::vector<torch::Tensor*> state_tensors(
+      torch::optim::OptimizerParamState& entry) const override {
+    auto& s = static_cast<torch::optim::AdamParamState&>(entry);
+    return {&s.exp_avg(), &s.exp_avg_sq(), &s.max_exp_avg_sq()};
+  }
+};
+
 const bool registered = OptimizerRegistry::add(
     {"adam",
      "Adam; weight_decay is an L2 term in the gradient (use adamw for decoupled decay)",
@@ -21,11 +33,10 @@ const bool registered = OptimizerRegistry::add(
       ParamSpec::real("weight_decay", 0.0, "L2 penalty added to the gradient").at_least(0)}},
     [](const Params& p,
        const std::vector<torch::Tensor>& params) -> std::shared_ptr<torch::optim::Optimizer> {
-      return std::make_shared<torch::optim::Adam>(params,
-                                                  torch::optim::AdamOptions(p.real("lr"))
-                                                      .betas({p.real("beta1"), p.real("beta2")})
-                                                      .eps(p.real("eps"))
-                                                      .weight_decay(p.real("weight_decay")));
+      return std::make_shared<DeclaredAdam>(params, torch::optim::AdamOptions(p.real("lr"))
+                                                        .betas({p.real("beta1"), p.real("beta2")})
+                                                        .eps(p.real("eps"))
+                                                        .weight_decay(p.real("weight_decay")));
     });
 
 }  // namespace

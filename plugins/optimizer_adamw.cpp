@@ -15,11 +15,23 @@ namespace {
 using torch::optim::AdamWOptions;
 using torch::optim::AdamWParamState;
 
-// The same optimizer, state and snapshots as torch::optim::AdamW (a fused run resumes unfused and
-// the other way round); only step() differs.
-class FusedAdamW : public torch::optim::AdamW {
+// LibTorch's AdamW, declaring its per-parameter state (core/api/optimizer.h).
+class DeclaredAdamW : public torch::optim::AdamW, public DeclaredState {
  public:
   using AdamW::AdamW;
+
+  std::vector<torch::Tensor*> state_tensors(
+      torch::optim::OptimizerParamState& entry) const override {
+    auto& s = static_cast<AdamWParamState&>(entry);
+    return {&s.exp_avg(), &s.exp_avg_sq(), &s.max_exp_avg_sq()};
+  }
+};
+
+// The same optimizer, state and snapshots as torch::optim::AdamW (a fused run resumes unfused and
+// the other way round); only step() differs.
+class FusedAdamW : public DeclaredAdamW {
+ public:
+  using DeclaredAdamW::DeclaredAdamW;
 
   torch::Tensor step(LossClosure closure = nullptr) override {
     torch::Tensor loss = closure ? closure() : torch::Tensor();  // with autograd, before the guard
@@ -86,7 +98,7 @@ std::shared_ptr<torch::optim::Optimizer> make_adamw(const Params& p,
   }
   if (!p.flag("fused")) {
     return compat::with_group_options(
-        std::make_shared<torch::optim::AdamW>(std::move(groups), options(0.0)), group_options);
+        std::make_shared<DeclaredAdamW>(std::move(groups), options(0.0)), group_options);
   }
   const auto device = params.empty() ? torch::kCPU : params.front().device().type();
   if (!compat::has_fused_adamw(device)) {

@@ -47,8 +47,13 @@ struct LionParamState : public torch::optim::OptimizerCloneableParamState<LionPa
   }
 };
 
-class Lion : public torch::optim::Optimizer {
+class Lion : public torch::optim::Optimizer, public DeclaredState {
  public:
+  std::vector<torch::Tensor*> state_tensors(
+      torch::optim::OptimizerParamState& entry) const override {
+    return {&static_cast<LionParamState&>(entry).exp_avg()};
+  }
+
   Lion(std::vector<torch::Tensor> params, LionOptions defaults)
       : Optimizer({torch::optim::OptimizerParamGroup(std::move(params))},
                   std::make_unique<LionOptions>(defaults)) {}

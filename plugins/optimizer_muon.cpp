@@ -106,8 +106,14 @@ struct MuonParamState : public torch::optim::OptimizerCloneableParamState<MuonPa
   }
 };
 
-class Muon : public torch::optim::Optimizer {
+class Muon : public torch::optim::Optimizer, public DeclaredState {
  public:
+  std::vector<torch::Tensor*> state_tensors(
+      torch::optim::OptimizerParamState& entry) const override {
+    auto& s = static_cast<MuonParamState&>(entry);
+    return {&s.momentum_buffer(), &s.exp_avg(), &s.exp_avg_sq()};
+  }
+
   Muon(std::vector<torch::optim::OptimizerParamGroup> groups, MuonOptions defaults)
       : Optimizer(std::move(groups), std::make_unique<MuonOptions>(defaults)) {}
 

@@ -7,6 +7,17 @@
 namespace kiln {
 namespace {
 
+// LibTorch's SGD, declaring its per-parameter state (core/api/optimizer.h).
+class DeclaredSgd : public torch::optim::SGD, public DeclaredState {
+ public:
+  using SGD::SGD;
+
+  std::vector<torch::Tensor*> state_tensors(
+      torch::optim::OptimizerParamState& entry) const override {
+    return {&static_cast<torch::optim::SGDParamState&>(entry).momentum_buffer()};
+  }
+};
+
 const bool registered = OptimizerRegistry::add(
     {"sgd",
      "stochastic gradient descent with optional momentum",
@@ -19,10 +30,10 @@ const bool registered = OptimizerRegistry::add(
       if (p.flag("nesterov") && p.real("momentum") <= 0) {
         throw ParamError("nesterov", "optimizer.nesterov = true needs optimizer.momentum > 0");
       }
-      return std::make_shared<torch::optim::SGD>(params, torch::optim::SGDOptions(p.real("lr"))
-                                                             .momentum(p.real("momentum"))
-                                                             .nesterov(p.flag("nesterov"))
-                                                             .weight_decay(p.real("weight_decay")));
+      return std::make_shared<DeclaredSgd>(params, torch::optim::SGDOptions(p.real("lr"))
+                                                       .momentum(p.real("momentum"))
+                                                       .nesterov(p.flag("nesterov"))
+                                                       .weight_decay(p.real("weight_decay")));
     });
 
 }  // namespace

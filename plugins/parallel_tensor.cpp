@@ -15,6 +15,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "core/api/model.h"
+#include "core/api/optimizer.h"
 #include "core/distributed/data_parallel.h"
 #include "core/distributed/tensor_parallel_ops.h"
 #include "core/util/error.h"
@@ -137,10 +138,9 @@ class TensorParallel : public DataParallel {
         tp_comm_->all_gather(slice.contiguous(), slots);
         return whole_from_slices(slots, s.split);
       };
-      const auto slice_shape = s.param.sizes().vec();
-      rewrite_optimizer_state(optimizer, s.param, [&](const at::Tensor& t) {
-        return t.sizes().vec() == slice_shape ? whole_of(t) : t;
-      });
+      // Each state tensor is laid out as its parameter (DeclaredState): cut and joined alike.
+      for (at::Tensor* t : parameter_state(optimizer, s.param))
+        *t = whole_of(*t);
       s.param.set_data(whole_of(s.param.detach()));
     }
   }
@@ -151,9 +151,8 @@ class TensorParallel : public DataParallel {
       const auto slice_of = [&](const at::Tensor& whole) {
         return slice_for_rank(whole, s.split, mesh_.tp_index, mesh_.tp);
       };
-      rewrite_optimizer_state(optimizer, s.param, [&](const at::Tensor& t) {
-        return t.sizes().vec() == s.whole ? slice_of(t) : t;
-      });
+      for (at::Tensor* t : parameter_state(optimizer, s.param))
+        *t = slice_of(*t);
       s.param.set_data(slice_of(s.param.detach()));
     }
   }

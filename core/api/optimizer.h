@@ -52,6 +52,29 @@ inline ModelParameters parameters_of(const Model& model) {
   return out;
 }
 
+// What an optimizer declares of its per-parameter state (the entry state() keeps under the
+// parameter's key): the entry's tensors, each holding one value per element of that parameter
+// (exp_avg, exp_avg_sq, a momentum buffer), so that a strategy cuts and joins them by their
+// parameter's own rule (fsdp's row blocks, tensor parallelism's slices) rather than by guessing
+// from shapes, and their bytes are counted without serialising the optimizer. Step counts are
+// not tensors and are not listed; a tensor an option leaves undefined (amsgrad's max_exp_avg_sq)
+// is listed, and callers pass over it. tests/unit/api/optimizer_state_test.cpp checks every
+// registered optimizer's declaration against LibTorch's own serialisation of its state.
+class DeclaredState {
+ public:
+  virtual ~DeclaredState() = default;
+  virtual std::vector<torch::Tensor*> state_tensors(
+      torch::optim::OptimizerParamState& entry) const = 0;
+};
+
+// The defined state tensors of `param`'s entry in `optimizer`'s state, to read or replace in
+// place; empty while it has none (before its first step). std::logic_error for an optimizer that
+// does not implement DeclaredState (a plugin breaking the contract above).
+std::vector<torch::Tensor*> parameter_state(torch::optim::Optimizer& optimizer,
+                                            const torch::Tensor& param);
+// The bytes of every state tensor `optimizer` holds.
+int64_t optimizer_state_bytes(torch::optim::Optimizer& optimizer);
+
 struct OptimizerKind {
   static constexpr const char* name = "optimizer";
   using Product = torch::optim::Optimizer;

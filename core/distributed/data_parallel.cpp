@@ -71,31 +71,6 @@ void keep_optimizer_state(torch::optim::Optimizer& optimizer,
   }
 }
 
-void rewrite_optimizer_state(torch::optim::Optimizer& optimizer, const at::Tensor& param,
-                             const std::function<at::Tensor(const at::Tensor&)>& visit) {
-  auto found = optimizer.state().find(compat::optimizer_state_key(param));
-  if (found == optimizer.state().end() || !found->second) return;
-  torch::optim::OptimizerParamState& entry = *found->second;
-  torch::serialize::OutputArchive out;
-  entry.serialize(out);
-  std::stringstream bytes;
-  out.save_to(bytes);
-  torch::serialize::InputArchive in;
-  in.load_from(bytes);
-  torch::serialize::OutputArchive rewritten;
-  for (const std::string& key : in.keys()) {
-    c10::IValue value;
-    if (!in.try_read(key, value)) continue;
-    const bool tensor = value.isTensor() && value.toTensor().defined();
-    rewritten.write(key, tensor ? c10::IValue(visit(value.toTensor())) : value);
-  }
-  std::stringstream again;
-  rewritten.save_to(again);
-  torch::serialize::InputArchive back;
-  back.load_from(again);
-  entry.serialize(back);
-}
-
 namespace {
 
 std::unique_ptr<Communicator> open_communicator(const Params& p, c10::DeviceType device) {

@@ -31,12 +31,6 @@ std::vector<ParamSpec> data_parallel_params();
 // replaces it.
 void gather_optimizer_state(Communicator& comm, torch::optim::Optimizer& optimizer,
                             const std::vector<int>& senders, const std::string& key);
-// Replaces each tensor of `param`'s optimizer state (whatever the optimizer calls them:
-// exp_avg, momentum_buffer, ...) by what `visit` returns for it; other entries (a step count)
-// stay as they are, and a parameter without state is left alone. For strategies that cut a
-// parameter and its state alike (fsdp, tensor).
-void rewrite_optimizer_state(torch::optim::Optimizer& optimizer, const at::Tensor& param,
-                             const std::function<at::Tensor(const at::Tensor&)>& visit);
 // Drops the state entries of parameters (TensorImpl addresses) not in `keep`.
 void keep_optimizer_state(torch::optim::Optimizer& optimizer,
                           const std::unordered_set<const void*>& keep);

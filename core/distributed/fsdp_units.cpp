@@ -11,6 +11,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "core/api/model.h"
+#include "core/api/optimizer.h"
 #include "core/distributed/data_parallel.h"
 #include "core/distributed/distributed.h"
 #include "core/distributed/fsdp_blocks.h"
@@ -300,9 +301,9 @@ void FsdpUnits::gather(torch::optim::Optimizer& optimizer) {
       comm.all_gather(block.contiguous(), padded.chunk(comm.size()));
       return padded.narrow(0, 0, s.whole.size(0)).clone();
     };
-    rewrite_optimizer_state(optimizer, s.param, [&](const at::Tensor& t) {
-      return t.sizes() == s.block.sizes() ? whole_of(t) : t;
-    });
+    // Each state tensor is laid out as its parameter (DeclaredState): cut and joined alike.
+    for (at::Tensor* t : parameter_state(optimizer, s.param))
+      *t = whole_of(*t);
     s.param.set_data(whole_of(s.block));
   }
 }
@@ -312,9 +313,8 @@ void FsdpUnits::shard(torch::optim::Optimizer& optimizer) {
   Communicator& comm = state_->comm;
   for (Sharded& s : state_->params) {
     const int64_t rows = s.block.size(0);
-    rewrite_optimizer_state(optimizer, s.param, [&](const at::Tensor& t) {
-      return t.sizes() == s.whole.sizes() ? block_of(t, rows, comm.rank(), comm.size()) : t;
-    });
+    for (at::Tensor* t : parameter_state(optimizer, s.param))
+      *t = block_of(*t, rows, comm.rank(), comm.size());
     s.block = block_of(s.param.detach(), rows, comm.rank(), comm.size());
     s.param.set_data(s.block);
   }

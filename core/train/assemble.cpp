@@ -29,8 +29,7 @@ auto located(const ResolvedConfig& config, const std::string& section, Create cr
 }
 
 // The optimizer the config names, over one stand-in parameter on `device`, after one step; sets
-// `state_per_parameter` to the state it then keeps per parameter (memory_check.h). The stand-in
-// is 256 x 256: its state dwarfs the bytes the serialization adds of its own.
+// `state_per_parameter` to the state it then keeps per parameter (memory_check.h).
 std::shared_ptr<torch::optim::Optimizer> stand_in_optimizer(const ResolvedConfig& config,
                                                             const torch::Device& device,
                                                             double& state_per_parameter) {
@@ -40,10 +39,9 @@ std::shared_ptr<torch::optim::Optimizer> stand_in_optimizer(const ResolvedConfig
     return OptimizerRegistry::create(config.type("optimizer"), config.params("optimizer"),
                                      std::vector<torch::Tensor>{parameter});
   });
-  const int64_t before = serialized_bytes(*optimizer);
   parameter.mutable_grad() = torch::ones_like(parameter);
   optimizer->step();
-  state_per_parameter = kiln::state_per_parameter(*optimizer, parameter.numel(), before);
+  state_per_parameter = kiln::state_per_parameter(*optimizer, parameter.numel());
   return optimizer;
 }
 

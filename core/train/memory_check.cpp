@@ -10,12 +10,12 @@
 
 #include <fmt/format.h>
 #include <torch/optim/optimizer.h>
-#include <torch/serialize/output-archive.h>
 
 #if KILN_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #endif
 
+#include "core/api/optimizer.h"
 #include "core/distributed/data_parallel.h"
 #include "core/util/env.h"
 #include "core/util/error.h"
@@ -66,30 +66,9 @@ MemoryFloor loading_floor(const ModelPlan& model) {
   return floor;
 }
 
-int64_t serialized_bytes(const torch::optim::Optimizer& optimizer) {
-  // Counted without keeping them: a large model's state would double in memory otherwise.
-  struct Counter : std::streambuf {
-    int64_t count = 0;
-    std::streamsize xsputn(const char*, std::streamsize n) override {
-      count += n;
-      return n;
-    }
-    int_type overflow(int_type c) override {
-      ++count;
-      return c;
-    }
-  } counter;
-  std::ostream out(&counter);
-  torch::serialize::OutputArchive archive;
-  optimizer.save(archive);
-  archive.save_to(out);
-  return counter.count;
-}
-
-double state_per_parameter(const torch::optim::Optimizer& optimizer, int64_t parameter_numel,
-                           int64_t bytes_before_step) {
-  const double grown = static_cast<double>(serialized_bytes(optimizer) - bytes_before_step);
-  return std::max(0.0, grown / (kFloat32 * static_cast<double>(parameter_numel)));
+double state_per_parameter(torch::optim::Optimizer& optimizer, int64_t parameter_numel) {
+  return static_cast<double>(optimizer_state_bytes(optimizer)) /
+         (kFloat32 * static_cast<double>(parameter_numel));
 }
 
 double usable_memory(const c10::Device& device) {
@@ -133,10 +112,8 @@ int64_t training_state_bytes(Model& model, torch::optim::Optimizer& optimizer) {
   for (const auto& p : model.parameters()) {
     bytes += static_cast<int64_t>(p.nbytes());
     if (p.grad().defined()) bytes += static_cast<int64_t>(p.grad().nbytes());
-    rewrite_optimizer_state(optimizer, p, [&](const at::Tensor& t) {
-      bytes += static_cast<int64_t>(t.nbytes());
-      return t;
-    });
+    for (const at::Tensor* t : parameter_state(optimizer, p))
+      bytes += static_cast<int64_t>(t->nbytes());
   }
   return bytes;
 }

@@ -42,13 +42,9 @@ MemoryFloor training_floor(const ModelPlan& model, double state_per_parameter, i
 MemoryFloor loading_floor(const ModelPlan& model);
 
 // Float32 numbers of state `optimizer` keeps per parameter, measured on an optimizer over one
-// stand-in parameter of `parameter_numel` numbers that has taken one step: the growth of its
-// serialized state over 4 x parameter_numel bytes (AdamW 2, Lion 1, SGD without momentum 0).
-double state_per_parameter(const torch::optim::Optimizer& optimizer, int64_t parameter_numel,
-                           int64_t bytes_before_step);
-
-// The optimizer's state as bytes serialized (what a snapshot writes of it).
-int64_t serialized_bytes(const torch::optim::Optimizer& optimizer);
+// stand-in parameter of `parameter_numel` numbers that has taken one step: its state tensors'
+// bytes (core/api/optimizer.h) over 4 x parameter_numel (AdamW 2, Lion 1, SGD without momentum 0).
+double state_per_parameter(torch::optim::Optimizer& optimizer, int64_t parameter_numel);
 // Bytes of the parameters, their gradients and the optimizer state this process holds (the
 // training state fsdp, zero and tensor parallelism shard).
 int64_t training_state_bytes(Model& model, torch::optim::Optimizer& optimizer);

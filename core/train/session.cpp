@@ -297,13 +297,13 @@ void Session::handle_nonfinite(const StepStats& stats) {
       what, name_, from));
 }
 
-// The optimizer's state, as bytes serialized, and the training state (parameters, gradients,
-// optimizer state), as bytes held, on each rank once the first step created them: what sharding
-// (parallel.type = "zero", "fsdp", "tensor") saves.
+// The optimizer's state tensors' bytes (core/api/optimizer.h) and the training state (parameters,
+// gradients, optimizer state), as bytes held, on each rank once the first step created them: what
+// sharding (parallel.type = "zero", "fsdp", "tensor") saves.
 void Session::report_optimizer_state() {
   const int world = run_.parallel->world_size(), rank = run_.parallel->rank();
   at::Tensor mine = at::zeros({2, world}, at::kDouble);
-  mine[0][rank] = static_cast<double>(serialized_bytes(*run_.optimizer));
+  mine[0][rank] = static_cast<double>(optimizer_state_bytes(*run_.optimizer));
   mine[1][rank] = static_cast<double>(training_state_bytes(*run_.model, *run_.optimizer));
   at::Tensor all = run_.parallel->sum(mine.to(run_.device)).cpu();
   if (!store_) return;
