@@ -1,10 +1,12 @@
 // optimizer "adamw": Adam with decoupled weight decay (Loshchilov & Hutter). As in GPT-2
 // recipes, decay applies only to parameters of 2 or more dimensions (matmul weights and
-// embeddings), never to biases or LayerNorm gains. `fused = true` runs each step as one fused
-// kernel over all parameters (LibTorch 2.x) instead of a dozen small ops per parameter.
+// embeddings), never to biases or LayerNorm gains. `fused = true` runs each step as one pass over
+// each parameter's memory instead of a dozen small ops per parameter: Kiln's own kernel on the CPU
+// (core/api/fused_adamw.h, any LibTorch), LibTorch's fused kernel on CUDA (2.0+).
 #include <fmt/format.h>
 #include <torch/optim/adamw.h>
 
+#include "core/api/fused_adamw.h"
 #include "core/api/optimizer.h"
 #include "core/util/error.h"
 #include "core/util/torch_compat.h"
@@ -50,9 +52,18 @@ class FusedAdamW : public DeclaredAdamW {
         steps.push_back(static_cast<float>(state.step()));
       }
       if (params.empty()) continue;
+      const auto& o = static_cast<const AdamWOptions&>(group.options());
+      if (params.front().is_cpu()) {
+        const AdamWHyper hyper{o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()),
+                               o.weight_decay(), o.eps()};
+        for (size_t i = 0; i < params.size(); ++i) {
+          fused_adamw_cpu(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i],
+                          static_cast<int64_t>(steps[i]), hyper);
+        }
+        continue;
+      }
       // The kernel reads each step count from its parameter's device: one copy for the group.
       auto counts = torch::tensor(steps).to(params.front().device(), /*non_blocking=*/true);
-      const auto& o = static_cast<const AdamWOptions&>(group.options());
       compat::fused_adamw(params, grads, exp_avgs, exp_avg_sqs, counts.unbind(), o.lr(),
                           std::get<0>(o.betas()), std::get<1>(o.betas()), o.weight_decay(),
                           o.eps());
@@ -101,12 +112,12 @@ std::shared_ptr<torch::optim::Optimizer> make_adamw(const Params& p,
         std::make_shared<DeclaredAdamW>(std::move(groups), options(0.0)), group_options);
   }
   const auto device = params.empty() ? torch::kCPU : params.front().device().type();
-  if (!compat::has_fused_adamw(device)) {
+  if (device != torch::kCPU && !(device == torch::kCUDA && compat::has_cuda_fused_adamw())) {
     throw ParamError("fused",
-                     fmt::format("optimizer.fused = true needs LibTorch 2.0+ on CUDA or 2.4+ on "
-                                 "the CPU, and this Kiln runs LibTorch {} on the {}: set "
+                     fmt::format("optimizer.fused = true runs on the CPU, and on CUDA with "
+                                 "LibTorch 2.0+; this Kiln runs LibTorch {} on {}: set "
                                  "optimizer.fused = false",
-                                 compat::torch_version(), device == torch::kCUDA ? "CUDA" : "CPU"));
+                                 compat::torch_version(), c10::DeviceTypeName(device)));
   }
   return compat::with_group_options(std::make_shared<FusedAdamW>(std::move(groups), options(0.0)),
                                     group_options);
@@ -125,7 +136,8 @@ const bool registered = OptimizerRegistry::add(
       ParamSpec::real("eps", 1e-8, "added to the denominator for stability").at_least(0),
       ParamSpec::real("weight_decay", 0.1, "decoupled decay of 2D+ parameters").at_least(0),
       ParamSpec::flag("fused", false,
-                      "one fused kernel per step (LibTorch 2.0+ on CUDA, 2.4+ on the CPU)")},
+                      "one pass over each parameter per step (Kiln's kernel on the CPU, LibTorch "
+                      "2.0+ on CUDA)")},
      true},
     make_adamw);
 

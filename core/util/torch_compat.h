@@ -34,20 +34,15 @@ constexpr bool cpu_autocast_has_fp16() {
   return KILN_TORCH_AT_LEAST(2, 6);
 }
 
-inline bool has_fused_adamw(at::DeviceType device) {
-#if KILN_TORCH_AT_LEAST(2, 4)
-  return device == at::kCUDA || device == at::kCPU;
-#elif KILN_TORCH_AT_LEAST(2, 0)
-  return device == at::kCUDA;
-#else
-  (void)device;
-  return false;
-#endif
+// LibTorch's fused AdamW kernel on CUDA (2.0+). On the CPU, Kiln uses its own on every version
+// (core/api/fused_adamw.h).
+inline bool has_cuda_fused_adamw() {
+  return KILN_TORCH_AT_LEAST(2, 0);
 }
 
 // One AdamW step over lists of parameters with the fused kernel; `steps` are float32 scalars on
 // the parameters' device holding each parameter's step count after this step. Call only where
-// has_fused_adamw() holds.
+// has_cuda_fused_adamw() holds.
 inline void fused_adamw(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
                         at::TensorList exp_avg_sqs, at::TensorList steps, double lr, double beta1,
                         double beta2, double weight_decay, double eps) {
