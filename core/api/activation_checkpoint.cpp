@@ -79,7 +79,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
       std::vector<std::optional<compat::AutocastGuard>> autocast(r.autocast.size());
       for (size_t i = 0; i < r.autocast.size(); ++i)
         autocast[i].emplace(r.autocast[i].device, r.autocast[i].dtype, r.autocast[i].on);
-      torch::AutoGradMode grad(true);
+      at::AutoGradMode grad(true);
       output = r.block(input);
       for (auto& g : now)
         g.restore();

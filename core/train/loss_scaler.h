@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 
 namespace kiln {

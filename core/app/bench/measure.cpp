@@ -8,6 +8,7 @@
 #include <memory>
 #include <thread>
 
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/cuda.h>
