@@ -40,7 +40,7 @@ class FusedAdamW : public DeclaredAdamW {
     torch::NoGradGuard no_grad;
     for (auto& group : param_groups_) {
       std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs;
-      std::vector<float> steps;
+      std::vector<int64_t> steps;
       for (auto& p : group.params()) {
         if (!p.grad().defined()) continue;
         AdamWParamState& state = state_of(p);
@@ -49,7 +49,7 @@ class FusedAdamW : public DeclaredAdamW {
         grads.push_back(p.grad());
         exp_avgs.push_back(state.exp_avg());
         exp_avg_sqs.push_back(state.exp_avg_sq());
-        steps.push_back(static_cast<float>(state.step()));
+        steps.push_back(state.step());
       }
       if (params.empty()) continue;
       const auto& o = static_cast<const AdamWOptions&>(group.options());
@@ -57,13 +57,14 @@ class FusedAdamW : public DeclaredAdamW {
         const AdamWHyper hyper{o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()),
                                o.weight_decay(), o.eps()};
         for (size_t i = 0; i < params.size(); ++i) {
-          fused_adamw_cpu(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i],
-                          static_cast<int64_t>(steps[i]), hyper);
+          fused_adamw_cpu(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i], steps[i], hyper);
         }
         continue;
       }
-      // The kernel reads each step count from its parameter's device: one copy for the group.
-      auto counts = torch::tensor(steps).to(params.front().device(), /*non_blocking=*/true);
+      // The kernel reads each step count, as float32, from its parameter's device: one copy for
+      // the group.
+      auto counts =
+          torch::tensor(steps).to(params.front().device(), torch::kFloat, /*non_blocking=*/true);
       compat::fused_adamw(params, grads, exp_avgs, exp_avg_sqs, counts.unbind(), o.lr(),
                           std::get<0>(o.betas()), std::get<1>(o.betas()), o.weight_decay(),
                           o.eps());

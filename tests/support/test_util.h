@@ -73,6 +73,15 @@ inline std::string read_file(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// `path`'s lines, without their line ends.
+inline std::vector<std::string> read_lines(const std::string& path) {
+  std::istringstream in(read_file(path));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
+  return lines;
+}
+
 struct CommandResult {
   int exit_code = -1;
   std::string output;  // stdout and stderr together

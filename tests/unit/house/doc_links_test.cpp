@@ -9,7 +9,6 @@
 #include <map>
 #include <regex>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,11 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::vector<std::string> lines_of(const fs::path& file) {
-  std::istringstream in(kiln::testing::read_file(file.string()));
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);)
-    lines.push_back(line);
-  return lines;
+  return kiln::testing::read_lines(file.string());
 }
 
 // The lines of a Markdown file outside ``` fences, with `inline code` blanked out.

@@ -7,11 +7,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <string>
 #include <vector>
+
+#include "test_util.h"
 
 namespace {
 
@@ -42,11 +43,7 @@ std::vector<fs::path> sources_under(const fs::path& dir) {
 }
 
 std::vector<std::string> lines_of(const fs::path& file) {
-  std::ifstream in(file);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);)
-    lines.push_back(line);
-  return lines;
+  return kiln::testing::read_lines(file.string());
 }
 
 // The quoted include targets of a file: "core/store/runs/writer.h" and the like.

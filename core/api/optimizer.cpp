@@ -1,8 +1,7 @@
-// The per-parameter optimizer state each optimizer declares (core/api/optimizer.h), read through
-// its DeclaredState.
+#include "core/api/optimizer.h"
+
 #include <stdexcept>
 
-#include "core/api/optimizer.h"
 #include "core/util/torch_compat.h"
 
 namespace kiln {
