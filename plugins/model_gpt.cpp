@@ -11,12 +11,12 @@
 #include <fmt/ranges.h>
 #include <torch/nn/functional/linear.h>
 #include <torch/nn/modules/container/modulelist.h>
-#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <nlohmann/json.hpp>
 
 #include "core/api/activation_checkpoint.h"
+#include "core/api/dropout.h"
 #include "core/api/fused_attention.h"
 #include "core/api/fused_gelu.h"
 #include "core/api/kernel_choice.h"
@@ -60,21 +60,27 @@ class Embedding : public Layer {
   explicit Embedding(const GptOptions& o)
       : wte(register_module("wte", torch::nn::Embedding(o.padded_vocab, o.n_embd))),
         wpe(register_module("wpe", torch::nn::Embedding(o.block_size, o.n_embd))),
-        drop(register_module("drop", torch::nn::Dropout(o.dropout))) {}
+        dropout_(o.dropout) {}
 
   torch::Tensor forward(const torch::Tensor& tokens) override {
     auto positions = torch::arange(tokens.size(1), tokens.options());
-    return drop(wte(tokens) + wpe(positions));
+    return dropout(wte(tokens) + wpe(positions), dropout_, is_training(),
+                   dropout_site(0, DropoutPlace::kEmbedding));
   }
 
   torch::nn::Embedding wte, wpe;
-  torch::nn::Dropout drop;
+
+ private:
+  double dropout_;
 };
 
 class Block : public Layer {
  public:
-  Block(const GptOptions& o, bool checkpoint)
-      : checkpoint_(checkpoint),
+  // `layer`: the block's index in the model's layers (1 = the first block), which numbers its
+  // dropout sites.
+  Block(const GptOptions& o, int64_t layer, bool checkpoint)
+      : layer_(layer),
+        checkpoint_(checkpoint),
         fused_(o.fused_kernels),
         n_head_(o.n_head),
         dropout_(o.dropout),
@@ -83,8 +89,7 @@ class Block : public Layer {
         attn_proj(register_module("attn_proj", linear(o.n_embd, o.n_embd, o.bias))),
         ln_2(register_module("ln_2", LayerNorm(o.n_embd, o.bias))),
         c_fc(register_module("c_fc", linear(o.n_embd, 4 * o.n_embd, o.bias))),
-        mlp_proj(register_module("mlp_proj", linear(4 * o.n_embd, o.n_embd, o.bias))),
-        resid_drop(register_module("resid_drop", torch::nn::Dropout(o.dropout))) {}
+        mlp_proj(register_module("mlp_proj", linear(4 * o.n_embd, o.n_embd, o.bias))) {}
 
   torch::Tensor forward(const torch::Tensor& x) override {
     if (!checkpoint_) return compute(x);
@@ -108,6 +113,7 @@ class Block : public Layer {
     return splits;
   }
 
+  int64_t layer_;
   bool checkpoint_;
   bool fused_;      // model.kernels = "fused"
   int64_t n_head_;  // on this rank
@@ -116,17 +122,25 @@ class Block : public Layer {
   torch::nn::Linear c_attn, attn_proj;
   LayerNorm ln_2;
   torch::nn::Linear c_fc, mlp_proj;
-  torch::nn::Dropout resid_drop;
 
  private:
   torch::Tensor compute(const torch::Tensor& x) {
-    auto h = x + resid_drop(attention(ln_1(x)));
-    return h + resid_drop(row_parallel(mlp_proj, gelu_tanh(c_fc(tp_.enter(ln_2(h))), fused_)));
+    auto h = x + drop(attention(ln_1(x)), DropoutPlace::kAttentionOutput);
+    auto mlp = row_parallel(mlp_proj, gelu_tanh(c_fc(tp_.enter(ln_2(h))), fused_));
+    return h + drop(mlp, DropoutPlace::kMlpOutput);
   }
 
+  torch::Tensor drop(const torch::Tensor& x, DropoutPlace place) {
+    return dropout(x, dropout_, is_training(), dropout_site(layer_, place));
+  }
+
+  // This rank's heads are heads [rank * n_head_, (rank + 1) * n_head_) of the model's.
   torch::Tensor attention(const torch::Tensor& x) {
-    return row_parallel(attn_proj, causal_self_attention(c_attn(tp_.enter(x)), n_head_, dropout_,
-                                                         is_training(), fused_));
+    const SliceOf heads{1, tp_.rank * n_head_, tp_.size * n_head_};
+    return row_parallel(
+        attn_proj,
+        causal_self_attention(c_attn(tp_.enter(x)), n_head_, dropout_, is_training(), fused_,
+                              dropout_site(layer_, DropoutPlace::kAttentionWeights), heads));
   }
 
   // `layer` on this rank's slice of its input, the partial outputs summed over the group before
@@ -167,7 +181,7 @@ class Gpt : public Model {
     embedding_ = register_module("embedding", std::make_shared<Embedding>(o));
     blocks_ = register_module("h", torch::nn::ModuleList());
     for (int64_t i = 0; i < o.n_layer; ++i)
-      blocks_->push_back(std::make_shared<Block>(o, checkpointed_blocks[i]));
+      blocks_->push_back(std::make_shared<Block>(o, i + 1, checkpointed_blocks[i]));
     head_ = register_module("head", std::make_shared<Head>(o, embedding_));
     append_layer(embedding_);
     for (const auto& block : *blocks_)
@@ -391,6 +405,7 @@ const bool registered = ModelRegistry::add(
       plan->vocab_size = o.vocab_size;
       plan->context_length = o.block_size;
       plan->layers = o.n_layer + 2;
+      plan->dropout = o.dropout;
       plan->build = [o, checkpointed_blocks] {
         return std::make_shared<Gpt>(o, checkpointed_blocks);
       };

@@ -22,10 +22,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/api/activation_checkpoint.h"
+#include "core/api/dropout.h"
 #include "core/api/model.h"
 #include "core/api/rotary.h"
 #include "core/util/error.h"
-#include "core/util/torch_compat.h"
 
 namespace kiln {
 namespace {
@@ -37,6 +37,7 @@ struct LlamaOptions {
   double rope_factor, low_freq_factor, high_freq_factor;
   int64_t rope_original_context;
   bool tie_embeddings, qk_norm;
+  double dropout = 0;  // on the attention probabilities and each sublayer's output
   int64_t head_dim() const { return n_embd / n_head; }
 };
 
@@ -66,8 +67,10 @@ torch::nn::Linear linear(int64_t in, int64_t out) {
 
 class AttentionImpl : public torch::nn::Module {
  public:
-  explicit AttentionImpl(const LlamaOptions& o)
-      : n_head_(o.n_head),
+  AttentionImpl(const LlamaOptions& o, int64_t layer)
+      : layer_(layer),
+        dropout_(o.dropout),
+        n_head_(o.n_head),
         n_kv_head_(o.n_kv_head),
         head_dim_(o.head_dim()),
         q_proj(register_module("q_proj", linear(o.n_embd, o.n_head * o.head_dim()))),
@@ -107,7 +110,10 @@ class AttentionImpl : public torch::nn::Module {
       k = k.repeat_interleave(group, 1);
       v = v.repeat_interleave(group, 1);
     }
-    auto y = compat::causal_attention(q, k, v, /*dropout=*/0.0, is_training());
+    // This rank's heads are heads [rank * n_head_, (rank + 1) * n_head_) of the model's.
+    const SliceOf mine{1, tp.rank * n_head_, tp.size * n_head_};
+    auto y = causal_attention(q, k, v, dropout_, is_training(),
+                              dropout_site(layer_, DropoutPlace::kAttentionWeights), mine);
     return tp.leave(o_proj(y.transpose(1, 2).contiguous().view({b, t, n_head_ * head_dim_})));
   }
 
@@ -123,6 +129,8 @@ class AttentionImpl : public torch::nn::Module {
             {name + "o_proj.weight", 1, 1}};
   }
 
+  int64_t layer_;  // the block's index in the model's layers: it numbers the dropout sites
+  double dropout_;
   int64_t n_head_, n_kv_head_, head_dim_;  // heads on this rank
   torch::nn::Linear q_proj, k_proj, v_proj, o_proj;
   RmsNorm q_norm{nullptr}, k_norm{nullptr};
@@ -166,9 +174,12 @@ class TokenEmbedding : public Layer {
 
 class DecoderLayer : public Layer {
  public:
-  DecoderLayer(const LlamaOptions& o, bool checkpoint)
+  // `layer`: the block's index in the model's layers (1 = the first).
+  DecoderLayer(const LlamaOptions& o, int64_t layer, bool checkpoint)
       : checkpoint_(checkpoint),
-        self_attn(register_module("self_attn", Attention(o))),
+        layer_(layer),
+        dropout_(o.dropout),
+        self_attn(register_module("self_attn", Attention(o, layer))),
         mlp(register_module("mlp", Mlp(o))),
         input_layernorm(register_module("input_layernorm", RmsNorm(o.n_embd, o.norm_eps))),
         post_attention_layernorm(
@@ -180,14 +191,20 @@ class DecoderLayer : public Layer {
   }
 
   bool checkpoint_;
+  int64_t layer_;  // the block's index in the model's layers: it numbers the dropout sites
+  double dropout_;
   Attention self_attn;
   Mlp mlp;
   RmsNorm input_layernorm, post_attention_layernorm;
 
  private:
   torch::Tensor compute(const torch::Tensor& x) {
-    auto h = x + self_attn(input_layernorm(x));
-    return h + mlp(post_attention_layernorm(h));
+    auto h = x + drop(self_attn(input_layernorm(x)), DropoutPlace::kAttentionOutput);
+    return h + drop(mlp(post_attention_layernorm(h)), DropoutPlace::kMlpOutput);
+  }
+
+  torch::Tensor drop(const torch::Tensor& x, DropoutPlace place) {
+    return dropout(x, dropout_, is_training(), dropout_site(layer_, place));
   }
 };
 
@@ -223,7 +240,7 @@ class Llama : public Model {
     embed_tokens_ = register_module("embed_tokens", std::make_shared<TokenEmbedding>(o));
     blocks_ = register_module("layers", torch::nn::ModuleList());
     for (int64_t i = 0; i < o.n_layer; ++i)
-      blocks_->push_back(std::make_shared<DecoderLayer>(o, checkpointed_blocks[i]));
+      blocks_->push_back(std::make_shared<DecoderLayer>(o, i + 1, checkpointed_blocks[i]));
     auto norm = register_module("norm", RmsNorm(o.n_embd, o.norm_eps));
     torch::nn::Linear lm_head{nullptr};
     if (!o.tie_embeddings) lm_head = register_module("lm_head", linear(o.n_embd, o.vocab_size));
@@ -387,6 +404,7 @@ LlamaOptions options_from(const Params& p) {
                  p.integer("rope_original_context"),
                  p.flag("tie_embeddings"),
                  p.flag("qk_norm")};
+  o.dropout = p.real("dropout");
   if (o.n_kv_head == 0) o.n_kv_head = o.n_head;
   if (o.ffn_dim == 0) {
     o.ffn_dim = swiglu_width(o.n_embd, p.real("ffn_dim_multiplier"), p.integer("multiple_of"));
@@ -447,7 +465,12 @@ std::vector<ParamSpec> llama_params() {
            .at_least(1),
        ParamSpec::flag("tie_embeddings", false, "the output head reuses the token embedding"),
        ParamSpec::flag("qk_norm", false,
-                       "RMSNorm on each head's queries and keys before the rotation (Qwen 3)")});
+                       "RMSNorm on each head's queries and keys before the rotation (Qwen 3)"),
+       ParamSpec::real("dropout", 0.0,
+                       "dropout on attention probabilities and each sublayer's output (Hugging "
+                       "Face's Llama has attention_dropout only; an export leaves it at 0)")
+           .at_least(0)
+           .at_most(0.95)});
 }
 
 const bool registered = ModelRegistry::add(
@@ -476,6 +499,7 @@ const bool registered = ModelRegistry::add(
       plan->vocab_size = o.vocab_size;
       plan->context_length = o.block_size;
       plan->layers = o.n_layer + 2;
+      plan->dropout = o.dropout;
       plan->build = [o, checkpointed_blocks] {
         return std::make_shared<Llama>(o, checkpointed_blocks);
       };

@@ -7,15 +7,14 @@
 
 #include <fmt/format.h>
 #include <torch/nn/modules/container/modulelist.h>
-#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
 #include "core/api/activation_checkpoint.h"
+#include "core/api/dropout.h"
 #include "core/api/model.h"
 #include "core/util/error.h"
-#include "core/util/torch_compat.h"
 
 namespace kiln {
 namespace {
@@ -30,7 +29,7 @@ class EmbeddingLayer : public Layer {
   explicit EmbeddingLayer(const TransformerLmOptions& o)
       : scale_(std::sqrt(static_cast<double>(o.d_model))),
         encoder(register_module("encoder", torch::nn::Embedding(o.vocab_size, o.d_model))),
-        drop(register_module("drop", torch::nn::Dropout(o.dropout))) {
+        dropout_(o.dropout) {
     // pe[pos, 2i] = sin(pos / 10000^(2i/d)), pe[pos, 2i+1] = cos(...): fixed, not learned.
     auto position = torch::arange(o.max_len, torch::kFloat).unsqueeze(1);
     auto div = torch::exp(torch::arange(0, o.d_model, 2, torch::kFloat) *
@@ -44,20 +43,24 @@ class EmbeddingLayer : public Layer {
   }
 
   torch::Tensor forward(const torch::Tensor& tokens) override {
-    return drop(encoder(tokens) * scale_ + positional.narrow(0, 0, tokens.size(1)));
+    return dropout(encoder(tokens) * scale_ + positional.narrow(0, 0, tokens.size(1)), dropout_,
+                   is_training(), dropout_site(0, DropoutPlace::kEmbedding));
   }
 
   double scale_;
   torch::nn::Embedding encoder;
-  torch::nn::Dropout drop;
+  double dropout_;
   torch::Tensor positional;
 };
 
 // torch.nn.TransformerEncoderLayer with norm_first = False, batch first, causal.
 class EncoderLayer : public Layer {
  public:
-  EncoderLayer(const TransformerLmOptions& o, bool checkpoint)
-      : checkpoint_(checkpoint),
+  // `layer`: the encoder layer's index in the model's layers (1 = the first), which numbers its
+  // dropout sites.
+  EncoderLayer(const TransformerLmOptions& o, int64_t layer, bool checkpoint)
+      : layer_(layer),
+        checkpoint_(checkpoint),
         nhead_(o.nhead),
         dropout_(o.dropout),
         in_proj(register_module("in_proj", torch::nn::Linear(o.d_model, 3 * o.d_model))),
@@ -67,8 +70,7 @@ class EncoderLayer : public Layer {
         norm1(register_module("norm1",
                               torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})))),
         norm2(register_module("norm2",
-                              torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})))),
-        drop(register_module("drop", torch::nn::Dropout(o.dropout))) {}
+                              torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})))) {}
 
   torch::Tensor forward(const torch::Tensor& x) override {
     if (!checkpoint_) return compute(x);
@@ -77,8 +79,13 @@ class EncoderLayer : public Layer {
 
  private:
   torch::Tensor compute(const torch::Tensor& x) {
-    auto h = norm1(x + drop(attention(x)));
-    return norm2(h + drop(linear2(drop(torch::relu(linear1(h))))));
+    auto h = norm1(x + drop(attention(x), DropoutPlace::kAttentionOutput));
+    auto hidden = drop(torch::relu(linear1(h)), DropoutPlace::kMlpHidden);
+    return norm2(h + drop(linear2(hidden), DropoutPlace::kMlpOutput));
+  }
+
+  torch::Tensor drop(const torch::Tensor& x, DropoutPlace place) {
+    return dropout(x, dropout_, is_training(), dropout_site(layer_, place));
   }
 
   torch::Tensor attention(const torch::Tensor& x) {
@@ -87,11 +94,12 @@ class EncoderLayer : public Layer {
       return m.view({b, t, nhead_, c / nhead_}).transpose(1, 2);
     };
     auto qkv = in_proj(x).split(c, 2);
-    auto y = compat::causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), dropout_,
-                                      is_training());
+    auto y = causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), dropout_, is_training(),
+                              dropout_site(layer_, DropoutPlace::kAttentionWeights));
     return out_proj(y.transpose(1, 2).contiguous().view({b, t, c}));
   }
 
+  int64_t layer_;
   bool checkpoint_;
   int64_t nhead_;
   double dropout_;
@@ -99,7 +107,6 @@ class EncoderLayer : public Layer {
  public:
   torch::nn::Linear in_proj, out_proj, linear1, linear2;
   torch::nn::LayerNorm norm1, norm2;
-  torch::nn::Dropout drop;
 };
 
 class Decoder : public Layer {
@@ -117,7 +124,7 @@ class TransformerLm : public Model {
     auto embedding = register_module("embedding", std::make_shared<EmbeddingLayer>(o));
     auto layers = register_module("layers", torch::nn::ModuleList());
     for (int64_t i = 0; i < o.num_layers; ++i)
-      layers->push_back(std::make_shared<EncoderLayer>(o, checkpointed_blocks[i]));
+      layers->push_back(std::make_shared<EncoderLayer>(o, i + 1, checkpointed_blocks[i]));
     auto decoder = register_module("head", std::make_shared<Decoder>(o));
     append_layer(embedding);
     for (const auto& layer : *layers)
@@ -179,6 +186,7 @@ const bool registered = ModelRegistry::add(
       plan->vocab_size = o.vocab_size;
       plan->context_length = o.max_len;
       plan->layers = o.num_layers + 2;
+      plan->dropout = o.dropout;
       std::vector<bool> checkpointed_blocks;
       for (int64_t i = 0; i < o.num_layers; ++i)
         checkpointed_blocks.push_back(checkpoints_block(p, i));

@@ -29,6 +29,7 @@
 
 #include "core/api/data_source.h"
 #include "core/api/model.h"
+#include "core/api/random_draws.h"
 #include "core/distributed/data_parallel.h"
 #include "core/distributed/pipeline_stages.h"
 #include "core/util/error.h"
@@ -253,6 +254,7 @@ class Pipeline : public DataParallel {
       InFlight f{input, {}, {}};
       {
         auto scope = c_.forward_scope();
+        DrawScope draws(c_.draws(micro));
         at::Tensor x = input;
         for (auto& layer : p_.mine_)
           x = layer->forward(x);

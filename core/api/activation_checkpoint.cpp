@@ -8,6 +8,7 @@
 #include <ATen/core/ivalue.h>
 #include <torch/autograd.h>
 
+#include "core/api/random_draws.h"
 #include "core/util/torch_compat.h"
 
 namespace kiln {
@@ -48,6 +49,7 @@ struct Recompute : torch::CustomClassHolder {
   std::function<at::Tensor(const at::Tensor&)> block;
   std::vector<GeneratorState> generators;
   std::vector<AutocastState> autocast;
+  std::optional<DrawKey> draws;  // Kiln's dropout key (core/api/random_draws.h)
 };
 
 struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
@@ -55,6 +57,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             c10::intrusive_ptr<Recompute> recompute) {
     recompute->generators = generator_states(x);
+    recompute->draws = current_draws();
     for (at::DeviceType d : {at::kCPU, at::kCUDA}) {
       recompute->autocast.push_back(
           {d, compat::AutocastGuard::enabled(d), compat::AutocastGuard::dtype_of(d)});
@@ -79,6 +82,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
       std::vector<std::optional<compat::AutocastGuard>> autocast(r.autocast.size());
       for (size_t i = 0; i < r.autocast.size(); ++i)
         autocast[i].emplace(r.autocast[i].device, r.autocast[i].dtype, r.autocast[i].on);
+      DrawScope draws(r.draws);
       at::AutoGradMode grad(true);
       output = r.block(input);
       for (auto& g : now)

@@ -8,6 +8,7 @@
 #include <ATen/Parallel.h>
 #include <torch/autograd.h>
 
+#include "core/api/dropout.h"
 #include "core/util/float_vectors.h"
 #include "core/util/torch_compat.h"
 
@@ -316,16 +317,16 @@ at::Tensor fused_causal_attention(const at::Tensor& qkv, int64_t n_head) {
 }
 
 at::Tensor causal_self_attention(const at::Tensor& qkv, int64_t n_head, double dropout,
-                                 bool training, bool fused) {
+                                 bool training, bool fused, int64_t site, const SliceOf& heads) {
   if (fused && fused_attention_applies(qkv, dropout, training))
     return fused_causal_attention(qkv, n_head);
   const int64_t b = qkv.size(0), t = qkv.size(1), c = qkv.size(2) / 3;
-  auto heads = [&](const at::Tensor& m) {
+  auto split = [&](const at::Tensor& m) {
     return m.view({b, t, n_head, c / n_head}).transpose(1, 2);  // [b, heads, t, head_dim]
   };
   auto parts = qkv.split(c, 2);
-  auto y = compat::causal_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), dropout,
-                                    training);
+  auto y = causal_attention(split(parts[0]), split(parts[1]), split(parts[2]), dropout, training,
+                            site, heads);
   return y.transpose(1, 2).contiguous().view({b, t, c});
 }
 

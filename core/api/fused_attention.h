@@ -11,18 +11,22 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "core/api/random_draws.h"
+
 namespace kiln {
 
 // Whether the fused kernel serves this call: LibTorch 1.x (2.x keeps its own
 // scaled_dot_product_attention), float32 CPU tensors (so never a GPU, nor bfloat16 autocast), and
-// no attention dropout while training (its random draws are the op sequence's).
+// no attention dropout while training (its masks are core/api/dropout.h's).
 bool fused_attention_applies(const at::Tensor& qkv, double dropout, bool training);
 
 // Causal self-attention of `qkv` = [batch, time, 3 * n_embd] (q, k and v side by side, each
 // n_head heads of n_embd / n_head) -> [batch, time, n_embd]. With `fused`, Kiln's kernel where
-// fused_attention_applies() holds; otherwise LibTorch's ops (compat::causal_attention).
+// fused_attention_applies() holds; otherwise core/api/dropout.h's causal_attention, its dropout
+// drawn at `site`, `heads` placing these heads among the model's (tensor parallelism).
 at::Tensor causal_self_attention(const at::Tensor& qkv, int64_t n_head, double dropout,
-                                 bool training, bool fused);
+                                 bool training, bool fused, int64_t site,
+                                 const SliceOf& heads = {});
 
 // The fused kernel alone, without dropout, for float32 CPU tensors on any LibTorch (tests).
 at::Tensor fused_causal_attention(const at::Tensor& qkv, int64_t n_head);

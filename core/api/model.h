@@ -105,6 +105,9 @@ struct ModelPlan {
   int64_t vocab_size = 0;   // what Model::vocab_size() of the built model gives
   int64_t context_length = 0;  // what Model::context_length() of the built model gives
   int64_t layers = 0;          // entries of the built model's layers(): embedding, blocks, head
+  // The probability of the model's dropouts in training (core/api/dropout.h); 0 = its forward
+  // pass draws no random number.
+  double dropout = 0;
   std::function<std::shared_ptr<Model>()> build;  // allocates and initialises it, on the CPU
   // A UserError when the model's shapes do not divide over `tp` tensor-parallel ranks
   // ("model.n_head = 6 does not divide over parallel.tp = 4"); empty for a model that has no

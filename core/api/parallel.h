@@ -12,6 +12,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include "core/api/random_draws.h"
 #include "core/config/registry.h"
 
 namespace torch::optim {
@@ -34,6 +35,9 @@ struct PassContext {
   std::function<at::Tensor(const at::Tensor& logits, const at::Tensor& targets)> loss;
   std::function<std::shared_ptr<void>()> forward_scope;          // held around forward (autocast)
   std::function<at::Tensor(const at::Tensor& loss)> scale_loss;  // before backward
+  // The dropout key of the step's micro-batch `micro` (0-based, in reading order): a DrawScope
+  // with it is held around that micro-batch's forward (core/api/random_draws.h).
+  std::function<DrawKey(int64_t micro)> draws;
 };
 
 // The order of the calls over a run (every rank makes the same calls in the same order):

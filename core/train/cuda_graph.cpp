@@ -39,6 +39,12 @@ std::optional<std::string> cuda_graph_refusal(const AssembledRun& run) {
         "= \"bf16\", or set train.cuda_graphs = false",
         where, run.config.type("precision"));
   }
+  if (run.model_plan->dropout > 0) {
+    return fmt::format(
+        "{}: train.cuda_graphs = true would replay the captured step's dropout masks in every "
+        "step (model.dropout = {}, {}): set model.dropout = 0, or train.cuda_graphs = false",
+        where, run.model_plan->dropout, run.config.where("model.dropout").str());
+  }
   return std::nullopt;
 }
 

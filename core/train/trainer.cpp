@@ -86,7 +86,13 @@ PassContext Trainer::pass_context(DataSource& data, int64_t micro_batches, bool 
                        return loss_from_logits(logits, targets);
                      },
                      [this]() -> std::shared_ptr<void> { return run_.precision->forward_scope(); },
-                     [this](const at::Tensor& loss) { return run_.precision->scale_loss(loss); }};
+                     [this](const at::Tensor& loss) { return run_.precision->scale_loss(loss); },
+                     [this](int64_t micro) { return draws_of(micro); }};
+}
+
+DrawKey Trainer::draws_of(int64_t micro) const {
+  const int64_t window = micro * run_.parallel->data_world() + run_.parallel->data_rank();
+  return {static_cast<uint64_t>(run_.options.seed), step_, window * run_.train.micro_batch};
 }
 
 at::Tensor Trainer::clip_gradients(double max_norm) {
@@ -147,6 +153,7 @@ int64_t Trainer::masked_micro_steps(at::Tensor& loss_sum) {
       static_cast<double>(std::max<int64_t>(counted, 1)) * run_.parallel->loss_share();
   for (int64_t micro = 0; micro < run_.grad_accum; ++micro) {
     run_.parallel->begin_micro_step(micro == run_.grad_accum - 1);
+    DrawScope draws(draws_of(micro));
     at::Tensor loss = masked_loss_sum(batches[static_cast<size_t>(micro)]) / divisor;
     loss_sum += loss.detach();
     run_.precision->scale_loss(loss).backward();
@@ -165,6 +172,7 @@ StepStats Trainer::train_step(int64_t step) {
   auto& optimizer = *run_.optimizer;
   StepStats stats;
   stats.step = step;
+  step_ = step;
   stats.lr = run_.schedule->lr(step - 1);
   set_lr(optimizer, stats.lr);
   if (graph_) {
@@ -185,6 +193,7 @@ StepStats Trainer::train_step(int64_t step) {
   }
   for (int64_t micro = 0; !piped && !masked_ && micro < run_.grad_accum; ++micro) {
     run_.parallel->begin_micro_step(micro == run_.grad_accum - 1);
+    DrawScope draws(draws_of(micro));
     Batch batch = run_.train_data->next();
     if (graph_) {  // the copies to the device are part of the replay
       loss_sum += graph_->run(batch.inputs, batch.targets);

@@ -14,6 +14,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/api/random_draws.h"
 #include "core/train/assemble.h"
 #include "core/train/cuda_graph.h"
 
@@ -82,6 +83,9 @@ class Trainer {
   // The first gradient's first element becomes inf (KILN_FAULT=grad.nonfinite, core/util/fault.h).
   void poison_gradients();
   PassContext pass_context(DataSource& data, int64_t micro_batches, bool train);
+  // The dropout key of micro-step `micro` of the step in progress: its rows are rows
+  // (micro x data_world + data_rank) x micro_batch onwards of the step's global batch.
+  DrawKey draws_of(int64_t micro) const;
 
   // A training micro-batch's share of the step's loss (its mean loss / grad_accum).
   at::Tensor micro_loss(const at::Tensor& inputs, const at::Tensor& targets);
@@ -96,6 +100,7 @@ class Trainer {
   std::vector<at::Tensor> parameters_;
   std::unique_ptr<CapturedMicroStep> graph_;  // train.cuda_graphs
   int64_t tokens_seen_ = 0;
+  int64_t step_ = 0;     // the step train_step is taking
   bool masked_ = false;  // the train data's batches carry a loss mask
   bool profile_ = false;
   PhaseTimes phases_;

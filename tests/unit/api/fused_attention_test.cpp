@@ -80,13 +80,13 @@ TEST(FusedAttention, FallsBackToLibTorchsOpsForBfloat16AndTrainingDropout) {
 
   // The same random draws as the op sequence: the dropout masks, so the results, are equal.
   torch::manual_seed(1);
-  at::Tensor fused = causal_self_attention(qkv, 2, 0.5, true, /*fused=*/true);
+  at::Tensor fused = causal_self_attention(qkv, 2, 0.5, true, /*fused=*/true, 0);
   torch::manual_seed(1);
-  at::Tensor ops = causal_self_attention(qkv, 2, 0.5, true, /*fused=*/false);
+  at::Tensor ops = causal_self_attention(qkv, 2, 0.5, true, /*fused=*/false, 0);
   EXPECT_TRUE(at::equal(fused, ops));
   at::Tensor half = qkv.to(at::kBFloat16);
-  EXPECT_TRUE(at::equal(causal_self_attention(half, 2, 0.0, true, true),
-                        causal_self_attention(half, 2, 0.0, true, false)));
+  EXPECT_TRUE(at::equal(causal_self_attention(half, 2, 0.0, true, true, 0),
+                        causal_self_attention(half, 2, 0.0, true, false, 0)));
 }
 
 TEST(FusedAttention, GptLossAndGradientsMatchLibTorchsOps) {

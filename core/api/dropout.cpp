@@ -1,0 +1,32 @@
+#include "core/api/dropout.h"
+
+#include <cmath>
+
+#include <ATen/Functions.h>
+
+#include "core/util/torch_compat.h"
+
+namespace kiln {
+
+int64_t dropout_site(int64_t layer, DropoutPlace place) {
+  constexpr int64_t kPlaces = 8;  // room for more places without renumbering the sites
+  return layer * kPlaces + static_cast<int64_t>(place);
+}
+
+at::Tensor dropout(const at::Tensor& x, double p, bool training, int64_t site,
+                   const SliceOf& slice) {
+  if (!training || p == 0) return x;
+  return x * dropout_mask(x, p, site, slice);
+}
+
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double p,
+                            bool training, int64_t site, const SliceOf& heads) {
+  if (!training || p == 0) return compat::causal_attention(q, k, v);
+  const int64_t t = q.size(-2);
+  auto scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));
+  auto future = at::ones({t, t}, q.options().dtype(at::kBool)).triu(1);
+  auto weights = at::softmax(scores.masked_fill(future, -INFINITY), -1);
+  return at::matmul(dropout(weights, p, training, site, heads), v);
+}
+
+}  // namespace kiln
