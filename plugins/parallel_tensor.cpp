@@ -3,7 +3,8 @@
 // Rank r sits at tensor-parallel place r % tp of data-parallel replica r / tp, so the ranks of
 // one tensor-parallel group are neighbours (on one node, where their per-layer all-reduces are
 // cheapest). Each replica reads its own share of the data; its tp ranks read the same batches
-// and draw the same dropout masks (every rank starts from run.seed). Gradients of a parameter
+// and draw the same masks where their tensors are whole, each its own heads' slice of the
+// attention masks (core/api/random_draws.h). Gradients of a parameter
 // slice are averaged over the replicas holding that slice (a dp group per tensor-parallel
 // place, overlapped with backward like ddp); replicated parameters (embeddings, norms, the head)
 // get equal gradients on every rank of a tp group, which Megatron's pairing of enter and leave

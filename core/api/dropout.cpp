@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <ATen/Functions.h>
+#include <ATen/TensorOperators.h>
 
 #include "core/util/torch_compat.h"
 

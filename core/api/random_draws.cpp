@@ -8,6 +8,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Functions.h>
 #include <ATen/Parallel.h>
+#include <ATen/TensorOperators.h>
 
 namespace kiln {
 namespace {

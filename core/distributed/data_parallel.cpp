@@ -1,14 +1,10 @@
 #include "core/distributed/data_parallel.h"
 
 #include <algorithm>
-#include <mutex>
 #include <sstream>
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
-#include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
-#include <torch/csrc/autograd/variable.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
@@ -116,139 +112,51 @@ at::Tensor DataParallel::sum(const at::Tensor& value) {
   return one[0];
 }
 
-std::vector<std::vector<at::Tensor>> make_buckets(const std::vector<at::Tensor>& tensors,
-                                                  int64_t bytes) {
-  std::vector<std::vector<at::Tensor>> buckets;
-  int64_t filled = 0;
-  for (const auto& t : tensors) {
-    if (buckets.empty() || (filled > 0 && filled + static_cast<int64_t>(t.nbytes()) > bytes)) {
-      buckets.emplace_back();
-      filled = 0;
-    }
-    buckets.back().push_back(t);
-    filled += static_cast<int64_t>(t.nbytes());
-  }
-  return buckets;
-}
-
-at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
-  std::vector<at::Tensor> pieces;
-  for (const auto& t : tensors)
-    pieces.push_back(t.detach().reshape(-1));
-  return at::cat(pieces);
-}
-
-void copy_from_flat(const at::Tensor& flat, const std::vector<at::Tensor>& into) {
-  int64_t offset = 0;
-  for (const auto& t : into) {
-    t.detach().copy_(flat.narrow(0, offset, t.numel()).view_as(t));
-    offset += t.numel();
-  }
-}
-
-std::vector<HeldAccumulator> on_gradient_accumulated(const std::vector<at::Tensor>& parameters,
-                                                     const std::function<void(size_t)>& ready) {
-  std::vector<HeldAccumulator> accumulators;
-  for (size_t i = 0; i < parameters.size(); ++i) {
-    auto accumulator = torch::autograd::impl::grad_accumulator(parameters[i]);
-    accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [ready, i](const torch::autograd::variable_list& outputs,
-                   const torch::autograd::variable_list&) {
-          ready(i);
-          return outputs;
-        }));
-    accumulators.push_back(std::make_shared<decltype(accumulator)>(std::move(accumulator)));
-  }
-  return accumulators;
-}
-
-struct OverlappedAllReduce::State {
-  struct Bucket {
-    std::vector<at::Tensor> parameters;
-    size_t waiting = 0;  // gradients not yet complete in this backward
-    bool started = false;
-    at::Tensor flat;
-    Communicator::Pending pending;
-  };
-
-  Communicator* comm;
-  std::vector<Bucket> buckets;
-  std::vector<HeldAccumulator> accumulators;  // keep the hooks alive
-  std::mutex mutex;                           // autograd may run hooks on its device threads
-  bool armed = false;
-
-  // Starts bucket `b`'s all-reduce over the gradients its parameters have.
-  void start(Bucket& bucket) {
-    std::vector<at::Tensor> grads;
-    for (auto& p : bucket.parameters) {
-      if (p.grad().defined()) grads.push_back(p.grad());
-    }
-    bucket.started = true;
-    if (grads.empty()) return;
-    bucket.flat = flatten(grads);
-    std::vector<at::Tensor> one = {bucket.flat};
-    bucket.pending = comm->start_all_reduce_sum(one);
-  }
-
-  void gradient_ready(size_t b) {
-    std::lock_guard<std::mutex> lock(mutex);
-    Bucket& bucket = buckets[b];
-    if (!armed || bucket.started) return;
-    if (--bucket.waiting == 0) start(bucket);
-  }
-};
-
 OverlappedAllReduce::OverlappedAllReduce(Communicator& comm,
                                          const std::vector<at::Tensor>& parameters,
-                                         int64_t bucket_bytes)
-    : state_(std::make_shared<State>()) {
-  state_->comm = &comm;
-  std::vector<at::Tensor> reversed;
-  for (auto it = parameters.rbegin(); it != parameters.rend(); ++it) {
-    if (it->requires_grad()) reversed.push_back(*it);
+                                         int64_t bucket_bytes) {
+  if (comm.size() == 1) return;  // nothing to average
+  std::vector<at::Tensor> trained;
+  for (const auto& p : parameters) {
+    if (p.requires_grad()) trained.push_back(p);
   }
-  for (auto& group : make_buckets(reversed, bucket_bytes))
-    state_->buckets.emplace_back().parameters = std::move(group);
-  if (comm.size() == 1) return;  // nothing to overlap with
-  for (size_t b = 0; b < state_->buckets.size(); ++b) {
-    std::weak_ptr<State> weak = state_;
-    auto hooked = on_gradient_accumulated(state_->buckets[b].parameters, [weak, b](size_t) {
-      if (auto state = weak.lock()) state->gradient_ready(b);
-    });
-    state_->accumulators.insert(state_->accumulators.end(), hooked.begin(), hooked.end());
+  GradientBuckets::Rules rules;
+  const std::vector<at::Tensor> reversed(trained.rbegin(), trained.rend());
+  size_t index = trained.size();
+  for (const auto& group : make_buckets(reversed, bucket_bytes)) {
+    GradientBuckets::Members members;
+    for (size_t k = 0; k < group.size(); ++k)
+      members.push_back(--index);
+    rules.buckets.push_back(std::move(members));
   }
+  rules.send = [&comm](at::Tensor& flat, size_t) {
+    std::vector<at::Tensor> one = {flat};
+    return comm.start_all_reduce_sum(one);
+  };
+  const double scale = 1.0 / static_cast<double>(comm.size());
+  rules.land = [trained, scale](const GradientBuckets::Members& members, size_t,
+                                const at::Tensor& flat) {
+    flat.mul_(scale);
+    int64_t offset = 0;
+    for (size_t i : members) {
+      const at::Tensor& p = trained[i];
+      if (p.grad().defined()) p.grad().detach().copy_(flat.narrow(0, offset, p.numel()).view_as(p));
+      offset += p.numel();
+    }
+  };
+  buckets_ = std::make_unique<GradientBuckets>(trained, std::move(rules));
 }
 
 OverlappedAllReduce::~OverlappedAllReduce() = default;
 
 void OverlappedAllReduce::arm(bool final_micro_step) {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  state_->armed = final_micro_step;
-  for (auto& bucket : state_->buckets) {
-    bucket.waiting = bucket.parameters.size();
-    bucket.started = false;
-  }
+  if (buckets_) buckets_->arm(final_micro_step);
 }
 
 void OverlappedAllReduce::finish() {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  state_->armed = false;
-  if (state_->comm->size() == 1) return;
-  const double scale = 1.0 / static_cast<double>(state_->comm->size());
-  for (auto& bucket : state_->buckets) {
-    if (!bucket.started) state_->start(bucket);
-  }
-  for (auto& bucket : state_->buckets) {
-    if (!bucket.flat.defined()) continue;
-    bucket.pending.wait();
-    bucket.flat.mul_(scale);
-    std::vector<at::Tensor> grads;
-    for (auto& p : bucket.parameters) {
-      if (p.grad().defined()) grads.push_back(p.grad());
-    }
-    copy_from_flat(bucket.flat, grads);
-    bucket.flat = at::Tensor();
-  }
+  if (!buckets_) return;
+  buckets_->flush();
+  buckets_->arm(false);
 }
 
 }  // namespace kiln

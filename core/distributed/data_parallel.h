@@ -14,6 +14,7 @@
 #include "core/api/parallel.h"
 #include "core/config/params.h"
 #include "core/distributed/distributed.h"
+#include "core/distributed/gradient_buckets.h"
 
 namespace torch::autograd {
 struct Node;
@@ -58,31 +59,11 @@ class DataParallel : public ParallelStrategy {
   int64_t byte_gathers_ = 0;  // each gather's store keys are new
 };
 
-// A parameter's gradient accumulator, held so that the hooks on it live. Opaque: LibTorch hands
-// accumulators out as a std::shared_ptr<Node> up to 2.x and as a c10::intrusive_ptr<Node> in
-// 2.14, and the holder only needs to keep one alive.
-using HeldAccumulator = std::shared_ptr<void>;
-
-// Hooks `ready(i)` to run each time backward has accumulated parameters[i]'s gradient: a post
-// hook on its gradient accumulator, as torch DDP's Reducer does (LibTorch 1.13 and 2.x alike).
-// The hooks live as long as the returned accumulators; `ready` must not own them (capture a
-// weak pointer), or neither is ever freed.
-std::vector<HeldAccumulator> on_gradient_accumulated(const std::vector<at::Tensor>& parameters,
-                                                     const std::function<void(size_t)>& ready);
-
-// Packs `tensors`, in order, into groups of about `bytes` (a tensor larger than that is a group
-// of its own).
-std::vector<std::vector<at::Tensor>> make_buckets(const std::vector<at::Tensor>& tensors,
-                                                  int64_t bytes);
-// One contiguous 1-D copy of `tensors`, and the way back.
-at::Tensor flatten(const std::vector<at::Tensor>& tensors);
-void copy_from_flat(const at::Tensor& flat, const std::vector<at::Tensor>& into);
-
-// The gradient all-reduce of torch's DistributedDataParallel, overlapping the backward pass:
-// a hook on each parameter's gradient accumulator notes when its gradient is complete, and as
-// soon as all gradients of a bucket are, that bucket's all-reduce starts while backward goes on
-// with earlier layers. Buckets follow the parameters in reverse, the order backward reaches them.
-// Only the final micro-step of a step communicates.
+// The gradient all-reduce of torch's DistributedDataParallel, overlapping the backward pass
+// (core/distributed/gradient_buckets.h): as soon as all gradients of a bucket are complete, that
+// bucket's all-reduce starts while backward goes on with earlier layers, any number on the wire
+// at once. Buckets follow the parameters in reverse, the order backward reaches them. Only the
+// final micro-step of a step communicates; the others accumulate.
 class OverlappedAllReduce {
  public:
   OverlappedAllReduce(Communicator& comm, const std::vector<at::Tensor>& parameters,
@@ -98,8 +79,7 @@ class OverlappedAllReduce {
   void finish();
 
  private:
-  struct State;
-  std::shared_ptr<State> state_;  // shared with the autograd hooks
+  std::unique_ptr<GradientBuckets> buckets_;  // null in a world of one: nothing to average
 };
 
 }  // namespace kiln

@@ -12,9 +12,9 @@
 
 #include "core/api/model.h"
 #include "core/api/optimizer.h"
-#include "core/distributed/data_parallel.h"
 #include "core/distributed/distributed.h"
 #include "core/distributed/fsdp_blocks.h"
+#include "core/distributed/gradient_buckets.h"
 #include "core/util/fault.h"
 
 namespace kiln {
@@ -37,8 +37,7 @@ struct FsdpUnits::State {
   Communicator& comm;
   std::vector<Sharded> params;
   std::vector<std::vector<size_t>> units;  // indices into params, per layer (borrowed ones too)
-  std::vector<HeldAccumulator> accumulators;
-  int64_t most_in_transit = 0;  // whole-gradient bytes held at once, at most
+  int64_t most_in_transit = 0;             // whole-gradient bytes held at once, at most
 
   explicit State(Communicator& c) : comm(c) {}
 
@@ -114,78 +113,57 @@ struct FsdpUnits::State {
       release(params[i]);
   }
 
-  // Hooks each parameter's gradient accumulator (a resume copies into the same parameters, so
-  // they stay hooked). Only while the parameters are whole: autograd expects a gradient of the
-  // shape they have when the accumulator is made.
-  void hook_accumulators(const std::shared_ptr<State>& self) {
-    std::weak_ptr<State> weak = self;
-    std::vector<at::Tensor> tensors;
-    for (const Sharded& s : params)
-      tensors.push_back(s.param);
-    accumulators = on_gradient_accumulated(tensors, [weak](size_t i) {
-      if (auto state = weak.lock()) state->gradient_ready(i);
-    });
-  }
-
-  // The post hook of params[i]'s gradient accumulator: its whole gradient is complete. A copy
-  // padded to the blocks' rows joins the bucket and the parameter's whole buffers are freed.
-  void gradient_ready(size_t i) {
+  // Parameter i's whole gradient is complete (its accumulator's hook, through `reducer`): a copy
+  // padded to the blocks' rows goes into the bucket and the parameter's whole buffers are freed.
+  at::Tensor padded_gradient(size_t i) {
     at::NoGradGuard no_grad;
     Sharded& s = params[i];
     at::Tensor padded = at::zeros_like(s.padded, at::MemoryFormat::Contiguous);
     padded.narrow(0, 0, s.whole.size(0)).copy_(s.param.grad());
     s.param.mutable_grad() = at::Tensor();
     release(s);
-    bucket.push_back({i, padded.reshape(-1)});
-    bucket_bytes += static_cast<int64_t>(padded.nbytes());
-    const int64_t on_wire_bytes = on_wire ? static_cast<int64_t>(on_wire->flat.nbytes()) : 0;
-    most_in_transit = std::max(most_in_transit, bucket_bytes + on_wire_bytes);
-    if (bucket_bytes >= bucket_limit) send_bucket();
+    return padded;
   }
 
-  // Starts the sum over the ranks of the bucket's gradients, in one collective, and lands the
-  // one before it: each bucket travels while backward computes the next. Called when a bucket
-  // is full, when backward reaches the next unit and at the end of each micro-step's backward.
-  void send_bucket() {
-    if (bucket.empty()) return;
-    std::vector<at::Tensor> parts;
-    for (const auto& [param, gradient] : bucket)
-      parts.push_back(gradient);
-    std::vector<at::Tensor> one = {at::cat(parts)};
-    Communicator::Pending pending = comm.start_all_reduce_sum(one);
-    land();
-    on_wire = OnWire{{}, one[0], std::move(pending)};
-    for (const auto& entry : bucket)
-      on_wire->params.push_back(entry.first);
-    bucket.clear();
-    bucket_bytes = 0;
-  }
-
-  // Waits for the bucket on the wire and adds this rank's block of each gradient in it,
-  // averaged, to the parameter's block sum.
-  void land() {
-    if (!on_wire) return;
-    on_wire->pending.wait();
+  // A bucket's sum over the ranks has arrived: this rank's block of each gradient in it,
+  // averaged, joins the parameter's block sum.
+  void land(const GradientBuckets::Members& members, const at::Tensor& flat) {
     int64_t offset = 0;
-    for (size_t i : on_wire->params) {
+    for (size_t i : members) {
       Sharded& s = params[i];
-      const at::Tensor whole = on_wire->flat.narrow(0, offset, s.padded.numel()).view_as(s.padded);
+      const at::Tensor whole = flat.narrow(0, offset, s.padded.numel()).view_as(s.padded);
       offset += s.padded.numel();
       at::Tensor mine = whole.chunk(comm.size())[comm.rank()].div(comm.size());
       s.gradient_sum = s.gradient_sum.defined() ? s.gradient_sum.add_(mine) : mine;
     }
-    on_wire.reset();
   }
 
-  std::vector<std::pair<size_t, at::Tensor>> bucket;  // (param, padded whole gradient, flat)
-  int64_t bucket_bytes = 0;
-  int64_t bucket_limit = 0;  // parallel.bucket_mb
-  struct OnWire {
-    std::vector<size_t> params;
-    at::Tensor flat;  // their padded whole gradients, summed over the ranks once landed
-    Communicator::Pending pending;
-  };
-  std::optional<OnWire> on_wire;
+  // Hooks each parameter's gradient accumulator (a resume copies into the same parameters, so
+  // they stay hooked). Only while the parameters are whole: autograd expects a gradient of the
+  // shape they have when the accumulator is made. Buckets fill in the order gradients complete
+  // and close at bucket_bytes, when backward reaches the next unit and at the end of each
+  // micro-step's backward; one is on the wire while backward computes the next (Gloo has no
+  // reduce-scatter: an all-reduce of whole gradients, of which each rank keeps its blocks).
+  void hook_accumulators(const std::shared_ptr<State>& self, int64_t bucket_bytes) {
+    std::weak_ptr<State> weak = self;
+    std::vector<at::Tensor> tensors;
+    for (const Sharded& s : params)
+      tensors.push_back(s.param);
+    GradientBuckets::Rules rules;
+    rules.fill_bytes = bucket_bytes;
+    rules.max_in_flight = 1;
+    rules.contribute = [weak](size_t i) { return weak.lock()->padded_gradient(i); };
+    rules.send = [weak](at::Tensor& flat, size_t) {
+      std::vector<at::Tensor> one = {flat};
+      return weak.lock()->comm.start_all_reduce_sum(one);
+    };
+    rules.land = [weak](const GradientBuckets::Members& members, size_t, const at::Tensor& flat) {
+      weak.lock()->land(members, flat);
+    };
+    reducer = std::make_unique<GradientBuckets>(tensors, std::move(rules));
+  }
+
+  std::unique_ptr<GradientBuckets> reducer;
 };
 
 namespace {
@@ -209,7 +187,7 @@ struct GatherBeforeBackward : torch::autograd::Function<GatherBeforeBackward> {
                                                  torch::autograd::variable_list grad_outputs) {
     auto& ref = static_cast<UnitRef&>(*ctx->saved_data["unit"].toCapsule());
     if (auto state = ref.state.lock()) {
-      state->send_bucket();  // the units after this one are done with backward
+      state->reducer->close_filling();  // the units after this one are done with backward
       state->gather_unit(ref.unit);
     }
     return {grad_outputs[0], at::Tensor()};
@@ -220,7 +198,6 @@ struct GatherBeforeBackward : torch::autograd::Function<GatherBeforeBackward> {
 
 FsdpUnits::FsdpUnits(Communicator& comm, Model& model, int64_t bucket_bytes)
     : state_(std::make_shared<State>(comm)) {
-  state_->bucket_limit = bucket_bytes;
   std::unordered_map<const void*, size_t> index;
   const auto& layers = model.layers();
   for (const auto& layer : layers) {
@@ -235,7 +212,8 @@ FsdpUnits::FsdpUnits(Communicator& comm, Model& model, int64_t bucket_bytes)
     }
     state_->units.push_back(std::move(unit));
   }
-  state_->hook_accumulators(state_);
+  state_->hook_accumulators(state_, bucket_bytes);
+  state_->reducer->arm(true);  // every micro-step is summed
   std::weak_ptr<State> weak = state_;
   const int world = comm.size();
   at::NoGradGuard no_grad;
@@ -272,12 +250,11 @@ FsdpUnits::FsdpUnits(Communicator& comm, Model& model, int64_t bucket_bytes)
 FsdpUnits::~FsdpUnits() = default;
 
 void FsdpUnits::begin_micro_step() {
-  state_->send_bucket();
+  state_->reducer->close_filling();
 }
 
 void FsdpUnits::finish_gradients() {
-  state_->send_bucket();
-  state_->land();
+  state_->reducer->flush();
   for (Sharded& s : state_->params) {
     state_->release(s);
     s.param.mutable_grad() = std::move(s.gradient_sum);
@@ -289,6 +266,7 @@ int64_t FsdpUnits::peak_gradient_bytes() const {
   int64_t blocks = 0;
   for (const Sharded& s : state_->params)
     blocks += static_cast<int64_t>(s.block.nbytes());
+  state_->most_in_transit = std::max(state_->most_in_transit, state_->reducer->take_peak_bytes());
   return blocks + state_->most_in_transit;
 }
 

@@ -2,14 +2,15 @@
 // the gradients of the parameters it owns (its shard), summed over the ranks.
 //
 // Gradients are packed into buckets of about bucket_mb, one owner per bucket, in the order
-// backward completes them. As soon as backward has produced every gradient of a bucket (a hook
-// on the gradient accumulators), the bucket is copied into one flat buffer and summed into its
-// owner (c10d reduce) while backward goes on; the other ranks release the bucket's gradients at
-// once (.grad set to undefined, so their storage goes back to the allocator), and before the
-// next bucket starts, the previous one lands: its owner copies the sum back into its own
-// gradients, which are the shard. Not views into a flat shard buffer: LibTorch 1.13's zero_grad
-// detaches gradients in place, which views refuse, and ownership is by whole parameters anyway,
-// so the shard is simply the owned parameters' .grad tensors. finish() scales them to the mean.
+// backward completes them (core/distributed/gradient_buckets.h does the packing, the hooks and
+// the locking). As soon as backward has produced every gradient of a bucket, the bucket is
+// summed into its owner (c10d reduce) while backward goes on; the other ranks release the
+// bucket's gradients at once (.grad set to undefined, so their storage goes back to the
+// allocator), and before the next bucket is packed, the previous one lands: its owner copies the
+// sum back into its own gradients, which are the shard. Not views into a flat shard buffer:
+// LibTorch 1.13's zero_grad detaches gradients in place, which views refuse, and ownership is by
+// whole parameters anyway, so the shard is simply the owned parameters' .grad tensors. finish()
+// scales them to the mean.
 //
 // Every micro-step is reduced, not only the last: the owner's gradients hold the sum over the
 // ranks so far, the next backward accumulates into them, and the other ranks contribute that
@@ -29,6 +30,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "core/distributed/distributed.h"
+#include "core/distributed/gradient_buckets.h"
 
 namespace kiln {
 
@@ -53,8 +55,11 @@ class ReduceToOwners {
   int64_t peak_bytes() const;
 
  private:
-  struct State;
-  std::shared_ptr<State> state_;  // shared with the autograd hooks
+  struct Tally;
+  int world_;
+  bool step_open_ = false;
+  std::shared_ptr<Tally> tally_;  // shared with the bucket rules
+  std::unique_ptr<GradientBuckets> buckets_;
 };
 
 }  // namespace kiln

@@ -93,8 +93,8 @@ void Session::restore(const SnapshotRef& snapshot) {
   if (store_ && state.rng_by_rank.size() != world) {
     console_.line(fmt::format(
         "note: snapshot '{}' holds the RNG states of {} rank(s) and this run has {}: ranks "
-        "without their own continue from rank 0's, so dropout masks differ from those of a "
-        "run never stopped (the data order does not)",
+        "without their own continue from rank 0's LibTorch generator (dropout masks and the data "
+        "order do not depend on it)",
         snapshot.path, state.rng_by_rank.size(), world));
   }
   trainer_.set_tokens_seen(state.tokens_seen);

@@ -10,7 +10,7 @@
 #include "core/api/model.h"
 #include "core/checkpoint/snapshot.h"
 #include "core/config/config.h"
-#include "core/distributed/data_parallel.h"
+#include "core/distributed/gradient_buckets.h"
 #include "core/util/fs.h"
 
 namespace kiln {
