@@ -8,10 +8,12 @@
 // padding's compute; records of similar length waste least.
 //
 // Order: the records in file order (shuffle the file to mix them), rank r taking the rows r
-// micro-batches further in each global batch. A pass is the records once: the last global batch
-// of a pass is filled up with empty rows (nothing counted), so an evaluation over
-// batches_per_pass() counts every record exactly once. The position is the next global batch's
-// first row in the pass, so a resume at the same world size continues bit for bit.
+// micro-batches further in each global batch. Training reads one endless stream: row g is record
+// g mod n, whatever the world size, so a step's rows are the same on any number of ranks and a
+// resume at another one continues with the rows it would have read. An evaluation reads passes:
+// the records once, the last global batch filled up with empty rows (nothing counted), so an
+// evaluation over batches_per_pass() counts every record exactly once. The position is the next
+// global batch's first row (its record and epoch).
 #include <fmt/format.h>
 
 #include <ATen/ATen.h>
@@ -36,6 +38,7 @@ class SftSource : public DataSource {
         cols_(request.seq_len),
         rank_(request.rank),
         global_rows_(request.micro_batch * request.world),
+        endless_(request.endless),
         pinned_(request.pinned) {
     const int64_t n = records_.size();
     rows_per_pass_ = (n + global_rows_ - 1) / global_rows_ * global_rows_;
@@ -46,22 +49,28 @@ class SftSource : public DataSource {
     Batch batch{at::zeros({rows_, cols_}, options.dtype(at::kLong)),
                 at::zeros({rows_, cols_}, options.dtype(at::kLong)),
                 at::zeros({rows_, cols_}, options.dtype(at::kBool))};
+    const int64_t n = records_.size();
     for (int64_t row = 0; row < rows_; ++row) {
       const int64_t record = next_row_ + rank_ * rows_ + row;
-      if (record < records_.size()) fill_row(batch, row, record);
+      if (endless_) {
+        fill_row(batch, row, record % n);
+      } else if (record < n) {
+        fill_row(batch, row, record);
+      }
     }
     next_row_ += global_rows_;
-    if (next_row_ >= rows_per_pass_) {
-      next_row_ = 0;
-      ++epoch_;
-    }
+    const int64_t pass = endless_ ? n : rows_per_pass_;
+    epoch_ += next_row_ / pass;
+    next_row_ = endless_ ? next_row_ % pass : (next_row_ >= pass ? 0 : next_row_);
     return batch;
   }
   void reset() override { next_row_ = epoch_ = 0; }
   LoaderPosition position() const override { return {0, next_row_, epoch_}; }
   void seek(const LoaderPosition& position) override {
-    // A position saved at another world size may fall past this pass's last global batch.
-    const bool inside = position.offset >= 0 && position.offset < rows_per_pass_;
+    // A position saved at another world size may fall past this pass's last global batch (and
+    // one saved by an older Kiln, whose training padded its passes, past the last record).
+    const bool inside =
+        position.offset >= 0 && position.offset < (endless_ ? records_.size() : rows_per_pass_);
     next_row_ = inside ? position.offset : 0;
     epoch_ = position.epoch + (inside ? 0 : 1);
   }
@@ -115,6 +124,7 @@ class SftSource : public DataSource {
   int64_t rows_, cols_, rank_;
   int64_t global_rows_;    // rows of one global batch: micro_batch x readers
   int64_t rows_per_pass_;  // the records, rounded up to whole global batches
+  bool endless_;           // DataRequest::endless: the trainer's stream
   bool pinned_;
   int64_t next_row_ = 0, epoch_ = 0;
 };

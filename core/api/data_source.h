@@ -32,6 +32,9 @@ struct DataRequest {
   // `kiln eval --data`: a path or glob of files in the run's data format, read instead of the
   // split's configured ones. Empty = the split's (Params::path of the key named `split`).
   std::string files;
+  // The trainer's reads: one stream that runs on from epoch to epoch, so that the rows of a step
+  // are the same at any world size. False (evaluation): passes, each reading the split once.
+  bool endless = false;
 };
 
 // How an error names the files a request reads: `data.val = "GIVEN"`, with the absolute form

@@ -220,7 +220,7 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
                     config.where("train.pinned_batches").str(), a.device.str()));
   }
   if (mode == Assembly::kWeights) return a;
-  a.train_data = open_split(a, "train");
+  a.train_data = open_split(a, "train", "", /*training=*/true);
   if (!a.train_data) {
     throw UserError(fmt::format("{}: the data plugin '{}' found no training split",
                                 config.where("data.type").str(), config.type("data")));
@@ -257,7 +257,7 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
 }
 
 std::shared_ptr<DataSource> open_split(const AssembledRun& run, const std::string& split,
-                                       const std::string& files) {
+                                       const std::string& files, bool training) {
   DataRequest request{split,
                       run.train.micro_batch,
                       run.train.seq_len,
@@ -266,7 +266,8 @@ std::shared_ptr<DataSource> open_split(const AssembledRun& run, const std::strin
                       run.model_plan->vocab_size,
                       run.train.pinned_batches == "on" ||
                           (run.train.pinned_batches == "auto" && run.device.is_cuda()),
-                      files};
+                      files,
+                      training};
   return DataRegistry::create(run.config.type("data"), run.config.params("data"), request);
 }
 

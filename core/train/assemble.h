@@ -76,8 +76,9 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode = Assembly::kT
 
 // A data source for `split` ("train", "val", "test") with the run's geometry; null when the data
 // has no such split. `files` (kiln eval --data): a path or glob read instead of the split's own.
+// `training`: the trainer's train split (DataRequest::endless).
 std::shared_ptr<DataSource> open_split(const AssembledRun& run, const std::string& split,
-                                       const std::string& files = "");
+                                       const std::string& files = "", bool training = false);
 
 // The steps a config's schedule spans: schedule.total_steps when set, else train.steps.
 int64_t schedule_span(const ResolvedConfig& config);

@@ -17,7 +17,8 @@ namespace kiln {
 Trainer::Trainer(AssembledRun& run)
     : run_(run),
       parameters_(run.model->parameters()),
-      masked_(run.train_data && run.train_data->masks_loss()) {
+      masked_(run.train_data && run.train_data->masks_loss()),
+      trace_(SampleTrace::from_environment(run.parallel->rank())) {
   if (run.train.cuda_graphs) {
     graph_ = std::make_unique<CapturedMicroStep>(
         run, [this](const at::Tensor& inputs, const at::Tensor& targets) {
@@ -138,6 +139,7 @@ int64_t Trainer::masked_micro_steps(at::Tensor& loss_sum) {
   int64_t local = 0;  // counted on the host, from the CPU masks: no device sync
   for (int64_t micro = 0; micro < run_.grad_accum; ++micro) {
     batches.push_back(run_.train_data->next());
+    if (trace_) trace_->record(step_, batches.back().inputs);
     local += batches.back().loss_mask.sum().item<int64_t>();
   }
   int64_t counted = local;
@@ -195,6 +197,7 @@ StepStats Trainer::train_step(int64_t step) {
     run_.parallel->begin_micro_step(micro == run_.grad_accum - 1);
     DrawScope draws(draws_of(micro));
     Batch batch = run_.train_data->next();
+    if (trace_) trace_->record(step, batch.inputs);
     if (graph_) {  // the copies to the device are part of the replay
       loss_sum += graph_->run(batch.inputs, batch.targets);
       clock.lap(phases_.forward_ms);
@@ -261,6 +264,7 @@ StepStats Trainer::train_step(int64_t step) {
   stats.dt_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   stats.tokens_per_sec = static_cast<double>(run_.batch_tokens) / (stats.dt_ms / 1000.0);
+  if (trace_) trace_->flush();
   return stats;
 }
 

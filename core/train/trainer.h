@@ -17,6 +17,7 @@
 #include "core/api/random_draws.h"
 #include "core/train/assemble.h"
 #include "core/train/cuda_graph.h"
+#include "core/train/sample_trace.h"
 
 namespace kiln {
 
@@ -100,8 +101,9 @@ class Trainer {
   std::vector<at::Tensor> parameters_;
   std::unique_ptr<CapturedMicroStep> graph_;  // train.cuda_graphs
   int64_t tokens_seen_ = 0;
-  int64_t step_ = 0;     // the step train_step is taking
-  bool masked_ = false;  // the train data's batches carry a loss mask
+  int64_t step_ = 0;                    // the step train_step is taking
+  bool masked_ = false;                 // the train data's batches carry a loss mask
+  std::unique_ptr<SampleTrace> trace_;  // KILN_TRACE_SAMPLES (a test mode); null otherwise
   bool profile_ = false;
   PhaseTimes phases_;
 };

@@ -178,13 +178,16 @@ TEST_F(MaskedLoss, TwoMicroBatchesOfUnequalCountsEqualOneBatch) {
   }
 }
 
-TEST_F(MaskedLoss, RowsHoldOneRecordEachAndAPassEndsInEmptyRows) {
+// 4 records in rows of 3. An evaluation reads passes: the second batch holds record 3 and 2
+// empty rows. Training reads one stream: the second batch holds records 3, 0 and 1 (the next
+// epoch's first), so no row is wasted and a step's rows do not depend on the world size.
+TEST_F(MaskedLoss, RowsHoldOneRecordEachTrainingStreamsOnAndAnEvaluationPassEndsInEmptyRows) {
   AssembledRun run = assemble_with({"train.micro_batch=3"});
-  DataSource& data = *run.train_data;
-  EXPECT_TRUE(data.masks_loss());
-  EXPECT_EQ(data.batches_per_pass(), 2);  // 4 records in rows of 3: the second batch has 2 empty
-  data.next();
-  Batch second = data.next();
+  std::shared_ptr<DataSource> pass = open_split(run, "train");
+  EXPECT_TRUE(pass->masks_loss());
+  EXPECT_EQ(pass->batches_per_pass(), 2);
+  pass->next();
+  Batch second = pass->next();
   const std::string last = kRecords[3].text();
   EXPECT_EQ(second.loss_mask[0].sum().item<int64_t>(),
             static_cast<int64_t>(kRecords[3].response.size()) + 2);
@@ -192,8 +195,17 @@ TEST_F(MaskedLoss, RowsHoldOneRecordEachAndAPassEndsInEmptyRows) {
   EXPECT_EQ(second.loss_mask[0][static_cast<int64_t>(last.size()) - 1].item<bool>(), false);
   EXPECT_FALSE(second.loss_mask[1].any().item<bool>());
   EXPECT_FALSE(second.loss_mask[2].any().item<bool>());
-  EXPECT_EQ(data.position().offset, 0);  // the next pass starts
-  EXPECT_EQ(data.position().epoch, 1);
+  EXPECT_EQ(pass->position().offset, 0);  // the next pass starts
+  EXPECT_EQ(pass->position().epoch, 1);
+
+  DataSource& stream = *run.train_data;
+  Batch first = stream.next();
+  Batch streamed = stream.next();
+  EXPECT_TRUE(torch::equal(streamed.inputs[0], second.inputs[0]));  // record 3
+  EXPECT_TRUE(torch::equal(streamed.inputs[1], first.inputs[0]));   // record 0 again
+  EXPECT_TRUE(torch::equal(streamed.inputs[2], first.inputs[1]));   // record 1
+  EXPECT_EQ(stream.position().offset, 2);  // the next batch starts at record 2 of epoch 1
+  EXPECT_EQ(stream.position().epoch, 1);
 }
 
 }  // namespace
