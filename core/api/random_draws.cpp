@@ -10,19 +10,17 @@
 #include <ATen/Parallel.h>
 #include <ATen/TensorOperators.h>
 
+#include "core/util/counter_hash.h"
+
 namespace kiln {
 namespace {
 
-constexpr uint64_t kGamma = 0x9E3779B97F4A7C15ull;  // SplitMix64's increment: 2^64 / phi, odd
+// SplitMix64's increment (2^64 / phi, odd) and finaliser constants, as core/util/counter_hash.h
+// has them, for the tensor form below.
+constexpr uint64_t kGamma = 0x9E3779B97F4A7C15ull;
 constexpr uint64_t kMix1 = 0xBF58476D1CE4E5B9ull;
 constexpr uint64_t kMix2 = 0x94D049BB133111EBull;
 constexpr int kKeptBits = 24;  // a draw's top bits compared with p: p's resolution is 2^-24
-
-uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * kMix1;
-  z = (z ^ (z >> 27)) * kMix2;
-  return z ^ (z >> 31);
-}
 
 thread_local std::optional<DrawKey> current_key;
 
@@ -68,17 +66,18 @@ std::vector<uint64_t> sample_keys(int64_t rows, int64_t site) {
     key.seed = static_cast<uint64_t>(
         at::randint(std::numeric_limits<int64_t>::max(), {1}, at::kLong).item<int64_t>());
   }
-  const uint64_t site_key = splitmix64(splitmix64(key.seed, static_cast<uint64_t>(key.step)),
-                                       static_cast<uint64_t>(site));
+  const uint64_t site_key = splitmix64_output(
+      splitmix64_output(key.seed, static_cast<uint64_t>(key.step)), static_cast<uint64_t>(site));
   std::vector<uint64_t> keys(static_cast<size_t>(rows));
-  for (int64_t i = 0; i < rows; ++i)
+  for (int64_t i = 0; i < rows; ++i) {
     keys[static_cast<size_t>(i)] =
-        splitmix64(site_key, static_cast<uint64_t>(key.first_sample + i));
+        splitmix64_output(site_key, static_cast<uint64_t>(key.first_sample + i));
+  }
   return keys;
 }
 
-// The same finaliser over int64 tensors: multiplication wraps as uint64's does, and a right shift
-// is arithmetic, so its sign-extended bits are masked off.
+// SplitMix64's finaliser over int64 tensors: multiplication wraps as uint64's does, and a right
+// shift is arithmetic, so its sign-extended bits are masked off.
 at::Tensor shifted_right(const at::Tensor& z, int bits) {
   return z.__rshift__(bits).bitwise_and((int64_t{1} << (64 - bits)) - 1);
 }
@@ -90,10 +89,6 @@ at::Tensor mix(at::Tensor z) {
 }
 
 }  // namespace
-
-uint64_t splitmix64(uint64_t seed, uint64_t i) {
-  return mix(seed + (i + 1) * kGamma);
-}
 
 DrawScope::DrawScope(std::optional<DrawKey> key) : previous_(current_key) {
   current_key = key;
@@ -125,10 +120,11 @@ at::Tensor dropout_mask(const at::Tensor& x, double p, int64_t site, const Slice
             const int64_t row = line / (l.outer * l.mid), o = line / l.mid % l.outer,
                           m = line % l.mid;
             const auto first = static_cast<uint64_t>(((o * l.whole) + l.start + m) * l.inner);
-            uint64_t state = keys[static_cast<size_t>(row)] + (first + 1) * kGamma;
+            // splitmix64_output(key, first + i), one addition per element.
+            uint64_t state = keys[static_cast<size_t>(row)] + first * kGamma;
             scalar_t* dst = out + line * l.inner;
             for (int64_t i = 0; i < l.inner; ++i, state += kGamma)
-              dst[i] = (mix(state) >> (64 - kKeptBits)) >= dropped_below ? kept : dropped;
+              dst[i] = (splitmix64(state) >> (64 - kKeptBits)) >= dropped_below ? kept : dropped;
           }
         });
       });

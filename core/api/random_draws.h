@@ -5,7 +5,8 @@
 // A draw is keyed by the run's seed, the optimizer step, the draw site (which dropout of which
 // layer), the sample (the row's index in the step's global batch) and the element's index within
 // the sample's whole, unsliced tensor. Each key goes through SplitMix64 (Steele, Lea and Flood,
-// "Fast splittable pseudorandom number generators", OOPSLA 2014; Java's SplittableRandom):
+// "Fast splittable pseudorandom number generators", OOPSLA 2014; Java's SplittableRandom;
+// splitmix64_output in core/util/counter_hash.h):
 //
 //   step key   = splitmix(seed, step)         splitmix(s, i) = mix(s + (i + 1) *
 //   0x9E3779B97F4A7C15) site key   = splitmix(step key, site)     mix: SplitMix64's finaliser
@@ -30,9 +31,6 @@
 #include <ATen/core/Tensor.h>
 
 namespace kiln {
-
-// SplitMix64's i-th output (0 = the first) from state `seed`.
-uint64_t splitmix64(uint64_t seed, uint64_t i);
 
 // What the numbers of one micro-batch's forward pass are drawn from.
 struct DrawKey {

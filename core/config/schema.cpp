@@ -26,7 +26,8 @@ const std::vector<SectionSchema>& config_sections() {
             .unhashed(),
         P::text("sweep", "", "the sweep this run belongs to (kiln sweep sets it)").unhashed(),
         P::integer("threads", 0,
-                   "CPU threads for LibTorch; 0 = the cores / processes on this machine")
+                   "CPU threads for LibTorch; 0 = the cores / Kiln processes on this "
+                   "machine, rechecked between steps (core/util/core_share.h)")
             .at_least(0)
             .at_most(1024),
         P::text("device", "auto",

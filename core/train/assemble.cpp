@@ -116,7 +116,7 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
   a.train = train_options(config);
   a.eval = eval_options(config);
   a.checkpoint = checkpoint_options(config);
-  if (mode != Assembly::kCheck) apply_runtime_settings(a.options);
+  if (mode != Assembly::kCheck) a.core_share = apply_runtime_settings(a.options);
   a.device = pick_device(config, a.options.device, a.device_note);
   if (a.device.is_cuda()) a.current_device = std::make_shared<c10::DeviceGuard>(a.device);
 

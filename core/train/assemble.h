@@ -49,6 +49,9 @@ struct AssembledRun {
   std::shared_ptr<torch::optim::Optimizer> optimizer;  // over a stand-in under Assembly::kCheck
   std::shared_ptr<Schedule> schedule;
   std::shared_ptr<PrecisionPolicy> precision;
+  // This process among the Kiln processes of the machine (core/util/core_share.h); null under
+  // Assembly::kCheck, which applies no runtime settings.
+  std::shared_ptr<CoreShare> core_share;
   std::shared_ptr<DataSource> train_data;
   std::shared_ptr<DataSource> val_data;   // null when the data plugin has no validation split
   std::shared_ptr<DataSource> test_data;  // null without a test split or eval.final_test

@@ -21,19 +21,23 @@ int ranks_on_this_machine() {
   return static_cast<int>(env_integer("LOCAL_WORLD_SIZE", 1, 1, 1 << 20));
 }
 
-// run.threads = 0: the cores shared among the processes on this machine (LOCAL_WORLD_SIZE, set by
-// torchrun and kiln launch). More threads than cores make OpenMP's spinning workers fight: steps
-// ran 10-25x slower here with 4 ranks of 2 threads on 2 cores.
-int default_threads() {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / ranks_on_this_machine());
+int cores() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 }  // namespace
 
-void apply_runtime_settings(const RunOptions& run) {
-  at::set_num_threads(static_cast<int>(run.threads > 0 ? run.threads : default_threads()));
+// run.threads = 0: the cores shared among the Kiln processes on this machine, and at least among
+// this run's ranks (LOCAL_WORLD_SIZE, set by torchrun and kiln launch), which may not all have
+// registered yet. More threads than cores make OpenMP's spinning workers fight: steps ran 10-25x
+// slower here with 4 ranks of 2 threads on 2 cores.
+std::shared_ptr<CoreShare> apply_runtime_settings(const RunOptions& run) {
+  auto share = std::make_shared<CoreShare>(cores());
+  const int processes = std::max(ranks_on_this_machine(), share->processes());
+  at::set_num_threads(
+      static_cast<int>(run.threads > 0 ? run.threads : std::max(1, cores() / processes)));
   torch::manual_seed(static_cast<uint64_t>(run.seed));
+  return share;
 }
 
 torch::Device pick_device(const ResolvedConfig& config, const std::string& wanted,

@@ -3,12 +3,14 @@
 // them first, so that assembling the parts reads in one sitting.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include <torch/types.h>
 
 #include "core/config/config.h"
 #include "core/config/options.h"
+#include "core/util/core_share.h"
 
 namespace kiln {
 
@@ -18,7 +20,10 @@ namespace kiln {
 torch::Device pick_device(const ResolvedConfig& config, const std::string& wanted,
                           std::string& note);
 
-// The CPU threads and seed of a run, applied before anything random happens.
-void apply_runtime_settings(const RunOptions& run);
+// The CPU threads and seed of a run, applied before anything random happens. The process
+// registers among the Kiln processes of this machine (core/util/core_share.h), and with
+// run.threads = 0 starts with its share of the cores, the local ranks' share at most (both
+// counted in processes); the trainer rebalances through the returned share between steps.
+std::shared_ptr<CoreShare> apply_runtime_settings(const RunOptions& run);
 
 }  // namespace kiln

@@ -2,10 +2,11 @@
 
 #include <unistd.h>
 
+#include <string_view>
+
 #include <fmt/format.h>
 
-#include <ATen/core/TensorAccessor.h>
-
+#include "core/util/counter_hash.h"
 #include "core/util/env.h"
 #include "core/util/fs.h"
 
@@ -19,14 +20,11 @@ std::unique_ptr<SampleTrace> SampleTrace::from_environment(int rank) {
 }
 
 void SampleTrace::record(int64_t step, const at::Tensor& inputs) {
-  const auto rows = inputs.accessor<int64_t, 2>();
+  const at::Tensor rows = inputs.contiguous();
+  const auto bytes = static_cast<size_t>(rows.size(1)) * sizeof(int64_t);
+  const char* data = static_cast<const char*>(rows.data_ptr());
   for (int64_t r = 0; r < rows.size(0); ++r) {
-    uint64_t hash = 14695981039346656037ull;  // FNV-1a, 64-bit, over each id's 8 bytes
-    for (int64_t t = 0; t < rows.size(1); ++t) {
-      auto id = static_cast<uint64_t>(rows[r][t]);
-      for (int byte = 0; byte < 8; ++byte, id >>= 8)
-        hash = (hash ^ (id & 0xff)) * 1099511628211ull;
-    }
+    const uint64_t hash = fnv1a64(std::string_view(data + static_cast<size_t>(r) * bytes, bytes));
     lines_ += fmt::format("{}\t{:016x}\n", step, hash);
   }
 }

@@ -175,6 +175,7 @@ StepStats Trainer::train_step(int64_t step) {
   StepStats stats;
   stats.step = step;
   step_ = step;
+  if (run_.core_share && run_.options.threads == 0) run_.core_share->rebalance();
   stats.lr = run_.schedule->lr(step - 1);
   set_lr(optimizer, stats.lr);
   if (graph_) {

@@ -84,8 +84,7 @@ class Trainer {
   // The first gradient's first element becomes inf (KILN_FAULT=grad.nonfinite, core/util/fault.h).
   void poison_gradients();
   PassContext pass_context(DataSource& data, int64_t micro_batches, bool train);
-  // The dropout key of micro-step `micro` of the step in progress: its rows are rows
-  // (micro x data_world + data_rank) x micro_batch onwards of the step's global batch.
+  // Micro-step micro's dropout key: rows (micro x data_world + data_rank) x micro_batch on.
   DrawKey draws_of(int64_t micro) const;
 
   // A training micro-batch's share of the step's loss (its mean loss / grad_accum).

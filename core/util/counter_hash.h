@@ -17,6 +17,12 @@ inline uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// SplitMix64's i-th output (0 = the first) from state `seed`: the stream's counter form, which the
+// dropout masks key by (core/api/random_draws.h).
+inline uint64_t splitmix64_output(uint64_t seed, uint64_t i) {
+  return splitmix64(seed + i * 0x9E3779B97F4A7C15ULL);
+}
+
 // FNV-1a, 64 bits: the same value on every build and machine.
 inline uint64_t fnv1a64(std::string_view text) {
   uint64_t h = 14695981039346656037ULL;

@@ -4,11 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "core/util/core_share.h"
 #include "tiny_run.h"
 
 namespace kiln {
@@ -119,6 +125,38 @@ TEST_F(Bench, TheBlasLineNamesTheKernelsOpenBlasReports) {
   EXPECT_NE(result.output.find("BLAS: OpenBLAS "), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("(kernels " + core.back()[1]), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("1 thread;"), std::string::npos) << result.output;  // threads = 1
+}
+
+// Kiln processes on one machine share its cores (core/util/core_share.h): with a run training,
+// `kiln bench` of another experiment starts with half the cores' threads, and none is left
+// registered once both are gone. Its own registry, so that tests beside it count for nothing.
+TEST_F(Bench, ASecondKilnProcessStartsWithItsShareOfTheCores) {
+  testing::TempDir runtime;
+  ScopedEnv registry("XDG_RUNTIME_DIR", runtime.str().c_str());
+  const std::string exp = experiment();
+  const std::string running = runtime / "kiln/running";
+  const pid_t first =
+      testing::start_kiln({"run", exp, "--name", "long", "--set", "train.steps=1000000", "--set",
+                           "run.threads=0", "--set", "eval.every=0", "--set", "checkpoint.every=0"},
+                          dir_ / "long.log");
+  const bool registered = testing::wait_for(
+      [&] {
+        return std::filesystem::exists(running) && !std::filesystem::is_empty(running) &&
+               testing::read_file(dir_ / "long.log").find("step") != std::string::npos;
+      },
+      std::chrono::seconds(120));
+  auto second = run_kiln("bench " + exp + " --steps 1 --warmup 0 --set run.threads=0");
+  ::kill(first, SIGKILL);
+  ::waitpid(first, nullptr, 0);
+  ASSERT_TRUE(registered) << testing::read_file(dir_ / "long.log");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  const int share = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
+  EXPECT_NE(second.output.find(fmt::format("{} thread{};", share, share == 1 ? "" : "s")),
+            std::string::npos)
+      << second.output;
+  // The killed run's entry is stale: the next count removes it.
+  CoreShare counter(2);
+  EXPECT_EQ(counter.processes(), 1);
 }
 
 TEST_F(Bench, AUsersWeakerKernelsAreKeptWithOneWarningLine) {

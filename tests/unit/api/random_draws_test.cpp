@@ -8,6 +8,7 @@
 
 #include "core/api/dropout.h"
 #include "core/api/random_draws.h"
+#include "core/util/counter_hash.h"
 
 namespace kiln {
 namespace {
@@ -18,7 +19,7 @@ TEST(RandomDraws, SplitMixGivesTheReferenceOutputs) {
   const uint64_t want[] = {6457827717110365317ull, 3203168211198807973ull, 9817491932198370423ull,
                            4593380528125082431ull, 16408922859458223821ull};
   for (uint64_t i = 0; i < 5; ++i)
-    EXPECT_EQ(splitmix64(1234567, i), want[i]) << "output " << i;
+    EXPECT_EQ(splitmix64_output(1234567, i), want[i]) << "output " << i;
 }
 
 // The documented key chain, element by element, for a few elements of a whole tensor.
@@ -26,11 +27,11 @@ TEST(RandomDraws, AMaskElementIsTheKeyChainsDraw) {
   DrawScope scope(DrawKey{42, 7, 100});
   const double p = 0.3;
   at::Tensor mask = dropout_mask(at::ones({3, 5, 4}), p, /*site=*/9);
-  const uint64_t site_key = splitmix64(splitmix64(42, 7), 9);
+  const uint64_t site_key = splitmix64_output(splitmix64_output(42, 7), 9);
   for (int64_t row : {0, 2}) {
-    const uint64_t sample_key = splitmix64(site_key, static_cast<uint64_t>(100 + row));
+    const uint64_t sample_key = splitmix64_output(site_key, static_cast<uint64_t>(100 + row));
     for (int64_t e : {0, 7, 19}) {
-      const bool kept = (splitmix64(sample_key, static_cast<uint64_t>(e)) >> 40) >=
+      const bool kept = (splitmix64_output(sample_key, static_cast<uint64_t>(e)) >> 40) >=
                         static_cast<uint64_t>(std::llround(p * (1 << 24)));
       EXPECT_FLOAT_EQ(mask[row].view(-1)[e].item<float>(), kept ? float(1 / (1 - p)) : 0.0f)
           << "row " << row << " element " << e;

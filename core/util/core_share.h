@@ -1,0 +1,45 @@
+// The cores of this machine shared among the Kiln processes training on it. Two runs started
+// side by side on 2 cores, each with a thread per core, ran 7.7x slower per step than one alone
+// (OpenMP's spinning workers fight over cores they do not own: 0.26x the throughput of one run,
+// added together); with a thread each they give 1.2x (docs/benchmarks.md). So each process that
+// chooses its own threads (run.threads = 0) registers here, and its thread count follows the
+// cores divided by the Kiln processes registered now: a run shrinks when a second one starts and
+// grows back when it ends.
+//
+// The registry: one file per process in $XDG_RUNTIME_DIR/kiln/running (or /tmp/kiln-UID/running),
+// named by its pid and held under an exclusive flock for the process's life, so a process that
+// died (even by SIGKILL) leaves a file anyone can lock: whoever counts next removes it. A file is
+// locked under a temporary name and then renamed into place, so no counter ever sees it unlocked.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace kiln {
+
+class CoreShare {
+ public:
+  // Registers this process; nothing is shared (one process alone) when the registry cannot be
+  // made, which is not an error: the threads then stay what they are.
+  explicit CoreShare(int cores);
+  ~CoreShare();
+  CoreShare(const CoreShare&) = delete;
+  CoreShare& operator=(const CoreShare&) = delete;
+
+  // Kiln processes registered on this machine now, this one included (1 without a registry).
+  int processes();
+  // max(1, cores / processes()).
+  int fair_threads();
+  // Sets LibTorch's threads to fair_threads() when they differ, at most every `every` (listing
+  // the registry costs a few system calls); returns the threads in force.
+  int rebalance(std::chrono::milliseconds every = std::chrono::milliseconds(500));
+
+ private:
+  int cores_;
+  int fd_ = -1;  // this process's file, flocked; -1 without a registry
+  std::string dir_, path_;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+}  // namespace kiln
