@@ -24,8 +24,13 @@ std::string registry_dir() {
   return base + "/running";
 }
 
+// `path` made, or found, as a real directory of this user's that no one else may write: in a
+// shared /tmp another user could have made it first, to watch or steer this user's runs.
 bool make_dir(const std::string& path) {
-  return ::mkdir(path.c_str(), 0700) == 0 || errno == EEXIST;
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return false;
+  struct stat found;
+  return ::lstat(path.c_str(), &found) == 0 && S_ISDIR(found.st_mode) &&
+         found.st_uid == ::getuid() && (found.st_mode & (S_IWGRP | S_IWOTH)) == 0;
 }
 
 }  // namespace

@@ -21,7 +21,8 @@ namespace kiln {
 class CoreShare {
  public:
   // Registers this process; nothing is shared (one process alone) when the registry cannot be
-  // made, which is not an error: the threads then stay what they are.
+  // made or is not this user's own (a directory another user made, one others may write, a
+  // symbolic link), which is not an error: the threads then stay what they are.
   explicit CoreShare(int cores);
   ~CoreShare();
   CoreShare(const CoreShare&) = delete;

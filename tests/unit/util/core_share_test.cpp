@@ -3,6 +3,7 @@
 #include "core/util/core_share.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,6 +73,42 @@ TEST(CoreShare, WithoutARegistryAProcessIsAlone) {
   CoreShare alone(2);
   EXPECT_EQ(alone.processes(), 1);
   EXPECT_EQ(alone.fair_threads(), 2);
+  ::unsetenv("XDG_RUNTIME_DIR");
+}
+
+// A registry another user made, one others may write, or a symbolic link is not used: whoever
+// made it could count this user's runs or make them think the machine busy.
+TEST(CoreShare, ARegistryThatIsNotThisUsersOwnIsNotUsed) {
+  testing::TempDir dir;
+  ::setenv("XDG_RUNTIME_DIR", dir.str().c_str(), 1);
+  const std::string kiln = dir / "kiln";
+  const auto refused = [&] {
+    CoreShare share(2);
+    const pid_t other = registered_child(2);
+    const int seen = share.processes();
+    kill_and_reap(other, SIGKILL);
+    return seen == 1;  // neither registered: each is alone
+  };
+  ASSERT_EQ(::mkdir(kiln.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(kiln.c_str(), 0777), 0);  // others may write (no umask)
+  EXPECT_TRUE(refused());
+  ASSERT_EQ(::chmod(kiln.c_str(), 0700), 0);
+  if (::getuid() == 0) {  // only root can give a directory away
+    ASSERT_EQ(::chown(kiln.c_str(), 65534, 65534), 0);
+    EXPECT_TRUE(refused());
+    ASSERT_EQ(::chown(kiln.c_str(), 0, 0), 0);
+  }
+  std::filesystem::remove_all(kiln);
+  ASSERT_EQ(::mkdir((dir / "elsewhere").c_str(), 0700), 0);
+  ASSERT_EQ(::symlink((dir / "elsewhere").c_str(), kiln.c_str()), 0);
+  EXPECT_TRUE(refused());
+  std::filesystem::remove(kiln);
+  {  // the same place made properly is used
+    CoreShare share(2);
+    const pid_t other = registered_child(2);
+    EXPECT_EQ(share.processes(), 2);
+    kill_and_reap(other, SIGKILL);
+  }
   ::unsetenv("XDG_RUNTIME_DIR");
 }
 
