@@ -19,6 +19,7 @@
 #include "core/api/dropout.h"
 #include "core/api/fused_attention.h"
 #include "core/api/fused_gelu.h"
+#include "core/api/fused_layer_norm.h"
 #include "core/api/kernel_choice.h"
 #include "core/api/model.h"
 #include "core/util/error.h"
@@ -125,8 +126,9 @@ class Block : public Layer {
 
  private:
   torch::Tensor compute(const torch::Tensor& x) {
-    auto h = x + drop(attention(ln_1(x)), DropoutPlace::kAttentionOutput);
-    auto mlp = row_parallel(mlp_proj, gelu_tanh(c_fc(tp_.enter(ln_2(h))), fused_));
+    auto [h, normed] = add_layer_norm(x, drop(attention(ln_1(x)), DropoutPlace::kAttentionOutput),
+                                      ln_2->weight, ln_2->bias, fused_);
+    auto mlp = row_parallel(mlp_proj, gelu_tanh(c_fc(tp_.enter(normed)), fused_));
     return h + drop(mlp, DropoutPlace::kMlpOutput);
   }
 
