@@ -61,7 +61,7 @@ class SftSource : public DataSource {
     next_row_ += global_rows_;
     const int64_t pass = endless_ ? n : rows_per_pass_;
     epoch_ += next_row_ / pass;
-    next_row_ = endless_ ? next_row_ % pass : (next_row_ >= pass ? 0 : next_row_);
+    next_row_ %= pass;
     return batch;
   }
   void reset() override { next_row_ = epoch_ = 0; }

@@ -61,18 +61,17 @@ class Embedding : public Layer {
   explicit Embedding(const GptOptions& o)
       : wte(register_module("wte", torch::nn::Embedding(o.padded_vocab, o.n_embd))),
         wpe(register_module("wpe", torch::nn::Embedding(o.block_size, o.n_embd))),
-        dropout_(o.dropout) {}
+        drop_{o.dropout, 0} {}
 
   torch::Tensor forward(const torch::Tensor& tokens) override {
     auto positions = torch::arange(tokens.size(1), tokens.options());
-    return dropout(wte(tokens) + wpe(positions), dropout_, is_training(),
-                   dropout_site(0, DropoutPlace::kEmbedding));
+    return drop_(wte(tokens) + wpe(positions), DropoutPlace::kEmbedding, is_training());
   }
 
   torch::nn::Embedding wte, wpe;
 
  private:
-  double dropout_;
+  LayerDropout drop_;
 };
 
 class Block : public Layer {
@@ -80,11 +79,10 @@ class Block : public Layer {
   // `layer`: the block's index in the model's layers (1 = the first block), which numbers its
   // dropout sites.
   Block(const GptOptions& o, int64_t layer, bool checkpoint)
-      : layer_(layer),
-        checkpoint_(checkpoint),
+      : checkpoint_(checkpoint),
         fused_(o.fused_kernels),
         n_head_(o.n_head),
-        dropout_(o.dropout),
+        drop_{o.dropout, layer},
         ln_1(register_module("ln_1", LayerNorm(o.n_embd, o.bias))),
         c_attn(register_module("c_attn", linear(o.n_embd, 3 * o.n_embd, o.bias))),
         attn_proj(register_module("attn_proj", linear(o.n_embd, o.n_embd, o.bias))),
@@ -114,11 +112,10 @@ class Block : public Layer {
     return splits;
   }
 
-  int64_t layer_;
   bool checkpoint_;
   bool fused_;      // model.kernels = "fused"
   int64_t n_head_;  // on this rank
-  double dropout_;
+  LayerDropout drop_;
   LayerNorm ln_1;
   torch::nn::Linear c_attn, attn_proj;
   LayerNorm ln_2;
@@ -126,23 +123,18 @@ class Block : public Layer {
 
  private:
   torch::Tensor compute(const torch::Tensor& x) {
-    auto [h, normed] = add_layer_norm(x, drop(attention(ln_1(x)), DropoutPlace::kAttentionOutput),
-                                      ln_2->weight, ln_2->bias, fused_);
+    auto attended = drop_(attention(ln_1(x)), DropoutPlace::kAttentionOutput, is_training());
+    auto [h, normed] = add_layer_norm(x, attended, ln_2->weight, ln_2->bias, fused_);
     auto mlp = row_parallel(mlp_proj, gelu_tanh(c_fc(tp_.enter(normed)), fused_));
-    return h + drop(mlp, DropoutPlace::kMlpOutput);
-  }
-
-  torch::Tensor drop(const torch::Tensor& x, DropoutPlace place) {
-    return dropout(x, dropout_, is_training(), dropout_site(layer_, place));
+    return h + drop_(mlp, DropoutPlace::kMlpOutput, is_training());
   }
 
   // This rank's heads are heads [rank * n_head_, (rank + 1) * n_head_) of the model's.
   torch::Tensor attention(const torch::Tensor& x) {
     const SliceOf heads{1, tp_.rank * n_head_, tp_.size * n_head_};
-    return row_parallel(
-        attn_proj,
-        causal_self_attention(c_attn(tp_.enter(x)), n_head_, dropout_, is_training(), fused_,
-                              dropout_site(layer_, DropoutPlace::kAttentionWeights), heads));
+    return row_parallel(attn_proj, causal_self_attention(
+                                       c_attn(tp_.enter(x)), n_head_, drop_.p, is_training(),
+                                       fused_, drop_.site(DropoutPlace::kAttentionWeights), heads));
   }
 
   // `layer` on this rank's slice of its input, the partial outputs summed over the group before

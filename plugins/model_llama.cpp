@@ -68,8 +68,7 @@ torch::nn::Linear linear(int64_t in, int64_t out) {
 class AttentionImpl : public torch::nn::Module {
  public:
   AttentionImpl(const LlamaOptions& o, int64_t layer)
-      : layer_(layer),
-        dropout_(o.dropout),
+      : drop_{o.dropout, layer},
         n_head_(o.n_head),
         n_kv_head_(o.n_kv_head),
         head_dim_(o.head_dim()),
@@ -112,8 +111,8 @@ class AttentionImpl : public torch::nn::Module {
     }
     // This rank's heads are heads [rank * n_head_, (rank + 1) * n_head_) of the model's.
     const SliceOf mine{1, tp.rank * n_head_, tp.size * n_head_};
-    auto y = causal_attention(q, k, v, dropout_, is_training(),
-                              dropout_site(layer_, DropoutPlace::kAttentionWeights), mine);
+    auto y = causal_attention(q, k, v, drop_.p, is_training(),
+                              drop_.site(DropoutPlace::kAttentionWeights), mine);
     return tp.leave(o_proj(y.transpose(1, 2).contiguous().view({b, t, n_head_ * head_dim_})));
   }
 
@@ -129,8 +128,7 @@ class AttentionImpl : public torch::nn::Module {
             {name + "o_proj.weight", 1, 1}};
   }
 
-  int64_t layer_;  // the block's index in the model's layers: it numbers the dropout sites
-  double dropout_;
+  LayerDropout drop_;  // the block's, numbered by its index in the model's layers
   int64_t n_head_, n_kv_head_, head_dim_;  // heads on this rank
   torch::nn::Linear q_proj, k_proj, v_proj, o_proj;
   RmsNorm q_norm{nullptr}, k_norm{nullptr};
@@ -177,8 +175,7 @@ class DecoderLayer : public Layer {
   // `layer`: the block's index in the model's layers (1 = the first).
   DecoderLayer(const LlamaOptions& o, int64_t layer, bool checkpoint)
       : checkpoint_(checkpoint),
-        layer_(layer),
-        dropout_(o.dropout),
+        drop_{o.dropout, layer},
         self_attn(register_module("self_attn", Attention(o, layer))),
         mlp(register_module("mlp", Mlp(o))),
         input_layernorm(register_module("input_layernorm", RmsNorm(o.n_embd, o.norm_eps))),
@@ -191,20 +188,16 @@ class DecoderLayer : public Layer {
   }
 
   bool checkpoint_;
-  int64_t layer_;  // the block's index in the model's layers: it numbers the dropout sites
-  double dropout_;
+  LayerDropout drop_;
   Attention self_attn;
   Mlp mlp;
   RmsNorm input_layernorm, post_attention_layernorm;
 
  private:
   torch::Tensor compute(const torch::Tensor& x) {
-    auto h = x + drop(self_attn(input_layernorm(x)), DropoutPlace::kAttentionOutput);
-    return h + drop(mlp(post_attention_layernorm(h)), DropoutPlace::kMlpOutput);
-  }
-
-  torch::Tensor drop(const torch::Tensor& x, DropoutPlace place) {
-    return dropout(x, dropout_, is_training(), dropout_site(layer_, place));
+    auto h =
+        x + drop_(self_attn(input_layernorm(x)), DropoutPlace::kAttentionOutput, is_training());
+    return h + drop_(mlp(post_attention_layernorm(h)), DropoutPlace::kMlpOutput, is_training());
   }
 };
 

@@ -29,7 +29,7 @@ class EmbeddingLayer : public Layer {
   explicit EmbeddingLayer(const TransformerLmOptions& o)
       : scale_(std::sqrt(static_cast<double>(o.d_model))),
         encoder(register_module("encoder", torch::nn::Embedding(o.vocab_size, o.d_model))),
-        dropout_(o.dropout) {
+        drop_{o.dropout, 0} {
     // pe[pos, 2i] = sin(pos / 10000^(2i/d)), pe[pos, 2i+1] = cos(...): fixed, not learned.
     auto position = torch::arange(o.max_len, torch::kFloat).unsqueeze(1);
     auto div = torch::exp(torch::arange(0, o.d_model, 2, torch::kFloat) *
@@ -43,13 +43,13 @@ class EmbeddingLayer : public Layer {
   }
 
   torch::Tensor forward(const torch::Tensor& tokens) override {
-    return dropout(encoder(tokens) * scale_ + positional.narrow(0, 0, tokens.size(1)), dropout_,
-                   is_training(), dropout_site(0, DropoutPlace::kEmbedding));
+    return drop_(encoder(tokens) * scale_ + positional.narrow(0, 0, tokens.size(1)),
+                 DropoutPlace::kEmbedding, is_training());
   }
 
   double scale_;
   torch::nn::Embedding encoder;
-  double dropout_;
+  LayerDropout drop_;
   torch::Tensor positional;
 };
 
@@ -59,10 +59,9 @@ class EncoderLayer : public Layer {
   // `layer`: the encoder layer's index in the model's layers (1 = the first), which numbers its
   // dropout sites.
   EncoderLayer(const TransformerLmOptions& o, int64_t layer, bool checkpoint)
-      : layer_(layer),
-        checkpoint_(checkpoint),
+      : checkpoint_(checkpoint),
         nhead_(o.nhead),
-        dropout_(o.dropout),
+        drop_{o.dropout, layer},
         in_proj(register_module("in_proj", torch::nn::Linear(o.d_model, 3 * o.d_model))),
         out_proj(register_module("out_proj", torch::nn::Linear(o.d_model, o.d_model))),
         linear1(register_module("linear1", torch::nn::Linear(o.d_model, o.dim_feedforward))),
@@ -79,13 +78,9 @@ class EncoderLayer : public Layer {
 
  private:
   torch::Tensor compute(const torch::Tensor& x) {
-    auto h = norm1(x + drop(attention(x), DropoutPlace::kAttentionOutput));
-    auto hidden = drop(torch::relu(linear1(h)), DropoutPlace::kMlpHidden);
-    return norm2(h + drop(linear2(hidden), DropoutPlace::kMlpOutput));
-  }
-
-  torch::Tensor drop(const torch::Tensor& x, DropoutPlace place) {
-    return dropout(x, dropout_, is_training(), dropout_site(layer_, place));
+    auto h = norm1(x + drop_(attention(x), DropoutPlace::kAttentionOutput, is_training()));
+    auto hidden = drop_(torch::relu(linear1(h)), DropoutPlace::kMlpHidden, is_training());
+    return norm2(h + drop_(linear2(hidden), DropoutPlace::kMlpOutput, is_training()));
   }
 
   torch::Tensor attention(const torch::Tensor& x) {
@@ -94,15 +89,14 @@ class EncoderLayer : public Layer {
       return m.view({b, t, nhead_, c / nhead_}).transpose(1, 2);
     };
     auto qkv = in_proj(x).split(c, 2);
-    auto y = causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), dropout_, is_training(),
-                              dropout_site(layer_, DropoutPlace::kAttentionWeights));
+    auto y = causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), drop_.p, is_training(),
+                              drop_.site(DropoutPlace::kAttentionWeights));
     return out_proj(y.transpose(1, 2).contiguous().view({b, t, c}));
   }
 
-  int64_t layer_;
   bool checkpoint_;
   int64_t nhead_;
-  double dropout_;
+  LayerDropout drop_;
 
  public:
   torch::nn::Linear in_proj, out_proj, linear1, linear2;

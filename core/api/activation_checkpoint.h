@@ -22,9 +22,9 @@ namespace kiln {
 // `block(x)`, its intermediate tensors dropped: backward runs `block` again, with the random
 // number generators (the CPU's, and the CUDA device's when x is on one) and autocast as they were
 // in this forward pass, and Kiln's dropout key (core/api/random_draws.h), so dropout draws the
-// same masks and the recomputed activations are those of the first pass bit for bit. The gradients of the block's parameters accumulate into their
-// .grad during that backward, as an unchecked block's would. Where autograd is off (evaluation,
-// sampling) this is just block(x).
+// same masks and the recomputed activations are those of the first pass bit for bit. The
+// gradients of the block's parameters accumulate into their .grad during that backward, as an
+// unchecked block's would. Where autograd is off (evaluation, sampling) this is just block(x).
 at::Tensor checkpointed(const std::function<at::Tensor(const at::Tensor&)>& block,
                         const at::Tensor& x);
 

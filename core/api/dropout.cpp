@@ -20,9 +20,16 @@ at::Tensor dropout(const at::Tensor& x, double p, bool training, int64_t site,
   return x * dropout_mask(x, p, site, slice);
 }
 
+at::Tensor LayerDropout::operator()(const at::Tensor& x, DropoutPlace place, bool training,
+                                    const SliceOf& slice) const {
+  return dropout(x, p, training, site(place), slice);
+}
+
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double p,
                             bool training, int64_t site, const SliceOf& heads) {
-  if (!training || p == 0) return compat::causal_attention(q, k, v);
+  if (!training || p == 0) {
+    if (auto fused = compat::fused_causal_attention(q, k, v)) return *fused;
+  }
   const int64_t t = q.size(-2);
   auto scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));
   auto future = at::ones({t, t}, q.options().dtype(at::kBool)).triu(1);

@@ -25,6 +25,17 @@ enum class DropoutPlace : int64_t {
 // The draw site of `place` in layer `layer` (0 = the embedding layer).
 int64_t dropout_site(int64_t layer, DropoutPlace place);
 
+// One layer's dropouts: probability p (model.dropout) at the draw sites of layer `layer`.
+struct LayerDropout {
+  double p = 0;
+  int64_t layer = 0;
+
+  int64_t site(DropoutPlace place) const { return dropout_site(layer, place); }
+  // dropout(x, p, training, site(place), slice), below.
+  at::Tensor operator()(const at::Tensor& x, DropoutPlace place, bool training,
+                        const SliceOf& slice = {}) const;
+};
+
 // x with the elements of dropout_mask(x, p, site, slice) dropped and the others scaled by
 // 1 / (1 - p); x itself when not training or p = 0. Rows (dim 0) are samples.
 at::Tensor dropout(const at::Tensor& x, double p, bool training, int64_t site,
@@ -32,9 +43,9 @@ at::Tensor dropout(const at::Tensor& x, double p, bool training, int64_t site,
 
 // Causal self-attention over [batch, heads, time, head_dim] tensors, dropout p on the attention
 // probabilities at `site` when training. `heads` places this rank's heads among the model's
-// under tensor parallelism: {1, first head, heads in all}. Without dropout it is
-// compat::causal_attention (a fused kernel where LibTorch has one); with it, the probabilities are
-// formed explicitly so that the mask can be Kiln's.
+// under tensor parallelism: {1, first head, heads in all}. Without dropout it is LibTorch's fused
+// kernel where LibTorch has one (compat::fused_causal_attention); otherwise the probabilities are
+// formed explicitly, with an upper-triangular mask, so that the dropout mask can be Kiln's.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double p,
                             bool training, int64_t site, const SliceOf& heads = {});
 

@@ -3,7 +3,6 @@
 // gradients packed into flat buckets so that each collective moves megabytes, not one tensor.
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -15,10 +14,6 @@
 #include "core/config/params.h"
 #include "core/distributed/distributed.h"
 #include "core/distributed/gradient_buckets.h"
-
-namespace torch::autograd {
-struct Node;
-}
 
 namespace kiln {
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -63,18 +64,17 @@ inline void fused_adamw(at::TensorList params, at::TensorList grads, at::TensorL
 #define KILN_ALLOCATE_CONST const
 #endif
 
-// Causal self-attention over [batch, heads, time, head_dim] tensors, without dropout (Kiln's
-// own, core/api/dropout.h, needs the probabilities). LibTorch 2 has scaled_dot_product_attention
-// (flash / memory-efficient kernels on CUDA); 1.13 has not, so there it is computed the textbook
-// way with an upper-triangular mask.
-inline at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+// Causal self-attention over [batch, heads, time, head_dim] tensors by LibTorch's fused kernel,
+// without dropout (Kiln's, core/api/dropout.h, needs the probabilities): LibTorch 2's
+// scaled_dot_product_attention (flash / memory-efficient kernels on CUDA); nothing on 1.13,
+// which has none, so the caller forms the probabilities itself.
+inline std::optional<at::Tensor> fused_causal_attention(const at::Tensor& q, const at::Tensor& k,
+                                                        const at::Tensor& v) {
 #if TORCH_VERSION_MAJOR >= 2
   return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, 0.0, /*is_causal=*/true);
 #else
-  const int64_t t = q.size(-2);
-  auto scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));
-  auto future = at::ones({t, t}, q.options().dtype(at::kBool)).triu(1);
-  return at::matmul(at::softmax(scores.masked_fill(future, -INFINITY), -1), v);
+  (void)q, (void)k, (void)v;
+  return std::nullopt;
 #endif
 }
 
