@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/api/activation_checkpoint.h"
+#include "core/api/document_positions.h"
 #include "core/api/dropout.h"
 #include "core/api/fused_attention.h"
 #include "core/api/fused_gelu.h"
@@ -64,7 +65,7 @@ class Embedding : public Layer {
         drop_{o.dropout, 0} {}
 
   torch::Tensor forward(const torch::Tensor& tokens) override {
-    auto positions = torch::arange(tokens.size(1), tokens.options());
+    auto positions = token_positions(tokens.size(1), tokens.options());
     return drop_(wte(tokens) + wpe(positions), DropoutPlace::kEmbedding, is_training());
   }
 

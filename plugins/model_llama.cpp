@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/api/activation_checkpoint.h"
+#include "core/api/document_positions.h"
 #include "core/api/dropout.h"
 #include "core/api/model.h"
 #include "core/api/rotary.h"
@@ -100,8 +101,9 @@ class AttentionImpl : public torch::nn::Module {
       q = q_norm->normalise(q, tp.enter(q_norm->weight));
       k = k_norm->normalise(k, tp.enter(k_norm->weight));
     }
-    q = apply_rotary(q.transpose(1, 2), inv_freq);
-    k = apply_rotary(k.transpose(1, 2), inv_freq);
+    const at::Tensor positions = current_positions();  // packed rows: each record from 0
+    q = apply_rotary(q.transpose(1, 2), inv_freq, positions);
+    k = apply_rotary(k.transpose(1, 2), inv_freq, positions);
     auto v = heads(v_proj(x), n_kv_head_).transpose(1, 2);
     // Grouped-query attention: query head j reads key/value head j / (n_head / n_kv_head).
     const int64_t group = n_head_ / n_kv_head_;

@@ -12,6 +12,7 @@
 #include <torch/nn/modules/normalization.h>
 
 #include "core/api/activation_checkpoint.h"
+#include "core/api/document_positions.h"
 #include "core/api/dropout.h"
 #include "core/api/model.h"
 #include "core/util/error.h"
@@ -43,8 +44,10 @@ class EmbeddingLayer : public Layer {
   }
 
   torch::Tensor forward(const torch::Tensor& tokens) override {
-    return drop_(encoder(tokens) * scale_ + positional.narrow(0, 0, tokens.size(1)),
-                 DropoutPlace::kEmbedding, is_training());
+    const at::Tensor packed = current_positions();  // packed rows: each record from 0
+    auto table = packed.defined() ? torch::embedding(positional, packed)
+                                  : positional.narrow(0, 0, tokens.size(1));
+    return drop_(encoder(tokens) * scale_ + table, DropoutPlace::kEmbedding, is_training());
   }
 
   double scale_;

@@ -8,6 +8,7 @@
 #include <ATen/core/ivalue.h>
 #include <torch/autograd.h>
 
+#include "core/api/document_positions.h"
 #include "core/api/random_draws.h"
 #include "core/util/torch_compat.h"
 
@@ -50,6 +51,7 @@ struct Recompute : torch::CustomClassHolder {
   std::vector<GeneratorState> generators;
   std::vector<AutocastState> autocast;
   std::optional<DrawKey> draws;  // Kiln's dropout key (core/api/random_draws.h)
+  at::Tensor positions;          // packed rows' positions (core/api/document_positions.h)
 };
 
 struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
@@ -58,6 +60,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
                             c10::intrusive_ptr<Recompute> recompute) {
     recompute->generators = generator_states(x);
     recompute->draws = current_draws();
+    recompute->positions = current_positions();
     for (at::DeviceType d : {at::kCPU, at::kCUDA}) {
       recompute->autocast.push_back(
           {d, compat::AutocastGuard::enabled(d), compat::AutocastGuard::dtype_of(d)});
@@ -83,6 +86,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
       for (size_t i = 0; i < r.autocast.size(); ++i)
         autocast[i].emplace(r.autocast[i].device, r.autocast[i].dtype, r.autocast[i].on);
       DrawScope draws(r.draws);
+      PositionScope positions(r.positions);
       at::AutoGradMode grad(true);
       output = r.block(input);
       for (auto& g : now)

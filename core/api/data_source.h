@@ -55,6 +55,11 @@ struct Batch {
   // bool [micro_batch, seq_len], from sources whose masks_loss() is true: the targets the loss
   // counts (a fine-tuning record's response tokens). Undefined = every target counts.
   at::Tensor loss_mask;
+  // int64 [micro_batch, seq_len], from sources that pack several documents into a row (data.pack;
+  // always with a loss_mask): each input's position in its own document, 0 where one starts.
+  // Attention stays within a document (core/api/document_positions.h). Undefined = a row is one
+  // document, positions 0 .. seq_len - 1.
+  at::Tensor positions;
 };
 
 class DataSource {

@@ -5,6 +5,7 @@
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>
 
+#include "core/api/document_positions.h"
 #include "core/util/torch_compat.h"
 
 namespace kiln {
@@ -27,13 +28,16 @@ at::Tensor LayerDropout::operator()(const at::Tensor& x, DropoutPlace place, boo
 
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double p,
                             bool training, int64_t site, const SliceOf& heads) {
+  const at::Tensor positions = current_positions();
+  const at::Tensor visible = positions.defined() ? document_causal_mask(positions) : at::Tensor();
   if (!training || p == 0) {
-    if (auto fused = compat::fused_causal_attention(q, k, v)) return *fused;
+    if (auto fused = compat::fused_causal_attention(q, k, v, visible)) return *fused;
   }
   const int64_t t = q.size(-2);
   auto scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));
-  auto future = at::ones({t, t}, q.options().dtype(at::kBool)).triu(1);
-  auto weights = at::softmax(scores.masked_fill(future, -INFINITY), -1);
+  auto hidden = visible.defined() ? visible.logical_not()
+                                  : at::ones({t, t}, q.options().dtype(at::kBool)).triu(1);
+  auto weights = at::softmax(scores.masked_fill(hidden, -INFINITY), -1);
   return at::matmul(dropout(weights, p, training, site, heads), v);
 }
 

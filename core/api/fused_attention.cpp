@@ -8,6 +8,7 @@
 #include <ATen/Parallel.h>
 #include <torch/autograd.h>
 
+#include "core/api/document_positions.h"
 #include "core/api/dropout.h"
 #include "core/util/float_vectors.h"
 #include "core/util/torch_compat.h"
@@ -26,14 +27,21 @@ int64_t round_up(int64_t n) {
 
 // One (batch, head) in qkv, whose rows are `stride` floats apart (k at +width, v at +2 width
 // from q), and the padded sizes of its packed copies: `rows` x `cols` (time x head_dim, rounded
-// up to whole vectors, zeros beyond), so that the loops below need no tails.
+// up to whole vectors, zeros beyond), so that the loops below need no tails. `positions`: the
+// row's token positions when it packs documents (core/api/document_positions.h), else null.
 struct Head {
   const float* q;
   int64_t stride, width, time, dim, rows, cols;
   float scale;  // 1 / sqrt(head_dim)
+  const int64_t* positions;
 
   const float* k() const { return q + width; }
   const float* v() const { return q + 2 * width; }
+  // The first key query t sees: its document's first token. Never decreases with t, so a block
+  // of queries starts its keys at its first query's, rounded down to a whole vector: the blocks
+  // of keys that belong to earlier documents only are skipped.
+  int64_t first_key(int64_t t) const { return positions ? t - positions[t] : 0; }
+  int64_t first_block_key(int64_t t) const { return first_key(t) / kLanes * kLanes; }
 };
 
 // dst[t][d] = scale * src[t * stride + d], zero-padded to head.rows x head.cols.
@@ -58,10 +66,11 @@ KILN_INLINE void pack_columns(const Head& h, const float* src, float* dst) {
 }
 
 // out[r][j] = block[r] . columns[., j] for the kRows rows of `block` (each h.cols long) and
-// keys j < n (in whole vectors); `columns` is h.cols x h.rows, out kRows x h.rows.
+// keys from <= j < n (in whole vectors; `from` is one's first); `columns` is h.cols x h.rows,
+// out kRows x h.rows.
 KILN_INLINE void block_times_columns(const Head& h, const float* block, const float* columns,
-                                     int64_t n, float* out) {
-  for (int64_t j = 0; j < n; j += kLanes) {
+                                     int64_t from, int64_t n, float* out) {
+  for (int64_t j = from; j < n; j += kLanes) {
     Floats acc[kRows] = {};
     for (int64_t d = 0; d < h.cols; ++d) {
       const Floats c = load(columns + d * h.rows + j);
@@ -73,13 +82,13 @@ KILN_INLINE void block_times_columns(const Head& h, const float* block, const fl
   }
 }
 
-// out[r] = sum over j < n of weights[r][j] rows[j]: weights kRows x h.rows, rows and out h.cols
-// wide.
+// out[r] = sum over from <= j < n of weights[r][j] rows[j]: weights kRows x h.rows, rows and out
+// h.cols wide.
 KILN_INLINE void weights_times_rows(const Head& h, const float* weights, const float* rows,
-                                    int64_t n, float* out) {
+                                    int64_t from, int64_t n, float* out) {
   for (int64_t c = 0; c < h.cols; c += kLanes) {
     Floats acc[kRows] = {};
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = from; j < n; ++j) {
       const Floats x = load(rows + j * h.cols + c);
       for (int64_t r = 0; r < kRows; ++r)
         acc[r] += weights[r * h.rows + j] * x;
@@ -89,14 +98,15 @@ KILN_INLINE void weights_times_rows(const Head& h, const float* weights, const f
   }
 }
 
-// sums[j] += sum over r of weights[r][j] block[r], for j < n: the transpose of the above.
+// sums[j] += sum over r of weights[r][j] block[r], for from <= j < n: the transpose of the above.
 KILN_INLINE void add_weights_transposed_times_block(const Head& h, const float* weights,
-                                                    const float* block, int64_t n, float* sums) {
+                                                    const float* block, int64_t from, int64_t n,
+                                                    float* sums) {
   for (int64_t c = 0; c < h.cols; c += kLanes) {
     Floats x[kRows];
     for (int64_t r = 0; r < kRows; ++r)
       x[r] = load(block + r * h.cols + c);
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = from; j < n; ++j) {
       Floats sum = load(sums + j * h.cols + c);
       for (int64_t r = 0; r < kRows; ++r)
         sum += weights[r * h.rows + j] * x[r];
@@ -105,10 +115,16 @@ KILN_INLINE void add_weights_transposed_times_block(const Head& h, const float* 
   }
 }
 
-// Zeroes the weights of keys after the query (causality) up to the block's padded last key; all
-// of them for a padding row past the last query.
-KILN_INLINE void clear_future(const Head& h, float* row, int64_t seen, int64_t padded) {
-  std::fill(row + (seen <= h.time ? seen : 0), row + padded, 0.0f);
+// Zeroes the weights of the block's keys [from, padded) that query t does not see: those of
+// earlier documents and those after t (causality); all of them for a padding row past the last
+// query.
+KILN_INLINE void clear_unseen(const Head& h, float* row, int64_t t, int64_t from, int64_t padded) {
+  if (t >= h.time) {
+    std::fill(row + from, row + padded, 0.0f);
+    return;
+  }
+  std::fill(row + from, row + h.first_key(t), 0.0f);
+  std::fill(row + t + 1, row + padded, 0.0f);
 }
 
 // Buffers of one thread, carved from one allocation: packed q (scaled), k^T and v, a block of
@@ -130,20 +146,22 @@ KILN_ISA_CLONES void head_forward(const Head& h, ForwardScratch& s, float* y, fl
   pack_rows(h, h.v(), h.stride, 1.0f, s.v);
   for (int64_t first = 0; first < h.time; first += kRows) {
     const int64_t keys = std::min(first + kRows, h.time), padded = round_up(keys);
-    block_times_columns(h, s.q + first * h.cols, s.k_columns, keys, s.scores);
+    const int64_t from = h.first_block_key(first);
+    block_times_columns(h, s.q + first * h.cols, s.k_columns, from, keys, s.scores);
     float normalise[kRows] = {};
     for (int64_t r = 0; r < kRows; ++r) {
       float* row = s.scores + r * h.rows;
-      const int64_t seen = first + r + 1;  // keys 0..first + r
-      if (seen <= h.time) {
-        const float max = max_of(row, seen);
-        const float sum = exp_shifted(row, seen, max);
+      const int64_t t = first + r;
+      if (t < h.time) {  // keys first_key(t) .. t
+        const int64_t lo = h.first_key(t);
+        const float max = max_of(row + lo, t + 1 - lo);
+        const float sum = exp_shifted(row + lo, t + 1 - lo, max);
         normalise[r] = 1.0f / sum;
-        lse[first + r] = max + std::log(sum);
+        lse[t] = max + std::log(sum);
       }
-      clear_future(h, row, seen, padded);
+      clear_unseen(h, row, t, from, padded);
     }
-    weights_times_rows(h, s.scores, s.v, keys, s.out);
+    weights_times_rows(h, s.scores, s.v, from, keys, s.out);
     for (int64_t r = 0; r < kRows && first + r < h.time; ++r) {
       for (int64_t d = 0; d < h.dim; ++d)
         y[(first + r) * h.width + d] = s.out[r * h.cols + d] * normalise[r];
@@ -182,26 +200,28 @@ KILN_ISA_CLONES void head_backward(const Head& h, BackwardScratch& s, const floa
   const int64_t grad_stride = 3 * h.width;
   for (int64_t first = 0; first < h.time; first += kRows) {
     const int64_t keys = std::min(first + kRows, h.time), padded = round_up(keys);
-    block_times_columns(h, s.q + first * h.cols, s.k_columns, keys, s.p);
-    block_times_columns(h, s.dy + first * h.cols, s.v_columns, keys, s.dp);
+    const int64_t from = h.first_block_key(first);
+    block_times_columns(h, s.q + first * h.cols, s.k_columns, from, keys, s.p);
+    block_times_columns(h, s.dy + first * h.cols, s.v_columns, from, keys, s.dp);
     for (int64_t r = 0; r < kRows; ++r) {
       float *p = s.p + r * h.rows, *dp = s.dp + r * h.rows;
-      const int64_t seen = first + r + 1;
-      if (seen <= h.time) {
-        exp_shifted(p, seen, lse[first + r]);
-        for (int64_t j = 0; j < seen; ++j)
-          dp[j] = p[j] * (dp[j] - s.dy_y[first + r]);  // dS, in place of dP
+      const int64_t t = first + r;
+      if (t < h.time) {
+        const int64_t lo = h.first_key(t);
+        exp_shifted(p + lo, t + 1 - lo, lse[t]);
+        for (int64_t j = lo; j <= t; ++j)
+          dp[j] = p[j] * (dp[j] - s.dy_y[t]);  // dS, in place of dP
       }
-      clear_future(h, p, seen, padded);
-      clear_future(h, dp, seen, padded);
+      clear_unseen(h, p, t, from, padded);
+      clear_unseen(h, dp, t, from, padded);
     }
-    weights_times_rows(h, s.dp, s.k, keys, s.out);
+    weights_times_rows(h, s.dp, s.k, from, keys, s.out);
     for (int64_t r = 0; r < kRows && first + r < h.time; ++r) {
       for (int64_t d = 0; d < h.dim; ++d)
         grad[(first + r) * grad_stride + d] = s.out[r * h.cols + d] * h.scale;
     }
-    add_weights_transposed_times_block(h, s.dp, s.q + first * h.cols, keys, s.dk);
-    add_weights_transposed_times_block(h, s.p, s.dy + first * h.cols, keys, s.dv);
+    add_weights_transposed_times_block(h, s.dp, s.q + first * h.cols, from, keys, s.dk);
+    add_weights_transposed_times_block(h, s.p, s.dy + first * h.cols, from, keys, s.dv);
   }
   for (int64_t t = 0; t < h.time; ++t) {
     for (int64_t d = 0; d < h.dim; ++d) {
@@ -213,14 +233,22 @@ KILN_ISA_CLONES void head_backward(const Head& h, BackwardScratch& s, const floa
 
 struct Shape {
   int64_t batch, time, n_head, width;
+  const int64_t* positions;  // [batch, time], or null: each row one document
 };
 
-Shape shape_of(const at::Tensor& qkv, int64_t n_head) {
+Shape shape_of(const at::Tensor& qkv, int64_t n_head, const at::Tensor& positions) {
   TORCH_CHECK(qkv.dim() == 3 && qkv.size(2) % (3 * n_head) == 0,
               "fused attention wants [batch, time, 3 * n_head * head_dim], got ", qkv.sizes());
   TORCH_CHECK(qkv.scalar_type() == at::kFloat && qkv.device().is_cpu() && qkv.stride(2) == 1,
               "fused attention wants float32 CPU rows");
-  return {qkv.size(0), qkv.size(1), n_head, qkv.size(2) / 3};
+  if (positions.defined()) {
+    TORCH_CHECK(positions.scalar_type() == at::kLong && positions.device().is_cpu() &&
+                    positions.is_contiguous() && positions.dim() == 2 &&
+                    positions.size(0) == qkv.size(0) && positions.size(1) == qkv.size(1),
+                "fused attention wants int64 CPU positions [batch, time], got ", positions.sizes());
+  }
+  return {qkv.size(0), qkv.size(1), n_head, qkv.size(2) / 3,
+          positions.defined() ? positions.data_ptr<int64_t>() : nullptr};
 }
 
 Head head_of(const at::Tensor& qkv, const Shape& s, int64_t batch, int64_t head) {
@@ -232,7 +260,8 @@ Head head_of(const at::Tensor& qkv, const Shape& s, int64_t batch, int64_t head)
           dim,
           round_up(s.time),
           round_up(dim),
-          static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)))};
+          static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim))),
+          s.positions ? s.positions + batch * s.time : nullptr};
 }
 
 // Runs `body(head, offset, scratch)` for every (batch, head) in parallel: `offset` is the head's
@@ -250,8 +279,9 @@ void for_each_head(const at::Tensor& qkv, const Shape& s, const Body& body) {
 }
 
 // (y [batch, time, width], log-sum-exp [batch, n_head, time])
-std::pair<at::Tensor, at::Tensor> attention_forward(const at::Tensor& qkv, int64_t n_head) {
-  const Shape s = shape_of(qkv, n_head);
+std::pair<at::Tensor, at::Tensor> attention_forward(const at::Tensor& qkv, int64_t n_head,
+                                                    const at::Tensor& positions) {
+  const Shape s = shape_of(qkv, n_head, positions);
   at::Tensor y = at::empty({s.batch, s.time, s.width}, qkv.options());
   at::Tensor lse = at::empty({s.batch, n_head, s.time}, qkv.options());
   float* y_data = y.data_ptr<float>();
@@ -264,8 +294,8 @@ std::pair<at::Tensor, at::Tensor> attention_forward(const at::Tensor& qkv, int64
 }
 
 at::Tensor attention_backward(const at::Tensor& qkv, const at::Tensor& y, const at::Tensor& lse,
-                              const at::Tensor& dy, int64_t n_head) {
-  const Shape s = shape_of(qkv, n_head);
+                              const at::Tensor& dy, int64_t n_head, const at::Tensor& positions) {
+  const Shape s = shape_of(qkv, n_head, positions);
   at::Tensor grad = at::empty({s.batch, s.time, 3 * s.width}, qkv.options());
   const float* y_data = y.data_ptr<float>();
   const float* dy_data = dy.data_ptr<float>();
@@ -280,13 +310,19 @@ at::Tensor attention_backward(const at::Tensor& qkv, const at::Tensor& y, const 
   return grad;
 }
 
+// Packed rows' positions, or none: wrapped, because Function::apply takes no undefined tensor
+// among its inputs, and they need no gradient.
+struct Positions {
+  at::Tensor tensor;
+};
+
 struct FusedAttention : torch::autograd::Function<FusedAttention> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& qkv,
-                            int64_t n_head) {
+                            int64_t n_head, const Positions& positions) {
     // Rows need only be contiguous within themselves; a column-strided input is copied once.
     const at::Tensor rows = qkv.stride(2) == 1 ? qkv : qkv.contiguous();
-    auto [y, lse] = attention_forward(rows, n_head);
-    ctx->save_for_backward({rows, y, lse});
+    auto [y, lse] = attention_forward(rows, n_head, positions.tensor);
+    ctx->save_for_backward({rows, y, lse, positions.tensor});
     ctx->saved_data["n_head"] = n_head;
     return y;
   }
@@ -295,8 +331,9 @@ struct FusedAttention : torch::autograd::Function<FusedAttention> {
                                                  torch::autograd::variable_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
     const int64_t n_head = ctx->saved_data["n_head"].toInt();
-    return {attention_backward(saved[0], saved[1], saved[2], grad_outputs[0].contiguous(), n_head),
-            at::Tensor()};
+    return {attention_backward(saved[0], saved[1], saved[2], grad_outputs[0].contiguous(), n_head,
+                               saved[3]),
+            at::Tensor(), at::Tensor()};
   }
 };
 
@@ -312,14 +349,16 @@ bool fused_attention_applies(const at::Tensor& qkv, double dropout, bool trainin
 #endif
 }
 
-at::Tensor fused_causal_attention(const at::Tensor& qkv, int64_t n_head) {
-  return FusedAttention::apply(qkv, n_head);
+at::Tensor fused_causal_attention(const at::Tensor& qkv, int64_t n_head,
+                                  const at::Tensor& positions) {
+  return FusedAttention::apply(qkv, n_head,
+                               Positions{positions.defined() ? positions.contiguous() : positions});
 }
 
 at::Tensor causal_self_attention(const at::Tensor& qkv, int64_t n_head, double dropout,
                                  bool training, bool fused, int64_t site, const SliceOf& heads) {
   if (fused && fused_attention_applies(qkv, dropout, training))
-    return fused_causal_attention(qkv, n_head);
+    return fused_causal_attention(qkv, n_head, current_positions());
   const int64_t b = qkv.size(0), t = qkv.size(1), c = qkv.size(2) / 3;
   auto split = [&](const at::Tensor& m) {
     return m.view({b, t, n_head, c / n_head}).transpose(1, 2);  // [b, heads, t, head_dim]

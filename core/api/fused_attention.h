@@ -21,7 +21,8 @@ namespace kiln {
 bool fused_attention_applies(const at::Tensor& qkv, double dropout, bool training);
 
 // Causal self-attention of `qkv` = [batch, time, 3 * n_embd] (q, k and v side by side, each
-// n_head heads of n_embd / n_head) -> [batch, time, n_embd]. With `fused`, Kiln's kernel where
+// n_head heads of n_embd / n_head) -> [batch, time, n_embd], each query within its document in
+// packed rows (core/api/document_positions.h). With `fused`, Kiln's kernel where
 // fused_attention_applies() holds; otherwise core/api/dropout.h's causal_attention, its dropout
 // drawn at `site`, `heads` placing these heads among the model's (tensor parallelism).
 at::Tensor causal_self_attention(const at::Tensor& qkv, int64_t n_head, double dropout,
@@ -29,6 +30,9 @@ at::Tensor causal_self_attention(const at::Tensor& qkv, int64_t n_head, double d
                                  const SliceOf& heads = {});
 
 // The fused kernel alone, without dropout, for float32 CPU tensors on any LibTorch (tests).
-at::Tensor fused_causal_attention(const at::Tensor& qkv, int64_t n_head);
+// `positions` (int64 [batch, time]) keeps each query inside its document in packed rows
+// (core/api/document_positions.h); undefined = each row one document.
+at::Tensor fused_causal_attention(const at::Tensor& qkv, int64_t n_head,
+                                  const at::Tensor& positions = {});
 
 }  // namespace kiln

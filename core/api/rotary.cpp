@@ -22,11 +22,14 @@ at::Tensor rotary_inverse_frequencies(const RotaryOptions& o) {
   return at::where(medium, smoothed, scaled);
 }
 
-at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& inv_freq) {
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& inv_freq,
+                        const at::Tensor& positions) {
   const int64_t t = x.size(2), half = x.size(3) / 2;
-  auto positions = at::arange(t, inv_freq.options());
-  auto freqs = at::outer(positions, inv_freq);
-  auto angles = at::cat({freqs, freqs}, -1);  // [t, d]
+  // [t, d / 2], or [batch, 1, t, d / 2] for packed rows (one angle table per row, over its heads)
+  auto freqs = positions.defined()
+                   ? (positions.to(inv_freq.scalar_type()).unsqueeze(-1) * inv_freq).unsqueeze(1)
+                   : at::outer(at::arange(t, inv_freq.options()), inv_freq);
+  auto angles = at::cat({freqs, freqs}, -1);
   auto cos = angles.cos().to(x.scalar_type()), sin = angles.sin().to(x.scalar_type());
   auto rotated = at::cat({-x.narrow(3, half, half), x.narrow(3, 0, half)}, -1);
   return x * cos + rotated * sin;

@@ -24,7 +24,9 @@ struct RotaryOptions {
 at::Tensor rotary_inverse_frequencies(const RotaryOptions& options);
 
 // x [batch, heads, time, head_dim] rotated by position: x cos + rotate_half(x) sin, where
-// rotate_half(x) = [-x2, x1] for x's halves x1, x2; `inv_freq` [head_dim / 2].
-at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& inv_freq);
+// rotate_half(x) = [-x2, x1] for x's halves x1, x2; `inv_freq` [head_dim / 2]. `positions`:
+// int64 [batch, time] for packed rows (core/api/document_positions.h); undefined = 0 .. time - 1.
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& inv_freq,
+                        const at::Tensor& positions = {});
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
 #include "core/data/chat_records.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -78,18 +79,41 @@ bool blank(const std::string& line) {
 }
 
 // The checks that need the record's tokens: something to learn, and room for it in a row.
-void check_tokens(const TokenizedRecord& record, int64_t max_tokens) {
-  const int64_t n = static_cast<int64_t>(record.tokens.size());
-  if (n > max_tokens) {
-    throw BadRecord(fmt::format(
-        "{} tokens once templated, over the context: a row holds train.seq_len + 1 = {}", n,
-        max_tokens));
-  }
-  // Token 0 is never a target (nothing comes before it to predict it from).
+// Targets the loss counts in tokens [begin, end) of `record`: its token `begin` is never one
+// (nothing before it predicts it).
+int64_t counted_targets(const TokenizedRecord& record, size_t begin, size_t end) {
   int64_t counted = 0;
-  for (int64_t i = 1; i < n; ++i)
-    counted += record.counted[static_cast<size_t>(i)];
-  if (counted == 0) throw BadRecord("its responses are empty: no token for the loss to count");
+  for (size_t i = begin + 1; i < end; ++i)
+    counted += record.counted[i];
+  return counted;
+}
+
+void check_tokens(const TokenizedRecord& record, int64_t max_tokens, bool split_long) {
+  const int64_t n = static_cast<int64_t>(record.tokens.size());
+  if (n > max_tokens && !split_long) {
+    throw BadRecord(fmt::format(
+        "{} tokens once templated, over the context: a row holds train.seq_len + 1 = {} (or set "
+        "data.on_long_record = \"split\")",
+        n, max_tokens));
+  }
+  if (counted_targets(record, 0, record.tokens.size()) == 0)
+    throw BadRecord("its responses are empty: no token for the loss to count");
+}
+
+// Adds `record` whole, or as the pieces ChatRecordOptions::split_long describes.
+void add_record(ChatRecords& records, const TokenizedRecord& record, int64_t max_tokens) {
+  const size_t n = record.tokens.size(), piece = static_cast<size_t>(max_tokens);
+  if (n <= piece) {
+    records.add(record);
+    return;
+  }
+  ++records.split;
+  for (size_t begin = 0; begin + 1 < n; begin += piece - 1) {
+    const size_t end = std::min(n, begin + piece);
+    if (counted_targets(record, begin, end) == 0) continue;
+    records.add({{record.tokens.begin() + begin, record.tokens.begin() + end},
+                 {record.counted.begin() + begin, record.counted.begin() + end}});
+  }
 }
 
 }  // namespace
@@ -189,8 +213,8 @@ ChatRecords read_chat_records(const std::vector<std::string>& files,
       try {
         TokenizedRecord record =
             tokenize_record(parse_chat_record(line), options.chat, *options.tokenizer);
-        check_tokens(record, options.max_tokens);
-        records.add(record);
+        check_tokens(record, options.max_tokens, options.split_long);
+        add_record(records, record, options.max_tokens);
       } catch (const BadRecord& e) {
         const std::string where = fmt::format("{}:{}: {}", file, number, e.what());
         if (!options.skip_bad) {

@@ -68,6 +68,11 @@ struct ChatRecordOptions {
   // targets, the inputs shifted by one, so seq_len + 1 tokens.
   int64_t max_tokens = 0;
   bool skip_bad = false;  // skip bad records and count them, rather than refuse the file
+  // A record over max_tokens: a bad record (false), or cut into pieces of max_tokens that
+  // overlap by one token, the last input of one piece being the first of the next, so that every
+  // target is learned once; each piece is a record of its own (data.on_long_record = "split").
+  // Pieces whose targets count nothing are left out.
+  bool split_long = false;
 };
 
 // All the usable records of some files, back to back.
@@ -77,6 +82,7 @@ struct ChatRecords {
   std::vector<int64_t> starts{0};  // record i is [starts[i], starts[i + 1])
   int64_t skipped = 0;
   std::string first_skipped;  // "FILE:LINE: why" of the first record skipped
+  int64_t split = 0;          // records cut into pieces (ChatRecordOptions::split_long)
 
   int64_t size() const { return static_cast<int64_t>(starts.size()) - 1; }
   void add(const TokenizedRecord& record);

@@ -23,7 +23,8 @@ void Console::legend(bool masked_loss) const {
       "step time");
   if (!masked_loss) return;
   line(
-      "the loss counts only response tokens: loss = mean over the step's counted tokens | "
+      "the loss counts only the targets the data marks (response tokens; no prediction across "
+      "packed documents): loss = mean over the step's counted tokens | "
       "counted = how many (all ranks) | tok/s counts every token the model ran, padding "
       "included");
 }

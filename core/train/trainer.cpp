@@ -6,10 +6,11 @@
 #include <limits>
 #include <optional>
 
-#include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/utils.h>
 
+#include "core/api/document_positions.h"
+#include "core/train/phase_clock.h"
 #include "core/util/fault.h"
 
 namespace kiln {
@@ -35,28 +36,6 @@ namespace {
 
 // The target value cross_entropy skips: what a target the loss mask leaves out becomes.
 constexpr int64_t kUncounted = -100;
-
-// Splits a step's wall time into phases for `kiln bench`. Off during training: measuring on a
-// GPU means waiting for the device at every phase boundary, which costs the overlap it measures.
-class PhaseClock {
- public:
-  PhaseClock(bool enabled, const torch::Device& device)
-      : enabled_(enabled), device_(device), last_(std::chrono::steady_clock::now()) {}
-
-  void lap(double& slot_ms) {
-    if (!enabled_) return;
-    // The run's device by index: synchronize() without one waits on the current device only.
-    if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
-    const auto now = std::chrono::steady_clock::now();
-    slot_ms += std::chrono::duration<double, std::milli>(now - last_).count();
-    last_ = now;
-  }
-
- private:
-  bool enabled_;
-  torch::Device device_;
-  std::chrono::steady_clock::time_point last_;
-};
 
 }  // namespace
 
@@ -131,6 +110,7 @@ at::Tensor Trainer::masked_loss_sum(const Batch& batch) {
   auto targets = batch.targets.to(run_.device, /*non_blocking=*/true)
                      .masked_fill(mask.logical_not(), kUncounted);
   auto scope = run_.precision->forward_scope();
+  PositionScope positions(batch.positions, run_.device);
   return loss_from_logits(run_.model->forward(inputs), targets, /*sum=*/true);
 }
 

@@ -67,13 +67,16 @@ inline void fused_adamw(at::TensorList params, at::TensorList grads, at::TensorL
 // Causal self-attention over [batch, heads, time, head_dim] tensors by LibTorch's fused kernel,
 // without dropout (Kiln's, core/api/dropout.h, needs the probabilities): LibTorch 2's
 // scaled_dot_product_attention (flash / memory-efficient kernels on CUDA); nothing on 1.13,
-// which has none, so the caller forms the probabilities itself.
+// which has none, so the caller forms the probabilities itself. `visible` (bool, true where a
+// query may see a key) replaces the causal mask: packed rows' block-diagonal one.
 inline std::optional<at::Tensor> fused_causal_attention(const at::Tensor& q, const at::Tensor& k,
-                                                        const at::Tensor& v) {
+                                                        const at::Tensor& v,
+                                                        const at::Tensor& visible = {}) {
 #if TORCH_VERSION_MAJOR >= 2
+  if (visible.defined()) return at::scaled_dot_product_attention(q, k, v, visible, 0.0, false);
   return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, 0.0, /*is_causal=*/true);
 #else
-  (void)q, (void)k, (void)v;
+  (void)q, (void)k, (void)v, (void)visible;
   return std::nullopt;
 #endif
 }

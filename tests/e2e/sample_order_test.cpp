@@ -2,8 +2,9 @@
 // reads the samples it would have read (issue 36). Each run traces what it read
 // (KILN_TRACE_SAMPLES, core/train/sample_trace.h: a fingerprint of every row's tokens, per step);
 // the test gathers every rank's trace and compares step by step with one process's, and the loss
-// curves within 1e-4. For token shards and for fine-tuning records, whose count (25) no world
-// size here divides, so that a pass padded to whole global batches would shift the order.
+// curves within 1e-4. For token shards and for fine-tuning records, padded or packed, whose count
+// (25) no world size here divides, so that a pass padded to whole global batches would shift the
+// order.
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -93,16 +94,18 @@ TEST_F(SampleOrder, TokenShardsGiveEveryStepTheSameRowsAtAnyWorldSize) {
       experiment(), " --set train.micro_batch=1 --set train.batch_tokens=192 --set eval.every=0");
 }
 
-TEST_F(SampleOrder, FineTuningRecordsGiveEveryStepTheSameRowsAtAnyWorldSize) {
+// An experiment over the first 25 fine-tuning records, rows of `seq_len` (after `extra` in
+// [data]); "" when the default corpus's tokenizer is not prepared.
+std::string records_experiment(const testing::TempDir& dir, const std::string& db, int seq_len,
+                               const std::string& extra) {
   const std::string source = KILN_SOURCE_DIR;
-  if (!std::filesystem::exists(source + "/data/kjv_char/tokenizer.json"))
-    GTEST_SKIP() << "SKIP: data/kjv_char is not prepared (tools/setup.sh makes it)";
+  if (!std::filesystem::exists(source + "/data/kjv_char/tokenizer.json")) return "";
   std::ifstream all(source + "/experiments/data/kjv_sft_train.jsonl");
   std::string line, records;
   for (int n = 0; n < 25 && std::getline(all, line); ++n)
     records += line + "\n";
-  testing::write_text(dir_ / "records.jsonl", records);
-  const std::string exp = dir_ / "sft.toml";
+  testing::write_text(dir / "records.jsonl", records);
+  const std::string exp = dir / "sft.toml";
   testing::write_text(exp, fmt::format(R"([run]
 db = "{}"
 out_dir = "{}"
@@ -112,22 +115,38 @@ type = "gpt"
 n_layer = 1
 n_head = 2
 n_embd = 32
-block_size = 192
+block_size = {}
 vocab_size = 64
 [data]
 type = "sft"
 train = "{}"
 tokenizer = "{}/data/kjv_char"
+{}
 [train]
 micro_batch = 1
-seq_len = 192
-batch_tokens = 1152
+seq_len = {}
+batch_tokens = {}
 [optimizer]
 lr = 1e-2
 [eval]
 every = 0
 )",
-                                       db(), dir_ / "runs", dir_ / "records.jsonl", source));
+                                       db, dir / "runs", seq_len, dir / "records.jsonl", source,
+                                       extra, seq_len, 6 * seq_len));
+  return exp;
+}
+
+TEST_F(SampleOrder, FineTuningRecordsGiveEveryStepTheSameRowsAtAnyWorldSize) {
+  const std::string exp = records_experiment(dir_, db(), 192, "");
+  if (exp.empty()) GTEST_SKIP() << "SKIP: data/kjv_char is not prepared (tools/setup.sh makes it)";
+  expect_same_samples_at_every_world_size(exp, "");
+}
+
+// Packed rows of about three records each: 25 records make 9 rows, so 8 steps of 6 read the
+// rows more than five times over, across epochs.
+TEST_F(SampleOrder, PackedRecordsGiveEveryStepTheSameRowsAtAnyWorldSize) {
+  const std::string exp = records_experiment(dir_, db(), 384, "pack = true");
+  if (exp.empty()) GTEST_SKIP() << "SKIP: data/kjv_char is not prepared (tools/setup.sh makes it)";
   expect_same_samples_at_every_world_size(exp, "");
 }
 

@@ -130,6 +130,30 @@ TEST_F(BadRecords, EachIsRefusedWithItsFileAndLine) {
             0u);
 }
 
+// data.on_long_record = "split": pieces of max_tokens that share one token with the next, so
+// that every target of the record is in exactly one piece; pieces with nothing counted go.
+TEST_F(BadRecords, ALongRecordSplitsIntoPiecesThatLearnEveryTargetOnce) {
+  const std::string long_response(30, 'x');  // 19 + 30 + 2 = 51 tokens
+  const std::string long_prompt(40, 'y');    // 6 + 40 + 12 + 3 = 61 tokens, 58 of them context
+  write_text(path_, R"({"prompt": "p", "response": ")" + long_response + "\"}\n" +
+                        R"({"prompt": ")" + long_prompt + R"(", "response": "r"})" + "\n");
+  ChatRecordOptions split = options(false);
+  split.max_tokens = 20;
+  split.split_long = true;
+  ChatRecords records = read_chat_records({path_}, split);
+  EXPECT_EQ(records.split, 2);
+  // The first record: [0, 20), [19, 39), [38, 51). The second: only [57, 61) counts anything.
+  ASSERT_EQ(records.starts, (std::vector<int64_t>{0, 20, 40, 53, 57}));
+  const std::vector<uint32_t> first =
+      tokenizer_->encode("User: p\nAssistant: " + long_response + "\n\n");
+  std::vector<uint32_t> joined(records.tokens.begin(), records.tokens.begin() + 20);
+  joined.insert(joined.end(), records.tokens.begin() + 21, records.tokens.begin() + 40);
+  joined.insert(joined.end(), records.tokens.begin() + 41, records.tokens.begin() + 53);
+  EXPECT_EQ(joined, first);
+  EXPECT_EQ(std::vector<uint32_t>(records.tokens.begin() + 53, records.tokens.end()),
+            tokenizer_->encode(" r\n\n"));  // the last context token, then the response
+}
+
 // A number past double's range, even in a field Kiln does not read, is this record's fault
 // (issue 39: it was "internal error: [json.exception.out_of_range.406]", exit 1, and skip did
 // not skip it).
