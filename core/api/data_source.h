@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -35,6 +36,12 @@ struct DataRequest {
   // The trainer's reads: one stream that runs on from epoch to epoch, so that the rows of a step
   // are the same at any world size. False (evaluation): passes, each reading the split once.
   bool endless = false;
+  uint64_t seed = 0;  // run.seed, for sources that draw their order (a blend's mixture)
+  // What the trainer will read (endless requests): train.steps optimizer steps of rows_per_step
+  // rows each (micro_batch x data ranks x micro-steps), so that a source of limited supply can
+  // say before the first step at which step it would run out.
+  int64_t steps = 0;
+  int64_t rows_per_step = 0;
 };
 
 // How an error names the files a request reads: `data.val = "GIVEN"`, with the absolute form
@@ -87,6 +94,12 @@ class DataSource {
   // counted targets' losses over the step's micro-batches (all ranks) divided by their count.
   // Asked once, when the trainer is built.
   virtual bool masks_loss() const { return false; }
+  // Data mixed from several sources (a blend): their names, in a fixed order, and the tokens of
+  // each that the global batches read since the split's start took, all ranks together (the
+  // same on every rank). The session logs each step's share (MetricRow::source_tokens). Empty
+  // for data of one source.
+  virtual std::vector<std::string> source_names() const { return {}; }
+  virtual std::vector<int64_t> source_tokens() const { return {}; }
 };
 
 struct DataKind {

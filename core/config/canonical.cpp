@@ -1,5 +1,7 @@
 #include "core/config/canonical.h"
 
+#include <functional>
+
 #include <fmt/format.h>
 
 #include "core/config/config.h"
@@ -53,13 +55,20 @@ std::map<std::string, std::string> flatten_config(const std::string& toml_text) 
   std::map<std::string, std::string> out;
   const std::optional<toml::table> root = try_parse_toml(toml_text);
   if (!root) return out;
-  for (const auto& [section, node] : *root) {
-    if (!node.is_table()) continue;
-    for (const auto& [key, value] : *node.as_table()) {
-      if (auto v = scalar_value(value)) {
-        out[std::string(section.str()) + "." + std::string(key.str())] = format_value(*v);
+  // Keys of nested tables (a family's entries, core/config/params.h) as section.family.NAME.KEY.
+  std::function<void(const toml::table&, const std::string&)> add = [&](const toml::table& table,
+                                                                        const std::string& prefix) {
+    for (const auto& [key, value] : table) {
+      const std::string name = prefix + std::string(key.str());
+      if (const toml::table* inner = value.as_table()) {
+        add(*inner, name + ".");
+      } else if (auto v = scalar_value(value)) {
+        out[name] = format_value(*v);
       }
     }
+  };
+  for (const auto& [section, node] : *root) {
+    if (const toml::table* table = node.as_table()) add(*table, std::string(section.str()) + ".");
   }
   return out;
 }

@@ -66,6 +66,19 @@ struct SectionInput {
     }
     keys.push_back(std::move(w));
   }
+
+  // A file's keys of `table`, under `prefix`: a nested table ([data.sources.web]) gives the keys
+  // of a family's entry, spelled sources.web.train and so on.
+  void put_table(const toml::table& table, const std::string& prefix, const std::string& path) {
+    for (auto&& [key, node] : table) {
+      const std::string name = prefix + std::string(key.str());
+      if (const toml::table* inner = node.as_table()) {
+        put_table(*inner, name + ".", path);
+        continue;
+      }
+      put({name, &node, at(path, key.source()), at(path, node.source()), KeySource::Kind::kFile});
+    }
+  }
 };
 
 // A file that names another plugin than the files before it starts the section afresh: keys
@@ -176,7 +189,8 @@ class ConfigLoader {
     const std::string path = assignment.substr(0, eq);
     const std::string text = assignment.substr(eq + 1);
     auto parts = split(path, '.');
-    if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) {
+    if (parts.size() < 2 ||
+        std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); })) {
       fail(at, fmt::format("'{}' is not a section.key path, e.g. train.steps", path));
     }
     std::optional<toml::table> parsed = try_parse_toml("v = " + text);
@@ -201,7 +215,8 @@ class ConfigLoader {
     if (std::find(names.begin(), names.end(), parts[0]) == names.end())
       unknown_section(parts[0], at);
     set_values_.push_back(std::move(*parsed));
-    sets_.push_back({parts[0], parts[1], set_values_.back().get("v"), at});
+    const std::string key = path.substr(parts[0].size() + 1);  // data.sources.web.weight's too
+    sets_.push_back({parts[0], key, set_values_.back().get("v"), at});
   }
 
   [[noreturn]] static void unknown_section(const std::string& name, const SourceLoc& at) {
@@ -241,10 +256,7 @@ class ConfigLoader {
       if (schema.is_plugin && switches_plugin(input, *table)) input.keys.clear();
       input.written = true;
       input.header = at(layer.path, table->source());
-      for (auto&& [key, node] : *table) {
-        input.put({std::string(key.str()), &node, at(layer.path, key.source()),
-                   at(layer.path, node.source()), KeySource::Kind::kFile});
-      }
+      input.put_table(*table, "", layer.path);
     }
     const Written* file_type = input.find("type");
     const std::string files_plugin =
@@ -280,22 +292,23 @@ class ConfigLoader {
     for (const auto& w : input.keys) {
       if (w.key == "type" && schema.is_plugin) continue;
       const std::string path = schema.name + "." + w.key;
-      auto spec = std::find_if(keys.begin(), keys.end(),
-                               [&](const ParamSpec& p) { return p.name == w.key; });
+      const ParamSpec* spec = find_param(keys, w.key);
       if (!input.set_switched_from.empty() && w.kind == KeySource::Kind::kFile) {
-        (spec == keys.end() ? dropped : kept).push_back(path);
-        if (spec == keys.end()) continue;
+        (spec ? kept : dropped).push_back(path);
+        if (!spec) continue;
       }
-      if (spec == keys.end()) fail(w.key_at, unknown_key(schema, section.type, w.key, keys));
+      if (!spec) fail(w.key_at, unknown_key(schema, section.type, w.key, keys));
+      if (auto problem = entry_name_problem(w.key)) fail(w.key_at, *problem);
       section.params.set(w.key, convert(*spec, *w.value, w.value_at, path));
       out.key_sources_[path] = KeySource{w.kind, w.value_at, ""};
     }
     for (size_t i = 0; i < keys.size(); ++i) {
-      if (section.params.has(keys[i].name)) continue;
-      section.params.set(keys[i].name, keys[i].default_value);
       KeySource source;  // a default: the plugin's, or core's
       if (i < plugin_keys) source.plugin = section.type;
-      out.key_sources_[schema.name + "." + keys[i].name] = std::move(source);
+      for (const std::string& key : missing_keys(keys[i], section.params)) {
+        section.params.set(key, find_param(keys, key)->default_value);
+        out.key_sources_[schema.name + "." + key] = source;
+      }
     }
     if (!dropped.empty()) {
       out.notes.push_back(fmt::format(
@@ -310,6 +323,7 @@ class ConfigLoader {
   static std::string unknown_key(const SectionSchema& schema, const std::string& type,
                                  const std::string& name, const std::vector<ParamSpec>& keys) {
     const std::string path = schema.name + "." + name;
+    if (auto problem = family_key_problem(keys, schema.name, name)) return *problem;
     if (name == "extends") {
       return fmt::format(
           "unknown key '{}': extends = ... goes at the top of the file, before the first "

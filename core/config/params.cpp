@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/config/canonical.h"
 #include "core/util/fs.h"
@@ -23,21 +24,145 @@ const char* type_name(ParamType type) {
 }
 
 ParamSpec ParamSpec::integer(std::string name, int64_t def, std::string doc) {
-  return ParamSpec{std::move(name), ParamType::kInt, def, std::move(doc), {}, {}, {}, true};
+  return ParamSpec{std::move(name), ParamType::kInt, def, std::move(doc), {}, {}, {}, true,
+                   false,           false,           {},  false};
 }
 ParamSpec ParamSpec::real(std::string name, double def, std::string doc) {
-  return ParamSpec{std::move(name), ParamType::kFloat, def, std::move(doc), {}, {}, {}, true};
+  return ParamSpec{std::move(name),
+                   ParamType::kFloat,
+                   def,
+                   std::move(doc),
+                   {},
+                   {},
+                   {},
+                   true,
+                   false,
+                   false,
+                   {},
+                   false};
 }
 ParamSpec ParamSpec::flag(std::string name, bool def, std::string doc) {
-  return ParamSpec{std::move(name), ParamType::kBool, def, std::move(doc), {}, {}, {}, true};
+  return ParamSpec{std::move(name),
+                   ParamType::kBool,
+                   def,
+                   std::move(doc),
+                   {},
+                   {},
+                   {},
+                   true,
+                   false,
+                   false,
+                   {},
+                   false};
 }
 ParamSpec ParamSpec::text(std::string name, std::string def, std::string doc) {
-  return ParamSpec{
-      std::move(name), ParamType::kString, std::move(def), std::move(doc), {}, {}, {}, true};
+  return ParamSpec{std::move(name),
+                   ParamType::kString,
+                   std::move(def),
+                   std::move(doc),
+                   {},
+                   {},
+                   {},
+                   true,
+                   false,
+                   false,
+                   {},
+                   false};
+}
+
+ParamSpec ParamSpec::family(std::string name, std::string doc, std::vector<ParamSpec> fields) {
+  ParamSpec spec = text(std::move(name), "", std::move(doc));
+  spec.fields = std::move(fields);
+  return spec;
+}
+
+const ParamSpec* find_param(const std::vector<ParamSpec>& specs, const std::string& key) {
+  const size_t dot = key.find('.');
+  for (const auto& p : specs) {
+    if (dot == std::string::npos) {
+      if (p.name == key && !p.is_family()) return &p;
+      continue;
+    }
+    if (!p.is_family() || key.compare(0, dot, p.name) != 0) continue;
+    const size_t second = key.find('.', dot + 1);
+    if (second == std::string::npos || second == dot + 1) return nullptr;
+    const std::string field = key.substr(second + 1);
+    for (const auto& f : p.fields) {
+      if (f.name == field) return &f;
+    }
+    return nullptr;
+  }
+  return nullptr;
+}
+
+std::optional<std::string> entry_name_problem(const std::string& key) {
+  const size_t dot = key.find('.');
+  if (dot == std::string::npos) return std::nullopt;
+  const std::string name = key.substr(dot + 1, key.find('.', dot + 1) - dot - 1);
+  const bool fits = !name.empty() && std::all_of(name.begin(), name.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '_' || c == '-';
+  });
+  if (fits) return std::nullopt;
+  return fmt::format("'{}' cannot name an entry of '{}': use letters, digits, '_' and '-'", name,
+                     key.substr(0, dot));
+}
+
+std::optional<std::string> family_key_problem(const std::vector<ParamSpec>& specs,
+                                              const std::string& section, const std::string& key) {
+  for (const auto& p : specs) {
+    if (!p.is_family() || key.compare(0, p.name.size(), p.name) != 0 ||
+        (key.size() > p.name.size() && key[p.name.size()] != '.')) {
+      continue;
+    }
+    std::vector<std::string> fields;
+    for (const auto& f : p.fields)
+      fields.push_back(f.name);
+    if (std::count(key.begin(), key.end(), '.') == 2) {
+      return fmt::format("unknown key '{}.{}': an entry of {}.{} takes: {}", section, key, section,
+                         p.name, fmt::join(fields, ", "));
+    }
+    return fmt::format(
+        "'{}.{}' is not a key: {}.{} holds named tables, one per entry: write "
+        "[{}.{}.NAME] with its keys ({}), or --set {}.{}.NAME.KEY=VALUE",
+        section, key, section, p.name, section, p.name, fmt::join(fields, ", "), section, p.name);
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> missing_keys(const ParamSpec& spec, const Params& params) {
+  if (!spec.is_family()) {
+    if (params.has(spec.name)) return {};
+    return {spec.name};
+  }
+  std::vector<std::string> missing;
+  for (const std::string& entry : params.entries(spec.name)) {
+    for (const auto& field : spec.fields) {
+      const std::string key = spec.name + "." + entry + "." + field.name;
+      if (!params.has(key)) missing.push_back(key);
+    }
+  }
+  return missing;
+}
+
+std::vector<std::string> Params::entries(const std::string& family) const {
+  std::vector<std::string> names;
+  const std::string prefix = family + ".";
+  for (auto it = values_.lower_bound(prefix);
+       it != values_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    const size_t end = it->first.find('.', prefix.size());
+    std::string name = it->first.substr(prefix.size(), end - prefix.size());
+    if (names.empty() || names.back() != name) names.push_back(std::move(name));
+  }
+  return names;
 }
 
 ParamSpec&& ParamSpec::at_least(double bound) && {
   min = bound;
+  return std::move(*this);
+}
+ParamSpec&& ParamSpec::above(double bound) && {
+  min = bound;
+  min_exclusive = true;
   return std::move(*this);
 }
 ParamSpec&& ParamSpec::at_most(double bound) && {
@@ -84,8 +209,12 @@ std::string ParamSpec::describe_range() const {
       s += (i ? ", " : "") + quote_toml(choices[i]);
     return s;
   }
-  if (min && max) return fmt::format("between {} and {}", *min, *max);
-  if (min) return fmt::format(">= {}", *min);
+  const char* above = min_exclusive ? ">" : ">=";
+  if (min && max) {
+    if (min_exclusive) return fmt::format("> {} and <= {}", *min, *max);
+    return fmt::format("between {} and {}", *min, *max);
+  }
+  if (min) return fmt::format("{} {}", above, *min);
   if (max) return fmt::format("<= {}", *max);
   return "any value";
 }
@@ -98,7 +227,8 @@ std::optional<std::string> ParamSpec::check(const ParamValue& value) const {
     number = *d;
   }
   if (type == ParamType::kInt || type == ParamType::kFloat) {
-    if ((min && number < *min) || (max && number > *max)) {
+    const bool below = min && (min_exclusive ? number <= *min : number < *min);
+    if (below || (max && number > *max)) {
       return fmt::format("is {}, out of range: must be {}", format_value(value), describe_range());
     }
   }

@@ -34,13 +34,22 @@ struct ParamSpec {
   // A key added after runs were made with its section: at its default it stays out of the hash,
   // so those runs keep theirs (a resume, snapshot ownership and grouping compare hashes).
   bool hashed_when_set = false;
+  // A family of named entries: tables [data.sources.web], [data.sources.code], ... each holding
+  // the keys `fields` declares, read as the keys sources.web.weight, sources.code.train, ... (and
+  // set as --set data.sources.web.weight=0.5). An entry exists once any of its keys is written;
+  // its other fields take their defaults. Empty for a plain key.
+  std::vector<ParamSpec> fields;
+  bool min_exclusive = false;  // `min` itself is out of range (above())
 
   static ParamSpec integer(std::string name, int64_t def, std::string doc);
   static ParamSpec real(std::string name, double def, std::string doc);
   static ParamSpec flag(std::string name, bool def, std::string doc);
   static ParamSpec text(std::string name, std::string def, std::string doc);
+  static ParamSpec family(std::string name, std::string doc, std::vector<ParamSpec> fields);
+  bool is_family() const { return !fields.empty(); }
 
   ParamSpec&& at_least(double bound) &&;
+  ParamSpec&& above(double bound) &&;  // > bound
   ParamSpec&& at_most(double bound) &&;
   // A choice "NAME:N" also accepts NAME:0, NAME:1, ... (up to 4 digits): run.device's cuda:N.
   ParamSpec&& one_of(std::vector<std::string> allowed) &&;
@@ -52,6 +61,20 @@ struct ParamSpec {
   std::optional<std::string> check(const ParamValue& value) const;
   std::string describe_range() const;
 };
+
+// The spec of `key` among `specs`: a plain key, or a family's field ("sources.web.weight": the
+// field "weight" of family "sources"). Null when none matches.
+const ParamSpec* find_param(const std::vector<ParamSpec>& specs, const std::string& key);
+
+// Why the entry a family key (sources.NAME.FIELD) names cannot be one (letters, digits, '_' and
+// '-' only), or nothing; nothing for a plain key.
+std::optional<std::string> entry_name_problem(const std::string& key);
+
+// Why `key` of section `section`, which matches no spec, is not a key of one of the families
+// among `specs` (a family given a value or an array of tables, an entry's unknown field), or
+// nothing when it does not look like one.
+std::optional<std::string> family_key_problem(const std::vector<ParamSpec>& specs,
+                                              const std::string& section, const std::string& key);
 
 // The resolved values of one section: every declared key present, types already checked.
 class Params {
@@ -72,10 +95,16 @@ class Params {
     resolved_paths_[key] = std::move(absolute);
   }
   const std::map<std::string, ParamValue>& values() const { return values_; }
+  // The entries of family `family` (the NAMEs of its keys family.NAME.FIELD), in name order.
+  std::vector<std::string> entries(const std::string& family) const;
 
  private:
   std::map<std::string, ParamValue> values_;
   std::map<std::string, std::string> resolved_paths_;
 };
+
+// The keys of `spec` that `params` lacks and that take their defaults: the key itself, or for a
+// family, the fields its entries leave out.
+std::vector<std::string> missing_keys(const ParamSpec& spec, const Params& params);
 
 }  // namespace kiln

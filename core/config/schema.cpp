@@ -129,14 +129,9 @@ const ParamSpec* declared_param(const std::string& section, const std::string& t
                                 const std::string& key) {
   for (const auto& schema : config_sections()) {
     if (schema.name != section) continue;
-    for (const auto& p : schema.params) {
-      if (p.name == key) return &p;
-    }
-    if (const PluginSpec* plugin = Catalog::global().find(section, type)) {
-      for (const auto& p : plugin->params) {
-        if (p.name == key) return &p;
-      }
-    }
+    if (const ParamSpec* p = find_param(schema.params, key)) return p;
+    if (const PluginSpec* plugin = Catalog::global().find(section, type))
+      return find_param(plugin->params, key);
   }
   return nullptr;
 }

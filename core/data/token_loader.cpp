@@ -78,25 +78,37 @@ LoaderPosition TokenLoader::after(LoaderPosition from, int64_t windows) const {
   return from;
 }
 
-void TokenLoader::next(int64_t* inputs, int64_t* targets) {
-  const LoaderPosition mine = after(position_, options_.rank);
-  check_vocab(static_cast<size_t>(mine.shard));
+void TokenLoader::copy_window(const LoaderPosition& at, int64_t* inputs, int64_t* targets) {
+  check_vocab(static_cast<size_t>(at.shard));
   // The window and the one token after it, the last target.
   window_tokens_.resize(static_cast<size_t>(window_ + 1));
-  shards_[mine.shard].read(mine.offset, window_ + 1, window_tokens_.data());
+  shards_[at.shard].read(at.offset, window_ + 1, window_tokens_.data());
   const uint32_t* tokens = window_tokens_.data();
   for (int64_t i = 0; i < window_; ++i) {
     inputs[i] = tokens[i];
     targets[i] = tokens[i + 1];
   }
+}
+
+void TokenLoader::next(int64_t* inputs, int64_t* targets) {
+  copy_window(after(position_, options_.rank), inputs, targets);
   position_ = after(position_, options_.world);
 }
 
-int64_t TokenLoader::windows_per_pass() const {
+void TokenLoader::read_window(int64_t index, int64_t* inputs, int64_t* targets) {
+  const int64_t per_epoch = windows_in_all();
+  copy_window(after(LoaderPosition{0, 0, index / per_epoch}, index % per_epoch), inputs, targets);
+}
+
+int64_t TokenLoader::windows_in_all() const {
   int64_t windows = 0;
   for (size_t s = 0; s < shards_.size(); ++s)
     windows += windows_in(static_cast<int64_t>(s));
-  return windows / options_.world;
+  return windows;
+}
+
+int64_t TokenLoader::windows_per_pass() const {
+  return windows_in_all() / options_.world;
 }
 
 int64_t TokenLoader::total_tokens() const {

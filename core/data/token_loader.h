@@ -35,16 +35,22 @@ class TokenLoader {
 
   // Writes micro_batch x seq_len token ids to each of `inputs` and `targets`.
   void next(int64_t* inputs, int64_t* targets);
+  // Writes window `index` of the global order, counted from the first shard's start epoch after
+  // epoch, as next() would; position() stays as it was. For readers that pick windows by number
+  // (a blend's sources), with world 1.
+  void read_window(int64_t index, int64_t* inputs, int64_t* targets);
   void reset() { seek(LoaderPosition{}); }
   LoaderPosition position() const { return position_; }
   void seek(const LoaderPosition& position);
   int64_t total_tokens() const;
   // Calls of next() on every rank that read every shard's windows once (rounded down).
   int64_t windows_per_pass() const;
+  int64_t windows_in_all() const;  // the windows of one pass over every shard
   size_t shard_count() const { return shards_.size(); }
 
  private:
   void check_vocab(size_t shard);
+  void copy_window(const LoaderPosition& at, int64_t* inputs, int64_t* targets);
   int64_t windows_in(int64_t shard) const;
   // The position `windows` windows after `from` in the global order.
   LoaderPosition after(LoaderPosition from, int64_t windows) const;

@@ -267,7 +267,10 @@ std::shared_ptr<DataSource> open_split(const AssembledRun& run, const std::strin
                       run.train.pinned_batches == "on" ||
                           (run.train.pinned_batches == "auto" && run.device.is_cuda()),
                       files,
-                      training};
+                      training,
+                      static_cast<uint64_t>(run.options.seed),
+                      run.train.steps,
+                      run.train.micro_batch * run.parallel->data_world() * run.grad_accum};
   return DataRegistry::create(run.config.type("data"), run.config.params("data"), request);
 }
 

@@ -41,23 +41,6 @@ std::optional<int64_t> counted_tokens(const DataSource& data, const EvalResult& 
 
 }  // namespace
 
-MetricRow metric_row(const StepStats& stats, int world_size) {
-  MetricRow row;
-  row.step = stats.step;
-  row.loss = stats.loss;
-  row.lr = stats.lr;
-  row.grad_norm = stats.grad_norm;
-  row.tokens_per_sec = stats.tokens_per_sec;
-  row.dt_ms = stats.dt_ms;
-  row.tokens_seen = stats.tokens_seen;
-  row.loss_scale = stats.loss_scale;
-  row.skipped = stats.skipped;
-  if (world_size > 1) row.rank_skew_ms = stats.rank_skew_ms;
-  row.bubble = stats.bubble;
-  if (stats.counted_tokens > 0) row.counted_tokens = stats.counted_tokens;
-  return row;
-}
-
 Session::Session(AssembledRun& run, RunPaths paths, SnapshotOwner owner, RunStore* store,
                  int64_t run_id)
     : run_(run),
@@ -186,7 +169,10 @@ void Session::train_steps(SessionOutcome& outcome) {
     StepStats stats = trainer_.train_step(step);
     train_seconds_ += stats.dt_ms / 1000.0;
     if (step == start_step_ + 1) report_optimizer_state();
-    if (store_) store_->add_metric(run_id_, metric_row(stats, run_.parallel->world_size()));
+    if (store_) {
+      store_->add_metric(
+          run_id_, metric_row(stats, run_.parallel->world_size(), run_.train_data->source_names()));
+    }
     if (stats.nonfinite) handle_nonfinite(stats);
     if (store_) print_step(stats);
     outcome.steps_done = step;

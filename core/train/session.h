@@ -17,14 +17,12 @@
 #include "core/train/console.h"
 #include "core/train/eval_policy.h"
 #include "core/train/session_outcome.h"
+#include "core/train/step_row.h"
 #include "core/train/trainer.h"
 
 namespace kiln {
 
 class TensorBoardLog;
-
-// The run store's row for a step; rank skew only when several ranks took it.
-MetricRow metric_row(const StepStats& stats, int world_size);
 
 class Session {
  public:

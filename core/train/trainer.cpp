@@ -156,6 +156,7 @@ StepStats Trainer::train_step(int64_t step) {
   stats.step = step;
   step_ = step;
   if (run_.core_share && run_.options.threads == 0) run_.core_share->rebalance();
+  stats.source_tokens = run_.train_data->source_tokens();  // so far: the step's are the change
   stats.lr = run_.schedule->lr(step - 1);
   set_lr(optimizer, stats.lr);
   if (graph_) {
@@ -240,6 +241,9 @@ StepStats Trainer::train_step(int64_t step) {
     }
     stats.bubble = 1.0 - (compute.sum() / total.sum()).item<double>();
   }
+  const std::vector<int64_t> source_tokens = run_.train_data->source_tokens();
+  for (size_t k = 0; k < source_tokens.size(); ++k)
+    stats.source_tokens[k] = source_tokens[k] - stats.source_tokens[k];
   tokens_seen_ += run_.batch_tokens;
   stats.tokens_seen = tokens_seen_;
   stats.dt_ms =

@@ -30,8 +30,11 @@ struct StepStats {
   double tokens_per_sec = 0;
   int64_t tokens_seen = 0;
   int64_t counted_tokens = 0;  // masked data: the targets the loss counted (all ranks); else 0
-  double loss_scale = 1;       // the precision policy's scale for this step's loss
-  bool skipped = false;        // the update was not applied (non-finite gradients)
+  // A blend: the tokens the step took from each source (all ranks), in the order of the data's
+  // source_names(); empty for data of one source.
+  std::vector<int64_t> source_tokens;
+  double loss_scale = 1;   // the precision policy's scale for this step's loss
+  bool skipped = false;    // the update was not applied (non-finite gradients)
   bool nonfinite = false;  // ... because they were inf/NaN beyond what the precision policy expects
   // With several ranks: the slowest rank's step time minus the fastest one's, the time up to
   // the step's closing all-reduce (how long the fastest rank waited for the others).

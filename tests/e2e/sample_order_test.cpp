@@ -2,9 +2,9 @@
 // reads the samples it would have read (issue 36). Each run traces what it read
 // (KILN_TRACE_SAMPLES, core/train/sample_trace.h: a fingerprint of every row's tokens, per step);
 // the test gathers every rank's trace and compares step by step with one process's, and the loss
-// curves within 1e-4. For token shards and for fine-tuning records, padded or packed, whose count
-// (25) no world size here divides, so that a pass padded to whole global batches would shift the
-// order.
+// curves within 1e-4. For token shards, a blend of two sources, and fine-tuning records, padded
+// or packed, whose count (25) no world size here divides, so that a pass padded to whole global
+// batches would shift the order.
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -92,6 +92,12 @@ void SampleOrder::expect_same_samples_at_every_world_size(const std::string& exp
 TEST_F(SampleOrder, TokenShardsGiveEveryStepTheSameRowsAtAnyWorldSize) {
   expect_same_samples_at_every_world_size(
       experiment(), " --set train.micro_batch=1 --set train.batch_tokens=192 --set eval.every=0");
+}
+
+TEST_F(SampleOrder, BlendedSourcesGiveEveryStepTheSameRowsAtAnyWorldSize) {
+  expect_same_samples_at_every_world_size(
+      blend_experiment(),
+      " --set train.micro_batch=1 --set train.batch_tokens=192 --set eval.every=0");
 }
 
 // An experiment over the first 25 fine-tuning records, rows of `seq_len` (after `extra` in

@@ -60,6 +60,30 @@ steps = 2
     return path;
   }
 
+  // The tiny experiment as a blend (data "blend") of two sources: the prepared train shards
+  // (weight 3) and the val shard (weight 1).
+  std::string blend_experiment() {
+    const std::string path = experiment();
+    std::string text = testing::read_file(path);
+    const std::string data = fmt::format(
+        "[data]\ntrain = \"{0}/train_*.bin\"\nval = \"{0}/val_*.bin\"\n", dir_ / "data");
+    const size_t at = text.find(data);
+    EXPECT_NE(at, std::string::npos) << text;
+    text.replace(at, data.size(),
+                 fmt::format(R"([data]
+type = "blend"
+[data.sources.big]
+train = "{0}/train_*.bin"
+weight = 3
+[data.sources.small]
+train = "{0}/val_*.bin"
+val = "{0}/val_*.bin"
+)",
+                             dir_ / "data"));
+    testing::write_text(path, text);
+    return path;
+  }
+
   std::string db() const { return dir_ / "kiln.db"; }
 
   // The run's folder, as its row names it (core/store/runs/paths.h: <out_dir>/<name>@<id>).

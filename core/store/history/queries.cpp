@@ -64,10 +64,10 @@ std::vector<MetricRow> run_metric_rows(HistoryDb& db, int64_t run_id) {
   Statement q(
       db.connection(),
       fmt::format("SELECT step, loss, lr, grad_norm, tokens_per_sec, dt_ms, tokens_seen, "
-                  "coalesce({}, 1), {}, {}, {}, {} FROM metrics WHERE run_id = ? ORDER BY step",
+                  "coalesce({}, 1), {}, {}, {}, {}, {} FROM metrics WHERE run_id = ? ORDER BY step",
                   column_or("loss_scale", "1"), column_or("skipped", "0"),
                   column_or("rank_skew_ms", "NULL"), column_or("bubble", "NULL"),
-                  column_or("counted_tokens", "NULL")),
+                  column_or("counted_tokens", "NULL"), column_or("source_tokens", "NULL")),
       {run_id});
   std::vector<MetricRow> rows;
   while (q.step()) {
@@ -84,6 +84,7 @@ std::vector<MetricRow> run_metric_rows(HistoryDb& db, int64_t run_id) {
     row.rank_skew_ms = q.maybe_real(9);
     row.bubble = q.maybe_real(10);
     row.counted_tokens = q.maybe_integer(11);
+    row.source_tokens = q.text(12);
   }
   return rows;
 }

@@ -193,6 +193,8 @@ const char* const kMigrations[] = {
       PRIMARY KEY (run_id, step, task, metric, checkpoint)
     ) WITHOUT ROWID;
     )sql",
+    // 12: a blend's tokens per source in each step, a JSON object (core/store/runs/writer.h).
+    "ALTER TABLE metrics ADD COLUMN source_tokens TEXT;",
 };
 
 const int64_t kKnownSchema = static_cast<int64_t>(std::size(kMigrations));

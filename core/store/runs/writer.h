@@ -50,6 +50,9 @@ struct MetricRow {
   std::optional<double> bubble;        // pipelines: share of stage time spent waiting
   // Data whose loss counts only some tokens (fine-tuning): the targets the step's loss counted.
   std::optional<int64_t> counted_tokens;
+  // A blend of sources (data "blend"): the tokens the step took from each, as a JSON object
+  // {"code": 3072, "web": 9216}; empty (NULL) for data of one source.
+  std::string source_tokens;
 };
 
 struct EvalRow {

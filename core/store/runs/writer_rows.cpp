@@ -202,14 +202,19 @@ void RunStore::write_pending() {
   Statement metric(db_, R"sql(
       INSERT OR REPLACE INTO metrics (run_id, step, loss, lr, grad_norm, tokens_per_sec, dt_ms,
                                       tokens_seen, loss_scale, skipped, rank_skew_ms, bubble,
-                                      counted_tokens)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
+                                      counted_tokens, source_tokens)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
   for (const auto& [run_id, m] : pending_metrics_) {
     metric.bind(1, run_id).bind(2, m.step).bind(3, m.loss).bind(4, m.lr).bind(5, m.grad_norm);
     metric.bind(6, m.tokens_per_sec).bind(7, m.dt_ms).bind(8, m.tokens_seen);
     metric.bind(9, m.loss_scale).bind(10, static_cast<int64_t>(m.skipped));
     metric.bind(11, m.rank_skew_ms).bind(12, m.bubble);
     bind_count(metric, 13, m.counted_tokens);
+    if (m.source_tokens.empty()) {
+      metric.bind_null(14);
+    } else {
+      metric.bind(14, m.source_tokens);
+    }
     metric.step();
     metric.reset();
   }

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/config/canonical.h"
 #include "core/config/options.h"
 #include "core/util/error.h"
 #include "test_util.h"
@@ -216,6 +217,55 @@ TEST(Config, GradientAccumulationMustDivideExactly) {
               std::string::npos)
         << m;
   }
+}
+
+// A family of named entries (ParamSpec::family: a blend's [data.sources.NAME] tables): the file's
+// tables and --set's dotted keys name the same keys, the fields an entry leaves out take their
+// defaults, and the canonical text loads back to the same config and hash.
+TEST(ConfigFamilies, TablesAndSetsNameTheSameKeysAndRoundTrip) {
+  const std::string file = with_model(R"(
+[data]
+type = "blend"
+[data.sources.web]
+train = "web/*.bin"
+weight = 0.7
+[data.sources.code]
+train = "code/*.bin"
+)");
+  const ResolvedConfig c = load_config_text(file, "exp.toml", {"data.sources.code.weight=0.3"});
+  const Params& data = c.params("data");
+  EXPECT_EQ(data.entries("sources"), (std::vector<std::string>{"code", "web"}));
+  EXPECT_DOUBLE_EQ(data.real("sources.web.weight"), 0.7);
+  EXPECT_DOUBLE_EQ(data.real("sources.code.weight"), 0.3);
+  EXPECT_EQ(data.integer("sources.web.epochs"), 0);  // a default, filled in
+  EXPECT_EQ(data.text("sources.web.val"), "");
+  EXPECT_EQ(c.where("data.sources.code.weight").str(), "--set data.sources.code.weight=0.3");
+  EXPECT_EQ(c.where("data.sources.web.weight").line, 6);
+
+  const ResolvedConfig again = load_config_text(c.to_toml(), "canonical.toml", {});
+  EXPECT_EQ(again.hash(), c.hash());
+  EXPECT_DOUBLE_EQ(again.params("data").real("sources.code.weight"), 0.3);
+  const auto flat = flatten_config(c.to_toml());
+  EXPECT_EQ(flat.at("data.sources.code.weight"), "0.3");
+  EXPECT_EQ(flat.at("data.sources.web.train"), "\"web/*.bin\"");
+
+  // Another weight is another config.
+  EXPECT_NE(load_config_text(file, "exp.toml", {"data.sources.code.weight=0.5"}).hash(), c.hash());
+}
+
+TEST(ConfigFamilies, AMisspelledFieldOrAnArrayOfTablesIsNamedWithTheFamilysKeys) {
+  const std::string blend = "[data]\ntype = \"blend\"\n";
+  EXPECT_NE(error_of(blend + "[data.sources.web]\nwieght = 1\n")
+                .find("exp.toml:4:1: unknown key 'data.sources.web.wieght': an entry of "
+                      "data.sources takes: train, val, weight, epochs"),
+            std::string::npos);
+  EXPECT_NE(error_of(blend + "[[data.sources]]\nweight = 1\n").find("holds named tables"),
+            std::string::npos);
+  EXPECT_NE(error_of(blend, {"data.sources.web.weight=0"}).find("must be > 0"),
+            std::string::npos);
+  // A plain section keeps refusing nested tables, naming the key.
+  EXPECT_NE(error_of("[train.schedule]\nwarmup = 2\n").find("unknown key 'train.schedule.warmup'"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -155,11 +155,11 @@ TEST(EventFile, TheLogWritesWhatTheStoreCommitsWhenItCommits) {
       NewRun{"other", "exp.toml", "[run]\n", "0123456789abcdef", 7, 1, 5, "", "host", "", "", ""});
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const std::vector<MetricRow> rows = {
-      {1, 4.25, 3e-4, 6.5, 1151.18, 17.79, 2048, 1, false, std::nullopt, std::nullopt,
-       std::nullopt},
-      {2, nan, 3e-4, -nan, 1200.5, 16.5, 4096, 65536, true, 0.75, std::nullopt, std::nullopt},
+      {1, 4.25, 3e-4, 6.5, 1151.18, 17.79, 2048, 1, false, std::nullopt, std::nullopt, std::nullopt,
+       ""},
+      {2, nan, 3e-4, -nan, 1200.5, 16.5, 4096, 65536, true, 0.75, std::nullopt, std::nullopt, ""},
       {3, 3.125, 2.5e-4, 1.0 / 3, 1e7, 0.001, (int64_t{1} << 40) + 1, 32768, false, std::nullopt,
-       0.375, std::nullopt},
+       0.375, std::nullopt, ""},
   };
   std::vector<std::string> warnings;
   const std::string config = "[optimizer]\nlr = 0.003\n";
@@ -205,7 +205,7 @@ TEST(EventFile, TheLogWritesWhatTheStoreCommitsWhenItCommits) {
     }
   }
   store.add_metric(
-      id, MetricRow{4, 3.0, 0, 0, 0, 0, 0, 1, false, std::nullopt, std::nullopt, std::nullopt});
+      id, MetricRow{4, 3.0, 0, 0, 0, 0, 0, 1, false, std::nullopt, std::nullopt, std::nullopt, ""});
   store.flush();  // the log is gone: nothing more in its file
   EXPECT_EQ(metric_events(read_event_file(files_in(dir / "tb/sweep/m")[0])), rows.size());
 

@@ -23,7 +23,7 @@ TEST(RunStore, RecordsRunsMetricsAndEvals) {
     int64_t id = store.create_run(new_run("a"));
     for (int step = 1; step <= 3; ++step) {
       store.add_metric(id, MetricRow{step, 4.0 - step, 1e-3, 0.5, 1000, 10, step * 64, 1, false,
-                                     2.5, std::nullopt, std::nullopt});
+                                     2.5, std::nullopt, std::nullopt, ""});
     }
     store.add_eval(id, EvalRow{3, "val", 1.5, "", std::nullopt});
     store.finish_run(id, "completed");
@@ -44,10 +44,10 @@ TEST(RunStore, ARedoneStepReplacesItsRow) {
   RunStore store(dir / "kiln.db");
   int64_t id = store.create_run(new_run("a"));
   store.add_metric(
-      id, MetricRow{1, 3.0, 0, 0, 0, 0, 0, 1, false, std::nullopt, std::nullopt, std::nullopt});
+      id, MetricRow{1, 3.0, 0, 0, 0, 0, 0, 1, false, std::nullopt, std::nullopt, std::nullopt, ""});
   store.flush();
   store.add_metric(
-      id, MetricRow{1, 2.0, 0, 0, 0, 0, 0, 1, false, std::nullopt, std::nullopt, std::nullopt});
+      id, MetricRow{1, 2.0, 0, 0, 0, 0, 0, 1, false, std::nullopt, std::nullopt, std::nullopt, ""});
   store.flush();
   auto rows = query(dir / "kiln.db", "select loss from metrics");
   ASSERT_EQ(rows.size(), 1u);
