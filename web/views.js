@@ -53,6 +53,12 @@ async function showRunPage(id) {
       table(["experiment", "git commit", "host", "folder"],
             [[body.experiment, body.git_commit, body.host, body.folder]]));
   if (body.error) section.appendChild(element("p", "error: " + body.error, "error-line"));
+  if (body.mixture.length > 0) {  // a blend: each source's share asked and taken
+    section.appendChild(element("h3", "data mixture"));
+    section.appendChild(table(["source", "weight", "asked", "tokens", "realised"],
+                              body.mixture.map(m => [m.source, m.weight, m.asked, m.tokens,
+                                                     m.realised])));
+  }
   section.appendChild(element("h3", "evals"));
   section.appendChild(table(["step", "split", "checkpoint", "loss", "perplexity"],
                             body.evals.map(e => [e.step, e.split, e.checkpoint, e.loss,

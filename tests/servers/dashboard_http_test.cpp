@@ -158,6 +158,34 @@ TEST_F(DashboardHttp, RunPageHasConfigEvalsSnapshotsAndResumes) {
   EXPECT_EQ(body["git_commit"], "abc123");
 }
 
+// A blend's run page sets each source's asked share (its weight over the weights' sum) against
+// the share of the tokens its steps took, numbers this test writes and works out itself.
+TEST_F(DashboardHttp, RunPageShowsABlendsMixtureAgainstItsWeights) {
+  {
+    RunStore store(db_path());
+    const int64_t id = store.create_run(
+        NewRun{"blend", "exp.toml",
+               "[data]\ntype = \"blend\"\nsources.code.weight = 1.0\nsources.web.weight = 3.0\n",
+               "00000000000000bb", 2, 1, 2, "", "host", "", "", ""});
+    MetricRow row;
+    row.step = 1;
+    row.source_tokens = R"({"code": 100, "web": 300})";
+    store.add_metric(id, row);
+    row.step = 2;
+    row.source_tokens = R"({"code": 300, "web": 300})";
+    store.add_metric(id, row);
+    store.finish_run(id, "completed");
+  }
+  const Json body = get_json(fmt::format("/api/run?run={}", id_of("blend")));
+  ASSERT_EQ(body["mixture"].size(), 2u) << body;
+  EXPECT_EQ(body["mixture"][0]["source"], "code");
+  EXPECT_EQ(body["mixture"][0]["asked"], "25.00%");
+  EXPECT_EQ(body["mixture"][0]["tokens"], "400");
+  EXPECT_EQ(body["mixture"][0]["realised"], "40.00%");  // 400 of 1,000
+  EXPECT_EQ(body["mixture"][1]["realised"], "60.00%");
+  EXPECT_TRUE(get_json(fmt::format("/api/run?run={}", id_of("lr3")))["mixture"].empty());
+}
+
 TEST_F(DashboardHttp, CompareShowsDifferingKeysAndGroupMeans) {
   const std::string ids = fmt::format("{},{},{}", id_of("lr3"), id_of("lr3-rerun"), id_of("lr1"));
   Json body = get_json("/api/compare?runs=" + url_encode(ids));

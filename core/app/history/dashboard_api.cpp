@@ -184,6 +184,14 @@ Json metrics_view(HistoryDb& db, const DashboardParams& params) {
   }
   Statement resumes(db.connection(), "SELECT count(*) FROM resumes WHERE run_id = ?", {run.id});
   resumes.step();
+  Json mixture = Json::array();
+  for (const auto& row : data_mixture_table(db, run).rows) {
+    mixture.push_back({{"source", row[0]},
+                       {"weight", row[1]},
+                       {"asked", row[2]},
+                       {"tokens", row[3]},
+                       {"realised", row[4]}});
+  }
   return {{"run", run_rows({run}).at(0)},
           {"resumes", resumes.integer(0)},
           {"more", more},
@@ -215,6 +223,14 @@ Json run_view(HistoryDb& db, const DashboardParams& params) {
     resumes.push_back(
         {{"from_step", r.from_step}, {"changes", r.changes}, {"created_at", r.created_at}});
   }
+  Json mixture = Json::array();
+  for (const auto& row : data_mixture_table(db, run).rows) {
+    mixture.push_back({{"source", row[0]},
+                       {"weight", row[1]},
+                       {"asked", row[2]},
+                       {"tokens", row[3]},
+                       {"realised", row[4]}});
+  }
   return {{"run", run_rows({run}).at(0)},
           {"experiment", run.experiment},
           {"git_commit", run.git_commit},
@@ -225,6 +241,7 @@ Json run_view(HistoryDb& db, const DashboardParams& params) {
           {"best_val", step_loss(best_val_loss(db, run.id))},
           {"config", run.config},
           {"evals", evals},
+          {"mixture", mixture},
           {"snapshots", snapshots},
           {"resumes", resumes}};
 }

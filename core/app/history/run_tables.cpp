@@ -135,44 +135,6 @@ std::string skipped_line(HistoryDb& db, const RunRecord& r) {
                      updates.skipped, updates.steps);
 }
 
-// A blend's mixture: each source's asked share (weight / the sum of weights, from the config)
-// against the share of the tokens its steps took (the metrics' source_tokens). No rows for data of
-// one source.
-Table mixture_table(HistoryDb& db, const RunRecord& r) {
-  std::map<std::string, std::string> weights;  // as the config writes them
-  double total_weight = 0;
-  const std::string prefix = "data.sources.", suffix = ".weight";
-  for (const auto& [key, value] : flatten_config(r.config)) {
-    if (key.rfind(prefix, 0) != 0 || key.size() <= prefix.size() + suffix.size() ||
-        key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0) {
-      continue;
-    }
-    const std::string name = key.substr(prefix.size(), key.size() - prefix.size() - suffix.size());
-    weights[name] = value;
-    total_weight += std::stod(value);
-  }
-  std::map<std::string, int64_t> tokens;
-  int64_t total_tokens = 0;
-  for (const MetricRow& row : run_metric_rows(db, r.id)) {
-    if (row.source_tokens.empty()) continue;
-    const nlohmann::json step = nlohmann::json::parse(row.source_tokens);
-    for (const auto& [name, count] : step.items()) {
-      tokens[name] += count.get<int64_t>();
-      total_tokens += count.get<int64_t>();
-    }
-  }
-  Table t{{"source", "weight", "asked", "tokens", "realised"}, {}, {false, true, true, true, true}};
-  if (total_tokens == 0) return t;
-  for (const auto& [name, weight] : weights) {
-    const int64_t taken = tokens.count(name) ? tokens.at(name) : 0;
-    t.rows.push_back({name, weight, fmt::format("{:.2f}%", 100 * std::stod(weight) / total_weight),
-                      std::to_string(taken),
-                      fmt::format("{:.2f}%", 100.0 * static_cast<double>(taken) /
-                                                 static_cast<double>(total_tokens))});
-  }
-  return t;
-}
-
 std::string metric_lines(HistoryDb& db, const RunRecord& r) {
   return key_values(
       {{"last", last_step_line(db, r)},
@@ -230,6 +192,41 @@ Table summary_side_by_side(const std::vector<RunRecord>& runs) {
 
 }  // namespace
 
+Table data_mixture_table(HistoryDb& db, const RunRecord& r) {
+  std::map<std::string, std::string> weights;  // as the config writes them
+  double total_weight = 0;
+  const std::string prefix = "data.sources.", suffix = ".weight";
+  for (const auto& [key, value] : flatten_config(r.config)) {
+    if (key.rfind(prefix, 0) != 0 || key.size() <= prefix.size() + suffix.size() ||
+        key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    const std::string name = key.substr(prefix.size(), key.size() - prefix.size() - suffix.size());
+    weights[name] = value;
+    total_weight += std::stod(value);
+  }
+  std::map<std::string, int64_t> tokens;
+  int64_t total_tokens = 0;
+  for (const MetricRow& row : run_metric_rows(db, r.id)) {
+    if (row.source_tokens.empty()) continue;
+    const nlohmann::json step = nlohmann::json::parse(row.source_tokens);
+    for (const auto& [name, count] : step.items()) {
+      tokens[name] += count.get<int64_t>();
+      total_tokens += count.get<int64_t>();
+    }
+  }
+  Table t{{"source", "weight", "asked", "tokens", "realised"}, {}, {false, true, true, true, true}};
+  if (total_tokens == 0) return t;
+  for (const auto& [name, weight] : weights) {
+    const int64_t taken = tokens.count(name) ? tokens.at(name) : 0;
+    t.rows.push_back({name, weight, fmt::format("{:.2f}%", 100 * std::stod(weight) / total_weight),
+                      std::to_string(taken),
+                      fmt::format("{:.2f}%", 100.0 * static_cast<double>(taken) /
+                                                 static_cast<double>(total_tokens))});
+  }
+  return t;
+}
+
 Table run_list_table(const std::vector<RunRecord>& runs) {
   Table t{{"id", "name", "status", "sweep", "created", "steps", "final_loss", "best_loss",
            "best_val", "tok/s", "duration"},
@@ -263,7 +260,7 @@ std::string describe_run(HistoryDb& db, const RunRecord& run) {
              : block("files, in the order applied (a later file's keys win)", files);
   const Table inputs = run_inputs_table(db, run.id);
   if (!inputs.rows.empty()) out += block("inputs, the files the run reads", inputs);
-  const Table mixture = mixture_table(db, run);
+  const Table mixture = data_mixture_table(db, run);
   if (!mixture.rows.empty()) {
     out += block(
         "data mixture: each source's share asked (its weight) and the share of the "

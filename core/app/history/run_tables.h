@@ -21,6 +21,12 @@ std::string format_run_list(const std::vector<RunRecord>& runs, const std::strin
 // `kiln runs show`: identity, timing, metrics summary, evals, snapshots, resumes and config.
 std::string describe_run(HistoryDb& db, const RunRecord& run);
 
+// A blend's mixture (data "blend"): per source, its weight, the share of rows that asks for
+// (weight / the sum of weights, from the config) and the tokens its steps took with their share
+// (the metrics' source_tokens). No rows for data of one source. `kiln runs show` and the
+// dashboard's run page show it.
+Table data_mixture_table(HistoryDb& db, const RunRecord& run);
+
 // The config keys whose values are not the same in every run (run.name left out: it labels
 // them), each with every run's value: "-" where a run lacks the key, "" quoted for an empty
 // string.
