@@ -8,10 +8,13 @@
 // "Fast splittable pseudorandom number generators", OOPSLA 2014; Java's SplittableRandom;
 // splitmix64_output in core/util/counter_hash.h):
 //
-//   step key   = splitmix(seed, step)         splitmix(s, i) = mix(s + (i + 1) *
-//   0x9E3779B97F4A7C15) site key   = splitmix(step key, site)     mix: SplitMix64's finaliser
-//   (Stafford's variant 13) sample key = splitmix(site key, sample) element    = splitmix(sample
-//   key, index)
+//   step key   = splitmix(seed, step)
+//   site key   = splitmix(step key, site)
+//   sample key = splitmix(site key, sample)
+//   element    = splitmix(sample key, index)
+//
+// where splitmix(s, i) = mix(s + (i + 1) * 0x9E3779B97F4A7C15) and mix is SplitMix64's finaliser
+// (Stafford's variant 13),
 //
 // so a sample's numbers do not depend on which rank holds it or how many micro-steps a step
 // has, and a tensor-parallel rank computes exactly its slice's numbers. The micro-step is not in

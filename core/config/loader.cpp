@@ -297,7 +297,7 @@ class ConfigLoader {
         (spec ? kept : dropped).push_back(path);
         if (!spec) continue;
       }
-      if (!spec) fail(w.key_at, unknown_key(schema, section.type, w.key, keys));
+      if (!spec) fail(w.key_at, unknown_key(schema, section.type, w, keys));
       if (auto problem = entry_name_problem(w.key)) fail(w.key_at, *problem);
       section.params.set(w.key, convert(*spec, *w.value, w.value_at, path));
       out.key_sources_[path] = KeySource{w.kind, w.value_at, ""};
@@ -321,9 +321,22 @@ class ConfigLoader {
   }
 
   static std::string unknown_key(const SectionSchema& schema, const std::string& type,
-                                 const std::string& name, const std::vector<ParamSpec>& keys) {
+                                 const Written& w, const std::vector<ParamSpec>& keys) {
+    if (auto problem = family_key_problem(keys, schema.name, w.key)) return *problem;
+    // A dotted key outside a family: a --set with too many parts, or a table in a file (its first
+    // part names the key the table stands in for).
+    const std::string name = w.key.substr(0, w.key.find('.'));
     const std::string path = schema.name + "." + name;
-    if (auto problem = family_key_problem(keys, schema.name, name)) return *problem;
+    if (name != w.key && w.kind == KeySource::Kind::kSet) {
+      return fmt::format(
+          "'{}.{}' is not a section.key path, e.g. train.steps (only a family's entries take more "
+          "parts, as data.sources.NAME.weight)",
+          schema.name, w.key);
+    }
+    if (const ParamSpec* plain = find_param(keys, name); plain && name != w.key) {
+      return fmt::format("'{}' must be {} ({}), got a table", path, type_name(plain->type),
+                         plain->doc);
+    }
     if (name == "extends") {
       return fmt::format(
           "unknown key '{}': extends = ... goes at the top of the file, before the first "

@@ -263,8 +263,12 @@ TEST(ConfigFamilies, AMisspelledFieldOrAnArrayOfTablesIsNamedWithTheFamilysKeys)
             std::string::npos);
   EXPECT_NE(error_of(blend, {"data.sources.web.weight=0"}).find("must be > 0"),
             std::string::npos);
-  // A plain section keeps refusing nested tables, naming the key.
-  EXPECT_NE(error_of("[train.schedule]\nwarmup = 2\n").find("unknown key 'train.schedule.warmup'"),
+  // A plain section keeps refusing nested tables, naming the table, and a --set of three parts.
+  EXPECT_NE(error_of("[train.schedule]\nwarmup = 2\n").find("unknown key 'train.schedule'"),
+            std::string::npos);
+  EXPECT_NE(error_of("[train]\nsteps = { value = 3 }\n").find("'train.steps' must be int"),
+            std::string::npos);
+  EXPECT_NE(error_of("", {"train.steps.x=1"}).find("'train.steps.x' is not a section.key path"),
             std::string::npos);
 }
 

@@ -159,6 +159,7 @@ TEST(RunIds, AStoreFromBeforeGetsUuidsNoFolderAndNoReusedIds) {
                    "DROP TABLE run_key_sources; DROP TABLE sweep_members; "
                    "DROP TABLE sweeps; ALTER TABLE runs DROP COLUMN config_json; "
                    "ALTER TABLE metrics DROP COLUMN counted_tokens; "
+                   "ALTER TABLE metrics DROP COLUMN source_tokens; "
                    "ALTER TABLE evals DROP COLUMN counted_tokens; "
                    "DROP TABLE run_config_hashes; DROP INDEX runs_by_uuid; "
                    "ALTER TABLE runs DROP COLUMN uuid; ALTER TABLE runs DROP COLUMN folder; "

@@ -51,6 +51,7 @@ TEST(RunSources, AStoreFromBeforeThemReadsAsNoneAndIsUpgradedByTheNextWriter) {
       "drop table task_scores; drop table run_input_files; drop table run_inputs; "
       "drop table run_files; drop table run_key_sources; drop table sweep_members; "
       "drop table sweeps; alter table metrics drop column counted_tokens; "
+      "alter table metrics drop column source_tokens; "
       "alter table evals drop column counted_tokens; alter table runs drop column config_json; "
       "pragma user_version = 5";
   ASSERT_EQ(sqlite3_exec(raw, older.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
