@@ -67,6 +67,25 @@ checkpoint.every = 0
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const auto weights = testing::query(db(), "select count(*) from runs where sweep = 'weights'");
   EXPECT_EQ(weights[0][0], "2");
+
+  // A random search draws it as any key: three trials, each member named by its draw.
+  const std::string search = dir_ / "search.toml";
+  testing::write_text(search, fmt::format(R"(base = "{}"
+name = "drawn"
+[search]
+type = "random"
+trials = 3
+[space]
+data.sources.small.weight = {{ uniform = [0.1, 0.9] }}
+)",
+                                          blend_experiment()));
+  auto drawn = run_kiln("sweep " + search + " --dry-run");
+  ASSERT_EQ(drawn.exit_code, 0) << drawn.output;
+  size_t members = 0;
+  for (size_t at = 0;
+       (at = drawn.output.find("data.sources.small.weight=", at)) != std::string::npos; ++at)
+    ++members;
+  EXPECT_EQ(members, 3u) << drawn.output;
 }
 
 TEST_F(Blend, ASourceCappedAtOneEpochIsRefusedAtTheStepItWouldRunOut) {

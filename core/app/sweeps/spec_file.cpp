@@ -44,14 +44,15 @@ std::string key_path(const std::string& prefix, const toml::key& key) {
   return prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
 }
 
-// `axis` in place of the axis of its key, or after the others.
-void put_axis(std::vector<SweepAxis>& axes, SweepAxis axis) {
+// `item` (an axis, a distribution) in place of the item of its key, or after the others.
+template <class Item>
+void put_by_key(std::vector<Item>& items, Item item) {
   auto same =
-      std::find_if(axes.begin(), axes.end(), [&](const SweepAxis& a) { return a.key == axis.key; });
-  if (same != axes.end()) {
-    *same = std::move(axis);
+      std::find_if(items.begin(), items.end(), [&](const Item& i) { return i.key == item.key; });
+  if (same != items.end()) {
+    *same = std::move(item);
   } else {
-    axes.push_back(std::move(axis));
+    items.push_back(std::move(item));
   }
 }
 
@@ -77,7 +78,7 @@ void read_axes(const toml::table& table, const std::string& prefix, std::vector<
       }
       axis.values.push_back(toml_text(element));
     }
-    put_axis(out, std::move(axis));
+    put_by_key(out, std::move(axis));
   }
 }
 
@@ -226,14 +227,17 @@ SweepDistribution read_distribution(const toml::node& node, const std::string& p
   return out;
 }
 
-// [space] optimizer.lr = { ... } parses as space.optimizer.lr: section tables, then the
-// distribution of each key.
+// [space] optimizer.lr = { ... } parses as space.optimizer.lr: section tables (and a family's
+// entries, data.sources.web: tables of tables), then the distribution of each key.
 void read_space(const toml::table& table, const std::string& prefix,
                 std::vector<SweepDistribution>& out) {
   for (auto&& [key, node] : table) {
     const std::string path = key_path(prefix, key);
-    if (prefix.empty()) {
-      const auto* section = node.as_table();
+    const auto* section = node.as_table();
+    const bool level = section && !section->empty() &&
+                       std::all_of(section->begin(), section->end(),
+                                   [](auto&& kv) { return kv.second.is_table(); });
+    if (prefix.empty() || level) {
       const auto is_distribution = [&](const std::string& name) { return section->contains(name); };
       if (!section ||
           std::any_of(distribution_names().begin(), distribution_names().end(), is_distribution)) {
@@ -246,14 +250,7 @@ void read_space(const toml::table& table, const std::string& prefix,
       read_space(*section, path, out);
       continue;
     }
-    SweepDistribution distribution = read_distribution(node, path);
-    auto same = std::find_if(out.begin(), out.end(),
-                             [&](const SweepDistribution& d) { return d.key == path; });
-    if (same != out.end()) {
-      *same = std::move(distribution);
-    } else {
-      out.push_back(std::move(distribution));
-    }
+    put_by_key(out, read_distribution(node, path));
   }
 }
 
@@ -391,7 +388,7 @@ SweepSpec load_sweep_file(const std::string& path) {
                     path));
   }
   // Seeds vary fastest, after the grid's own axes.
-  if (seeds) put_axis(spec.grid, std::move(*seeds));
+  if (seeds) put_by_key(spec.grid, std::move(*seeds));
   return spec;
 }
 
