@@ -24,6 +24,8 @@
 #include "core/api/activation_checkpoint.h"
 #include "core/api/document_positions.h"
 #include "core/api/dropout.h"
+#include "core/api/fused_rms_norm.h"
+#include "core/api/kernel_choice.h"
 #include "core/api/model.h"
 #include "core/api/rotary.h"
 #include "core/util/error.h"
@@ -38,27 +40,27 @@ struct LlamaOptions {
   double rope_factor, low_freq_factor, high_freq_factor;
   int64_t rope_original_context;
   bool tie_embeddings, qk_norm;
-  double dropout = 0;  // on the attention probabilities and each sublayer's output
+  bool fused_kernels = false;  // model.kernels = "fused": the RMSNorms on Kiln's CPU kernel
+  double dropout = 0;          // on the attention probabilities and each sublayer's output
   int64_t head_dim() const { return n_embd / n_head; }
 };
 
 class RmsNormImpl : public torch::nn::Module {
  public:
-  RmsNormImpl(int64_t dim, double eps) : eps_(eps) {
+  RmsNormImpl(int64_t dim, const LlamaOptions& o) : eps_(o.norm_eps), fused_(o.fused_kernels) {
     weight = register_parameter("weight", torch::ones({dim}));
   }
   torch::Tensor forward(const torch::Tensor& x) { return normalise(x, weight); }
   // In float32 whatever the input, as HF's LlamaRMSNorm, then back to the input's type, times
-  // `gain` (the weight, or what the caller made of it).
+  // `gain` (the weight, or what the caller made of it): core/api/fused_rms_norm.h.
   torch::Tensor normalise(const torch::Tensor& x, const torch::Tensor& gain) {
-    auto h = x.to(torch::kFloat);
-    h = h * torch::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps_);
-    return gain * h.to(x.scalar_type());
+    return rms_norm(x, gain, eps_, fused_);
   }
   torch::Tensor weight;
 
  private:
   double eps_;
+  bool fused_;
 };
 TORCH_MODULE(RmsNorm);
 
@@ -79,8 +81,8 @@ class AttentionImpl : public torch::nn::Module {
         o_proj(register_module("o_proj", linear(o.n_head * o.head_dim(), o.n_embd))) {
     // Qwen 3's spelling and place: RMSNorm over each head's dimensions, before the rotation.
     if (o.qk_norm) {
-      q_norm = register_module("q_norm", RmsNorm(head_dim_, o.norm_eps));
-      k_norm = register_module("k_norm", RmsNorm(head_dim_, o.norm_eps));
+      q_norm = register_module("q_norm", RmsNorm(head_dim_, o));
+      k_norm = register_module("k_norm", RmsNorm(head_dim_, o));
     }
     // A buffer so that it moves with the block to the block's device; a pure function of the
     // options, so a snapshot's copy is the same numbers.
@@ -180,9 +182,9 @@ class DecoderLayer : public Layer {
         drop_{o.dropout, layer},
         self_attn(register_module("self_attn", Attention(o, layer))),
         mlp(register_module("mlp", Mlp(o))),
-        input_layernorm(register_module("input_layernorm", RmsNorm(o.n_embd, o.norm_eps))),
+        input_layernorm(register_module("input_layernorm", RmsNorm(o.n_embd, o))),
         post_attention_layernorm(
-            register_module("post_attention_layernorm", RmsNorm(o.n_embd, o.norm_eps))) {}
+            register_module("post_attention_layernorm", RmsNorm(o.n_embd, o))) {}
 
   torch::Tensor forward(const torch::Tensor& x) override {
     if (!checkpoint_) return compute(x);
@@ -236,7 +238,7 @@ class Llama : public Model {
     blocks_ = register_module("layers", torch::nn::ModuleList());
     for (int64_t i = 0; i < o.n_layer; ++i)
       blocks_->push_back(std::make_shared<DecoderLayer>(o, i + 1, checkpointed_blocks[i]));
-    auto norm = register_module("norm", RmsNorm(o.n_embd, o.norm_eps));
+    auto norm = register_module("norm", RmsNorm(o.n_embd, o));
     torch::nn::Linear lm_head{nullptr};
     if (!o.tie_embeddings) lm_head = register_module("lm_head", linear(o.n_embd, o.vocab_size));
     head_ = std::make_shared<Head>(norm, lm_head, embed_tokens_);
@@ -400,6 +402,7 @@ LlamaOptions options_from(const Params& p) {
                  p.flag("tie_embeddings"),
                  p.flag("qk_norm")};
   o.dropout = p.real("dropout");
+  o.fused_kernels = uses_fused_kernels(p);
   if (o.n_kv_head == 0) o.n_kv_head = o.n_head;
   if (o.ffn_dim == 0) {
     o.ffn_dim = swiglu_width(o.n_embd, p.real("ffn_dim_multiplier"), p.integer("multiple_of"));
@@ -425,7 +428,7 @@ LlamaOptions options_from(const Params& p) {
 }
 
 std::vector<ParamSpec> llama_params() {
-  return with_activation_checkpointing(
+  return with_kernel_choice(with_activation_checkpointing(
       {ParamSpec::integer("n_layer", 12, "decoder blocks").at_least(1).at_most(10000),
        ParamSpec::integer("n_head", 12, "query heads per block").at_least(1).at_most(1 << 20),
        ParamSpec::integer("n_kv_head", 0, "key/value heads (grouped-query attention); 0 = n_head")
@@ -465,7 +468,7 @@ std::vector<ParamSpec> llama_params() {
                        "dropout on attention probabilities and each sublayer's output (Hugging "
                        "Face's Llama has attention_dropout only; an export leaves it at 0)")
            .at_least(0)
-           .at_most(0.95)});
+           .at_most(0.95)}));
 }
 
 const bool registered = ModelRegistry::add(

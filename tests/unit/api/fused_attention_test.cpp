@@ -3,11 +3,9 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <torch/nn/functional/loss.h>
 
 #include "core/api/fused_attention.h"
-#include "core/api/model.h"
-#include "core/config/config.h"
+#include "kernel_parity.h"
 
 namespace kiln {
 namespace {
@@ -92,28 +90,8 @@ TEST(FusedAttention, FallsBackToLibTorchsOpsForBfloat16AndTrainingDropout) {
 TEST(FusedAttention, GptLossAndGradientsMatchLibTorchsOps) {
   if (!fused_attention_applies(at::zeros({1, 1, 3}), 0.0, true))
     GTEST_SKIP() << "this LibTorch keeps its own attention kernel: nothing to compare";
-  auto run = [](const std::string& kernels) {
-    ResolvedConfig c = load_config_text(
-        "[model]\ntype = \"gpt\"\n", "t.toml",
-        {"model.n_layer=2", "model.n_head=2", "model.n_embd=64", "model.block_size=24",
-         "model.vocab_size=40", "model.kernels=" + kernels});
-    torch::manual_seed(3);
-    auto model = build_model(*ModelRegistry::create("gpt", c.params("model")));
-    auto tokens = torch::randint(40, {3, 24}, torch::kLong);
-    auto logits = model->forward(tokens.narrow(1, 0, 23));
-    auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                                     tokens.narrow(1, 1, 23).reshape({-1}));
-    loss.backward();
-    std::vector<at::Tensor> out = {loss.detach()};
-    for (const auto& p : model->parameters())
-      out.push_back(p.grad());
-    return out;
-  };
-  const auto fused = run("fused");
-  const auto ops = run("torch");
-  ASSERT_EQ(fused.size(), ops.size());
-  for (size_t i = 0; i < fused.size(); ++i)
-    EXPECT_LT(max_difference(fused[i], ops[i]), 1e-5) << "tensor " << i << " (0: the loss)";
+  testing::expect_fused_kernels_match_torch(
+      "gpt", {"model.n_layer=2", "model.n_head=2", "model.n_embd=64", "model.block_size=24"});
 }
 
 }  // namespace
