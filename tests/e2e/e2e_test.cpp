@@ -94,7 +94,7 @@ TEST_F(EndToEnd, PluginsListsKindsWithParameters) {
   ASSERT_EQ(result.exit_code, 0);
   for (const char* text :
        {"model plugins", "gpt", "n_layer", "optimizer plugins", "adamw", "sgd", "schedule plugins",
-        "cosine", "min_lr_ratio", "[train]", "batch_tokens"}) {
+        "cosine", "min_lr_ratio", "[train]", "batch_tokens", "blend", "sources.NAME.weight"}) {
     EXPECT_NE(result.output.find(text), std::string::npos) << text;
   }
 }

@@ -19,6 +19,14 @@ namespace {
 
 void print_params(const std::vector<ParamSpec>& params) {
   for (const auto& p : params) {
+    if (p.is_family()) {  // its entries' keys, as a [section.family.NAME] table takes them
+      std::cout << fmt::format("    {}.NAME.KEY  {}\n", p.name, p.doc);
+      std::vector<ParamSpec> fields = p.fields;
+      for (auto& f : fields)
+        f.name = p.name + ".NAME." + f.name;
+      print_params(fields);
+      continue;
+    }
     std::string range = p.describe_range();
     std::cout << fmt::format("    {:<16} {:<7} {:<14} {}{}{}\n", p.name, type_name(p.type),
                              format_value(p.default_value), p.doc,
