@@ -13,11 +13,13 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/api/tokenizer.h"
 #include "core/data/shard.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
+#include "core/util/text.h"
 
 namespace kiln {
 
@@ -25,10 +27,56 @@ namespace {
 
 constexpr size_t kChunkBytes = 1 << 20;
 
-std::vector<std::string> read_documents(const std::vector<std::string>& inputs) {
+// The documents of a JSON Lines file: each line's `field`, a string (blank lines are skipped).
+void read_json_lines(std::ifstream& in, const std::string& path, const std::string& field,
+                     std::vector<std::string>& documents) {
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = fmt::format("{}:{}", path, number);
+    nlohmann::json record;
+    try {
+      record = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw UserError(fmt::format(
+          "{}: not JSON (a syntax error at byte {}): fix the line, or leave out --field to read "
+          "the file as text",
+          where, e.byte));
+    } catch (const nlohmann::json::exception& e) {
+      throw UserError(where + ": not readable JSON: " + json_reason(e.what()));
+    }
+    if (!record.is_object() || !record.contains(field) || !record[field].is_string()) {
+      throw UserError(fmt::format(
+          "{}: no string field \"{}\": with --field {} every line is a JSON object holding its "
+          "document's text there",
+          where, field, field));
+    }
+    documents.push_back(record[field].get<std::string>());
+  }
+}
+
+// The inputs' files: each as given, or a glob's matches in sorted order.
+std::vector<std::string> input_files(const std::vector<std::string>& inputs) {
+  std::vector<std::string> files;
+  for (const auto& input : inputs) {
+    if (input.find_first_of("*?[") == std::string::npos) {
+      files.push_back(input);
+      continue;
+    }
+    const std::vector<std::string> matched = glob_files(input);
+    if (matched.empty()) {
+      throw UserError(fmt::format("'{}' matches no file: fix the pattern", input));
+    }
+    files.insert(files.end(), matched.begin(), matched.end());
+  }
+  return files;
+}
+
+std::vector<std::string> read_documents(const std::vector<std::string>& inputs,
+                                        const std::string& field) {
   std::vector<std::string> documents;
   size_t total = 0;
-  for (const auto& path : inputs) {
+  for (const auto& path : input_files(inputs)) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) {
       throw UserError(fmt::format("'{}' is a directory: give the text files in it (e.g. {}/*.txt)",
@@ -39,10 +87,16 @@ std::vector<std::string> read_documents(const std::vector<std::string>& inputs) 
       throw UserError(fmt::format("cannot read text file '{}': {}: check the path", path,
                                   std::strerror(errno)));
     }
-    std::stringstream text;
-    text << in.rdbuf();
-    documents.push_back(text.str());
-    total += documents.back().size();
+    const size_t before = documents.size();
+    if (field.empty()) {
+      std::stringstream text;
+      text << in.rdbuf();
+      documents.push_back(text.str());
+    } else {
+      read_json_lines(in, path, field, documents);
+    }
+    for (size_t d = before; d < documents.size(); ++d)
+      total += documents[d].size();
   }
   if (total == 0) throw UserError("the input text is empty: nothing to tokenize");
   return documents;
@@ -149,11 +203,11 @@ PrepareSummary prepare_dataset(const PrepareOptions& options,
                                const std::function<void(const std::string&)>& progress) {
   check_options(options);
   auto tokenizer = new_tokenizer(options.tokenizer, options.tokenizer_file);
-  const std::vector<std::string> documents = read_documents(options.inputs);
+  const std::vector<std::string> documents = read_documents(options.inputs, options.field);
   size_t bytes = 0;
   for (const auto& d : documents)
     bytes += d.size();
-  progress(fmt::format("read {} bytes from {} file(s)", bytes, documents.size()));
+  progress(fmt::format("read {} bytes: {} document(s)", bytes, documents.size()));
   std::string corpus;
   for (const auto& d : documents)
     corpus += d;

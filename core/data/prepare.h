@@ -1,7 +1,9 @@
 // `kiln prepare`: text files -> token shards (llm.c format: uint16 ids, or uint32 when the
 // vocabulary has more than 65,536) plus the tokenizer that made them.
-// Each file is a document. The tokens split in order: train, then the last val_fraction and
-// test_fraction as validation and test. Encoding runs on every core.
+// Each file is a document, or with `field` each line of a JSON Lines file is one (its `field`).
+// An input with *, ? or [ is a glob, its files taken in sorted order. The tokens split in order:
+// train, then the last val_fraction and test_fraction as validation and test. Encoding runs on
+// every core.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +14,8 @@
 namespace kiln {
 
 struct PrepareOptions {
-  std::vector<std::string> inputs;
+  std::vector<std::string> inputs;  // files or globs
+  std::string field;                // non-empty: the inputs are JSON Lines, a document a line
   std::string tokenizer = "char";
   std::string tokenizer_file;  // for a tokenizer that reads one (hf: a tokenizer.json)
   std::string out_dir;

@@ -30,7 +30,10 @@ int prepare_command(const PrepareOptions& options) {
 ChosenCommand add_prepare_command(CLI::App& app) {
   auto prep = std::make_shared<PrepareOptions>();
   CLI::App* prepare = app.add_subcommand("prepare", "tokenize text files into token shards");
-  prepare->add_option("text", prep->inputs, "text file(s)")->required();
+  prepare->add_option("text", prep->inputs, "text file(s) or globs (quoted: \"corpus/*.txt\")")
+      ->required();
+  prepare->add_option("--field", prep->field,
+                      "read the inputs as JSON Lines, each line's FIELD (a string) a document");
   prepare->add_option("--tokenizer", prep->tokenizer, "tokenizer plugin")->capture_default_str();
   prepare->add_option("--tokenizer-file", prep->tokenizer_file,
                       "vocabulary file of a tokenizer that reads one (hf: tokenizer.json)");
