@@ -23,51 +23,31 @@ const char* type_name(ParamType type) {
   return "?";
 }
 
+namespace {
+
+// A plain key: the struct's defaults for everything else (hashed, no bounds, no choices).
+ParamSpec plain_key(std::string name, ParamType type, ParamValue def, std::string doc) {
+  ParamSpec spec;
+  spec.name = std::move(name);
+  spec.type = type;
+  spec.default_value = std::move(def);
+  spec.doc = std::move(doc);
+  return spec;
+}
+
+}  // namespace
+
 ParamSpec ParamSpec::integer(std::string name, int64_t def, std::string doc) {
-  return ParamSpec{std::move(name), ParamType::kInt, def, std::move(doc), {}, {}, {}, true,
-                   false,           false,           {},  false};
+  return plain_key(std::move(name), ParamType::kInt, def, std::move(doc));
 }
 ParamSpec ParamSpec::real(std::string name, double def, std::string doc) {
-  return ParamSpec{std::move(name),
-                   ParamType::kFloat,
-                   def,
-                   std::move(doc),
-                   {},
-                   {},
-                   {},
-                   true,
-                   false,
-                   false,
-                   {},
-                   false};
+  return plain_key(std::move(name), ParamType::kFloat, def, std::move(doc));
 }
 ParamSpec ParamSpec::flag(std::string name, bool def, std::string doc) {
-  return ParamSpec{std::move(name),
-                   ParamType::kBool,
-                   def,
-                   std::move(doc),
-                   {},
-                   {},
-                   {},
-                   true,
-                   false,
-                   false,
-                   {},
-                   false};
+  return plain_key(std::move(name), ParamType::kBool, def, std::move(doc));
 }
 ParamSpec ParamSpec::text(std::string name, std::string def, std::string doc) {
-  return ParamSpec{std::move(name),
-                   ParamType::kString,
-                   std::move(def),
-                   std::move(doc),
-                   {},
-                   {},
-                   {},
-                   true,
-                   false,
-                   false,
-                   {},
-                   false};
+  return plain_key(std::move(name), ParamType::kString, std::move(def), std::move(doc));
 }
 
 ParamSpec ParamSpec::family(std::string name, std::string doc, std::vector<ParamSpec> fields) {

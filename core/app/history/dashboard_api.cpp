@@ -184,14 +184,6 @@ Json metrics_view(HistoryDb& db, const DashboardParams& params) {
   }
   Statement resumes(db.connection(), "SELECT count(*) FROM resumes WHERE run_id = ?", {run.id});
   resumes.step();
-  Json mixture = Json::array();
-  for (const auto& row : data_mixture_table(db, run).rows) {
-    mixture.push_back({{"source", row[0]},
-                       {"weight", row[1]},
-                       {"asked", row[2]},
-                       {"tokens", row[3]},
-                       {"realised", row[4]}});
-  }
   return {{"run", run_rows({run}).at(0)},
           {"resumes", resumes.integer(0)},
           {"more", more},

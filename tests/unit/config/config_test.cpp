@@ -261,8 +261,7 @@ TEST(ConfigFamilies, AMisspelledFieldOrAnArrayOfTablesIsNamedWithTheFamilysKeys)
             std::string::npos);
   EXPECT_NE(error_of(blend + "[[data.sources]]\nweight = 1\n").find("holds named tables"),
             std::string::npos);
-  EXPECT_NE(error_of(blend, {"data.sources.web.weight=0"}).find("must be > 0"),
-            std::string::npos);
+  EXPECT_NE(error_of(blend, {"data.sources.web.weight=0"}).find("must be > 0"), std::string::npos);
   // A plain section keeps refusing nested tables, naming the table, and a --set of three parts.
   EXPECT_NE(error_of("[train.schedule]\nwarmup = 2\n").find("unknown key 'train.schedule'"),
             std::string::npos);
