@@ -26,8 +26,9 @@ const std::vector<SectionSchema>& config_sections() {
             .unhashed(),
         P::text("sweep", "", "the sweep this run belongs to (kiln sweep sets it)").unhashed(),
         P::integer("threads", 0,
-                   "CPU threads for LibTorch; 0 = the cores / Kiln processes on this "
-                   "machine, rechecked between steps (core/util/core_share.h)")
+                   "CPU threads for LibTorch; 0 = OMP_NUM_THREADS if set, else the cores / "
+                   "Kiln processes on this machine, rechecked between steps "
+                   "(core/util/core_share.h). Curves match bit for bit only at a fixed count")
             .at_least(0)
             .at_most(1024),
         P::text("device", "auto",

@@ -27,15 +27,25 @@ int cores() {
 
 }  // namespace
 
-// run.threads = 0: the cores shared among the Kiln processes on this machine, and at least among
-// this run's ranks (LOCAL_WORLD_SIZE, set by torchrun and kiln launch), which may not all have
-// registered yet. More threads than cores make OpenMP's spinning workers fight: steps ran 10-25x
-// slower here with 4 ranks of 2 threads on 2 cores.
+int fixed_threads(const RunOptions& run) {
+  if (run.threads > 0) return static_cast<int>(run.threads);
+  const auto omp = env_text("OMP_NUM_THREADS");
+  if (!omp) return 0;
+  // Its first number, as OpenMP reads "4,2"; anything else libgomp has already warned of and
+  // ignored when it loaded, and so does Kiln.
+  const auto first = parse_integer(omp->substr(0, omp->find(',')), 1, 1024);
+  return first ? static_cast<int>(*first) : 0;
+}
+
+// Without fixed threads: the cores shared among the Kiln processes on this machine, and at least
+// among this run's ranks (LOCAL_WORLD_SIZE, set by torchrun and kiln launch), which may not all
+// have registered yet. More threads than cores make OpenMP's spinning workers fight: steps ran
+// 10-25x slower here with 4 ranks of 2 threads on 2 cores.
 std::shared_ptr<CoreShare> apply_runtime_settings(const RunOptions& run) {
   auto share = std::make_shared<CoreShare>(cores());
   const int processes = std::max(ranks_on_this_machine(), share->processes());
-  at::set_num_threads(
-      static_cast<int>(run.threads > 0 ? run.threads : std::max(1, cores() / processes)));
+  const int fixed = fixed_threads(run);
+  at::set_num_threads(fixed > 0 ? fixed : std::max(1, cores() / processes));
   torch::manual_seed(static_cast<uint64_t>(run.seed));
   return share;
 }

@@ -13,6 +13,7 @@
 
 #include "core/store/tensorboard/run_log.h"
 #include "core/train/memory_check.h"
+#include "core/train/run_device.h"
 #include "core/train/task_suite.h"
 #include "core/util/blas_kernels.h"
 #include "core/util/error.h"
@@ -103,10 +104,13 @@ void Session::print_header() {
     console_.line("tensorboard: " + tensorboard_run_folder(tensorboard, name_) + "/");
   }
   console_.line(fmt::format(
-      "model {}: {:.2f}M parameters, context {} | device {}{} | {} CPU threads",
+      "model {}: {:.2f}M parameters, context {} | device {}{} | {} CPU threads{}",
       config.type("model"), run_.model_plan->parameters / 1e6, run_.model->context_length(),
       run_.device.str(), run_.device_note.empty() ? "" : " (" + run_.device_note + ")",
-      at::get_num_threads()));
+      at::get_num_threads(),
+      fixed_threads(run_.options) > 0 ? ""
+                                      : " (this machine's share among Kiln processes; curves "
+                                        "match bit for bit at a fixed run.threads)"));
   console_.line(blas_report().text());
   console_.line("data: " + run_.train_data->describe());
   // Ranks that read the same batches (pipeline stages, a tensor-parallel group) count once.

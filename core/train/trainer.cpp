@@ -11,6 +11,7 @@
 
 #include "core/api/document_positions.h"
 #include "core/train/phase_clock.h"
+#include "core/train/run_device.h"
 #include "core/util/fault.h"
 
 namespace kiln {
@@ -19,7 +20,8 @@ Trainer::Trainer(AssembledRun& run)
     : run_(run),
       parameters_(run.model->parameters()),
       masked_(run.train_data && run.train_data->masks_loss()),
-      trace_(SampleTrace::from_environment(run.parallel->rank())) {
+      trace_(SampleTrace::from_environment(run.parallel->rank())),
+      threads_fixed_(fixed_threads(run.options) > 0) {
   if (run.train.cuda_graphs) {
     graph_ = std::make_unique<CapturedMicroStep>(
         run, [this](const at::Tensor& inputs, const at::Tensor& targets) {
@@ -155,7 +157,7 @@ StepStats Trainer::train_step(int64_t step) {
   StepStats stats;
   stats.step = step;
   step_ = step;
-  if (run_.core_share && run_.options.threads == 0) run_.core_share->rebalance();
+  if (run_.core_share && !threads_fixed_) run_.core_share->rebalance();
   stats.source_tokens = run_.train_data->source_tokens();  // so far: the step's are the change
   stats.lr = run_.schedule->lr(step - 1);
   set_lr(optimizer, stats.lr);

@@ -6,9 +6,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <string>
 #include <thread>
 
 #include <signal.h>
@@ -44,13 +46,18 @@ std::vector<std::vector<std::string>> lines_starting(const std::string& output,
 }
 
 // The environment variable set for one kiln command, unset after it.
+// Sets (or with nullptr, unsets) a variable for the scope, then puts back what was there.
 class ScopedEnv {
  public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* was = std::getenv(name)) was_ = was;
+    value ? setenv(name, value, 1) : unsetenv(name);
+  }
+  ~ScopedEnv() { was_ ? setenv(name_, was_->c_str(), 1) : unsetenv(name_); }
 
  private:
   const char* name_;
+  std::optional<std::string> was_;
 };
 
 TEST_F(Bench, RecordThenAgainstPrintsTheRatioToTheRecordedResult) {
@@ -133,6 +140,7 @@ TEST_F(Bench, TheBlasLineNamesTheKernelsOpenBlasReports) {
 TEST_F(Bench, ASecondKilnProcessStartsWithItsShareOfTheCores) {
   testing::TempDir runtime;
   ScopedEnv registry("XDG_RUNTIME_DIR", runtime.str().c_str());
+  ScopedEnv shared("OMP_NUM_THREADS", nullptr);  // ctest fixes a thread per test (CMakeLists.txt)
   const std::string exp = experiment();
   const std::string running = runtime / "kiln/running";
   const pid_t first =
@@ -146,6 +154,12 @@ TEST_F(Bench, ASecondKilnProcessStartsWithItsShareOfTheCores) {
       },
       std::chrono::seconds(120));
   auto second = run_kiln("bench " + exp + " --steps 1 --warmup 0 --set run.threads=0");
+  // OMP_NUM_THREADS fixes the count as run.threads does: nothing is shared.
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  auto pinned = [&] {
+    ScopedEnv omp("OMP_NUM_THREADS", std::to_string(cores).c_str());
+    return run_kiln("bench " + exp + " --steps 1 --warmup 0 --set run.threads=0");
+  }();
   ::kill(first, SIGKILL);
   ::waitpid(first, nullptr, 0);
   ASSERT_TRUE(registered) << testing::read_file(dir_ / "long.log");
@@ -154,6 +168,10 @@ TEST_F(Bench, ASecondKilnProcessStartsWithItsShareOfTheCores) {
   EXPECT_NE(second.output.find(fmt::format("{} thread{};", share, share == 1 ? "" : "s")),
             std::string::npos)
       << second.output;
+  ASSERT_EQ(pinned.exit_code, 0) << pinned.output;
+  EXPECT_NE(pinned.output.find(fmt::format("{} thread{};", cores, cores == 1 ? "" : "s")),
+            std::string::npos)
+      << pinned.output;
   // The killed run's entry is stale: the next count removes it.
   CoreShare counter(2);
   EXPECT_EQ(counter.processes(), 1);
