@@ -18,13 +18,14 @@ class CharTokenizer : public Tokenizer {
     if (saved.contains("bytes")) set_alphabet(saved["bytes"].get<std::vector<int>>());
   }
 
-  void fit(const std::string& corpus) override {
-    std::array<bool, 256> seen{};
-    for (unsigned char c : corpus)
-      seen[c] = true;
+  bool learns_from_corpus() const override { return true; }
+
+  void fit(const std::string& piece) override {
+    for (unsigned char c : piece)
+      seen_[c] = true;
     std::vector<int> alphabet;
     for (int b = 0; b < 256; ++b) {
-      if (seen[b]) alphabet.push_back(b);
+      if (seen_[b]) alphabet.push_back(b);
     }
     set_alphabet(alphabet);
   }
@@ -66,6 +67,7 @@ class CharTokenizer : public Tokenizer {
 
   std::vector<int> bytes_;
   std::array<int, 256> id_of_{};
+  std::array<bool, 256> seen_{};  // the bytes fit() has met
 };
 
 const bool registered = TokenizerRegistry::add(

@@ -19,10 +19,13 @@ namespace kiln {
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  // Learns what it needs from the corpus (a character set, say); fixed vocabularies ignore it.
-  // Called once by `kiln prepare`, with every input document joined, on a tokenizer created
-  // with empty `saved`, before any other call.
-  virtual void fit(const std::string& corpus) { (void)corpus; }
+  // Whether it learns its vocabulary from the corpus (a character set, say); `kiln prepare`
+  // then reads every input once more, through fit(), before encoding any.
+  virtual bool learns_from_corpus() const { return false; }
+  // Learns from a piece of the corpus; the vocabulary is what every piece so far needs. Called
+  // by `kiln prepare` with the input documents in pieces, in order, on a tokenizer created with
+  // empty `saved`, before any other call.
+  virtual void fit(const std::string& piece) { (void)piece; }
   // `kiln prepare` encodes chunks of each document (cut at line ends) from several threads at
   // once, so encode must be safe to call concurrently; `kiln sample` encodes the prompt.
   virtual std::vector<uint32_t> encode(const std::string& text) const = 0;

@@ -2,186 +2,46 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
+#include <chrono>
 #include <cmath>
-#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/api/tokenizer.h"
+#include "core/data/prepare_input.h"
 #include "core/data/shard.h"
+#include "core/data/token_spool.h"
 #include "core/util/error.h"
+#include "core/util/fault.h"
 #include "core/util/fs.h"
+#include "core/util/stop_signal.h"
 #include "core/util/text.h"
 
 namespace kiln {
 
+namespace fs = std::filesystem;
+
 namespace {
 
-constexpr size_t kChunkBytes = 1 << 20;
+// OUT/.prepare/: the work of a prepare not yet published. state.json says where the inputs
+// stopped and how many tokens tokens.bin holds then (bytes past them are a batch cut short);
+// shards/ holds the finished shards and tokenizer.json until they are renamed into OUT.
+constexpr const char* kStaging = ".prepare";
+constexpr const char* kState = "state.json";
+constexpr const char* kTokens = "tokens.bin";
+constexpr const char* kShards = "shards";
+const char* const kSplits[] = {"train", "val", "test"};
 
-// The documents of a JSON Lines file: each line's `field`, a string (blank lines are skipped).
-void read_json_lines(std::ifstream& in, const std::string& path, const std::string& field,
-                     std::vector<std::string>& documents) {
-  std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = fmt::format("{}:{}", path, number);
-    nlohmann::json record;
-    try {
-      record = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw UserError(fmt::format(
-          "{}: not JSON (a syntax error at byte {}): fix the line, or leave out --field to read "
-          "the file as text",
-          where, e.byte));
-    } catch (const nlohmann::json::exception& e) {
-      throw UserError(where + ": not readable JSON: " + json_reason(e.what()));
-    }
-    if (!record.is_object() || !record.contains(field) || !record[field].is_string()) {
-      throw UserError(fmt::format(
-          "{}: no string field \"{}\": with --field {} every line is a JSON object holding its "
-          "document's text there",
-          where, field, field));
-    }
-    documents.push_back(record[field].get<std::string>());
-  }
-}
+using Clock = std::chrono::steady_clock;
 
-// The inputs' files: each as given, or a glob's matches in sorted order.
-std::vector<std::string> input_files(const std::vector<std::string>& inputs) {
-  std::vector<std::string> files;
-  for (const auto& input : inputs) {
-    if (input.find_first_of("*?[") == std::string::npos) {
-      files.push_back(input);
-      continue;
-    }
-    const std::vector<std::string> matched = glob_files(input);
-    if (matched.empty()) {
-      throw UserError(fmt::format("'{}' matches no file: fix the pattern", input));
-    }
-    files.insert(files.end(), matched.begin(), matched.end());
-  }
-  return files;
-}
-
-std::vector<std::string> read_documents(const std::vector<std::string>& inputs,
-                                        const std::string& field) {
-  std::vector<std::string> documents;
-  size_t total = 0;
-  for (const auto& path : input_files(inputs)) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) {
-      throw UserError(fmt::format("'{}' is a directory: give the text files in it (e.g. {}/*.txt)",
-                                  path, path));
-    }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      throw UserError(fmt::format("cannot read text file '{}': {}: check the path", path,
-                                  std::strerror(errno)));
-    }
-    const size_t before = documents.size();
-    if (field.empty()) {
-      std::stringstream text;
-      text << in.rdbuf();
-      documents.push_back(text.str());
-    } else {
-      read_json_lines(in, path, field, documents);
-    }
-    for (size_t d = before; d < documents.size(); ++d)
-      total += documents[d].size();
-  }
-  if (total == 0) throw UserError("the input text is empty: nothing to tokenize");
-  return documents;
-}
-
-// Cuts a document into pieces of about kChunkBytes that encode independently: each cut falls
-// right after a newline and before a non-space character, where no byte-level BPE pre-token
-// (nor any character token) can span the cut.
-std::vector<std::string_view> chunks_of(const std::string& text) {
-  std::vector<std::string_view> out;
-  size_t begin = 0;
-  while (begin < text.size()) {
-    size_t cut = std::min(text.size(), begin + kChunkBytes);
-    while (cut < text.size() &&
-           !(text[cut - 1] == '\n' && !std::isspace(static_cast<unsigned char>(text[cut])))) {
-      ++cut;
-    }
-    out.emplace_back(text.data() + begin, cut - begin);
-    begin = cut;
-  }
-  return out;
-}
-
-// Encodes every chunk on all cores; the result keeps the chunks' order.
-std::vector<std::vector<uint32_t>> encode_parallel(
-    const Tokenizer& tokenizer, const std::vector<std::string_view>& chunks,
-    const std::function<void(const std::string&)>& progress) {
-  std::vector<std::vector<uint32_t>> encoded(chunks.size());
-  std::atomic<size_t> next{0}, done{0};
-  std::exception_ptr failure;
-  std::mutex mutex;
-  auto work = [&] {
-    for (size_t i = next++; i < chunks.size(); i = next++) {
-      try {
-        encoded[i] = tokenizer.encode(std::string(chunks[i]));
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!failure) failure = std::current_exception();
-        next = chunks.size();
-      }
-      const size_t finished = ++done;
-      if (chunks.size() >= 10 && finished % (chunks.size() / 10) == 0) {
-        std::lock_guard<std::mutex> lock(mutex);
-        progress(fmt::format("encoded {}% ({} of {} chunks)", 100 * finished / chunks.size(),
-                             finished, chunks.size()));
-      }
-    }
-  };
-  const size_t threads =
-      std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), chunks.size()));
-  std::vector<std::thread> pool;
-  for (size_t t = 0; t < threads; ++t)
-    pool.emplace_back(work);
-  for (auto& t : pool)
-    t.join();
-  if (failure) std::rethrow_exception(failure);
-  return encoded;
-}
-
-// Writes tokens[begin, end) as shards named <split>_NNNNNN.bin, of uint32 ids when `wide` and
-// of uint16 otherwise (llm.c's GPT-2 shards, half the size); removes older, higher-numbered
-// shards of the split left by a previous prepare, so the glob sees only this dataset.
-int64_t write_split(const std::vector<uint32_t>& tokens, size_t begin, size_t end, bool wide,
-                    const std::string& dir, const std::string& split, int64_t shard_tokens) {
-  int64_t index = 0;
-  for (size_t at = begin; at < end; at += static_cast<size_t>(shard_tokens), ++index) {
-    const size_t stop = std::min(end, at + static_cast<size_t>(shard_tokens));
-    const std::string path = fmt::format("{}/{}_{:06}.bin", dir, split, index);
-    if (wide) {
-      write_shard(path, std::vector<uint32_t>(tokens.begin() + at, tokens.begin() + stop));
-    } else {
-      write_shard(path, std::vector<uint16_t>(tokens.begin() + at, tokens.begin() + stop));
-    }
-  }
-  for (const auto& stale : glob_files(fmt::format("{}/{}_*.bin", dir, split))) {
-    // Only the files this naming scheme writes: <split>_<digits>.bin.
-    const std::string digits =
-        std::filesystem::path(stale).stem().string().substr(split.size() + 1);
-    if (digits.empty() || digits.size() > 12 ||
-        digits.find_first_not_of("0123456789") != std::string::npos) {
-      continue;
-    }
-    if (std::stoll(digits) >= index) std::filesystem::remove(stale);
-  }
-  return index;
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 void check_options(const PrepareOptions& options) {
@@ -195,60 +55,297 @@ void check_options(const PrepareOptions& options) {
                     options.val_fraction, options.test_fraction));
   }
   if (options.shard_tokens < 1) throw UserError("--shard-tokens must be at least 1");
+  if (options.threads < 0) throw UserError("--threads must be 0 (every core) or more");
+}
+
+// A file as a resume must find it again: its size and modification time.
+nlohmann::json stamp(const std::string& path) {
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  const auto time = fs::last_write_time(path, ec);
+  return {path, ec ? -1 : static_cast<int64_t>(size),
+          ec ? 0 : static_cast<int64_t>(time.time_since_epoch().count())};
+}
+
+// What the tokens depend on; a resume with any of it changed would join two datasets.
+nlohmann::json fingerprint(const PrepareOptions& options, const std::vector<std::string>& files) {
+  nlohmann::json inputs = nlohmann::json::array();
+  for (const auto& path : files)
+    inputs.push_back(stamp(path));
+  return {{"inputs", inputs},
+          {"field", options.field},
+          {"tokenizer", options.tokenizer},
+          {"tokenizer_file",
+           options.tokenizer_file.empty() ? nlohmann::json() : stamp(options.tokenizer_file)},
+          {"piece_bytes", options.piece_bytes}};
+}
+
+struct EncodeState {
+  InputPosition at;
+  int64_t tokens = 0;      // in tokens.bin, all whole
+  int64_t text_bytes = 0;  // of the documents encoded
+  bool encoded = false;    // every input is in tokens.bin
+};
+
+void save_state(const std::string& staging, const nlohmann::json& print, const EncodeState& s) {
+  const nlohmann::json state = {{"fingerprint", print},  {"file", s.at.file},
+                                {"offset", s.at.offset}, {"line", s.at.line},
+                                {"tokens", s.tokens},    {"text_bytes", s.text_bytes},
+                                {"encoded", s.encoded}};
+  write_file_atomic(staging + "/" + kState, state.dump() + "\n");
+}
+
+// The state of the interrupted prepare in `staging`, for --resume.
+EncodeState load_state(const std::string& staging, const nlohmann::json& print) {
+  const std::string path = staging + "/" + kState;
+  const std::string restart = "run without --resume to start over";
+  if (!fs::exists(path)) {
+    throw UserError(
+        fmt::format("--resume: {}/ holds no interrupted prepare (no {}): run without --resume",
+                    staging, kState));
+  }
+  nlohmann::json state;
+  try {
+    std::ifstream in(path);
+    state = nlohmann::json::parse(in);
+    for (const auto& [key, value] : print.items()) {
+      if (state.at("fingerprint").at(key) != value) {
+        throw UserError(
+            fmt::format("--resume: the interrupted prepare in {}/ had other {} ({}): {}", staging,
+                        key, state["fingerprint"][key].dump(), restart));
+      }
+    }
+    EncodeState s;
+    s.at = {state.at("file").get<int64_t>(), state.at("offset").get<int64_t>(),
+            state.at("line").get<int64_t>()};
+    s.tokens = state.at("tokens").get<int64_t>();
+    s.text_bytes = state.at("text_bytes").get<int64_t>();
+    s.encoded = state.at("encoded").get<bool>();
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(
+        fmt::format("--resume: {} is damaged ({}): {}", path, json_reason(e.what()), restart));
+  }
+}
+
+// Each unit's ids, on `threads` threads; the end-of-text id goes before each document.
+std::vector<std::vector<uint32_t>> encode_batch(const Tokenizer& tokenizer,
+                                                const std::vector<EncodeUnit>& units, int threads) {
+  std::vector<std::vector<uint32_t>> encoded(units.size());
+  const auto separator = tokenizer.end_of_text();
+  std::atomic<size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex mutex;
+  auto work = [&] {
+    for (size_t i = next++; i < units.size(); i = next++) {
+      try {
+        for (size_t p = 0; p < units[i].pieces.size(); ++p) {
+          if (separator && units[i].starts_document[p]) encoded[i].push_back(*separator);
+          const auto ids = tokenizer.encode(units[i].pieces[p]);
+          encoded[i].insert(encoded[i].end(), ids.begin(), ids.end());
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!failure) failure = std::current_exception();
+        next = units.size();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < std::min<int>(threads, static_cast<int>(units.size())); ++t)
+    pool.emplace_back(work);
+  work();
+  for (auto& t : pool)
+    t.join();
+  if (failure) std::rethrow_exception(failure);
+  return encoded;
+}
+
+// Reads the inputs from `state` on and appends their tokens to the spool, a batch of units at a
+// time, saving the state after each batch.
+void encode_pass(const Tokenizer& tokenizer, const std::vector<std::string>& files,
+                 const PrepareOptions& options, int threads, const std::string& staging,
+                 const nlohmann::json& print, TokenSpool& spool, EncodeState& state,
+                 const PrepareReport& report) {
+  PrepareInput input(files, options.field, state.at, options.piece_bytes);
+  const auto start = Clock::now();
+  const int64_t bytes_at_start = input.bytes_done(), tokens_at_start = state.tokens;
+  std::vector<EncodeUnit> batch(static_cast<size_t>(2 * threads));
+  for (bool more = true; more && !StopSignal::requested();) {
+    size_t filled = 0;
+    while (filled < batch.size() && input.next(batch[filled]))
+      ++filled;
+    more = filled == batch.size();
+    batch.resize(filled);
+    for (const auto& ids : encode_batch(tokenizer, batch, threads))
+      spool.append(ids);
+    for (const auto& unit : batch) {
+      for (const auto& piece : unit.pieces)
+        state.text_bytes += static_cast<int64_t>(piece.size());
+    }
+    batch.resize(static_cast<size_t>(2 * threads));
+    spool.sync();
+    fault_point("prepare.unrecorded");
+    state.at = input.position();
+    state.tokens = spool.tokens();
+    state.encoded = !more;
+    save_state(staging, print, state);
+    if (report.status) {
+      report.status({"encode", input.bytes_done(), input.bytes_total(), bytes_at_start,
+                     state.tokens, tokens_at_start, seconds_since(start)});
+    }
+  }
+}
+
+// The tokenizer's vocabulary from every document (tokenizers that learn one: char).
+void fit_pass(Tokenizer& tokenizer, const std::vector<std::string>& files,
+              const PrepareOptions& options, const PrepareReport& report) {
+  PrepareInput input(files, options.field, {}, options.piece_bytes);
+  const auto start = Clock::now();
+  EncodeUnit unit;
+  for (int64_t units = 1; !StopSignal::requested() && input.next(unit); ++units) {
+    for (const auto& piece : unit.pieces)
+      tokenizer.fit(piece);
+    if (report.status && units % 16 == 0) {
+      report.status(
+          {"fit", input.bytes_done(), input.bytes_total(), 0, 0, 0, seconds_since(start)});
+    }
+  }
+}
+
+// Writes tokens [begin, end) of the spool as shards <split>_NNNNNN.bin in `dir`; their count.
+int64_t write_split(const TokenSpool& spool, int64_t begin, int64_t end, const std::string& dir,
+                    const std::string& split, int64_t shard_tokens) {
+  int64_t index = 0;
+  for (int64_t at = begin; at < end; at += shard_tokens, ++index) {
+    const int64_t stop = std::min(end, at + shard_tokens);
+    write_shard_from(fmt::format("{}/{}_{:06}.bin", dir, split, index), spool.wide(), stop - at,
+                     [&](int64_t from, int64_t count, std::string& bytes) {
+                       spool.read(at + from, count, bytes);
+                     });
+  }
+  return index;
+}
+
+// Moves the finished shards and tokenizer.json from `from` into `out`, and removes the shards of
+// an older prepare that the new ones do not replace (higher-numbered), so a glob of a split
+// sees only this dataset.
+void publish(const std::string& from, const std::string& out, const int64_t (&shards)[3]) {
+  bool first = true;
+  for (const auto& entry : fs::directory_iterator(from)) {
+    fs::rename(entry.path(), fs::path(out) / entry.path().filename());
+    if (first) fault_point("prepare.publishing");
+    first = false;
+  }
+  for (int s = 0; s < 3; ++s) {
+    const std::string split = kSplits[s];
+    for (const auto& stale : glob_files(fmt::format("{}/{}_*.bin", out, split))) {
+      const std::string digits = fs::path(stale).stem().string().substr(split.size() + 1);
+      if (digits.empty() || digits.size() > 12 ||
+          digits.find_first_not_of("0123456789") != std::string::npos) {
+        continue;  // not a name this scheme writes
+      }
+      if (std::stoll(digits) >= shards[s]) fs::remove(stale);
+    }
+  }
+  sync_dir(out);
+}
+
+// A fresh staging folder, or the interrupted prepare's state in it (--resume).
+EncodeState open_staging(const PrepareOptions& options, const std::string& staging,
+                         const nlohmann::json& print, const PrepareReport& report) {
+  if (options.resume) return load_state(staging, print);
+  if (fs::exists(staging)) {
+    if (report.line) {
+      report.line(
+          fmt::format("an interrupted prepare's work in {}/ is discarded (--resume goes "
+                      "on with it instead)",
+                      staging));
+    }
+    fs::remove_all(staging);
+  }
+  fs::create_directories(staging);
+  save_state(staging, print, {});  // a kill in the first batch resumes from the start
+  return {};
+}
+
+PrepareSummary prepare_staged(const PrepareOptions& options, const std::string& staging,
+                              const PrepareReport& report) {
+  const std::vector<std::string> files = prepare_input_files(options.inputs);
+  auto tokenizer = new_tokenizer(options.tokenizer, options.tokenizer_file);
+  const nlohmann::json print = fingerprint(options, files);
+  EncodeState state = open_staging(options, staging, print, report);
+  const int threads = options.threads > 0
+                          ? options.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (tokenizer->learns_from_corpus()) fit_pass(*tokenizer, files, options, report);
+  const bool wide = tokenizer->vocab_size() > 65536;  // ids that uint16 shards cannot hold
+  TokenSpool spool(staging + "/" + kTokens, wide, state.tokens);
+  if (options.resume && report.line) {
+    report.line(fmt::format("resuming with {} tokens encoded, at {}:{}", state.tokens,
+                            state.at.file < static_cast<int64_t>(files.size())
+                                ? files[static_cast<size_t>(state.at.file)]
+                                : "the end",
+                            state.at.line));
+  }
+  const auto start = Clock::now();
+  if (!state.encoded) {
+    encode_pass(*tokenizer, files, options, threads, staging, print, spool, state, report);
+    if (!state.encoded) {  // a signal
+      PrepareSummary stopped;
+      stopped.interrupted = true;
+      return stopped;
+    }
+  }
+  if (state.text_bytes == 0) throw UserError("the input text is empty: nothing to tokenize");
+  if (report.line) {
+    report.line(
+        fmt::format("encoded {} tokens with tokenizer '{}' ({} ids, {}-bit shards) on {} "
+                    "threads in {:.1f} s",
+                    spool.tokens(), options.tokenizer, tokenizer->vocab_size(), wide ? 32 : 16,
+                    threads, seconds_since(start)));
+  }
+
+  const int64_t total = spool.tokens();
+  auto share = [&](double fraction) {
+    return static_cast<int64_t>(std::llround(static_cast<double>(total) * fraction));
+  };
+  const int64_t test_at = total - share(options.test_fraction);
+  const int64_t val_at = test_at - share(options.val_fraction);
+  const int64_t bounds[4] = {0, val_at, test_at, total};
+  const std::string shards_dir = staging + "/" + kShards;
+  fs::remove_all(shards_dir);  // a publish cut short writes them again
+  fs::create_directories(shards_dir);
+  int64_t shards[3];
+  for (int s = 0; s < 3; ++s) {
+    shards[s] =
+        write_split(spool, bounds[s], bounds[s + 1], shards_dir, kSplits[s], options.shard_tokens);
+  }
+  save_tokenizer(*tokenizer, options.tokenizer, shards_dir);
+  publish(shards_dir, options.out_dir, shards);
+  PrepareSummary summary{val_at,    test_at - val_at, total - test_at,        shards[0],
+                         shards[1], shards[2],        tokenizer->vocab_size()};
+  return summary;
 }
 
 }  // namespace
 
-PrepareSummary prepare_dataset(const PrepareOptions& options,
-                               const std::function<void(const std::string&)>& progress) {
+PrepareSummary prepare_dataset(const PrepareOptions& options, const PrepareReport& report) {
   check_options(options);
-  auto tokenizer = new_tokenizer(options.tokenizer, options.tokenizer_file);
-  const std::vector<std::string> documents = read_documents(options.inputs, options.field);
-  size_t bytes = 0;
-  for (const auto& d : documents)
-    bytes += d.size();
-  progress(fmt::format("read {} bytes: {} document(s)", bytes, documents.size()));
-  std::string corpus;
-  for (const auto& d : documents)
-    corpus += d;
-  tokenizer->fit(corpus);
-  const bool wide = tokenizer->vocab_size() > 65536;  // ids that uint16 shards cannot hold
-
-  // Each document is preceded by the end-of-text token where the tokenizer has one, as GPT-2's
-  // training data is (and llm.c's shards are).
-  std::vector<uint32_t> tokens;
-  const auto separator = tokenizer->end_of_text();
-  for (const auto& document : documents) {
-    if (separator) tokens.push_back(*separator);
-    for (const auto& ids : encode_parallel(*tokenizer, chunks_of(document), progress)) {
-      tokens.insert(tokens.end(), ids.begin(), ids.end());
-    }
+  const std::string staging = options.out_dir + "/" + kStaging;
+  ensure_parent_dir(staging);
+  try {
+    const StopSignal stop;
+    PrepareSummary summary = prepare_staged(options, staging, report);
+    if (!summary.interrupted) fs::remove_all(staging);
+    return summary;
+  } catch (const UserError&) {
+    // A mistake in the inputs or options, or a write that failed (a full disk): what was
+    // encoded is removed, not left behind half done. A resume refused keeps it for a resume
+    // with the right options; only a kill leaves it otherwise.
+    if (!options.resume) fs::remove_all(staging);
+    throw;
   }
-  progress(
-      fmt::format("encoded {} tokens with tokenizer '{}' ({} ids, {}-bit shards) on {} "
-                  "threads",
-                  tokens.size(), options.tokenizer, tokenizer->vocab_size(), wide ? 32 : 16,
-                  std::thread::hardware_concurrency()));
-
-  auto share = [&](double fraction) {
-    return static_cast<size_t>(std::llround(static_cast<double>(tokens.size()) * fraction));
-  };
-  const size_t test_at = tokens.size() - share(options.test_fraction);
-  const size_t val_at = test_at - share(options.val_fraction);
-  ensure_parent_dir(options.out_dir + "/tokenizer.json");
-  PrepareSummary summary;
-  summary.train_shards =
-      write_split(tokens, 0, val_at, wide, options.out_dir, "train", options.shard_tokens);
-  summary.val_shards =
-      write_split(tokens, val_at, test_at, wide, options.out_dir, "val", options.shard_tokens);
-  summary.test_shards = write_split(tokens, test_at, tokens.size(), wide, options.out_dir, "test",
-                                    options.shard_tokens);
-  save_tokenizer(*tokenizer, options.tokenizer, options.out_dir);
-  summary.train_tokens = static_cast<int64_t>(val_at);
-  summary.val_tokens = static_cast<int64_t>(test_at - val_at);
-  summary.test_tokens = static_cast<int64_t>(tokens.size() - test_at);
-  summary.vocab_size = tokenizer->vocab_size();
-  return summary;
 }
 
 }  // namespace kiln

@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <utility>
 
@@ -260,16 +262,21 @@ void ShardFile::read(int64_t first, int64_t count, uint32_t* out) const {
 
 namespace {
 
-template <class Token>
-void write_llmc(const std::string& path, const std::vector<Token>& tokens, int32_t version) {
-  if (tokens.size() > static_cast<size_t>(INT32_MAX)) {
+// An llm.c header for `count` tokens; a UserError when the format's int32 count cannot hold it.
+std::string llmc_header(const std::string& path, uint64_t count, int32_t version) {
+  if (count > static_cast<uint64_t>(INT32_MAX)) {
     throw UserError(
         fmt::format("shard '{}' would hold {} tokens, more than the format's int32 "
                     "count allows: use a smaller --shard-tokens",
-                    path, tokens.size()));
+                    path, count));
   }
-  int32_t header[kShardHeaderInts] = {kShardMagic, version, static_cast<int32_t>(tokens.size())};
-  std::string bytes(reinterpret_cast<const char*>(header), kShardHeaderBytes);
+  int32_t header[kShardHeaderInts] = {kShardMagic, version, static_cast<int32_t>(count)};
+  return std::string(reinterpret_cast<const char*>(header), kShardHeaderBytes);
+}
+
+template <class Token>
+void write_llmc(const std::string& path, const std::vector<Token>& tokens, int32_t version) {
+  std::string bytes = llmc_header(path, tokens.size(), version);
   bytes.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(Token));
   write_file_atomic(path, bytes);
 }
@@ -282,6 +289,21 @@ void write_shard(const std::string& path, const std::vector<uint16_t>& tokens) {
 
 void write_shard(const std::string& path, const std::vector<uint32_t>& tokens) {
   write_llmc(path, tokens, kShardVersion32);
+}
+
+void write_shard_from(const std::string& path, bool wide, int64_t count,
+                      const std::function<void(int64_t, int64_t, std::string&)>& read) {
+  constexpr int64_t kBlockTokens = 1 << 20;
+  SyncedFileWriter file(path);
+  const std::string header =
+      llmc_header(path, static_cast<uint64_t>(count), wide ? kShardVersion32 : kShardVersion);
+  file.write(header.data(), header.size());
+  std::string block;
+  for (int64_t at = 0; at < count; at += kBlockTokens) {
+    read(at, std::min(kBlockTokens, count - at), block);
+    file.write(block.data(), block.size());
+  }
+  file.finish();
 }
 
 }  // namespace kiln

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -61,5 +62,10 @@ class ShardFile {
 // tokens, version 2 for uint32.
 void write_shard(const std::string& path, const std::vector<uint16_t>& tokens);
 void write_shard(const std::string& path, const std::vector<uint32_t>& tokens);
+// Writes an llm.c shard of `count` tokens (uint32 when `wide`) at `path` and fsyncs it, with no
+// rename: for a folder whose finished files are moved into place (`kiln prepare`). `read(from,
+// n, bytes)` gives tokens [from, from + n) as their little-endian bytes, a block at a time.
+void write_shard_from(const std::string& path, bool wide, int64_t count,
+                      const std::function<void(int64_t, int64_t, std::string&)>& read);
 
 }  // namespace kiln

@@ -53,16 +53,12 @@ void ensure_parent_dir(const std::string& path) {
   }
 }
 
-namespace {
-
-[[noreturn]] void fail_io(const char* what, const std::string& path, int err) {
+void fail_io(const char* what, const std::string& path, int err) {
   throw UserError(
       fmt::format("cannot {} '{}': {}: check the path, its permissions and free disk "
                   "space",
                   what, path, std::strerror(err)));
 }
-
-}  // namespace
 
 void write_file_synced(const std::string& path, const std::string& contents) {
   SyncedFileWriter file(path);

@@ -20,6 +20,10 @@ void ensure_parent_dir(const std::string& path);
 // the names of runs made before that rule inside their run.out_dir.)
 bool is_contained_name(const std::string& name);
 
+// The UserError of a failed system call on a file: "cannot WHAT 'PATH': strerror(err): check
+// the path, its permissions and free disk space".
+[[noreturn]] void fail_io(const char* what, const std::string& path, int err);
+
 // A file written to a new temporary beside `path` (`path.<pid>-<n>.tmp`), flushed, fsync'ed and
 // renamed over `path`: readers see the old file or the new one, never half of one, and no
 // existing file but `path` itself is ever replaced.

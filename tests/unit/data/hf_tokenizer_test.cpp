@@ -281,7 +281,7 @@ TEST(HfTokenizer, VocabulariesBeyond65536IdsPrepareThirtyTwoBitShards) {
   options.tokenizer_file = dir / "tokenizer.json";
   options.out_dir = dir / "data";
   options.val_fraction = 0;
-  const PrepareSummary summary = prepare_dataset(options, [](const std::string&) {});
+  const PrepareSummary summary = prepare_dataset(options);
   EXPECT_EQ(summary.vocab_size, 100001);
   // "hello" " there": h+e merge in both words; the space is its own byte.
   auto byte = [](char c) { return 70000u + static_cast<unsigned char>(c); };

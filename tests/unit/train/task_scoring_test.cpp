@@ -50,7 +50,7 @@ class TaskScoring : public ::testing::Test {
     PrepareOptions prepare;
     prepare.inputs = {dir_ / "corpus.txt"};
     prepare.out_dir = dir_ / "data";
-    prepare_dataset(prepare, [](const std::string&) {});
+    prepare_dataset(prepare);
     tokenizer_ = load_tokenizer(dir_ / "data");
     write_text(dir_ / "run.toml", fmt::format(R"([run]
 seed = 11
