@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/app/sweeps/tpe.h"
 #include "tiny_run.h"
 
 namespace kiln {
@@ -237,6 +238,58 @@ TEST_F(Sweep, RandomSearchRunsItsDrawsAndBestPrintsTheWinnersConfig) {
                                  "no sweep 'nope'");
   testing::expect_one_error_line(run_kiln("sweep best rs --by 'max(kjv.acc)' --db " + db()),
                                  "sweep best rs --by max(kjv.acc)", "unknown metric 'kjv.acc'");
+}
+
+// A tpe search runs its startup trials as a random search's draws, then proposes each later trial
+// from the store: its values are what tpe_propose gives for the losses this test reads from the
+// store itself, and the same sweep run again proposes the same trials, so it skips them all.
+TEST_F(Sweep, TpeProposesFromTheStoredLossesAndARerunProposesTheSameTrials) {
+  const std::string exp = experiment();
+  const std::string file = dir_ / "tpe.toml";
+  testing::write_text(file, "base = \"" + exp +
+                                "\"\nname = \"tp\"\n[search]\ntype = \"tpe\"\ntrials = 5\n"
+                                "startup = 3\nseed = 2\nmetric = \"loss\"\n[space]\n"
+                                "optimizer.lr = { log_uniform = [1e-4, 3e-2] }\n"
+                                "[set]\ntrain.steps = 6\n");
+  auto dry = run_kiln("sweep " + file + " --dry-run");
+  ASSERT_EQ(dry.exit_code, 0) << dry.output;
+  EXPECT_NE(dry.output.find("and 2 trials more, which TPE proposes"), std::string::npos)
+      << dry.output;
+  auto ran = run_kiln("sweep " + file);
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_EQ(scalar(db(), "select count(*) from runs where sweep = 'tp' and status = 'completed'"),
+            "5");
+  SweepDistribution lr;
+  lr.key = "optimizer.lr";
+  lr.kind = SweepDistribution::Kind::kLogUniform;
+  lr.low = 1e-4;
+  lr.high = 3e-2;
+  std::vector<TpeTrial> finished;
+  for (int trial = 0; trial < 5; ++trial) {
+    const auto rows = testing::query(
+        db(),
+        "select r.name, min(m.loss) from runs r join metrics m on m.run_id = r.id where "
+        "r.name like 'tp/trial=" +
+            std::to_string(trial) + ",%' group by r.id");
+    ASSERT_EQ(rows.size(), 1u) << "trial " << trial << "\n" << ran.output;
+    const std::string value = rows[0][0].substr(rows[0][0].find("optimizer.lr=") + 13);
+    if (trial >= 3) {
+      EXPECT_EQ(value, tpe_propose({lr}, finished, 2, trial, {3})[0]) << "trial " << trial;
+    } else {
+      EXPECT_EQ(value, sample_value(lr, 2, trial)) << "trial " << trial;
+      EXPECT_NE(dry.output.find(rows[0][0]), std::string::npos) << dry.output;
+    }
+    finished.push_back({{value}, std::stod(rows[0][1])});
+  }
+  auto again = run_kiln("sweep " + file);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(scalar(db(), "select count(*) from runs where sweep = 'tp'"), "5") << again.output;
+  size_t skipped = 0;
+  for (size_t at = again.output.find("(completed)"); at != std::string::npos;
+       at = again.output.find("(completed)", at + 1)) {
+    ++skipped;
+  }
+  EXPECT_EQ(skipped, 5u) << again.output;
 }
 
 }  // namespace

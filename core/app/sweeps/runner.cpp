@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <list>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "core/app/history/seed_groups.h"
 #include "core/app/sweeps/check.h"
 #include "core/app/sweeps/member.h"
+#include "core/app/sweeps/tpe_trials.h"
 #include "core/config/canonical.h"
 #include "core/config/config.h"
 #include "core/config/options.h"
@@ -106,20 +108,25 @@ void report_finished(const SweepRun& sweep, const MemberProcess& child, size_t f
                     format_duration(seconds)));
 }
 
-// Runs the queue, `jobs` members at a time. A SIGINT or SIGTERM starts no new member and is
-// passed on to the running ones, which snapshot and stop; then it returns true.
-bool run_members(const SweepRun& sweep, const std::vector<const SweepMember*>& queue,
+// The next member to start, asked when a worker is free; null when none is left.
+using NextMember = std::function<const SweepMember*()>;
+
+// Runs the members `next` gives, `jobs` at a time (`total` of them, for the progress lines). A
+// SIGINT or SIGTERM starts no new member and is passed on to the running ones, which snapshot
+// and stop; then it returns true.
+bool run_members(const SweepRun& sweep, const NextMember& next, size_t total,
                  const std::function<void(const std::string&)>& print) {
   const StopSignal stop;
   int forwarded = 0;
   std::vector<MemberProcess> running;
-  size_t next = 0, finished = 0;
-  while (next < queue.size() || !running.empty()) {
-    while (!StopSignal::requested() && next < queue.size() &&
-           static_cast<int>(running.size()) < sweep.jobs) {
-      running.push_back(start_member(sweep.launch, *queue[next++], print));
+  size_t finished = 0;
+  for (bool more = true;;) {
+    while (more && !StopSignal::requested() && static_cast<int>(running.size()) < sweep.jobs) {
+      const SweepMember* member = next();
+      more = member != nullptr;
+      if (more) running.push_back(start_member(sweep.launch, *member, print));
     }
-    if (running.empty()) break;  // stopped before the rest of the queue started
+    if (running.empty()) break;  // all ended, or stopped before the rest started
     std::vector<Process*> processes;
     for (auto& c : running)
       processes.push_back(&c.process);
@@ -135,7 +142,7 @@ bool run_members(const SweepRun& sweep, const std::vector<const SweepMember*>& q
       }
       continue;
     }
-    report_finished(sweep, running[*ended], ++finished, queue.size(), print);
+    report_finished(sweep, running[*ended], ++finished, total, print);
     running.erase(running.begin() + static_cast<std::ptrdiff_t>(*ended));
   }
   return StopSignal::requested();
@@ -217,6 +224,10 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
     print(fmt::format("sweep '{}': {} members, each assembled without training; nothing run",
                       spec.name, members.size()));
     print(members_table(spec, checks));
+    if (spec.search.type == SweepSearch::Type::kTpe && spec.search.trials > spec.search.startup) {
+      print(fmt::format("and {} trials more, which TPE proposes as the ones before them end",
+                        spec.search.trials - spec.search.startup));
+    }
     return {};
   }
   const RunOptions base = run_options(load_config(spec.base, spec.fixed));
@@ -232,7 +243,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
   if (jobs > 1) launch.threads = threads;
   const SweepRun sweep{spec, launch, jobs};
 
-  const std::vector<const SweepMember*> queue =
+  std::vector<const SweepMember*> queue =
       members_to_run(sweep.launch, members, options.changed, print);
   {
     // --sort orders the summary at the end: a key it cannot sort by is reported now, not after
@@ -245,7 +256,26 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
                   "in {}/<member>@<id>/console.log",
                   spec.name, members.size(), queue.size(), jobs,
                   jobs > 1 ? static_cast<unsigned>(threads) : cores, base.out_dir));
-  const bool interrupted = run_members(sweep, queue, print);
+  // A tpe search proposes its later trials when the queue is done, one per free worker.
+  std::optional<TpeTrials> tpe;
+  if (spec.search.type == SweepSearch::Type::kTpe) tpe.emplace(spec, sweep.launch.db);
+  std::list<std::vector<SweepMember>> proposed;  // stable: the queue points into them
+  size_t at = 0;
+  const NextMember next = [&]() -> const SweepMember* {
+    while (at == queue.size() && tpe && tpe->left() > 0) {
+      proposed.push_back(tpe->next());
+      const auto more = members_to_run(sweep.launch, proposed.back(), options.changed, print);
+      queue.insert(queue.end(), more.begin(), more.end());
+    }
+    return at < queue.size() ? queue[at++] : nullptr;
+  };
+  const size_t per_trial =
+      members.size() /
+      static_cast<size_t>(std::max<int64_t>(1, std::min(spec.search.trials, spec.search.startup)));
+  const size_t total = queue.size() + (tpe ? static_cast<size_t>(tpe->left()) * per_trial : 0);
+  const bool interrupted = run_members(sweep, next, total, print);
+  for (const auto& trial : proposed)
+    members.insert(members.end(), trial.begin(), trial.end());
   return {print_summary(sweep, members, options.sort, print), interrupted};
 }
 

@@ -83,14 +83,19 @@ std::string sample_value(const SweepDistribution& d, int64_t seed, int64_t trial
   }
   if (d.kind == Kind::kIntUniform) {
     const double span = d.high - d.low + 1;
-    return format_value(static_cast<int64_t>(d.low + std::min(span - 1, std::floor(u * span))));
+    return value_text(d, d.low + std::min(span - 1, std::floor(u * span)));
   }
-  const double x = d.kind == Kind::kLogUniform
-                       ? std::exp(std::log(d.low) + u * (std::log(d.high) - std::log(d.low)))
-                       : d.low + u * (d.high - d.low);
+  return value_text(d, d.kind == Kind::kLogUniform
+                           ? std::exp(std::log(d.low) + u * (std::log(d.high) - std::log(d.low)))
+                           : d.low + u * (d.high - d.low));
+}
+
+std::string value_text(const SweepDistribution& d, double x) {
+  if (d.kind == SweepDistribution::Kind::kIntUniform) {
+    return format_value(static_cast<int64_t>(std::clamp(std::round(x), d.low, d.high)));
+  }
   // Four significant digits: names a person can read, values a config can hold exactly.
-  const double rounded = std::clamp(std::stod(fmt::format("{:.4g}", x)), d.low, d.high);
-  return format_value(rounded);
+  return format_value(std::clamp(std::stod(fmt::format("{:.4g}", x)), d.low, d.high));
 }
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 // The [search] and [space] of a sweep file (the format is in core/app/sweeps/spec.h): what a
-// search is judged by, and the distribution of each key a random search varies, from which
-// every trial draws its value as a pure function of the sweep's seed, the trial and the key.
+// search is judged by, and the distribution of each key a random or TPE search varies, from which
+// every random trial draws its value as a pure function of the sweep's seed, the trial and the
+// key.
 // Kept apart from core/app/sweeps/spec.cpp, which expands the members, because drawing values
 // and checking the search's metric against what the members log are tasks of their own.
 #pragma once
@@ -24,9 +25,15 @@ struct SweepDistribution {
 };
 
 struct SweepSearch {
-  bool random = false;  // type = "random"; false: "grid"
+  // grid: the members the file lists; random: `trials` draws from [space]; tpe: the first
+  // `startup` trials drawn as random's, the others proposed by TPE from the finished ones
+  // (core/app/sweeps/tpe.h) while the sweep runs.
+  enum class Type { kGrid, kRandom, kTpe };
+  Type type = Type::kGrid;
+  bool draws() const { return type != Type::kGrid; }  // its trials come from [space]
   int64_t trials = 0;
   int64_t seed = 0;
+  int64_t startup = 10;  // tpe
   // What the search is judged by: a metric the members log (loss, lr, grad_norm,
   // tokens_per_sec, val_loss, or a task's TASK.METRIC) and whether lower or higher is better;
   // the members' summary is sorted by its best value. "" = none.
@@ -44,6 +51,9 @@ std::string search_sort_key(const SweepSearch& search);
 // drawn from splitmix64 of (seed, trial, key) rounded to 4 significant digits (and kept in its
 // bounds), an integer, or one of the choices.
 std::string sample_value(const SweepDistribution& distribution, int64_t seed, int64_t trial);
+// A numeric distribution's value `x` as TOML text, in its bounds: int_uniform's rounded to the
+// nearest integer, the others' to 4 significant digits.
+std::string value_text(const SweepDistribution& distribution, double x);
 
 // The search's metric is one the members log: a per-step metric, val_loss with evaluations on,
 // or a metric of a task in the base's eval.tasks (its [set] applied); a UserError otherwise.

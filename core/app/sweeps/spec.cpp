@@ -78,24 +78,31 @@ void check_variant_keys(const SweepSpec& spec) {
 // samples.
 void check_search(const SweepSpec& spec) {
   const SweepSearch& search = spec.search;
-  if (!search.random) {
+  if (!search.draws()) {
     if (!spec.space.empty()) {
       throw UserError(
-          fmt::format("{}: [space] gives distributions, which only a random search "
+          fmt::format("{}: [space] gives distributions, which only a random or tpe search "
                       "draws from: add [search] type = \"random\" and trials = N",
                       spec.space.front().where));
     }
     return;
   }
+  const char* type = search.type == SweepSearch::Type::kTpe ? "tpe" : "random";
   if (search.trials < 1) {
     throw UserError(
-        fmt::format("{}: a random search needs trials = N (how many draws)", search.where));
+        fmt::format("{}: a {} search needs trials = N (how many draws)", search.where, type));
   }
   if (spec.space.empty()) {
     throw UserError(
-        fmt::format("{}: a random search needs [space], a distribution per key it "
+        fmt::format("{}: a {} search needs [space], a distribution per key it "
                     "varies, e.g. optimizer.lr = {{ log_uniform = [1e-4, 3e-2] }}",
-                    search.where));
+                    search.where, type));
+  }
+  if (search.type == SweepSearch::Type::kTpe && search.metric.empty()) {
+    throw UserError(fmt::format(
+        "{}: a tpe search needs metric = \"...\" (what it minimises, or maximises with "
+        "mode = \"max\"): the trials it proposes follow the finished ones' values of it",
+        search.where));
   }
   for (const auto& d : spec.space) {
     if (const char* other = other_place_of(spec, d.key, /*variants=*/true)) {
@@ -105,11 +112,15 @@ void check_search(const SweepSpec& spec) {
   }
 }
 
-// Every trial's sampled values, in [space] order.
+// The sampled values of every trial known before the sweep runs, in [space] order: a random
+// search's, or a tpe search's startup trials.
 std::vector<Combination> trials(const SweepSpec& spec) {
   std::vector<Combination> out;
-  if (!spec.search.random) return {{}};
-  for (int64_t t = 0; t < spec.search.trials; ++t) {
+  if (!spec.search.draws()) return {{}};
+  const int64_t known = spec.search.type == SweepSearch::Type::kTpe
+                            ? std::min(spec.search.trials, spec.search.startup)
+                            : spec.search.trials;
+  for (int64_t t = 0; t < known; ++t) {
     Combination values;
     for (const auto& d : spec.space)
       values.emplace_back(d.key, sample_value(d, spec.search.seed, t));
@@ -122,7 +133,7 @@ std::vector<Combination> trials(const SweepSpec& spec) {
 void check_shape(const SweepSpec& spec) {
   check_search(spec);
   check_metric(spec);
-  if (spec.grid.empty() && spec.zip.empty() && spec.variants.empty() && !spec.search.random) {
+  if (spec.grid.empty() && spec.zip.empty() && spec.variants.empty() && !spec.search.draws()) {
     throw UserError(
         "the sweep varies nothing: give [grid], [zip], [[variant]] or seeds (or --grid/--zip)");
   }
@@ -136,7 +147,7 @@ void check_shape(const SweepSpec& spec) {
   }
   double count = spec.zip.empty() ? 1.0 : static_cast<double>(spec.zip.front().values.size());
   count *= static_cast<double>(std::max<size_t>(1, spec.variants.size()));
-  if (spec.search.random) count *= static_cast<double>(spec.search.trials);
+  if (spec.search.draws()) count *= static_cast<double>(spec.search.trials);
   for (const auto& axis : spec.grid)
     count *= static_cast<double>(axis.values.size());
   if (count > static_cast<double>(kMaxMembers)) {
@@ -200,6 +211,62 @@ void check_variants(const SweepSpec& spec) {
   }
 }
 
+// A member: [set]'s overrides, then the variant's, the grid point's and the trial's draws
+// (`trial` < 0: no search), named <sweep>/<labels> and its config loaded, so that a typo stops
+// the sweep before anything runs.
+SweepMember make_member(const SweepSpec& spec, const SweepVariant& variant,
+                        const Combination& combo, int64_t trial, const Combination& draws) {
+  SweepMember member{"", spec.fixed};
+  member.overrides.insert(member.overrides.end(), variant.overrides.begin(),
+                          variant.overrides.end());
+  std::vector<std::string> labels;
+  if (!variant.overrides.empty()) labels.push_back(variant_label(variant));
+  auto add = [&](const Combination& values) {
+    for (const auto& [key, value] : values) {
+      member.overrides.push_back(key + "=" + value);
+      labels.push_back(key + "=" + label_of(value));
+    }
+  };
+  add(combo);
+  if (trial >= 0) labels.push_back(fmt::format("trial={}", trial));
+  add(draws);
+  member.name = spec.name + "/" + join(labels, ",");
+  check_name("sweep member name", member.name);
+  try {
+    load_config(spec.base, member.overrides);
+  } catch (const UserError& e) {
+    throw UserError(fmt::format("sweep member '{}': {}", member.name, e.what()));
+  }
+  return member;
+}
+
+// Members by variant, then grid point, then trial; two of one name are an error.
+std::vector<SweepMember> members_of(const SweepSpec& spec, int64_t first_trial,
+                                    const std::vector<Combination>& draws) {
+  // No variant: the members are the grid's alone.
+  std::vector<SweepVariant> variants = spec.variants;
+  if (variants.empty()) variants.emplace_back();
+  const std::vector<Combination> combos = combinations(spec);
+  std::vector<SweepMember> members;
+  std::set<std::string> names;
+  for (const auto& variant : variants) {
+    for (const auto& combo : combos) {
+      for (size_t t = 0; t < draws.size(); ++t) {
+        const int64_t trial =
+            spec.search.draws() ? first_trial + static_cast<int64_t>(t) : int64_t{-1};
+        members.push_back(make_member(spec, variant, combo, trial, draws[t]));
+        if (!names.insert(members.back().name).second) {
+          throw UserError(fmt::format(
+              "two members of the sweep are named '{}': give the variants (or values) distinct "
+              "names",
+              members.back().name));
+        }
+      }
+    }
+  }
+  return members;
+}
+
 }  // namespace
 
 std::vector<SweepMember> expand_sweep(const SweepSpec& spec) {
@@ -208,49 +275,15 @@ std::vector<SweepMember> expand_sweep(const SweepSpec& spec) {
   check_name("sweep name", spec.name);
   check_shape(spec);
   check_variants(spec);
-  // No variant: the members are the grid's alone.
-  std::vector<SweepVariant> variants = spec.variants;
-  if (variants.empty()) variants.emplace_back();
-  const std::vector<Combination> combos = combinations(spec);
-  const std::vector<Combination> draws = trials(spec);
-  std::vector<SweepMember> members;
-  std::set<std::string> names;
-  for (const auto& variant : variants) {
-    for (const auto& combo : combos) {
-      for (size_t trial = 0; trial < draws.size(); ++trial) {
-        SweepMember member{"", spec.fixed};
-        member.overrides.insert(member.overrides.end(), variant.overrides.begin(),
-                                variant.overrides.end());
-        std::vector<std::string> labels;
-        if (!variant.overrides.empty()) labels.push_back(variant_label(variant));
-        for (const auto& [key, value] : combo) {
-          member.overrides.push_back(key + "=" + value);
-          labels.push_back(key + "=" + label_of(value));
-        }
-        if (spec.search.random) labels.push_back(fmt::format("trial={}", trial));
-        for (const auto& [key, value] : draws[trial]) {
-          member.overrides.push_back(key + "=" + value);
-          labels.push_back(key + "=" + label_of(value));
-        }
-        member.name = spec.name + "/" + join(labels, ",");
-        check_name("sweep member name", member.name);
-        if (!names.insert(member.name).second) {
-          throw UserError(fmt::format(
-              "two members of the sweep are named '{}': give the variants (or values) distinct "
-              "names",
-              member.name));
-        }
-        // Every member's config is checked now, so a typo stops the sweep before anything runs.
-        try {
-          load_config(spec.base, member.overrides);
-        } catch (const UserError& e) {
-          throw UserError(fmt::format("sweep member '{}': {}", member.name, e.what()));
-        }
-        members.push_back(std::move(member));
-      }
-    }
-  }
-  return members;
+  return members_of(spec, 0, trials(spec));
+}
+
+std::vector<SweepMember> trial_members(const SweepSpec& spec, int64_t trial,
+                                       const std::vector<std::string>& values) {
+  Combination draws;
+  for (size_t k = 0; k < spec.space.size(); ++k)
+    draws.emplace_back(spec.space[k].key, values[k]);
+  return members_of(spec, trial, {draws});
 }
 
 }  // namespace kiln

@@ -17,8 +17,10 @@
 //   optimizer.type = "lion"
 //   optimizer.lr = 3e-4
 //   [search]                             # optional: how the members are chosen
-//   type = "random"                      # "grid" (the default: the members above) or "random"
-//   trials = 20                          # random: this many draws from [space]
+//   type = "random"                      # "grid" (the default: the members above), "random"
+//                                        # or "tpe" (core/app/sweeps/tpe.h; needs a metric)
+//   trials = 20                          # random, tpe: this many draws from [space]
+//   startup = 10                         # tpe: random draws before TPE proposes
 //   seed = 0                             # random: the draws are a pure function of the seed,
 //                                        # the trial's index and the key
 //   metric = "val_loss"                  # optional: what ranks the members (a metric they log)
@@ -43,6 +45,7 @@
 // search's draws made in core/app/sweeps/search_space.cpp.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -94,5 +97,10 @@ SweepAxis parse_axis(const std::string& argument);
 // run's; a variant's keys that do not load are reported at its [[variant]] line, a member's at its
 // name.
 std::vector<SweepMember> expand_sweep(const SweepSpec& spec);
+// The members of trial `trial` of a tpe search, whose values (TOML text, in [space] order) TPE
+// proposed while the sweep ran: one per variant and grid point, named and checked as
+// expand_sweep's. (expand_sweep gives a tpe search's startup trials only.)
+std::vector<SweepMember> trial_members(const SweepSpec& spec, int64_t trial,
+                                       const std::vector<std::string>& values);
 
 }  // namespace kiln

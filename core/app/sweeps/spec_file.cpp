@@ -49,11 +49,8 @@ template <class Item>
 void put_by_key(std::vector<Item>& items, Item item) {
   auto same =
       std::find_if(items.begin(), items.end(), [&](const Item& i) { return i.key == item.key; });
-  if (same != items.end()) {
-    *same = std::move(item);
-  } else {
-    items.push_back(std::move(item));
-  }
+  if (same == items.end()) same = items.insert(items.end(), Item{});
+  *same = std::move(item);
 }
 
 // [grid] optimizer.lr = [...] parses as grid.optimizer.lr: flattened back to "optimizer.lr".
@@ -254,21 +251,24 @@ void read_space(const toml::table& table, const std::string& prefix,
   }
 }
 
-// [search]: type = "grid" | "random", trials, seed; each key replaces an earlier file's.
+// [search]: type = "grid" | "random" | "tpe", trials, seed, startup; each key replaces an
+// earlier file's.
 void read_search(const toml::table& table, SweepSearch& out) {
   out.where = where(table.source());
-  static const std::vector<std::string> keys = {"type", "trials", "seed", "metric", "mode"};
+  static const std::vector<std::string> keys = {"type",    "trials", "seed",
+                                                "startup", "metric", "mode"};
+  static const std::vector<std::string> types = {"grid", "random", "tpe"};
   for (auto&& [key, node] : table) {
     const std::string k(key.str());
     if (k == "type") {
       const std::string type = node.value_or(std::string());
-      if (type != "grid" && type != "random") {
+      const auto known = std::find(types.begin(), types.end(), type);
+      if (known == types.end()) {
         throw UserError(fmt::format(
-            "{}: search type '{}' is not one this Kiln runs: use grid or random{}",
-            where(node.source()), type,
-            type == "asha" || type == "tpe" ? " (asha and tpe are not built yet)" : ""));
+            "{}: search type '{}' is not one this Kiln runs: use grid, random or tpe{}",
+            where(node.source()), type, type == "asha" ? " (asha is not built yet)" : ""));
       }
-      out.random = type == "random";
+      out.type = static_cast<SweepSearch::Type>(known - types.begin());
     } else if (k == "metric" || k == "mode") {
       const std::string text = node.value_or(std::string());
       if (k == "metric" ? text.empty() : text != "min" && text != "max") {
@@ -279,13 +279,15 @@ void read_search(const toml::table& table, SweepSearch& out) {
       if (k == "mode") out.maximize = text == "max";
       if (k == "metric")
         std::tie(out.metric, out.metric_where) = std::pair(text, where(node.source()));
-    } else if (k == "trials" || k == "seed") {
+    } else if (k == "trials" || k == "seed" || k == "startup") {
       const auto value = node.value<int64_t>();
-      if (!node.is_integer() || !value || *value < (k == "trials" ? 1 : 0)) {
+      const int64_t least = k == "seed" ? 0 : 1;
+      if (!node.is_integer() || !value || *value < least) {
         throw UserError(fmt::format("{}: {} must be a whole number, at least {}",
-                                    where(node.source()), k, k == "trials" ? 1 : 0));
+                                    where(node.source()), k, least));
       }
-      (k == "trials" ? out.trials : out.seed) = *value;
+      int64_t* target = k == "seed" ? &out.seed : &out.trials;
+      *(k == "startup" ? &out.startup : target) = *value;
     } else {
       const std::string hint = nearest(k, keys);
       throw UserError(fmt::format(

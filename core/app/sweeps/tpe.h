@@ -1,0 +1,42 @@
+// The Tree-structured Parzen Estimator (Bergstra, Bardenet, Bengio and Kégl, "Algorithms for
+// Hyper-Parameter Optimization", NeurIPS 2011), as Hyperopt and Optuna's default sampler run it:
+// after `startup` trials drawn as a random search draws them, the finished trials are split at
+// the γ-quantile of their scores into good and bad; each key of [space] gets a density of each
+// group (a Parzen window: a truncated Gaussian on every trial's value plus one wide prior, in log
+// space for log_uniform; for a choice, the counts plus a uniform prior), and takes, of
+// `candidates` values drawn from the good density, the one with the largest ratio good / bad
+// (which maximises the expected improvement). Keys are proposed independently, as Optuna's
+// default does. A pure function of (seed, trial, the finished trials): a rerun that finished the
+// same trials proposes the same values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/app/sweeps/search_space.h"
+
+namespace kiln {
+
+struct TpeOptions {
+  int64_t startup = 10;  // random trials before the estimator is used
+  double gamma = 0.25;   // the share of finished trials counted good (at least one)
+  int candidates = 24;   // values drawn from the good density per key
+};
+
+// A finished trial: its value of each [space] key (TOML text, in [space] order) and its score,
+// lower better (a metric with mode = "max" negated; +infinity for a trial that failed, which
+// ranks it last).
+struct TpeTrial {
+  std::vector<std::string> values;
+  double score = 0;
+};
+
+// The values of trial `trial` of a search seeded `seed`, one per key of `space` (TOML text, as
+// sample_value gives them), from the trials finished so far. Fewer than `startup` finished: the
+// random search's draws for that trial.
+std::vector<std::string> tpe_propose(const std::vector<SweepDistribution>& space,
+                                     const std::vector<TpeTrial>& finished, int64_t seed,
+                                     int64_t trial, const TpeOptions& options = {});
+
+}  // namespace kiln

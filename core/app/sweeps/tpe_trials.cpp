@@ -1,0 +1,69 @@
+#include "core/app/sweeps/tpe_trials.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "core/store/history/queries.h"
+#include "core/util/text.h"
+
+namespace kiln {
+
+namespace {
+
+std::vector<std::string> names_of(const std::vector<SweepMember>& members) {
+  std::vector<std::string> names;
+  for (const auto& m : members)
+    names.push_back(m.name);
+  return names;
+}
+
+}  // namespace
+
+TpeTrials::TpeTrials(const SweepSpec& spec, std::string db) : spec_(spec), db_(std::move(db)) {
+  for (int64_t t = 0; t < std::min(spec.search.trials, spec.search.startup); ++t) {
+    std::vector<std::string> values;
+    for (const auto& d : spec.space)
+      values.push_back(sample_value(d, spec.search.seed, t));
+    names_.push_back(names_of(trial_members(spec, t, values)));
+    values_.push_back(std::move(values));
+  }
+}
+
+std::vector<TpeTrial> TpeTrials::finished() const {
+  HistoryDb db(db_);
+  std::vector<TpeTrial> out;
+  for (size_t t = 0; t < values_.size(); ++t) {
+    double sum = 0;
+    bool ended = true;
+    for (const auto& name : names_[t]) {
+      const auto runs = list_runs(db, {"name = " + single_quoted(name), "id", 1});
+      if (runs.empty() || (runs[0].status != "completed" && runs[0].status != "failed")) {
+        ended = false;
+        break;
+      }
+      double best = INFINITY;  // the worst score: failed, or no value
+      if (runs[0].status == "completed") {
+        for (double y : load_curve(db, runs[0], spec_.search.metric, "step").y) {
+          if (std::isfinite(y)) best = std::min(best, spec_.search.maximize ? -y : y);
+        }
+      }
+      sum += best;
+    }
+    if (ended) out.push_back({values_[t], sum / static_cast<double>(names_[t].size())});
+  }
+  return out;
+}
+
+std::vector<SweepMember> TpeTrials::next() {
+  if (left() <= 0) return {};
+  const auto trial = static_cast<int64_t>(values_.size());
+  std::vector<std::string> values =
+      tpe_propose(spec_.space, finished(), spec_.search.seed, trial, {spec_.search.startup});
+  std::vector<SweepMember> members = trial_members(spec_, trial, values);
+  names_.push_back(names_of(members));
+  values_.push_back(std::move(values));
+  return members;
+}
+
+}  // namespace kiln

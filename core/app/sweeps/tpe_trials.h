@@ -1,0 +1,39 @@
+// A tpe search's trials (core/app/sweeps/tpe.h) as the sweep runs them: the startup trials that
+// expand_sweep drew, then one proposed each time a worker is free, from the scores the run store
+// holds for the trials before it. A trial's score is the mean over its members (its seeds,
+// variants and grid points) of the best value of the search's metric in each member's run (the
+// lowest, or the highest with mode = "max"); a member that failed, or completed without a value,
+// counts as the worst; a trial with a member not yet ended is not used. With --jobs 1 every
+// earlier trial has ended when a trial is proposed, so a sweep run again proposes the same trials
+// and resumes or skips them; with more jobs, a proposal sees the trials that ended by then, as in
+// any asynchronous search.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/app/sweeps/spec.h"
+#include "core/app/sweeps/tpe.h"
+
+namespace kiln {
+
+class TpeTrials {
+ public:
+  TpeTrials(const SweepSpec& spec, std::string db);
+  // The members of the next trial, TPE's proposal; none once `trials` are made.
+  std::vector<SweepMember> next();
+  // Trials still to propose.
+  int64_t left() const { return spec_.search.trials - static_cast<int64_t>(values_.size()); }
+
+ private:
+  // The trials made so far that have ended, with their scores (lower better).
+  std::vector<TpeTrial> finished() const;
+
+  const SweepSpec& spec_;
+  std::string db_;
+  std::vector<std::vector<std::string>> values_;  // each trial's values, in [space] order
+  std::vector<std::vector<std::string>> names_;   // each trial's members
+};
+
+}  // namespace kiln
