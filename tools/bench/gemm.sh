@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The GEMMs of a training step in every BLAS-like library installed (issue 40, item 1):
+# builds build/tools/bench/kiln_gemm_bench (turning on KILN_BUILD_BENCH in build/ if it is off)
+# and runs it at 1 and 2 threads (ARGS replace that: --threads 1,4 --seconds 0.5). The libraries
+# come from Debian: OpenBLAS and oneDNN (libdnnl2) with LibTorch; BLIS (libblis4-openmp) and
+# libxsmm (libxsmm-dev) are installed here when missing (as root). BLIS registers a libblas.so.3
+# alternative at priority 80, below OpenBLAS's 95, so LibTorch keeps OpenBLAS. Only comparable
+# within one sitting on a quiet machine: check `uptime` first.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+echo "== $(uname -n), $(nproc) cores, commit $(git rev-parse --short HEAD), load: $(cut -d' ' -f1-3 /proc/loadavg)"
+grep -m1 "model name" /proc/cpuinfo
+missing=()
+for p in libblis4-openmp libxsmm-dev; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "gemm: installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" > /dev/null
+fi
+cmake -S . -B build -DKILN_BUILD_BENCH=ON > /dev/null  # finds libxsmm if it was just installed
+cmake --build build --target kiln_gemm_bench > /dev/null
+build/tools/bench/kiln_gemm_bench "$@"
