@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <torch/nn/functional/linear.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
@@ -23,6 +22,7 @@
 #include "core/api/fused_layer_norm.h"
 #include "core/api/kernel_choice.h"
 #include "core/api/model.h"
+#include "core/api/onednn_linear.h"
 #include "core/util/error.h"
 
 namespace kiln {
@@ -53,7 +53,7 @@ class LayerNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(LayerNorm);
 
-torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
+torch::nn::Linear linear_layer(int64_t in, int64_t out, bool bias) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
 }
 
@@ -85,11 +85,11 @@ class Block : public Layer {
         n_head_(o.n_head),
         drop_{o.dropout, layer},
         ln_1(register_module("ln_1", LayerNorm(o.n_embd, o.bias))),
-        c_attn(register_module("c_attn", linear(o.n_embd, 3 * o.n_embd, o.bias))),
-        attn_proj(register_module("attn_proj", linear(o.n_embd, o.n_embd, o.bias))),
+        c_attn(register_module("c_attn", linear_layer(o.n_embd, 3 * o.n_embd, o.bias))),
+        attn_proj(register_module("attn_proj", linear_layer(o.n_embd, o.n_embd, o.bias))),
         ln_2(register_module("ln_2", LayerNorm(o.n_embd, o.bias))),
-        c_fc(register_module("c_fc", linear(o.n_embd, 4 * o.n_embd, o.bias))),
-        mlp_proj(register_module("mlp_proj", linear(4 * o.n_embd, o.n_embd, o.bias))) {}
+        c_fc(register_module("c_fc", linear_layer(o.n_embd, 4 * o.n_embd, o.bias))),
+        mlp_proj(register_module("mlp_proj", linear_layer(4 * o.n_embd, o.n_embd, o.bias))) {}
 
   torch::Tensor forward(const torch::Tensor& x) override {
     if (!checkpoint_) return compute(x);
@@ -126,7 +126,7 @@ class Block : public Layer {
   torch::Tensor compute(const torch::Tensor& x) {
     auto attended = drop_(attention(ln_1(x)), DropoutPlace::kAttentionOutput, is_training());
     auto [h, normed] = add_layer_norm(x, attended, ln_2->weight, ln_2->bias, fused_);
-    auto mlp = row_parallel(mlp_proj, gelu_tanh(c_fc(tp_.enter(normed)), fused_));
+    auto mlp = row_parallel(mlp_proj, gelu_tanh(dense(c_fc, tp_.enter(normed)), fused_));
     return h + drop_(mlp, DropoutPlace::kMlpOutput, is_training());
   }
 
@@ -134,16 +134,21 @@ class Block : public Layer {
   torch::Tensor attention(const torch::Tensor& x) {
     const SliceOf heads{1, tp_.rank * n_head_, tp_.size * n_head_};
     return row_parallel(attn_proj, causal_self_attention(
-                                       c_attn(tp_.enter(x)), n_head_, drop_.p, is_training(),
+                                       dense(c_attn, tp_.enter(x)), n_head_, drop_.p, is_training(),
                                        fused_, drop_.site(DropoutPlace::kAttentionWeights), heads));
   }
 
   // `layer` on this rank's slice of its input, the partial outputs summed over the group before
   // the (whole) bias is added once.
   torch::Tensor row_parallel(torch::nn::Linear& layer, const torch::Tensor& x) {
-    if (tp_.size == 1) return layer(x);
-    auto y = tp_.leave(torch::nn::functional::linear(x, layer->weight));
+    if (tp_.size == 1) return dense(layer, x);
+    auto y = tp_.leave(linear(x, layer->weight, {}, fused_));
     return layer->bias.defined() ? y + layer->bias : y;
+  }
+
+  // The layer on oneDNN's GEMMs with model.kernels = "fused" (core/api/onednn_linear.h).
+  torch::Tensor dense(torch::nn::Linear& layer, const torch::Tensor& x) {
+    return linear(x, layer->weight, layer->bias, fused_);
   }
 
   TensorParallelGroup tp_;
@@ -153,12 +158,13 @@ class Head : public Layer {
  public:
   Head(const GptOptions& o, std::shared_ptr<Embedding> embedding)
       : ln_f(register_module("ln_f", LayerNorm(o.n_embd, o.bias))),
-        embedding_(std::move(embedding)) {}
+        embedding_(std::move(embedding)),
+        fused_(o.fused_kernels) {}
 
   // Tied weights: the token embedding matrix doubles as the output projection. It is registered
   // under the embedding only, so it is counted, saved and updated once.
   torch::Tensor forward(const torch::Tensor& x) override {
-    return torch::nn::functional::linear(ln_f(x), embedding_->wte->weight);
+    return linear(ln_f(x), embedding_->wte->weight, {}, fused_);
   }
   std::vector<torch::Tensor> borrowed_parameters() const override {
     return {embedding_->wte->weight};
@@ -168,6 +174,7 @@ class Head : public Layer {
 
  private:
   std::shared_ptr<Embedding> embedding_;
+  bool fused_;  // model.kernels = "fused": the projection on oneDNN's GEMMs
 };
 
 class Gpt : public Model {

@@ -16,7 +16,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <torch/nn/functional/linear.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/linear.h>
 #include <nlohmann/json.hpp>
@@ -27,6 +26,7 @@
 #include "core/api/fused_rms_norm.h"
 #include "core/api/kernel_choice.h"
 #include "core/api/model.h"
+#include "core/api/onednn_linear.h"
 #include "core/api/rotary.h"
 #include "core/util/error.h"
 
@@ -40,7 +40,7 @@ struct LlamaOptions {
   double rope_factor, low_freq_factor, high_freq_factor;
   int64_t rope_original_context;
   bool tie_embeddings, qk_norm;
-  bool fused_kernels = false;  // model.kernels = "fused": the RMSNorms on Kiln's CPU kernel
+  bool fused_kernels = false;  // model.kernels = "fused": Kiln's RMSNorm, oneDNN's linears
   double dropout = 0;          // on the attention probabilities and each sublayer's output
   int64_t head_dim() const { return n_embd / n_head; }
 };
@@ -64,21 +64,27 @@ class RmsNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RmsNorm);
 
-torch::nn::Linear linear(int64_t in, int64_t out) {
+torch::nn::Linear linear_layer(int64_t in, int64_t out) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+}
+
+// `layer` on x, on oneDNN's GEMMs with model.kernels = "fused" (core/api/onednn_linear.h).
+torch::Tensor project(const torch::nn::Linear& layer, const torch::Tensor& x, bool fused) {
+  return linear(x, layer->weight, layer->bias, fused);
 }
 
 class AttentionImpl : public torch::nn::Module {
  public:
   AttentionImpl(const LlamaOptions& o, int64_t layer)
       : drop_{o.dropout, layer},
+        fused_(o.fused_kernels),
         n_head_(o.n_head),
         n_kv_head_(o.n_kv_head),
         head_dim_(o.head_dim()),
-        q_proj(register_module("q_proj", linear(o.n_embd, o.n_head * o.head_dim()))),
-        k_proj(register_module("k_proj", linear(o.n_embd, o.n_kv_head * o.head_dim()))),
-        v_proj(register_module("v_proj", linear(o.n_embd, o.n_kv_head * o.head_dim()))),
-        o_proj(register_module("o_proj", linear(o.n_head * o.head_dim(), o.n_embd))) {
+        q_proj(register_module("q_proj", linear_layer(o.n_embd, o.n_head * o.head_dim()))),
+        k_proj(register_module("k_proj", linear_layer(o.n_embd, o.n_kv_head * o.head_dim()))),
+        v_proj(register_module("v_proj", linear_layer(o.n_embd, o.n_kv_head * o.head_dim()))),
+        o_proj(register_module("o_proj", linear_layer(o.n_head * o.head_dim(), o.n_embd))) {
     // Qwen 3's spelling and place: RMSNorm over each head's dimensions, before the rotation.
     if (o.qk_norm) {
       q_norm = register_module("q_norm", RmsNorm(head_dim_, o));
@@ -96,7 +102,8 @@ class AttentionImpl : public torch::nn::Module {
     const auto x = tp.enter(input);
     const int64_t b = x.size(0), t = x.size(1);
     auto heads = [&](const torch::Tensor& m, int64_t n) { return m.view({b, t, n, head_dim_}); };
-    auto q = heads(q_proj(x), n_head_), k = heads(k_proj(x), n_kv_head_);
+    auto q = heads(project(q_proj, x, fused_), n_head_);
+    auto k = heads(project(k_proj, x, fused_), n_kv_head_);
     if (q_norm) {
       // Replicated gains applied to this rank's heads only: their gradients are partial sums,
       // which enter adds up over the group in backward.
@@ -106,7 +113,7 @@ class AttentionImpl : public torch::nn::Module {
     const at::Tensor positions = current_positions();  // packed rows: each record from 0
     q = apply_rotary(q.transpose(1, 2), inv_freq, positions);
     k = apply_rotary(k.transpose(1, 2), inv_freq, positions);
-    auto v = heads(v_proj(x), n_kv_head_).transpose(1, 2);
+    auto v = heads(project(v_proj, x, fused_), n_kv_head_).transpose(1, 2);
     // Grouped-query attention: query head j reads key/value head j / (n_head / n_kv_head).
     const int64_t group = n_head_ / n_kv_head_;
     if (group > 1) {
@@ -117,7 +124,8 @@ class AttentionImpl : public torch::nn::Module {
     const SliceOf mine{1, tp.rank * n_head_, tp.size * n_head_};
     auto y = causal_attention(q, k, v, drop_.p, is_training(),
                               drop_.site(DropoutPlace::kAttentionWeights), mine);
-    return tp.leave(o_proj(y.transpose(1, 2).contiguous().view({b, t, n_head_ * head_dim_})));
+    return tp.leave(
+        project(o_proj, y.transpose(1, 2).contiguous().view({b, t, n_head_ * head_dim_}), fused_));
   }
 
   // This rank's query heads and the key/value heads they read (the rank's query heads are whole
@@ -133,6 +141,7 @@ class AttentionImpl : public torch::nn::Module {
   }
 
   LayerDropout drop_;  // the block's, numbered by its index in the model's layers
+  bool fused_;         // model.kernels = "fused"
   int64_t n_head_, n_kv_head_, head_dim_;  // heads on this rank
   torch::nn::Linear q_proj, k_proj, v_proj, o_proj;
   RmsNorm q_norm{nullptr}, k_norm{nullptr};
@@ -144,12 +153,14 @@ TORCH_MODULE(Attention);
 class MlpImpl : public torch::nn::Module {
  public:
   explicit MlpImpl(const LlamaOptions& o)
-      : gate_proj(register_module("gate_proj", linear(o.n_embd, o.ffn_dim))),
-        up_proj(register_module("up_proj", linear(o.n_embd, o.ffn_dim))),
-        down_proj(register_module("down_proj", linear(o.ffn_dim, o.n_embd))) {}
+      : fused_(o.fused_kernels),
+        gate_proj(register_module("gate_proj", linear_layer(o.n_embd, o.ffn_dim))),
+        up_proj(register_module("up_proj", linear_layer(o.n_embd, o.ffn_dim))),
+        down_proj(register_module("down_proj", linear_layer(o.ffn_dim, o.n_embd))) {}
   torch::Tensor forward(const torch::Tensor& input) {
     const auto x = tp.enter(input);
-    return tp.leave(down_proj(torch::silu(gate_proj(x)) * up_proj(x)));
+    const auto hidden = torch::silu(project(gate_proj, x, fused_)) * project(up_proj, x, fused_);
+    return tp.leave(project(down_proj, hidden, fused_));
   }
   // This rank's hidden units: gate and up column-parallel, down row-parallel.
   std::vector<ParameterSplit> split(const TensorParallelGroup& group, const std::string& name) {
@@ -158,6 +169,7 @@ class MlpImpl : public torch::nn::Module {
             {name + "up_proj.weight", 0, 1},
             {name + "down_proj.weight", 1, 1}};
   }
+  bool fused_;  // model.kernels = "fused"
   torch::nn::Linear gate_proj, up_proj, down_proj;
   TensorParallelGroup tp;
 };
@@ -211,13 +223,15 @@ class DecoderLayer : public Layer {
 class Head : public Layer {
  public:
   Head(RmsNorm norm_module, torch::nn::Linear lm_head_module,
-       std::shared_ptr<TokenEmbedding> embedding)
-      : norm(register_module("norm", std::move(norm_module))), embedding_(std::move(embedding)) {
+       std::shared_ptr<TokenEmbedding> embedding, bool fused)
+      : norm(register_module("norm", std::move(norm_module))),
+        embedding_(std::move(embedding)),
+        fused_(fused) {
     if (lm_head_module) lm_head = register_module("lm_head", std::move(lm_head_module));
   }
   torch::Tensor forward(const torch::Tensor& x) override {
-    if (lm_head) return lm_head(norm(x));
-    return torch::nn::functional::linear(norm(x), embedding_->weight);  // tied
+    if (lm_head) return project(lm_head, norm(x), fused_);
+    return linear(norm(x), embedding_->weight, {}, fused_);  // tied
   }
   std::vector<torch::Tensor> borrowed_parameters() const override {
     if (lm_head) return {};
@@ -229,6 +243,7 @@ class Head : public Layer {
 
  private:
   std::shared_ptr<TokenEmbedding> embedding_;
+  bool fused_;  // model.kernels = "fused"
 };
 
 class Llama : public Model {
@@ -240,8 +255,9 @@ class Llama : public Model {
       blocks_->push_back(std::make_shared<DecoderLayer>(o, i + 1, checkpointed_blocks[i]));
     auto norm = register_module("norm", RmsNorm(o.n_embd, o));
     torch::nn::Linear lm_head{nullptr};
-    if (!o.tie_embeddings) lm_head = register_module("lm_head", linear(o.n_embd, o.vocab_size));
-    head_ = std::make_shared<Head>(norm, lm_head, embed_tokens_);
+    if (!o.tie_embeddings)
+      lm_head = register_module("lm_head", linear_layer(o.n_embd, o.vocab_size));
+    head_ = std::make_shared<Head>(norm, lm_head, embed_tokens_, o.fused_kernels);
     append_layer(embed_tokens_);
     for (const auto& block : *blocks_)
       append_layer(std::dynamic_pointer_cast<Layer>(block));

@@ -176,8 +176,25 @@ BlasReport blas_report() {
   const CpuFeatures cpu = read_cpu_features();
   const BlasInfo blas = query_blas();
   const char* switched_from = std::getenv(kSwitchedFromVariable);
-  return {blas_line(cpu, blas, switched_from),
+  const std::string onednn = onednn_version();
+  const std::string linear = onednn.empty()
+                                 ? "; linear layers: LibTorch's (no oneDNN sgemm in this process)"
+                                 : "; linear layers: " + onednn + " with model.kernels = fused";
+  return {blas_line(cpu, blas, switched_from) + linear,
           blas_warning(cpu, blas, std::getenv(kCoretypeVariable), switched_from)};
+}
+
+std::string onednn_version() {
+  // dnnl_version() gives {major, minor, patch, hash, cpu_runtime, gpu_runtime}.
+  struct Version {
+    int major, minor, patch;
+    const char* hash;
+    unsigned cpu_runtime, gpu_runtime;
+  };
+  auto* version = find_function<const Version*()>("dnnl_version");
+  if (find_function<void>("dnnl_sgemm") == nullptr || version == nullptr) return "";
+  const Version* v = version();
+  return fmt::format("oneDNN {}.{}.{}", v->major, v->minor, v->patch);
 }
 
 }  // namespace kiln

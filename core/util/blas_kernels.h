@@ -58,6 +58,11 @@ struct BlasReport {
   std::optional<std::string> warning;
   std::string text() const;  // the line, and the warning on a second one
 };
+// The BLAS line (with oneDNN's part, below) and its warning for this process.
 BlasReport blas_report();
+
+// "oneDNN 2.6.3" when oneDNN's dnnl_sgemm is in this process (Debian's LibTorch loads it), which
+// Kiln's linear layers then call (core/api/onednn_linear.h); "" otherwise.
+std::string onednn_version();
 
 }  // namespace kiln

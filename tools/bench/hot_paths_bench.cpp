@@ -45,7 +45,15 @@ void metrics_rows(benchmark::State& state, bool commit_each) {
   int64_t step = 0;
   for (auto _ : state) {
     ++step;
-    store.add_metric(id, MetricRow{step, 2.5, 3e-4, 0.8, 1e5, 100, step * 2048, 1, false});
+    MetricRow row;
+    row.step = step;
+    row.loss = 2.5;
+    row.lr = 3e-4;
+    row.grad_norm = 0.8;
+    row.tokens_per_sec = 1e5;
+    row.dt_ms = 100;
+    row.tokens_seen = step * 2048;
+    store.add_metric(id, row);
     if (commit_each) store.flush();
   }
   store.flush();
