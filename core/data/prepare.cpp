@@ -6,22 +6,23 @@
 #include <cmath>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/api/tokenizer.h"
 #include "core/data/prepare_input.h"
+#include "core/data/prepare_state.h"
 #include "core/data/shard.h"
 #include "core/data/token_spool.h"
 #include "core/util/error.h"
 #include "core/util/fault.h"
 #include "core/util/fs.h"
 #include "core/util/stop_signal.h"
-#include "core/util/text.h"
 
 namespace kiln {
 
@@ -29,11 +30,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// OUT/.prepare/: the work of a prepare not yet published. state.json says where the inputs
-// stopped and how many tokens tokens.bin holds then (bytes past them are a batch cut short);
-// shards/ holds the finished shards and tokenizer.json until they are renamed into OUT.
+// OUT/.prepare/: the work of a prepare not yet published. state.json (prepare_state.h) says
+// where the inputs stopped and how many tokens tokens.bin holds then (bytes past them are a batch
+// cut short); shards/ holds the finished shards and tokenizer.json until they are renamed into OUT.
 constexpr const char* kStaging = ".prepare";
-constexpr const char* kState = "state.json";
 constexpr const char* kTokens = "tokens.bin";
 constexpr const char* kShards = "shards";
 const char* const kSplits[] = {"train", "val", "test"};
@@ -56,76 +56,6 @@ void check_options(const PrepareOptions& options) {
   }
   if (options.shard_tokens < 1) throw UserError("--shard-tokens must be at least 1");
   if (options.threads < 0) throw UserError("--threads must be 0 (every core) or more");
-}
-
-// A file as a resume must find it again: its size and modification time.
-nlohmann::json stamp(const std::string& path) {
-  std::error_code ec;
-  const auto size = fs::file_size(path, ec);
-  const auto time = fs::last_write_time(path, ec);
-  return {path, ec ? -1 : static_cast<int64_t>(size),
-          ec ? 0 : static_cast<int64_t>(time.time_since_epoch().count())};
-}
-
-// What the tokens depend on; a resume with any of it changed would join two datasets.
-nlohmann::json fingerprint(const PrepareOptions& options, const std::vector<std::string>& files) {
-  nlohmann::json inputs = nlohmann::json::array();
-  for (const auto& path : files)
-    inputs.push_back(stamp(path));
-  return {{"inputs", inputs},
-          {"field", options.field},
-          {"tokenizer", options.tokenizer},
-          {"tokenizer_file",
-           options.tokenizer_file.empty() ? nlohmann::json() : stamp(options.tokenizer_file)},
-          {"piece_bytes", options.piece_bytes}};
-}
-
-struct EncodeState {
-  InputPosition at;
-  int64_t tokens = 0;      // in tokens.bin, all whole
-  int64_t text_bytes = 0;  // of the documents encoded
-  bool encoded = false;    // every input is in tokens.bin
-};
-
-void save_state(const std::string& staging, const nlohmann::json& print, const EncodeState& s) {
-  const nlohmann::json state = {{"fingerprint", print},  {"file", s.at.file},
-                                {"offset", s.at.offset}, {"line", s.at.line},
-                                {"tokens", s.tokens},    {"text_bytes", s.text_bytes},
-                                {"encoded", s.encoded}};
-  write_file_atomic(staging + "/" + kState, state.dump() + "\n");
-}
-
-// The state of the interrupted prepare in `staging`, for --resume.
-EncodeState load_state(const std::string& staging, const nlohmann::json& print) {
-  const std::string path = staging + "/" + kState;
-  const std::string restart = "run without --resume to start over";
-  if (!fs::exists(path)) {
-    throw UserError(
-        fmt::format("--resume: {}/ holds no interrupted prepare (no {}): run without --resume",
-                    staging, kState));
-  }
-  nlohmann::json state;
-  try {
-    std::ifstream in(path);
-    state = nlohmann::json::parse(in);
-    for (const auto& [key, value] : print.items()) {
-      if (state.at("fingerprint").at(key) != value) {
-        throw UserError(
-            fmt::format("--resume: the interrupted prepare in {}/ had other {} ({}): {}", staging,
-                        key, state["fingerprint"][key].dump(), restart));
-      }
-    }
-    EncodeState s;
-    s.at = {state.at("file").get<int64_t>(), state.at("offset").get<int64_t>(),
-            state.at("line").get<int64_t>()};
-    s.tokens = state.at("tokens").get<int64_t>();
-    s.text_bytes = state.at("text_bytes").get<int64_t>();
-    s.encoded = state.at("encoded").get<bool>();
-    return s;
-  } catch (const nlohmann::json::exception& e) {
-    throw UserError(
-        fmt::format("--resume: {} is damaged ({}): {}", path, json_reason(e.what()), restart));
-  }
 }
 
 // Each unit's ids, on `threads` threads; the end-of-text id goes before each document.
@@ -189,7 +119,7 @@ void encode_pass(const Tokenizer& tokenizer, const std::vector<std::string>& fil
     state.at = input.position();
     state.tokens = spool.tokens();
     state.encoded = !more;
-    save_state(staging, print, state);
+    save_prepare_state(staging, print, state);
     if (report.status) {
       report.status({"encode", input.bytes_done(), input.bytes_total(), bytes_at_start,
                      state.tokens, tokens_at_start, seconds_since(start)});
@@ -231,11 +161,17 @@ int64_t write_split(const TokenSpool& spool, int64_t begin, int64_t end, const s
 // an older prepare that the new ones do not replace (higher-numbered), so a glob of a split
 // sees only this dataset.
 void publish(const std::string& from, const std::string& out, const int64_t (&shards)[3]) {
-  bool first = true;
-  for (const auto& entry : fs::directory_iterator(from)) {
-    fs::rename(entry.path(), fs::path(out) / entry.path().filename());
-    if (first) fault_point("prepare.publishing");
-    first = false;
+  // Shards in name order, tokenizer.json last: the folder holds the old tokenizer until every
+  // new shard is in place. (Cut short, it is a mix of old and new that --resume finishes.)
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(from))
+    names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+    return std::make_pair(a == "tokenizer.json", a) < std::make_pair(b == "tokenizer.json", b);
+  });
+  for (size_t i = 0; i < names.size(); ++i) {
+    fs::rename(fs::path(from) / names[i], fs::path(out) / names[i]);
+    if (i == 0) fault_point("prepare.publishing");
   }
   for (int s = 0; s < 3; ++s) {
     const std::string split = kSplits[s];
@@ -254,7 +190,7 @@ void publish(const std::string& from, const std::string& out, const int64_t (&sh
 // A fresh staging folder, or the interrupted prepare's state in it (--resume).
 EncodeState open_staging(const PrepareOptions& options, const std::string& staging,
                          const nlohmann::json& print, const PrepareReport& report) {
-  if (options.resume) return load_state(staging, print);
+  if (options.resume) return load_prepare_state(staging, print);
   if (fs::exists(staging)) {
     if (report.line) {
       report.line(
@@ -265,7 +201,7 @@ EncodeState open_staging(const PrepareOptions& options, const std::string& stagi
     fs::remove_all(staging);
   }
   fs::create_directories(staging);
-  save_state(staging, print, {});  // a kill in the first batch resumes from the start
+  save_prepare_state(staging, print, {});  // a kill in the first batch resumes from the start
   return {};
 }
 
@@ -273,11 +209,15 @@ PrepareSummary prepare_staged(const PrepareOptions& options, const std::string& 
                               const PrepareReport& report) {
   const std::vector<std::string> files = prepare_input_files(options.inputs);
   auto tokenizer = new_tokenizer(options.tokenizer, options.tokenizer_file);
-  const nlohmann::json print = fingerprint(options, files);
+  const nlohmann::json print = prepare_fingerprint(options, files);
   EncodeState state = open_staging(options, staging, print, report);
   const int threads = options.threads > 0
                           ? options.threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // A SIGINT or SIGTERM while the inputs are read stops after a saved batch (or the fit, which
+  // a resume redoes); later, while the shards are cut and renamed, it ends the process, and the
+  // staging folder resumes as well.
+  std::optional<StopSignal> stop(std::in_place);
   if (tokenizer->learns_from_corpus()) fit_pass(*tokenizer, files, options, report);
   const bool wide = tokenizer->vocab_size() > 65536;  // ids that uint16 shards cannot hold
   TokenSpool spool(staging + "/" + kTokens, wide, state.tokens);
@@ -289,14 +229,15 @@ PrepareSummary prepare_staged(const PrepareOptions& options, const std::string& 
                             state.at.line));
   }
   const auto start = Clock::now();
-  if (!state.encoded) {
+  if (!state.encoded && !StopSignal::requested()) {
     encode_pass(*tokenizer, files, options, threads, staging, print, spool, state, report);
-    if (!state.encoded) {  // a signal
-      PrepareSummary stopped;
-      stopped.interrupted = true;
-      return stopped;
-    }
   }
+  if (StopSignal::requested()) {
+    PrepareSummary stopped;
+    stopped.interrupted = true;
+    return stopped;
+  }
+  stop.reset();
   if (state.text_bytes == 0) throw UserError("the input text is empty: nothing to tokenize");
   if (report.line) {
     report.line(
@@ -335,7 +276,6 @@ PrepareSummary prepare_dataset(const PrepareOptions& options, const PrepareRepor
   const std::string staging = options.out_dir + "/" + kStaging;
   ensure_parent_dir(staging);
   try {
-    const StopSignal stop;
     PrepareSummary summary = prepare_staged(options, staging, report);
     if (!summary.interrupted) fs::remove_all(staging);
     return summary;

@@ -19,11 +19,23 @@ namespace kiln {
 namespace {
 
 constexpr size_t kReadBytes = 1 << 20;
+// Past this many piece_bytes without a line start, a piece may end before a space instead.
+constexpr size_t kLineStartReach = 4;
+
+bool space(char c) {
+  return std::isspace(static_cast<unsigned char>(c)) != 0;
+}
 
 // A cut before text[at] that no token can span: right after a newline and before a non-space
 // character, where neither a byte-level BPE pre-token nor a character token continues.
-bool safe_cut(const std::string& text, size_t at) {
-  return text[at - 1] == '\n' && !std::isspace(static_cast<unsigned char>(text[at]));
+bool line_start(const std::string& text, size_t at) {
+  return text[at - 1] == '\n' && !space(text[at]);
+}
+
+// Before a single space between two non-spaces: a byte-level BPE pre-token (GPT-2's, Llama 3's,
+// Qwen's) starts at such a space, so this cut is as safe; for text with few line starts (text8).
+bool word_start(const std::string& text, size_t at) {
+  return text[at] == ' ' && at + 1 < text.size() && !space(text[at - 1]) && !space(text[at + 1]);
 }
 
 // A JSON Lines record's document: its `field`, a string.
@@ -134,14 +146,21 @@ bool PrepareInput::fill(size_t wanted) {
 }
 
 bool PrepareInput::next_text(EncodeUnit& unit) {
-  bool more = fill(static_cast<size_t>(piece_bytes_) + 1);
+  const auto target = static_cast<size_t>(piece_bytes_);
+  bool more = fill(target + 1);
   if (pending_.empty()) return false;
-  size_t cut = std::min(pending_.size(), static_cast<size_t>(piece_bytes_));
+  // The first line start from `target` on, or past kLineStartReach x target, the first of either.
+  auto cut_at = [&](size_t at) {
+    return line_start(pending_, at) || (at >= kLineStartReach * target && word_start(pending_, at));
+  };
+  size_t cut = std::min(pending_.size(), target);
   for (;;) {
-    while (cut < pending_.size() && !safe_cut(pending_, cut))
+    while (cut < pending_.size() && !cut_at(cut))
       ++cut;
     if (cut < pending_.size() || !more) break;
-    more = fill(pending_.size() + kReadBytes);  // no cut yet: the next one is further on
+    // No cut yet: read on, and look at the last byte again (a word start needs the byte after).
+    more = fill(pending_.size() + kReadBytes);
+    cut = std::max(target, cut - 1);
   }
   unit.pieces.push_back(pending_.substr(0, cut));
   unit.starts_document.push_back(at_.offset == 0);

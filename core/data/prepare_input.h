@@ -1,5 +1,6 @@
 // `kiln prepare`'s inputs read as a stream of pieces to encode, in constant memory: each text
-// file is a document, cut into pieces of about `piece_bytes` where no token can span the cut; a
+// file is a document, cut into pieces of about `piece_bytes` where no token can span the cut (at
+// a line start, or in text with few of them, past 4 x piece_bytes, before a space); a
 // JSON Lines file (`field` set) gives a document a line, its `field`, gathered into units of
 // about `piece_bytes`. The cuts depend only on the bytes, never on how many threads encode the
 // units, and a reader started at a position() gives the units a reader from the start gives

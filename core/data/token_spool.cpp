@@ -16,15 +16,20 @@ TokenSpool::TokenSpool(std::string path, bool wide, int64_t keep)
     : path_(std::move(path)), wide_(wide) {
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) fail_io("create", path_, errno);
-  const int64_t width = wide_ ? 4 : 2;
-  struct stat info {};
-  if (::fstat(fd_, &info) != 0) fail_io("stat", path_, errno);
-  if (info.st_size < keep * width) {
-    throw UserError("--resume: '" + path_ + "' holds fewer tokens than its state counts: it was " +
-                    "changed since; run without --resume to start over");
+  try {
+    const int64_t width = wide_ ? 4 : 2;
+    struct stat info {};
+    if (::fstat(fd_, &info) != 0) fail_io("stat", path_, errno);
+    if (info.st_size < keep * width) {
+      throw UserError("--resume: '" + path_ + "' holds fewer tokens than its state counts: it " +
+                      "was changed since; run without --resume to start over");
+    }
+    if (::ftruncate(fd_, keep * width) != 0) fail_io("truncate", path_, errno);
+    if (::lseek(fd_, 0, SEEK_END) < 0) fail_io("seek in", path_, errno);
+  } catch (...) {
+    ::close(fd_);  // the destructor of a throwing constructor does not run
+    throw;
   }
-  if (::ftruncate(fd_, keep * width) != 0) fail_io("truncate", path_, errno);
-  if (::lseek(fd_, 0, SEEK_END) < 0) fail_io("seek in", path_, errno);
   tokens_ = keep;
 }
 

@@ -29,8 +29,10 @@ int cores() {
 
 int fixed_threads(const RunOptions& run) {
   if (run.threads > 0) return static_cast<int>(run.threads);
+  // torchrun sets OMP_NUM_THREADS=1 for every worker of a multi-process launch (TORCHELASTIC_RUN_ID
+  // marks its workers), not the user: its ranks take their share of the cores instead.
   const auto omp = env_text("OMP_NUM_THREADS");
-  if (!omp) return 0;
+  if (!omp || env_text("TORCHELASTIC_RUN_ID")) return 0;
   // Its first number, as OpenMP reads "4,2"; anything else libgomp has already warned of and
   // ignored when it loaded, and so does Kiln.
   const auto first = parse_integer(omp->substr(0, omp->find(',')), 1, 1024);

@@ -21,7 +21,8 @@ torch::Device pick_device(const ResolvedConfig& config, const std::string& wante
                           std::string& note);
 
 // The CPU threads a run is held to: run.threads, else OMP_NUM_THREADS (its first number, as
-// OpenMP reads it), else 0: the machine's share (core/util/core_share.h), which follows the other
+// OpenMP reads it; not under torchrun, which sets it to 1 itself: use run.threads there), else 0:
+// the machine's share (core/util/core_share.h), which follows the other
 // Kiln processes between steps. LibTorch splits its sums by thread (losses, norms, a LayerNorm's
 // weight gradients), so only a fixed count gives curves that match bit for bit across processes:
 // a resume, a rerun, a run beside another.

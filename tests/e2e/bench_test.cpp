@@ -46,19 +46,6 @@ std::vector<std::vector<std::string>> lines_starting(const std::string& output,
 }
 
 // The environment variable set for one kiln command, unset after it.
-// Sets (or with nullptr, unsets) a variable for the scope, then puts back what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* was = std::getenv(name)) was_ = was;
-    value ? setenv(name, value, 1) : unsetenv(name);
-  }
-  ~ScopedEnv() { was_ ? setenv(name_, was_->c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::optional<std::string> was_;
-};
 
 TEST_F(Bench, RecordThenAgainstPrintsTheRatioToTheRecordedResult) {
   const std::string exp = experiment();
@@ -123,7 +110,8 @@ TEST_F(Bench, TheBlasLineNamesTheKernelsOpenBlasReports) {
   const std::string command = "bench " + experiment() + " --steps 1 --warmup 0";
   testing::CommandResult result;
   {
-    ScopedEnv verbose("OPENBLAS_VERBOSE", "2");  // OpenBLAS prints "Core: NAME" as it loads
+    testing::ScopedEnv verbose("OPENBLAS_VERBOSE",
+                               "2");  // OpenBLAS prints "Core: NAME" as it loads
     result = run_kiln(command);
   }
   ASSERT_EQ(result.exit_code, 0) << result.output;
@@ -139,8 +127,9 @@ TEST_F(Bench, TheBlasLineNamesTheKernelsOpenBlasReports) {
 // registered once both are gone. Its own registry, so that tests beside it count for nothing.
 TEST_F(Bench, ASecondKilnProcessStartsWithItsShareOfTheCores) {
   testing::TempDir runtime;
-  ScopedEnv registry("XDG_RUNTIME_DIR", runtime.str().c_str());
-  ScopedEnv shared("OMP_NUM_THREADS", nullptr);  // ctest fixes a thread per test (CMakeLists.txt)
+  testing::ScopedEnv registry("XDG_RUNTIME_DIR", runtime.str().c_str());
+  testing::ScopedEnv shared("OMP_NUM_THREADS",
+                            nullptr);  // ctest fixes a thread per test (CMakeLists.txt)
   const std::string exp = experiment();
   const std::string running = runtime / "kiln/running";
   const pid_t first =
@@ -157,7 +146,7 @@ TEST_F(Bench, ASecondKilnProcessStartsWithItsShareOfTheCores) {
   // OMP_NUM_THREADS fixes the count as run.threads does: nothing is shared.
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   auto pinned = [&] {
-    ScopedEnv omp("OMP_NUM_THREADS", std::to_string(cores).c_str());
+    testing::ScopedEnv omp("OMP_NUM_THREADS", std::to_string(cores).c_str());
     return run_kiln("bench " + exp + " --steps 1 --warmup 0 --set run.threads=0");
   }();
   ::kill(first, SIGKILL);
@@ -182,8 +171,9 @@ TEST_F(Bench, AUsersWeakerKernelsAreKeptWithOneWarningLine) {
   if (better.empty()) GTEST_SKIP() << "SKIP: this CPU has no AVX: Prescott is its kernel set";
   testing::CommandResult result;
   {
-    ScopedEnv weak("OPENBLAS_CORETYPE", "Prescott");
-    ScopedEnv verbose("OPENBLAS_VERBOSE", "2");  // OpenBLAS prints "Core: NAME" as it loads
+    testing::ScopedEnv weak("OPENBLAS_CORETYPE", "Prescott");
+    testing::ScopedEnv verbose("OPENBLAS_VERBOSE",
+                               "2");  // OpenBLAS prints "Core: NAME" as it loads
     result = run_kiln("bench " + experiment() + " --steps 1 --warmup 0");
   }
   ASSERT_EQ(result.exit_code, 0) << result.output;

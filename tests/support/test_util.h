@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -81,6 +82,23 @@ inline std::vector<std::string> read_lines(const std::string& path) {
     lines.push_back(line);
   return lines;
 }
+
+// Sets (or with nullptr, unsets) an environment variable for the scope, then puts back what
+// was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* was = std::getenv(name)) was_ = was;
+    value ? setenv(name, value, 1) : unsetenv(name);
+  }
+  ~ScopedEnv() { was_ ? setenv(name_, was_->c_str(), 1) : unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> was_;
+};
 
 struct CommandResult {
   int exit_code = -1;

@@ -28,8 +28,9 @@ class ProgressView {
   }
 
   void status(const PrepareStatus& s) {
-    const double fraction =
-        s.bytes_total > 0 ? static_cast<double>(s.bytes_done) / s.bytes_total : 1.0;
+    // Clamped: a file that grows while it is read has more bytes than it had at the start.
+    const double fraction = std::clamp(
+        s.bytes_total > 0 ? static_cast<double>(s.bytes_done) / s.bytes_total : 1.0, 0.0, 1.0);
     if (!terminal_) {
       const int tenth = static_cast<int>(fraction * 10);
       if (s.pass != pass_) tenths_ = 0;

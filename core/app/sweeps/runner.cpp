@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <list>
 #include <optional>
 #include <thread>
@@ -53,9 +54,11 @@ std::vector<std::string> changed_keys(const RunRecord& stored, const std::string
 // names them (a changed member rerun under a new name gets it here). A member whose run in the
 // store has none of the member's config hashes was made from another sweep file: matched by
 // name alone, it would have been skipped as completed or resumed on the old config (issue 39).
-std::vector<const SweepMember*> members_to_run(
-    const MemberLaunch& launch, std::vector<SweepMember>& members, SweepOptions::Changed on_changed,
-    const std::function<void(const std::string&)>& print) {
+std::vector<const SweepMember*> members_to_run(const MemberLaunch& launch,
+                                               std::vector<SweepMember>& members,
+                                               SweepOptions::Changed on_changed,
+                                               const std::function<void(const std::string&)>& print,
+                                               TpeTrials* tpe = nullptr) {
   RunStore store(launch.db);
   std::vector<std::string> refusals;
   for (auto& m : members) {
@@ -72,6 +75,7 @@ std::vector<const SweepMember*> members_to_run(
       for (int version = 2; renamed.empty() || store.find_run(renamed); ++version)
         renamed = fmt::format("{}:v{}", m.name, version);
       print(fmt::format("rerun {} as {} ({})", m.name, renamed, changes));
+      if (tpe) tpe->rename(m.name, renamed);  // its score is the new run's
       m.name = renamed;
     } else {
       print(fmt::format("keep {} as it ran ({} now differ)", m.name, changes));
@@ -122,7 +126,17 @@ bool run_members(const SweepRun& sweep, const NextMember& next, size_t total,
   size_t finished = 0;
   for (bool more = true;;) {
     while (more && !StopSignal::requested() && static_cast<int>(running.size()) < sweep.jobs) {
-      const SweepMember* member = next();
+      const SweepMember* member = nullptr;
+      try {
+        member = next();  // a tpe search reads the store and checks its proposal here
+      } catch (...) {
+        // The running members would go on alone: stop them (each snapshots) before failing.
+        for (const auto& c : running)
+          c.process.signal(SIGTERM);
+        for (auto& c : running)
+          c.process.wait();
+        throw;
+      }
       more = member != nullptr;
       if (more) running.push_back(start_member(sweep.launch, *member, print));
     }
@@ -243,8 +257,11 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
   if (jobs > 1) launch.threads = threads;
   const SweepRun sweep{spec, launch, jobs};
 
+  // A tpe search proposes its later trials when the queue is done, one per free worker.
+  std::optional<TpeTrials> tpe;
+  if (spec.search.type == SweepSearch::Type::kTpe) tpe.emplace(spec, launch.db);
   std::vector<const SweepMember*> queue =
-      members_to_run(sweep.launch, members, options.changed, print);
+      members_to_run(sweep.launch, members, options.changed, print, tpe ? &*tpe : nullptr);
   {
     // --sort orders the summary at the end: a key it cannot sort by is reported now, not after
     // every member has run.
@@ -256,15 +273,13 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
                   "in {}/<member>@<id>/console.log",
                   spec.name, members.size(), queue.size(), jobs,
                   jobs > 1 ? static_cast<unsigned>(threads) : cores, base.out_dir));
-  // A tpe search proposes its later trials when the queue is done, one per free worker.
-  std::optional<TpeTrials> tpe;
-  if (spec.search.type == SweepSearch::Type::kTpe) tpe.emplace(spec, sweep.launch.db);
   std::list<std::vector<SweepMember>> proposed;  // stable: the queue points into them
   size_t at = 0;
   const NextMember next = [&]() -> const SweepMember* {
     while (at == queue.size() && tpe && tpe->left() > 0) {
       proposed.push_back(tpe->next());
-      const auto more = members_to_run(sweep.launch, proposed.back(), options.changed, print);
+      const auto more =
+          members_to_run(sweep.launch, proposed.back(), options.changed, print, &*tpe);
       queue.insert(queue.end(), more.begin(), more.end());
     }
     return at < queue.size() ? queue[at++] : nullptr;

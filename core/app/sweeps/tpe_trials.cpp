@@ -55,6 +55,11 @@ std::vector<TpeTrial> TpeTrials::finished() const {
   return out;
 }
 
+void TpeTrials::rename(const std::string& from, const std::string& to) {
+  for (auto& names : names_)
+    std::replace(names.begin(), names.end(), from, to);
+}
+
 std::vector<SweepMember> TpeTrials::next() {
   if (left() <= 0) return {};
   const auto trial = static_cast<int64_t>(values_.size());

@@ -23,6 +23,8 @@ class TpeTrials {
   TpeTrials(const SweepSpec& spec, std::string db);
   // The members of the next trial, TPE's proposal; none once `trials` are made.
   std::vector<SweepMember> next();
+  // A member run again under a new name (--rerun-changed): its score is read from that run.
+  void rename(const std::string& from, const std::string& to);
   // Trials still to propose.
   int64_t left() const { return spec_.search.trials - static_cast<int64_t>(values_.size()); }
 

@@ -129,6 +129,30 @@ TEST(Prepare, TextIsCutOnlyBeforeALineStartingWithANonSpaceAndResumesAtAnyCut) {
   }
 }
 
+// One long line of words (text8's shape): past 4 x piece_bytes, pieces end before a space
+// between two non-spaces, so memory stays bounded.
+TEST(Prepare, ALineWithoutEndIsCutBeforeAWordPastFourPieces) {
+  testing::TempDir dir;
+  std::string text;
+  for (int i = 0; text.size() < 5000; ++i)
+    text += "word" + std::to_string(i * 7919 % 1000) + (i % 9 == 0 ? "  " : " ");
+  testing::write_text(dir / "line.txt", text);
+  PrepareInput input({dir / "line.txt"}, "", {}, 100);
+  std::string joined;
+  for (const auto& unit : units_of(input)) {
+    const std::string& piece = unit.pieces[0];
+    joined += piece;
+    if (joined.size() == text.size()) break;
+    EXPECT_GE(piece.size(), 400u);
+    EXPECT_LE(piece.size(), 420u);
+    const size_t end = joined.size();
+    EXPECT_EQ(text[end], ' ');
+    EXPECT_NE(text[end - 1], ' ');
+    EXPECT_NE(text[end + 1], ' ');
+  }
+  EXPECT_EQ(joined, text);
+}
+
 TEST(Prepare, TheSameShardsAtOneAndThreeThreadsDecodeToTheInputs) {
   testing::TempDir dir;
   const std::string a = ragged_text(2000), b = ragged_text(500);

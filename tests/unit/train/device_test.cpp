@@ -2,6 +2,12 @@
 // assembly sets: every CUDA call that takes no device must follow the run's (issue 32).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/cuda.h>
 
@@ -10,6 +16,7 @@
 #include "core/api/tokenizer.h"
 #include "core/config/config.h"
 #include "core/train/assemble.h"
+#include "core/train/run_device.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -103,6 +110,35 @@ TEST_F(Device, AssemblyMakesTheRunsGpuTheCurrentDevice) {
               last);
   }
   EXPECT_EQ(current_index(c10::kCUDA), before);
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// run.threads, else the user's OMP_NUM_THREADS (its first number, as OpenMP reads "4,2"), fix a
+// run's threads; torchrun's own OMP_NUM_THREADS=1 for its workers does not; anything else leaves
+// the count to the machine's share (0).
+TEST(FixedThreads, RunThreadsThenTheUsersOmpNumThreadsButNotTorchruns) {
+  testing::ScopedEnv torchrun("TORCHELASTIC_RUN_ID", nullptr);
+  RunOptions run;
+  {
+    testing::ScopedEnv omp("OMP_NUM_THREADS", nullptr);
+    EXPECT_EQ(fixed_threads(run), 0);
+    run.threads = 3;
+    EXPECT_EQ(fixed_threads(run), 3);
+    run.threads = 0;
+  }
+  for (const auto& [value, threads] : std::vector<std::pair<const char*, int>>{
+           {"4", 4}, {"4,2", 4}, {"0", 0}, {"lots", 0}, {"", 0}}) {
+    testing::ScopedEnv omp("OMP_NUM_THREADS", value);
+    EXPECT_EQ(fixed_threads(run), threads) << "OMP_NUM_THREADS=" << value;
+  }
+  testing::ScopedEnv omp("OMP_NUM_THREADS", "1");
+  testing::ScopedEnv elastic("TORCHELASTIC_RUN_ID", "none");
+  EXPECT_EQ(fixed_threads(run), 0);
 }
 
 }  // namespace
