@@ -242,9 +242,9 @@ PrepareSummary prepare_staged(const PrepareOptions& options, const std::string& 
   if (report.line) {
     report.line(
         fmt::format("encoded {} tokens with tokenizer '{}' ({} ids, {}-bit shards) on {} "
-                    "threads in {:.1f} s",
+                    "thread{} in {:.1f} s",
                     spool.tokens(), options.tokenizer, tokenizer->vocab_size(), wide ? 32 : 16,
-                    threads, seconds_since(start)));
+                    threads, threads == 1 ? "" : "s", seconds_since(start)));
   }
 
   const int64_t total = spool.tokens();
