@@ -30,27 +30,31 @@ TpeTrials::TpeTrials(const SweepSpec& spec, std::string db) : spec_(spec), db_(s
   }
 }
 
-std::vector<TpeTrial> TpeTrials::finished() const {
+std::optional<double> TpeTrials::score(HistoryDb& db, size_t trial) const {
+  double sum = 0;
+  for (const auto& name : names_[trial]) {
+    const auto runs = list_runs(db, {"name = " + single_quoted(name), "id", 1});
+    if (runs.empty() || (runs[0].status != "completed" && runs[0].status != "failed")) {
+      return std::nullopt;
+    }
+    double best = INFINITY;  // the worst score: failed, or no value
+    if (runs[0].status == "completed") {
+      for (double y : load_curve(db, runs[0], spec_.search.metric, "step").y) {
+        if (std::isfinite(y)) best = std::min(best, spec_.search.maximize ? -y : y);
+      }
+    }
+    sum += best;
+  }
+  return sum / static_cast<double>(names_[trial].size());
+}
+
+std::vector<TpeTrial> TpeTrials::finished() {
   HistoryDb db(db_);
   std::vector<TpeTrial> out;
+  scores_.resize(values_.size());
   for (size_t t = 0; t < values_.size(); ++t) {
-    double sum = 0;
-    bool ended = true;
-    for (const auto& name : names_[t]) {
-      const auto runs = list_runs(db, {"name = " + single_quoted(name), "id", 1});
-      if (runs.empty() || (runs[0].status != "completed" && runs[0].status != "failed")) {
-        ended = false;
-        break;
-      }
-      double best = INFINITY;  // the worst score: failed, or no value
-      if (runs[0].status == "completed") {
-        for (double y : load_curve(db, runs[0], spec_.search.metric, "step").y) {
-          if (std::isfinite(y)) best = std::min(best, spec_.search.maximize ? -y : y);
-        }
-      }
-      sum += best;
-    }
-    if (ended) out.push_back({values_[t], sum / static_cast<double>(names_[t].size())});
+    if (!scores_[t]) scores_[t] = score(db, t);  // an ended trial's score stays
+    if (scores_[t]) out.push_back({values_[t], *scores_[t]});
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@
 #include "core/app/sweeps/tpe.h"
 
 namespace kiln {
+
+class HistoryDb;
 
 class TpeTrials {
  public:
@@ -30,12 +33,15 @@ class TpeTrials {
 
  private:
   // The trials made so far that have ended, with their scores (lower better).
-  std::vector<TpeTrial> finished() const;
+  std::vector<TpeTrial> finished();
+  // Trial `trial`'s score, once every member's run has ended; none before.
+  std::optional<double> score(HistoryDb& db, size_t trial) const;
 
   const SweepSpec& spec_;
   std::string db_;
   std::vector<std::vector<std::string>> values_;  // each trial's values, in [space] order
   std::vector<std::vector<std::string>> names_;   // each trial's members
+  std::vector<std::optional<double>> scores_;     // each ended trial's, read once
 };
 
 }  // namespace kiln
