@@ -154,7 +154,7 @@ SessionOutcome Session::train() {
     throw;
   }
   if (!store_) return outcome;
-  store_->finish_run(run_id_, outcome.status);
+  store_->finish_run(run_id_, outcome.status == "paused" ? "interrupted" : outcome.status);
   print_closing(outcome);
   return outcome;
 }
@@ -189,12 +189,18 @@ void Session::train_steps(SessionOutcome& outcome) {
       say_abandoned();
       return;
     }
-    if (snapshots_.due(step, interrupted)) snapshot(step, /*best=*/false);
-    if (interrupted) {
-      outcome.status = "interrupted";
+    const bool paused = step == pause_at_;
+    if (snapshots_.due(step, interrupted || paused)) snapshot(step, /*best=*/false);
+    if (interrupted || paused) {
+      outcome.status = interrupted ? "interrupted" : "paused";
       return;
     }
   }
+}
+
+void Session::pause_after(int64_t step) {
+  pause_at_ = step;
+  evals_ = EvalPolicy(run_.eval, run_.train.steps, step);
 }
 
 // Every train.log_every steps, and the session's first and the run's last step.

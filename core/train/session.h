@@ -35,8 +35,14 @@ class Session {
   void restore(const SnapshotRef& snapshot);
   // Rank 0: the run, model, data and batch, and the legend of the step lines.
   void print_header();
-  // Trains to train.steps or a stop signal, then closes the run's row: completed, interrupted,
-  // or failed with the error (which is rethrown, a LibTorch one as std::runtime_error).
+  // Stop after `step` (above the one the session starts after, below train.steps: the caller
+  // checks), evaluated and snapshotted as a last step is, with the schedule still planned over
+  // train.steps: the run is paused there (`kiln run|resume --until`), and a resume continues as
+  // if it had not stopped.
+  void pause_after(int64_t step);
+  // Trains to train.steps, the pause step or a stop signal, then closes the run's row:
+  // completed, interrupted (also when paused), or failed with the error (which is rethrown, a
+  // LibTorch one as std::runtime_error).
   SessionOutcome train();
 
  private:
@@ -63,6 +69,7 @@ class Session {
   EvalPolicy evals_;
   SnapshotPolicy snapshots_;
   int64_t start_step_ = 0;    // the step this session starts after: 0, or the snapshot's
+  int64_t pause_at_ = 0;      // pause_after's step; 0: none
   double train_seconds_ = 0;  // in train_step, this session
   UpdateCount updates_;       // the run's steps and skipped updates, counted once it stops
 };

@@ -11,7 +11,7 @@ namespace kiln {
 struct SessionOutcome {
   int64_t run_id = 0;
   std::string name;
-  std::string status;      // completed | interrupted
+  std::string status;      // completed | interrupted | paused (the store says interrupted)
   int64_t steps_done = 0;  // of the run, earlier sessions' included
   double final_loss = 0;   // the last step's loss; 0 when this session took no step
 };

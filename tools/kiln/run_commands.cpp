@@ -15,6 +15,7 @@
 #include "core/config/schema.h"
 #include "core/util/error.h"
 #include "core/util/stop_signal.h"
+#include "tools/kiln/cli_checks.h"
 #include "tools/kiln/commands.h"
 
 namespace kiln {
@@ -26,11 +27,16 @@ struct RunArgs {
   std::string db = default_run_db();
   std::vector<std::string> overrides;
   bool restart = false;
+  int64_t until = 0;  // kiln run --until (kiln resume's is in `resume`)
   ResumeOptions resume;
 };
 
 int finish(const SessionOutcome& outcome) {
-  if (outcome.status == "interrupted") {
+  if (outcome.status == "paused") {
+    std::cout << fmt::format(
+        "kiln: run '{}' paused after step {} (--until): `kiln resume {}` continues\n", outcome.name,
+        outcome.steps_done, outcome.name);
+  } else if (outcome.status == "interrupted") {
     std::cerr << fmt::format("kiln: run '{}' interrupted after step {}\n", outcome.name,
                              outcome.steps_done);
     return kExitInterrupted;
@@ -46,7 +52,7 @@ int run_command(const RunArgs& args) {
   for (const auto& note : config.notes)
     std::cout << note << "\n";
   StopSignal stop(StopSignal::Second::kAbandon);
-  return finish(run_experiment(std::move(config), args.restart));
+  return finish(run_experiment(std::move(config), args.restart, args.until));
 }
 
 int resume_command(const RunArgs& args) {
@@ -63,6 +69,10 @@ ChosenCommand add_run_commands(CLI::App& app) {
   run->add_option("--set", args->overrides, "override a key: --set optimizer.lr=3e-3 (repeatable)");
   run->add_option("--name", args->name, "run name (same as --set run.name=NAME)");
   run->add_flag("--restart", args->restart, "replace a run of the same name, snapshots included");
+  const char* until_help =
+      "pause after this step, evaluated and snapshotted, with the schedule still planned over "
+      "train.steps: `kiln resume` continues as if it had not stopped";
+  run->add_option("--until", args->until, until_help)->check(at_least(1));
 
   CLI::App* resume = app.add_subcommand("resume", "continue a run from its latest intact snapshot");
   resume->add_option("run", args->run_ref, "run name or id")->required();
@@ -76,6 +86,7 @@ ChosenCommand add_run_commands(CLI::App& app) {
       "with a new train.steps, the schedule keeps its planned steps; added ones stay at its "
       "final lr");
   reschedule->excludes(keep);
+  resume->add_option("--until", args->resume.until, until_help)->check(at_least(1));
   resume->add_flag("--allow-data-change", args->resume.allow_data_change,
                    "go on when the files the run reads differ from those it started with (the "
                    "resume records what changed)");

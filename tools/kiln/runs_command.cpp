@@ -22,6 +22,7 @@
 #include "core/util/error.h"
 #include "core/util/fs.h"
 #include "core/util/text.h"
+#include "tools/kiln/cli_checks.h"
 
 namespace kiln {
 
@@ -53,22 +54,6 @@ struct RunsCli {
 };
 
 namespace {
-
-// CLI11's NonNegativeNumber / PositiveNumber name the whole double range in their message;
-// these say what the option takes.
-CLI::Validator at_least(long long bound) {
-  return CLI::Validator(
-      [bound](std::string& text) -> std::string {
-        try {
-          size_t used = 0;
-          const long long value = std::stoll(text, &used);
-          if (used == text.size() && value >= bound) return "";
-        } catch (const std::exception&) {
-        }
-        return fmt::format("{} is not a whole number >= {}", text, bound);
-      },
-      fmt::format("INT >= {}", bound));
-}
 
 void add_db_option(CLI::App* sub, RunsCli& cli) {
   sub->add_option("--db", cli.db, "run store")->capture_default_str();

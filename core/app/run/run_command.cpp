@@ -234,9 +234,20 @@ int64_t restore_snapshot(Session& session, const RunPaths& paths, const Snapshot
   return picked.step;
 }
 
+// --until `step` lies after the step the run starts from and before train.steps: where a
+// session can pause (Session::pause_after).
+void check_pause_step(int64_t step, int64_t start_step, int64_t total_steps) {
+  if (step > start_step && step < total_steps) return;
+  throw UserError(fmt::format(
+      "--until {}: the run {}, and train.steps = {}: give a step between them (train.steps is "
+      "the run's end: leave --until out to train to it)",
+      step, start_step > 0 ? fmt::format("resumes after step {}", start_step) : "starts at 0",
+      total_steps));
+}
+
 }  // namespace
 
-SessionOutcome run_experiment(ResolvedConfig config, bool restart) {
+SessionOutcome run_experiment(ResolvedConfig config, bool restart, int64_t until) {
   std::string name = run_options(config).name;
   if (name.empty()) name = default_run_name(config.experiment);
   check_run_name(name);
@@ -256,17 +267,23 @@ SessionOutcome run_experiment(ResolvedConfig config, bool restart) {
   }
 
   AssembledRun run = assemble(config);
+  if (until > 0) check_pause_step(until, 0, run.train.steps);
   const std::string uuid = new_identity(run.options.out_dir, name);
   const RunPaths paths = RunPaths::for_new_run(run.options.out_dir, name, uuid);
   const SnapshotOwner owner{uuid, {config.hash()}, /*legacy=*/false, {}};
   // Other ranks write no files: rank 0's identity and folder are the run's.
-  if (run.parallel->rank() != 0) return Session(run, paths, owner, nullptr, 0).train();
+  if (run.parallel->rank() != 0) {
+    Session session(run, paths, owner, nullptr, 0);
+    if (until > 0) session.pause_after(until);
+    return session.train();
+  }
   check_tensorboard(config, paths);
   RunStore store(run.options.db);
   const std::vector<std::string> notes = make_way(store, name, restart);
   auto lock = lock_run(paths);
   const int64_t run_id = create_run_row(store, run, paths, uuid);
   Session session(run, paths, owner, &store, run_id);
+  if (until > 0) session.pause_after(until);
   for (const auto& note : notes)
     session.console().line(note);
   session.print_header();
@@ -308,6 +325,10 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
   const int64_t from_step =
       restore_snapshot(session, paths, owner, run, main_rank, options.checkpoint);
   const std::string lr_line = check_schedule_change(stored, run, from_step, options.schedule);
+  if (options.until > 0) {
+    check_pause_step(options.until, from_step, run.train.steps);
+    session.pause_after(options.until);
+  }
   if (store) {
     store->reopen_run(record.id, from_step, join(changes, "; "), config.to_toml(), config.hash(),
                       run.train.steps,

@@ -6,6 +6,7 @@
 // snapshot: the caller holds the StopSignal (core/util/stop_signal.h).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,9 @@ namespace kiln {
 // when marked as its own) and a new run, with a new identity and folder, starts afresh;
 // otherwise an existing name is refused (with a hint to resume an unfinished run). run.out_dir
 // and run.db are stored absolute (core/store/runs/paths.h).
-SessionOutcome run_experiment(ResolvedConfig config, bool restart);
+// `until` > 0: the run pauses after that step (Session::pause_after), refused before the run is
+// created unless it lies below train.steps.
+SessionOutcome run_experiment(ResolvedConfig config, bool restart, int64_t until = 0);
 
 // How a resume that changes train.steps treats the learning-rate schedule, whose shape most
 // plugins draw over train.steps (cosine, linear and wsd decay to their end at it).
@@ -37,6 +40,9 @@ struct ResumeOptions {
   // Files the run reads that differ from the record of its start (core/store/runs/inputs.h):
   // refused (false), or accepted and recorded in the run's resumes (--allow-data-change).
   bool allow_data_change = false;
+  // > 0: pause after this step (Session::pause_after), refused before the run is reopened
+  // unless it lies between the snapshot's step and train.steps.
+  int64_t until = 0;
 };
 
 // Continues a run, in the folder its row names, from its snapshot `options.checkpoint` of its

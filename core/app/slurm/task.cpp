@@ -120,7 +120,7 @@ int run_sweep_task(const std::string& db, const std::string& name,
     return kExitOk;
   }
   const MemberLaunch launch = launch_for(sweep, db);
-  MemberProcess child = start_member(launch, *member, print);
+  MemberProcess child = start_member(launch, MemberJob{&*member, 0}, print);
   const bool requeue = wait_for_member(child, print);
   const std::string state = finished_member_state(launch, child);
   print(fmt::format("{} {}", member->name, state));

@@ -34,7 +34,7 @@ std::vector<std::string> threads_setting(const MemberLaunch& launch) {
 
 // `kiln resume` for a member with a run row (interrupted or failed), `kiln run` otherwise.
 std::vector<std::string> member_command(const MemberLaunch& launch, const SweepMember& m,
-                                        bool exists) {
+                                        bool exists, int64_t until) {
   std::vector<std::string> args;
   if (exists) {
     args = {"resume", m.name, "--db", launch.db};
@@ -45,6 +45,7 @@ std::vector<std::string> member_command(const MemberLaunch& launch, const SweepM
     for (const auto& o : launch.extra)
       args.insert(args.end(), {"--set", o});
   }
+  if (until > 0) args.insert(args.end(), {"--until", std::to_string(until)});
   const std::vector<std::string> threads = threads_setting(launch);
   args.insert(args.end(), threads.begin(), threads.end());
   return args;
@@ -74,8 +75,9 @@ ResolvedConfig member_config(const MemberLaunch& launch, const SweepMember& memb
   return load_config(launch.base, overrides);
 }
 
-MemberProcess start_member(const MemberLaunch& launch, const SweepMember& m,
+MemberProcess start_member(const MemberLaunch& launch, const MemberJob& job,
                            const std::function<void(const std::string&)>& print) {
+  const SweepMember& m = *job.member;
   std::optional<RunRecord> existing = RunStore(launch.db).find_run(m.name);
   const bool exists = existing.has_value();
   ProcessOptions options;
@@ -92,16 +94,17 @@ MemberProcess start_member(const MemberLaunch& launch, const SweepMember& m,
     write_run_marker(*paths, uuid, store_location(launch.db));
     options.extra_env.emplace_back(kChosenRunUuid, uuid);
   }
-  set_program(launch, member_command(launch, m, exists), options);
+  set_program(launch, member_command(launch, m, exists, job.until), options);
   options.output = ProcessOptions::Output::kFile;
   options.output_file = paths->console_log();
   options.own_process_group = true;
   options.what = "a sweep member";
   ensure_parent_dir(options.output_file);
   MemberProcess child{
-      Process::start(options),         &m, uuid, paths->folder(), options.output_file,
+      Process::start(options),         &m, job.until, uuid, paths->folder(), options.output_file,
       std::chrono::steady_clock::now()};
-  print(fmt::format("start {} ({})", m.name, exists ? "resume" : "new"));
+  print(fmt::format("start {} ({}){}", m.name, exists ? "resume" : "new",
+                    job.until > 0 ? fmt::format(" to step {}", job.until) : ""));
   return child;
 }
 

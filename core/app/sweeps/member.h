@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
@@ -29,9 +30,17 @@ struct MemberLaunch {
   std::vector<std::pair<std::string, std::string>> env;  // added to the member's environment
 };
 
+// What a free worker runs: a member, to its train.steps or (an asha search's rung) paused after
+// step `until` (`kiln run|resume --until`).
+struct MemberJob {
+  const SweepMember* member = nullptr;
+  int64_t until = 0;  // 0: to the run's end
+};
+
 struct MemberProcess {
   Process process;
   const SweepMember* member = nullptr;
+  int64_t until = 0;   // the job's
   std::string uuid;    // the identity chosen for a new member (core/store/runs/paths.h)
   std::string folder;  // the member's folder, where its console.log is
   std::string log;
@@ -41,9 +50,9 @@ struct MemberProcess {
 // The member's config as its `kiln run` resolves it.
 ResolvedConfig member_config(const MemberLaunch& launch, const SweepMember& member);
 
-// Starts the member (in its own process group, so that a terminal's Ctrl-C reaches only the
-// caller, which passes it on once) and prints "start NAME (new|resume)".
-MemberProcess start_member(const MemberLaunch& launch, const SweepMember& member,
+// Starts the job's member (in its own process group, so that a terminal's Ctrl-C reaches only
+// the caller, which passes it on once) and prints "start NAME (new|resume)[ to step S]".
+MemberProcess start_member(const MemberLaunch& launch, const MemberJob& job,
                            const std::function<void(const std::string&)>& print);
 
 // The member's state once its process ended, as its run row says; a member without a row

@@ -12,6 +12,7 @@
 
 #include "core/app/history/run_tables.h"
 #include "core/app/history/seed_groups.h"
+#include "core/app/sweeps/asha_search.h"
 #include "core/app/sweeps/check.h"
 #include "core/app/sweeps/member.h"
 #include "core/app/sweeps/tpe_trials.h"
@@ -103,32 +104,48 @@ std::vector<const SweepMember*> members_to_run(const MemberLaunch& launch,
   return queue;
 }
 
+std::string join_numbers(const std::vector<int64_t>& numbers) {
+  std::vector<std::string> texts;
+  for (int64_t n : numbers)
+    texts.push_back(std::to_string(n));
+  return join(texts, ", ");
+}
+
 void report_finished(const SweepRun& sweep, const MemberProcess& child, size_t finished,
                      size_t total, const std::function<void(const std::string&)>& print) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - child.started).count();
-  const std::string state = finished_member_state(sweep.launch, child);
-  print(fmt::format("[{}/{}] {} {} in {}", finished, total, child.member->name, state,
-                    format_duration(seconds)));
+  std::string state = finished_member_state(sweep.launch, child);
+  const std::optional<RunRecord> run = RunStore(sweep.launch.db).find_run(child.member->name);
+  if (state == "interrupted" && child.until > 0 && run && run->steps == child.until) {
+    state = fmt::format("paused at step {}", child.until);
+  }
+  print(fmt::format("[{}] {} {} in {}",
+                    total > 0 ? fmt::format("{}/{}", finished, total) : std::to_string(finished),
+                    child.member->name, state, format_duration(seconds)));
 }
 
-// The next member to start, asked when a worker is free; null when none is left.
-using NextMember = std::function<const SweepMember*()>;
+// The next job, asked when a worker is free, with the members running; none when nothing can
+// start until a running member ends (it is asked again then), or nothing is left.
+using NextJob = std::function<std::optional<MemberJob>(const std::vector<const SweepMember*>&)>;
 
-// Runs the members `next` gives, `jobs` at a time (`total` of them, for the progress lines). A
-// SIGINT or SIGTERM starts no new member and is passed on to the running ones, which snapshot
-// and stop; then it returns true.
-bool run_members(const SweepRun& sweep, const NextMember& next, size_t total,
+// Runs the jobs `next` gives, `jobs` at a time (`total` of them, for the progress lines; 0: not
+// known before). A SIGINT or SIGTERM starts no new member and is passed on to the running ones,
+// which snapshot and stop; then it returns true.
+bool run_members(const SweepRun& sweep, const NextJob& next, size_t total,
                  const std::function<void(const std::string&)>& print) {
   const StopSignal stop;
   int forwarded = 0;
   std::vector<MemberProcess> running;
   size_t finished = 0;
-  for (bool more = true;;) {
-    while (more && !StopSignal::requested() && static_cast<int>(running.size()) < sweep.jobs) {
-      const SweepMember* member = nullptr;
+  for (;;) {
+    while (!StopSignal::requested() && static_cast<int>(running.size()) < sweep.jobs) {
+      std::optional<MemberJob> job;
       try {
-        member = next();  // a tpe search reads the store and checks its proposal here
+        std::vector<const SweepMember*> members;
+        for (const auto& c : running)
+          members.push_back(c.member);
+        job = next(members);  // a tpe or asha search reads the store here
       } catch (...) {
         // The running members would go on alone: stop them (each snapshots) before failing.
         for (const auto& c : running)
@@ -137,8 +154,8 @@ bool run_members(const SweepRun& sweep, const NextMember& next, size_t total,
           c.process.wait();
         throw;
       }
-      more = member != nullptr;
-      if (more) running.push_back(start_member(sweep.launch, *member, print));
+      if (!job) break;
+      running.push_back(start_member(sweep.launch, *job, print));
     }
     if (running.empty()) break;  // all ended, or stopped before the rest started
     std::vector<Process*> processes;
@@ -208,9 +225,11 @@ void print_seed_groups(HistoryDb& history, std::vector<RunRecord> records,
   print(grouped_report(history, groups, {}));
 }
 
-// The summary table of the sweep's runs; returns the number of members that did not complete.
+// The summary table of the sweep's runs; returns the number of members that did not complete
+// (and that the search did not stop: `stopped`, for an asha search's).
 int print_summary(const SweepRun& sweep, const std::vector<SweepMember>& members,
-                  const std::string& sort, const std::function<void(const std::string&)>& print) {
+                  const std::string& sort, const std::function<void(const std::string&)>& print,
+                  const std::function<bool(const std::string&)>& stopped) {
   HistoryDb history(sweep.launch.db);
   std::vector<RunRecord> records;
   for (const auto& r : list_runs(history, ListQuery{"", sort, 0})) {
@@ -220,7 +239,8 @@ int print_summary(const SweepRun& sweep, const std::vector<SweepMember>& members
   for (const auto& m : members) {
     auto r = std::find_if(records.begin(), records.end(),
                           [&](const RunRecord& x) { return x.name == m.name; });
-    if (r == records.end() || r->status != "completed") ++incomplete;
+    if (r != records.end() && (r->status == "completed" || (stopped && stopped(m.name)))) continue;
+    ++incomplete;
   }
   print("");
   print(sweep_summary(records, sort));
@@ -238,9 +258,13 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
     print(fmt::format("sweep '{}': {} members, each assembled without training; nothing run",
                       spec.name, members.size()));
     print(members_table(spec, checks));
-    if (spec.search.type == SweepSearch::Type::kTpe && spec.search.trials > spec.search.startup) {
+    if (spec.search.tpe() && spec.search.trials > spec.search.startup) {
       print(fmt::format("and {} trials more, which TPE proposes as the ones before them end",
                         spec.search.trials - spec.search.startup));
+    }
+    if (spec.search.type == SweepSearch::Type::kAsha) {
+      print(fmt::format("asha: rungs at steps {}; the best 1/{} of each rung go on",
+                        join_numbers(asha_rungs(spec)), spec.search.reduction_factor));
     }
     return {};
   }
@@ -257,11 +281,19 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
   if (jobs > 1) launch.threads = threads;
   const SweepRun sweep{spec, launch, jobs};
 
-  // A tpe search proposes its later trials when the queue is done, one per free worker.
+  // A tpe search proposes its later trials when the queue is done, one per free worker; an asha
+  // search's ladder decides each job (its members are checked against the store all the same).
   std::optional<TpeTrials> tpe;
   if (spec.search.type == SweepSearch::Type::kTpe) tpe.emplace(spec, launch.db);
-  std::vector<const SweepMember*> queue =
-      members_to_run(sweep.launch, members, options.changed, print, tpe ? &*tpe : nullptr);
+  std::optional<AshaSearch> asha;
+  const auto admit = [&](std::vector<SweepMember>& trial, TpeTrials* proposer) {
+    return members_to_run(sweep.launch, trial, options.changed, print, proposer);
+  };
+  if (spec.search.type == SweepSearch::Type::kAsha) asha.emplace(spec, launch.db, members, admit);
+  std::vector<const SweepMember*> queue = admit(members, tpe    ? &*tpe
+                                                         : asha ? asha->tpe()
+                                                                : nullptr);
+  if (asha) asha->set_members(members);  // those kept as they ran (--keep-old) are gone
   {
     // --sort orders the summary at the end: a key it cannot sort by is reported now, not after
     // every member has run.
@@ -270,28 +302,43 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
   }
   print(
       fmt::format("sweep '{}': {} members, {} to run, {} at a time ({} CPU threads each); logs "
-                  "in {}/<member>@<id>/console.log",
+                  "in {}/<member>@<id>/console.log{}",
                   spec.name, members.size(), queue.size(), jobs,
-                  jobs > 1 ? static_cast<unsigned>(threads) : cores, base.out_dir));
+                  jobs > 1 ? static_cast<unsigned>(threads) : cores, base.out_dir,
+                  asha ? fmt::format("\nasha: rungs at steps {}; the best 1/{} of each rung go on",
+                                     join_numbers(asha->rungs()), spec.search.reduction_factor)
+                       : ""));
   std::list<std::vector<SweepMember>> proposed;  // stable: the queue points into them
   size_t at = 0;
-  const NextMember next = [&]() -> const SweepMember* {
+  const NextJob next =
+      [&](const std::vector<const SweepMember*>& running) -> std::optional<MemberJob> {
+    if (asha) return asha->next(running, print);
     while (at == queue.size() && tpe && tpe->left() > 0) {
       proposed.push_back(tpe->next());
-      const auto more =
-          members_to_run(sweep.launch, proposed.back(), options.changed, print, &*tpe);
+      const auto more = admit(proposed.back(), &*tpe);
       queue.insert(queue.end(), more.begin(), more.end());
     }
-    return at < queue.size() ? queue[at++] : nullptr;
+    if (at == queue.size()) return std::nullopt;
+    return MemberJob{queue[at++], 0};
   };
   const size_t per_trial =
       members.size() /
       static_cast<size_t>(std::max<int64_t>(1, std::min(spec.search.trials, spec.search.startup)));
-  const size_t total = queue.size() + (tpe ? static_cast<size_t>(tpe->left()) * per_trial : 0);
+  const size_t total =
+      asha ? 0 : queue.size() + (tpe ? static_cast<size_t>(tpe->left()) * per_trial : 0);
   const bool interrupted = run_members(sweep, next, total, print);
-  for (const auto& trial : proposed)
-    members.insert(members.end(), trial.begin(), trial.end());
-  return {print_summary(sweep, members, options.sort, print), interrupted};
+  if (!asha) {
+    for (const auto& trial : proposed)
+      members.insert(members.end(), trial.begin(), trial.end());
+    return {print_summary(sweep, members, options.sort, print, nullptr), interrupted};
+  }
+  print("");
+  print(asha->ladder(/*ended=*/!interrupted));
+  std::vector<SweepMember> started;
+  for (const SweepMember* m : asha->members())
+    started.push_back(*m);
+  const auto stopped = [&](const std::string& name) { return !interrupted && asha->stopped(name); };
+  return {print_summary(sweep, started, options.sort, print, stopped), interrupted};
 }
 
 }  // namespace kiln

@@ -27,13 +27,23 @@ struct SweepDistribution {
 struct SweepSearch {
   // grid: the members the file lists; random: `trials` draws from [space]; tpe: the first
   // `startup` trials drawn as random's, the others proposed by TPE from the finished ones
-  // (core/app/sweeps/tpe.h) while the sweep runs.
-  enum class Type { kGrid, kRandom, kTpe };
+  // (core/app/sweeps/tpe.h) while the sweep runs; asha: the trials `sampler` proposes, run
+  // rung by rung by asynchronous successive halving (core/app/sweeps/asha.h).
+  enum class Type { kGrid, kRandom, kTpe, kAsha };
   Type type = Type::kGrid;
   bool draws() const { return type != Type::kGrid; }  // its trials come from [space]
+  // Its later trials are proposed by TPE: type tpe, or asha with sampler = "tpe".
+  bool tpe() const { return type == Type::kTpe || (type == Type::kAsha && tpe_sampler); }
   int64_t trials = 0;
   int64_t seed = 0;
-  int64_t startup = 10;  // tpe
+  int64_t startup = 10;      // tpe, and asha with sampler = "tpe"
+  bool tpe_sampler = false;  // asha: sampler = "tpe" (false: "random")
+  // asha: the rungs are at min_steps * reduction_factor^k below max_steps (0: the base's
+  // train.steps, which every member trains to), less those below `grace`; and max_steps.
+  int64_t min_steps = 0;
+  int64_t max_steps = 0;
+  int64_t reduction_factor = 3;
+  int64_t grace = 0;
   // What the search is judged by: a metric the members log (loss, lr, grad_norm,
   // tokens_per_sec, val_loss, or a task's TASK.METRIC) and whether lower or higher is better;
   // the members' summary is sorted by its best value. "" = none.
@@ -41,6 +51,7 @@ struct SweepSearch {
   bool maximize = false;  // mode = "max"; false: "min"
   std::string where;      // file:line:col of [search], for errors
   std::string metric_where;
+  std::string min_steps_where;  // file:line:col of asha's min_steps, for errors
 };
 
 // The `kiln runs list --sort` key of a search's metric: min(M), or -max(M) for mode = "max";

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/app/sweeps/asha.h"
 #include "core/config/config.h"
 #include "core/store/runs/paths.h"
 #include "core/util/error.h"
@@ -74,6 +75,23 @@ void check_variant_keys(const SweepSpec& spec) {
   }
 }
 
+// An asha search plans every member over one train.steps, its last rung: max_steps, or the base's
+// (with [set]'s) when max_steps is not given. No part of the file varies it.
+void check_asha_steps(const SweepSpec& spec) {
+  const bool in_space =
+      std::any_of(spec.space.begin(), spec.space.end(),
+                  [](const SweepDistribution& d) { return d.key == "train.steps"; });
+  const char* other = in_space ? "[space] draws" : other_place_of(spec, "train.steps", true);
+  const bool fixed = other && std::string(other).rfind("[set]", 0) == 0;
+  if (other && (spec.search.max_steps > 0 || !fixed)) {
+    throw UserError(fmt::format(
+        "{}: {} train.steps, which an asha search sets for every member: its rungs pause the "
+        "members of one schedule, planned over max_steps (default: the base's train.steps)",
+        spec.search.where, other));
+  }
+  asha_rungs(spec);
+}
+
 // A random search's [space] and [search] agree, and no other part of the file gives a key it
 // samples.
 void check_search(const SweepSpec& spec) {
@@ -81,29 +99,35 @@ void check_search(const SweepSpec& spec) {
   if (!search.draws()) {
     if (!spec.space.empty()) {
       throw UserError(
-          fmt::format("{}: [space] gives distributions, which only a random or tpe search "
+          fmt::format("{}: [space] gives distributions, which only a random, tpe or asha search "
                       "draws from: add [search] type = \"random\" and trials = N",
                       spec.space.front().where));
     }
     return;
   }
-  const char* type = search.type == SweepSearch::Type::kTpe ? "tpe" : "random";
+  const char* type = search.type == SweepSearch::Type::kAsha  ? "an asha"
+                     : search.type == SweepSearch::Type::kTpe ? "a tpe"
+                                                              : "a random";
   if (search.trials < 1) {
     throw UserError(
-        fmt::format("{}: a {} search needs trials = N (how many draws)", search.where, type));
+        fmt::format("{}: {} search needs trials = N (how many draws)", search.where, type));
   }
   if (spec.space.empty()) {
     throw UserError(
-        fmt::format("{}: a {} search needs [space], a distribution per key it "
+        fmt::format("{}: {} search needs [space], a distribution per key it "
                     "varies, e.g. optimizer.lr = {{ log_uniform = [1e-4, 3e-2] }}",
                     search.where, type));
   }
-  if (search.type == SweepSearch::Type::kTpe && search.metric.empty()) {
-    throw UserError(fmt::format(
-        "{}: a tpe search needs metric = \"...\" (what it minimises, or maximises with "
-        "mode = \"max\"): the trials it proposes follow the finished ones' values of it",
-        search.where));
+  if (search.type != SweepSearch::Type::kRandom && search.metric.empty()) {
+    throw UserError(
+        fmt::format("{}: {} search needs metric = \"...\" (what it minimises, or maximises with "
+                    "mode = \"max\"): {}",
+                    search.where, type,
+                    search.type == SweepSearch::Type::kTpe
+                        ? "the trials it proposes follow the finished ones' values of it"
+                        : "its rungs keep the trials with the best values of it"));
   }
+  if (search.type == SweepSearch::Type::kAsha) check_asha_steps(spec);
   for (const auto& d : spec.space) {
     if (const char* other = other_place_of(spec, d.key, /*variants=*/true)) {
       throw UserError(fmt::format("{}: [space] draws '{}', which {} too: give it in one place",
@@ -117,9 +141,8 @@ void check_search(const SweepSpec& spec) {
 std::vector<Combination> trials(const SweepSpec& spec) {
   std::vector<Combination> out;
   if (!spec.search.draws()) return {{}};
-  const int64_t known = spec.search.type == SweepSearch::Type::kTpe
-                            ? std::min(spec.search.trials, spec.search.startup)
-                            : spec.search.trials;
+  const int64_t known =
+      spec.search.tpe() ? std::min(spec.search.trials, spec.search.startup) : spec.search.trials;
   for (int64_t t = 0; t < known; ++t) {
     Combination values;
     for (const auto& d : spec.space)
@@ -217,6 +240,8 @@ void check_variants(const SweepSpec& spec) {
 SweepMember make_member(const SweepSpec& spec, const SweepVariant& variant,
                         const Combination& combo, int64_t trial, const Combination& draws) {
   SweepMember member{"", spec.fixed};
+  if (spec.search.type == SweepSearch::Type::kAsha && spec.search.max_steps > 0)
+    member.overrides.push_back(fmt::format("train.steps={}", spec.search.max_steps));
   member.overrides.insert(member.overrides.end(), variant.overrides.begin(),
                           variant.overrides.end());
   std::vector<std::string> labels;

@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "core/app/sweeps/file_nodes.h"
+#include "core/app/sweeps/search_file.h"
 #include "core/app/sweeps/spec.h"
 #include "core/config/canonical.h"
 #include "core/config/extends.h"
@@ -23,35 +25,7 @@ namespace kiln {
 
 namespace {
 
-// file:line:col of a node, in the file of the chain it was read from.
-std::string where(const toml::source_region& region) {
-  return fmt::format("{}:{}:{}", region.path ? *region.path : std::string("<sweep>"),
-                     region.begin.line, region.begin.column);
-}
-
-// A TOML value as --set takes it, in canonical form (format_value): strings keep their quotes,
-// so "1e-3" stays a string, and a float is its shortest exact text (3e-3 -> 0.003).
-std::string toml_text(const toml::node& node) {
-  const std::optional<ParamValue> value = scalar_value(node);
-  if (!value) {
-    throw UserError(fmt::format("{}: a sweep value must be a number, a string or a boolean",
-                                where(node.source())));
-  }
-  return format_value(*value);
-}
-
-std::string key_path(const std::string& prefix, const toml::key& key) {
-  return prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
-}
-
-// `item` (an axis, a distribution) in place of the item of its key, or after the others.
-template <class Item>
-void put_by_key(std::vector<Item>& items, Item item) {
-  auto same =
-      std::find_if(items.begin(), items.end(), [&](const Item& i) { return i.key == item.key; });
-  if (same == items.end()) same = items.insert(items.end(), Item{});
-  *same = std::move(item);
-}
+using namespace sweep_file;  // NOLINT: where, toml_text, key_path, put_by_key
 
 // [grid] optimizer.lr = [...] parses as grid.optimizer.lr: flattened back to "optimizer.lr".
 void read_axes(const toml::table& table, const std::string& prefix, std::vector<SweepAxis>& out) {
@@ -154,149 +128,6 @@ std::vector<SweepVariant> read_variants(const toml::node& node) {
   return variants;
 }
 
-const std::vector<std::string>& distribution_names() {
-  static const std::vector<std::string> names = {"log_uniform", "uniform", "int_uniform", "choice"};
-  return names;
-}
-
-// `[low, high]` of a numeric distribution: two numbers (integers for int_uniform), low <= high,
-// and low > 0 for log_uniform.
-void read_bounds(const toml::node& node, const std::string& path, SweepDistribution& out) {
-  const auto* list = node.as_array();
-  const bool whole = out.kind == SweepDistribution::Kind::kIntUniform;
-  const auto number = [&](const toml::node& n) { return whole ? n.is_integer() : n.is_number(); };
-  if (!list || list->size() != 2 || !number(*list->get(0)) || !number(*list->get(1))) {
-    throw UserError(fmt::format("{}: '{}' takes [low, high], two {}", where(node.source()), path,
-                                whole ? "integers" : "numbers"));
-  }
-  out.low = list->get(0)->value_or(0.0);
-  out.high = list->get(1)->value_or(0.0);
-  if (out.low > out.high) {
-    throw UserError(fmt::format("{}: '{}' has low {} above high {}: write [low, high]",
-                                where(node.source()), path, format_value(out.low),
-                                format_value(out.high)));
-  }
-  if (out.kind == SweepDistribution::Kind::kLogUniform && out.low <= 0) {
-    throw UserError(fmt::format(
-        "{}: '{}' is log-uniform, so its bounds must be above 0 (it has {}): use uniform for a "
-        "range that reaches 0",
-        where(node.source()), path, format_value(out.low)));
-  }
-}
-
-// One [space] key: `{ log_uniform = [a, b] }`, `{ uniform = [a, b] }`, `{ int_uniform = [a, b] }`
-// or `{ choice = [...] }`.
-SweepDistribution read_distribution(const toml::node& node, const std::string& path) {
-  const auto* table = node.as_table();
-  const std::string forms =
-      "{ log_uniform = [low, high] }, { uniform = [low, high] }, { int_uniform = [low, high] } or "
-      "{ choice = [...] }";
-  if (!table || table->size() != 1) {
-    throw UserError(
-        fmt::format("{}: '{}' must be one distribution: {}", where(node.source()), path, forms));
-  }
-  const toml::key& name = table->cbegin()->first;
-  const toml::node& value = table->cbegin()->second;
-  SweepDistribution out{path, SweepDistribution::Kind::kUniform, 0, 0, {}, where(node.source())};
-  const std::string kind(name.str());
-  if (kind == "choice") {
-    out.kind = SweepDistribution::Kind::kChoice;
-    const auto* list = value.as_array();
-    if (!list || list->empty()) {
-      throw UserError(fmt::format("{}: '{}' choice must be a non-empty list of values",
-                                  where(value.source()), path));
-    }
-    for (const auto& element : *list)
-      out.choices.push_back(toml_text(element));
-    return out;
-  }
-  if (kind == "log_uniform") {
-    out.kind = SweepDistribution::Kind::kLogUniform;
-  } else if (kind == "int_uniform") {
-    out.kind = SweepDistribution::Kind::kIntUniform;
-  } else if (kind != "uniform") {
-    const std::string hint = nearest(kind, distribution_names());
-    throw UserError(fmt::format("{}: '{}' is not a distribution{}: use {}", where(name.source()),
-                                kind, hint.empty() ? "" : " (did you mean '" + hint + "'?)",
-                                forms));
-  }
-  read_bounds(value, path, out);
-  return out;
-}
-
-// [space] optimizer.lr = { ... } parses as space.optimizer.lr: section tables (and a family's
-// entries, data.sources.web: tables of tables), then the distribution of each key.
-void read_space(const toml::table& table, const std::string& prefix,
-                std::vector<SweepDistribution>& out) {
-  for (auto&& [key, node] : table) {
-    const std::string path = key_path(prefix, key);
-    const auto* section = node.as_table();
-    const bool level = section && !section->empty() &&
-                       std::all_of(section->begin(), section->end(),
-                                   [](auto&& kv) { return kv.second.is_table(); });
-    if (prefix.empty() || level) {
-      const auto is_distribution = [&](const std::string& name) { return section->contains(name); };
-      if (!section ||
-          std::any_of(distribution_names().begin(), distribution_names().end(), is_distribution)) {
-        throw UserError(
-            fmt::format("{}: '{}' is not section.key: [space] gives distributions "
-                        "of config keys, e.g. optimizer.lr = {{ log_uniform = "
-                        "[1e-4, 3e-2] }}",
-                        where(node.source()), path));
-      }
-      read_space(*section, path, out);
-      continue;
-    }
-    put_by_key(out, read_distribution(node, path));
-  }
-}
-
-// [search]: type = "grid" | "random" | "tpe", trials, seed, startup; each key replaces an
-// earlier file's.
-void read_search(const toml::table& table, SweepSearch& out) {
-  out.where = where(table.source());
-  static const std::vector<std::string> keys = {"type",    "trials", "seed",
-                                                "startup", "metric", "mode"};
-  static const std::vector<std::string> types = {"grid", "random", "tpe"};
-  for (auto&& [key, node] : table) {
-    const std::string k(key.str());
-    if (k == "type") {
-      const std::string type = node.value_or(std::string());
-      const auto known = std::find(types.begin(), types.end(), type);
-      if (known == types.end()) {
-        throw UserError(fmt::format(
-            "{}: search type '{}' is not one this Kiln runs: use grid, random or tpe{}",
-            where(node.source()), type, type == "asha" ? " (asha is not built yet)" : ""));
-      }
-      out.type = static_cast<SweepSearch::Type>(known - types.begin());
-    } else if (k == "metric" || k == "mode") {
-      const std::string text = node.value_or(std::string());
-      if (k == "metric" ? text.empty() : text != "min" && text != "max") {
-        throw UserError(fmt::format("{}: {}", where(node.source()),
-                                    k == "metric" ? "metric must be a metric's name: \"val_loss\""
-                                                  : "mode must be \"min\" or \"max\""));
-      }
-      if (k == "mode") out.maximize = text == "max";
-      if (k == "metric")
-        std::tie(out.metric, out.metric_where) = std::pair(text, where(node.source()));
-    } else if (k == "trials" || k == "seed" || k == "startup") {
-      const auto value = node.value<int64_t>();
-      const int64_t least = k == "seed" ? 0 : 1;
-      if (!node.is_integer() || !value || *value < least) {
-        throw UserError(fmt::format("{}: {} must be a whole number, at least {}",
-                                    where(node.source()), k, least));
-      }
-      int64_t* target = k == "seed" ? &out.seed : &out.trials;
-      *(k == "startup" ? &out.startup : target) = *value;
-    } else {
-      const std::string hint = nearest(k, keys);
-      throw UserError(fmt::format(
-          "{}: unknown [search] key '{}': {}", where(key.source()), k,
-          hint.empty() ? "[search] takes " + join(keys, ", ") : "did you mean '" + hint + "'?"));
-    }
-  }
-}
-
 // The file's text, or nothing when it cannot be read.
 std::optional<std::string> read_text(const std::string& path) {
   std::error_code ec;
@@ -390,7 +221,7 @@ SweepSpec load_sweep_file(const std::string& path) {
                     path));
   }
   // Seeds vary fastest, after the grid's own axes.
-  if (seeds) put_by_key(spec.grid, std::move(*seeds));
+  if (seeds) sweep_file::put_by_key(spec.grid, std::move(*seeds));
   return spec;
 }
 

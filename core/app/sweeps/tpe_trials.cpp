@@ -20,7 +20,8 @@ std::vector<std::string> names_of(const std::vector<SweepMember>& members) {
 
 }  // namespace
 
-TpeTrials::TpeTrials(const SweepSpec& spec, std::string db) : spec_(spec), db_(std::move(db)) {
+TpeTrials::TpeTrials(const SweepSpec& spec, std::string db, MemberScore member_score)
+    : spec_(spec), db_(std::move(db)), member_score_(std::move(member_score)) {
   for (int64_t t = 0; t < std::min(spec.search.trials, spec.search.startup); ++t) {
     std::vector<std::string> values;
     for (const auto& d : spec.space)
@@ -33,6 +34,12 @@ TpeTrials::TpeTrials(const SweepSpec& spec, std::string db) : spec_(spec), db_(s
 std::optional<double> TpeTrials::score(HistoryDb& db, size_t trial) const {
   double sum = 0;
   for (const auto& name : names_[trial]) {
+    if (member_score_) {
+      const std::optional<double> member = member_score_(name);
+      if (!member) return std::nullopt;
+      sum += *member;
+      continue;
+    }
     const auto runs = list_runs(db, {"name = " + single_quoted(name), "id", 1});
     if (runs.empty() || (runs[0].status != "completed" && runs[0].status != "failed")) {
       return std::nullopt;
@@ -53,7 +60,8 @@ std::vector<TpeTrial> TpeTrials::finished() {
   std::vector<TpeTrial> out;
   scores_.resize(values_.size());
   for (size_t t = 0; t < values_.size(); ++t) {
-    if (!scores_[t]) scores_[t] = score(db, t);  // an ended trial's score stays
+    // An ended trial's score stays, unless the member scores may change.
+    if (!scores_[t] || member_score_) scores_[t] = score(db, t);
     if (scores_[t]) out.push_back({values_[t], *scores_[t]});
   }
   return out;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,7 +24,12 @@ class HistoryDb;
 
 class TpeTrials {
  public:
-  TpeTrials(const SweepSpec& spec, std::string db);
+  // A member's score (lower better), or none while it has not ended: an asha search's
+  // (core/app/sweeps/asha_search.h), which changes as members are promoted.
+  using MemberScore = std::function<std::optional<double>(const std::string& name)>;
+
+  // `member_score`: null for a trial's score as above, read once it ended and kept.
+  TpeTrials(const SweepSpec& spec, std::string db, MemberScore member_score = nullptr);
   // The members of the next trial, TPE's proposal; none once `trials` are made.
   std::vector<SweepMember> next();
   // A member run again under a new name (--rerun-changed): its score is read from that run.
@@ -42,6 +48,7 @@ class TpeTrials {
   std::vector<std::vector<std::string>> values_;  // each trial's values, in [space] order
   std::vector<std::vector<std::string>> names_;   // each trial's members
   std::vector<std::optional<double>> scores_;     // each ended trial's, read once
+  MemberScore member_score_;
 };
 
 }  // namespace kiln

@@ -1,0 +1,85 @@
+#include "core/app/sweeps/asha.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/app/sweeps/spec.h"
+#include "core/config/config.h"
+#include "core/config/options.h"
+#include "core/util/error.h"
+
+namespace kiln {
+
+namespace {
+
+// The members with a result at `rung`, best first (ties by index).
+std::vector<size_t> ranked_at(const std::vector<AshaMember>& members, size_t rung) {
+  std::vector<size_t> at;
+  for (size_t i = 0; i < members.size(); ++i)
+    if (members[i].results.size() > rung) at.push_back(i);
+  std::stable_sort(at.begin(), at.end(), [&](size_t a, size_t b) {
+    return members[a].results[rung] < members[b].results[rung];
+  });
+  return at;
+}
+
+}  // namespace
+
+std::vector<int64_t> asha_rungs(const SweepSpec& spec) {
+  const SweepSearch& search = spec.search;
+  const int64_t last = search.max_steps > 0
+                           ? search.max_steps
+                           : train_options(load_config(spec.base, spec.fixed)).steps;
+  if (search.min_steps < 1 || search.min_steps >= last) {
+    throw UserError(fmt::format(
+        "{}: asha's min_steps = {} must be at least 1 and below {} = {}, the steps every "
+        "member is planned to train: the first rung is where the worst trials stop",
+        search.min_steps_where.empty() ? search.where : search.min_steps_where, search.min_steps,
+        search.max_steps > 0 ? "max_steps" : "the base experiment's train.steps", last));
+  }
+  std::vector<int64_t> rungs;
+  for (int64_t step = search.min_steps; step < last; step *= search.reduction_factor) {
+    if (step >= search.grace) rungs.push_back(step);
+  }
+  rungs.push_back(last);
+  return rungs;
+}
+
+std::optional<AshaPromotion> asha_promotion(const std::vector<AshaMember>& members, size_t rungs,
+                                            int64_t reduction_factor) {
+  for (size_t rung = rungs >= 2 ? rungs - 2 : 0; rungs >= 2; --rung) {
+    const std::vector<size_t> ranked = ranked_at(members, rung);
+    const size_t keep = ranked.size() / static_cast<size_t>(reduction_factor);
+    for (size_t k = 0; k < keep; ++k) {
+      const AshaMember& m = members[ranked[k]];
+      if (m.results.size() == rung + 1 && !m.busy && !m.failed)
+        return AshaPromotion{ranked[k], rung + 1};
+    }
+    if (rung == 0) break;
+  }
+  return std::nullopt;
+}
+
+std::optional<AshaPromotion> asha_closing_promotion(const std::vector<AshaMember>& members,
+                                                    size_t rungs) {
+  for (const auto& m : members)
+    if (m.results.size() >= rungs) return std::nullopt;
+  for (size_t rung = rungs - 1; rung-- > 0;) {
+    for (size_t i : ranked_at(members, rung)) {
+      const AshaMember& m = members[i];
+      if (m.results.size() == rung + 1 && !m.busy && !m.failed) return AshaPromotion{i, rung + 1};
+    }
+  }
+  return std::nullopt;
+}
+
+AshaPlace asha_place(const std::vector<AshaMember>& members, size_t member, size_t rung) {
+  const std::vector<size_t> ranked = ranked_at(members, rung);
+  const auto at = std::find(ranked.begin(), ranked.end(), member);
+  return {at == ranked.end() ? 0 : static_cast<size_t>(at - ranked.begin()) + 1, ranked.size()};
+}
+
+}  // namespace kiln

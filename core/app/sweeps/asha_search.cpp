@@ -1,0 +1,189 @@
+#include "core/app/sweeps/asha_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/store/history/queries.h"
+#include "core/store/history/reader.h"
+#include "core/store/history/selection.h"
+#include "core/util/text.h"
+
+namespace kiln {
+
+namespace {
+
+bool contains(const std::vector<const SweepMember*>& running, const SweepMember* m) {
+  return std::find(running.begin(), running.end(), m) != running.end();
+}
+
+std::string ordinal(size_t n) {
+  const char* suffix = n % 100 / 10 == 1 ? "th"
+                       : n % 10 == 1     ? "st"
+                       : n % 10 == 2     ? "nd"
+                       : n % 10 == 3     ? "rd"
+                                         : "th";
+  return fmt::format("{}{}", n, suffix);
+}
+
+}  // namespace
+
+AshaSearch::AshaSearch(const SweepSpec& spec, std::string db,
+                       const std::vector<SweepMember>& members, Admit admit)
+    : spec_(spec), db_(std::move(db)), rungs_(asha_rungs(spec)), admit_(std::move(admit)) {
+  set_members(members);
+  if (spec.search.tpe()) {
+    // A trial's score for TPE: the rungs its members reached, then their values at the highest
+    // one (so a trial that went further ranks above one stopped earlier); none while one of its
+    // members is on its way to a rung.
+    tpe_.emplace(spec, db_, [this](const std::string& name) -> std::optional<double> {
+      const auto it = scores_.find(name);
+      return it == scores_.end() ? std::nullopt : it->second;
+    });
+  }
+}
+
+void AshaSearch::set_members(const std::vector<SweepMember>& members) {
+  members_.clear();
+  for (const auto& m : members)
+    members_.push_back(&m);
+}
+
+AshaSearch::State AshaSearch::state_of(HistoryDb& db, const RunRecord* run) const {
+  State s;
+  if (!run) return s;
+  s.status = run->status;
+  s.steps = run->steps;
+  const Curve curve = load_curve(db, *run, spec_.search.metric, "step");
+  for (size_t j = 0; j < rungs_.size() && rungs_[j] <= run->steps; ++j) {
+    const auto at = std::find(curve.x.begin(), curve.x.end(), static_cast<double>(rungs_[j]));
+    if (at == curve.x.end()) break;  // stopped before the rung's value was recorded
+    const double y = curve.y[static_cast<size_t>(at - curve.x.begin())];
+    s.ladder.results.push_back(std::isnan(y) ? INFINITY : spec_.search.maximize ? -y : y);
+  }
+  s.ladder.failed = s.status == "failed";
+  const size_t reached = s.ladder.results.size();
+  const bool at_rung = reached > 0 && s.steps == rungs_[reached - 1];
+  s.between = (s.status == "interrupted" || s.status == "running") && !at_rung;
+  s.ladder.busy = s.between;
+  return s;
+}
+
+std::vector<AshaSearch::State> AshaSearch::read(const std::vector<const SweepMember*>& running) {
+  HistoryDb db(db_);
+  std::map<std::string, RunRecord> runs;
+  for (auto& r : list_runs(db, {"sweep = " + single_quoted(spec_.name), "id", 0}))
+    runs.emplace(r.name, std::move(r));
+  std::vector<State> states;
+  scores_.clear();
+  for (const SweepMember* m : members_) {
+    const auto run = runs.find(m->name);
+    State s = state_of(db, run == runs.end() ? nullptr : &run->second);
+    s.running = contains(running, m);
+    s.ladder.busy = s.ladder.busy || s.running;
+    if (!s.ladder.busy && !s.status.empty()) {
+      const auto& results = s.ladder.results;
+      const double rung_weight = 1e9;  // far above any metric's range: rungs rank first
+      scores_[m->name] = results.empty()
+                             ? INFINITY
+                             : results.back() - rung_weight * static_cast<double>(results.size());
+    }
+    states.push_back(std::move(s));
+  }
+  return states;
+}
+
+const SweepMember* AshaSearch::next_trial_member(const std::vector<State>& states) {
+  for (size_t i = 0; i < members_.size(); ++i) {
+    if (states[i].status.empty() && !states[i].running) return members_[i];
+  }
+  if (!tpe_ || tpe_->left() <= 0) return nullptr;
+  proposed_.push_back(tpe_->next());
+  admit_(proposed_.back(), &*tpe_);
+  for (const auto& m : proposed_.back())
+    members_.push_back(&m);
+  return proposed_.back().empty() ? nullptr : &proposed_.back().front();
+}
+
+std::optional<MemberJob> AshaSearch::next(const std::vector<const SweepMember*>& running,
+                                          const std::function<void(const std::string&)>& print) {
+  const std::vector<State> states = read(running);
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (states[i].between && !states[i].running) {
+      return MemberJob{members_[i], until(states[i].ladder.results.size())};
+    }
+  }
+  std::vector<AshaMember> ladder;
+  for (const auto& s : states)
+    ladder.push_back(s.ladder);
+  if (auto p = asha_promotion(ladder, rungs_.size(), spec_.search.reduction_factor)) {
+    const size_t from = p->rung - 1;
+    const AshaPlace place = asha_place(ladder, p->member, from);
+    print(fmt::format("promote {} to step {}: {} {:.4f} at step {} is {} of {} (the best {} go on)",
+                      members_[p->member]->name, rungs_[p->rung], spec_.search.metric,
+                      std::abs(ladder[p->member].results[from]), rungs_[from], ordinal(place.place),
+                      place.of, place.of / static_cast<size_t>(spec_.search.reduction_factor)));
+    return MemberJob{members_[p->member], until(p->rung)};
+  }
+  if (const SweepMember* m = next_trial_member(states)) return MemberJob{m, until(0)};
+  if (!running.empty()) return std::nullopt;
+  if (auto p = asha_closing_promotion(ladder, rungs_.size())) {
+    print(
+        fmt::format("promote {} to step {}: no trial is left, and it is the best at step {}, "
+                    "the furthest any member reached",
+                    members_[p->member]->name, rungs_[p->rung], rungs_[p->rung - 1]));
+    return MemberJob{members_[p->member], until(p->rung)};
+  }
+  return std::nullopt;
+}
+
+bool AshaSearch::stopped(const std::string& name) {
+  const std::vector<State> states = read({});
+  for (size_t i = 0; i < members_.size(); ++i) {
+    const State& s = states[i];
+    if (members_[i]->name != name) continue;
+    return s.status == "interrupted" && !s.between && s.ladder.results.size() < rungs_.size();
+  }
+  return false;
+}
+
+std::string AshaSearch::ladder(bool ended) {
+  const std::vector<State> states = read({});
+  std::vector<AshaMember> ladder;
+  for (const auto& s : states)
+    ladder.push_back(s.ladder);
+  std::string out;
+  for (size_t j = 0; j < rungs_.size(); ++j) {
+    std::vector<std::pair<size_t, size_t>> at;  // place, member
+    for (size_t i = 0; i < states.size(); ++i) {
+      if (ladder[i].results.size() > j) at.emplace_back(asha_place(ladder, i, j).place, i);
+    }
+    std::sort(at.begin(), at.end());
+    const bool top = j + 1 == rungs_.size();
+    out += fmt::format(
+        "rung {} of {}: step {}, {} member(s){}\n", j + 1, rungs_.size(), rungs_[j], at.size(),
+        top ? ""
+            : fmt::format(", the best {} go on",
+                          at.size() / static_cast<size_t>(spec_.search.reduction_factor)));
+    for (const auto& [place, i] : at) {
+      const State& s = states[i];
+      const std::string state = top                               ? s.status
+                                : s.ladder.results.size() > j + 1 ? "promoted"
+                                : s.ladder.busy                   ? "promoted (on its way)"
+                                : s.ladder.failed                 ? "failed"
+                                : ended                           ? "stopped"
+                                                                  : "paused";
+      const double value = s.ladder.results[j];
+      out += fmt::format(
+          "  {:>3}. {}  {} {}  {}\n", place, members_[i]->name, spec_.search.metric,
+          std::isinf(value) ? "-" : fmt::format("{:.4f}", spec_.search.maximize ? -value : value),
+          state);
+    }
+  }
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,83 @@
+// An asha sweep as it runs (core/app/sweeps/asha.h): the ladder read from the run store each time
+// a worker is free, and the job that worker does next. Nothing of the ladder is kept anywhere
+// else: a member's rung results are its run's values of the search's metric at the rungs' steps,
+// and its state its run's (running, paused at a rung = interrupted there with a value, stopped
+// between rungs, completed, failed). So a sweep stopped or killed at any point, and run again,
+// goes on with the same ladder: members stopped between rungs are resumed to their rung first,
+// then promotions and new trials follow as if the sweep had not stopped.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/app/sweeps/asha.h"
+#include "core/app/sweeps/member.h"
+#include "core/app/sweeps/spec.h"
+#include "core/app/sweeps/tpe_trials.h"
+
+namespace kiln {
+
+struct RunRecord;
+
+class AshaSearch {
+ public:
+  // `members`: those known before the sweep runs (every trial with the random sampler, the
+  // startup trials with tpe), started in this order. `admit`: checks a trial TPE proposed against
+  // the store as the sweep's own members were (it may rename them), before any of them starts.
+  using Admit =
+      std::function<std::vector<const SweepMember*>(std::vector<SweepMember>&, TpeTrials*)>;
+  AshaSearch(const SweepSpec& spec, std::string db, const std::vector<SweepMember>& members,
+             Admit admit);
+  // The members known before the sweep runs, once `admit` checked them (and dropped those kept
+  // as they ran).
+  void set_members(const std::vector<SweepMember>& members);
+  // The TPE proposer of a search with sampler = "tpe", for `admit`'s renames; null otherwise.
+  TpeTrials* tpe() { return tpe_ ? &*tpe_ : nullptr; }
+
+  // What a free worker does next, given the members running now: resume a member stopped
+  // between rungs, promote the best paused member that qualifies, or start the next trial's
+  // member; none when nothing can start before a running member ends (or the search is done).
+  // Prints a line for each promotion.
+  std::optional<MemberJob> next(const std::vector<const SweepMember*>& running,
+                                const std::function<void(const std::string&)>& print);
+  // The ladder, rung by rung: each member with a result there, best first, with its value and
+  // state. `ended`: the sweep is over, so paused members are stopped.
+  std::string ladder(bool ended);
+  // Members paused at a rung below the top: with the search over, ASHA stopped them.
+  bool stopped(const std::string& name);
+  // Every member started so far, or known before the sweep ran, in the order they start.
+  const std::vector<const SweepMember*>& members() const { return members_; }
+  const std::vector<int64_t>& rungs() const { return rungs_; }
+
+ private:
+  struct State {
+    AshaMember ladder;
+    std::string status;    // the run's, "" without a run
+    int64_t steps = 0;     // the run's steps done
+    bool running = false;  // its process runs now
+    bool between = false;  // stopped between rungs: resumed to its next rung first
+  };
+  // Each member's state, as the store says, with `running` busy.
+  std::vector<State> read(const std::vector<const SweepMember*>& running);
+  State state_of(HistoryDb& db, const RunRecord* run) const;
+  // The rung's step a job to rung `rung` stops at: 0 for the last (the run's own end).
+  int64_t until(size_t rung) const { return rung + 1 < rungs_.size() ? rungs_[rung] : 0; }
+  // The first member not yet started, or the first of a trial TPE proposes now; null when none.
+  const SweepMember* next_trial_member(const std::vector<State>& states);
+
+  const SweepSpec& spec_;
+  std::string db_;
+  std::vector<int64_t> rungs_;
+  std::vector<const SweepMember*> members_;
+  std::optional<TpeTrials> tpe_;
+  std::list<std::vector<SweepMember>> proposed_;  // stable: members_ points into them
+  Admit admit_;
+  std::map<std::string, std::optional<double>> scores_;  // TPE's score of each ended member
+};
+
+}  // namespace kiln
