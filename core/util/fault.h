@@ -7,7 +7,9 @@
 // (every file written and synced, not yet renamed into place), snapshot.published (renamed, not
 // yet in the db), store.uncommitted (rows inserted, COMMIT not yet run), prepare.unrecorded
 // (`kiln prepare`: a batch's tokens written, the state that counts them not yet saved),
-// prepare.publishing (the first finished shard renamed into the output folder, the rest not).
+// prepare.publishing (the first finished shard renamed into the output folder, the rest not),
+// sweep.promotion_claimed (an asha worker's promotion claimed in the store, its member not yet
+// started).
 // grad.nonfinite: the N-th training step's gradients get an inf (after the gradient sync, before
 // the precision policy looks at them), as an fp16 overflow or a bad batch would make.
 // disk.full: the N-th file written through SyncedFileWriter (core/util/fs.h) fails with ENOSPC, for

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <ctime>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -129,10 +130,18 @@ Process Process::start(const ProcessOptions& options) {
   return process;
 }
 
-std::optional<size_t> Process::wait_any(const std::vector<Process*>& children) {
+std::optional<size_t> Process::wait_any(const std::vector<Process*>& children,
+                                        std::optional<std::chrono::milliseconds> limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit.value_or(std::chrono::hours(0));
   while (true) {
     int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, 0);
+    const pid_t pid = ::waitpid(-1, &status, limit ? WNOHANG : 0);
+    if (pid == 0) {  // none ended yet (WNOHANG)
+      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+      const timespec pause{0, 20 * 1000 * 1000};
+      if (::nanosleep(&pause, nullptr) != 0 && errno == EINTR) return std::nullopt;
+      continue;
+    }
     if (pid < 0) {
       if (errno == EINTR) return std::nullopt;
       // ECHILD: the listed children were reaped elsewhere (SIGCHLD ignored?): a bug to report.

@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -65,9 +66,12 @@ class Process {
   static Process start(const ProcessOptions& options);
 
   // Waits until one of `children` (not empty) ends and returns its index; nullopt when a signal
-  // interrupted the wait, so the caller can look at StopSignal and wait again. Waits on any
-  // child of this process: one missing from the list is reaped and passed over.
-  static std::optional<size_t> wait_any(const std::vector<Process*>& children);
+  // interrupted the wait, so the caller can look at StopSignal and wait again, or `limit` (when
+  // given) passed first. Waits on any child of this process: one missing from the list is
+  // reaped and passed over.
+  static std::optional<size_t> wait_any(
+      const std::vector<Process*>& children,
+      std::optional<std::chrono::milliseconds> limit = std::nullopt);
 
   Process(Process&& other) noexcept;
   Process& operator=(Process&& other) noexcept;

@@ -5,31 +5,14 @@
 
 #include <fmt/format.h>
 
-#include "postgres_server.h"
+#include "each_store.h"
 #include "test_util.h"
-#include "tiny_run.h"
 
 namespace kiln::testing {
 namespace {
 
-class StoreBackends : public TinyRun, public ::testing::WithParamInterface<std::string> {
+class StoreBackends : public EachStore {
  protected:
-  static void SetUpTestSuite() { server_ = new PostgresServer(); }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-
-  void SetUp() override {
-    if (postgres() && !server_->skip_reason().empty()) {
-      GTEST_SKIP() << "SKIP no PostgreSQL server: " << server_->skip_reason();
-    }
-    TinyRun::SetUp();
-    store_ = postgres() ? server_->new_database(fmt::format("store{}", ++databases_)) : db();
-  }
-
-  bool postgres() const { return GetParam() == "postgresql"; }
-
   // The tiny experiment, its run.db this test's store.
   std::string exp(const std::string& extra = "") {
     const std::string path = experiment(extra);
@@ -40,7 +23,6 @@ class StoreBackends : public TinyRun, public ::testing::WithParamInterface<std::
     return path;
   }
 
-  std::string sql(const std::string& query) { return store_scalar(store_, query); }
   std::string rows_of(const std::string& run, const char* table = "metrics") {
     return sql(
         fmt::format("SELECT count(*) FROM {} WHERE run_id = (SELECT id FROM runs WHERE "
@@ -55,13 +37,7 @@ class StoreBackends : public TinyRun, public ::testing::WithParamInterface<std::
   }
   CommandResult kiln(const std::string& args) { return run_kiln(args + " --db " + store_); }
 
-  static PostgresServer* server_;
-  static int databases_;
-  std::string store_;
 };
-
-PostgresServer* StoreBackends::server_ = nullptr;
-int StoreBackends::databases_ = 0;
 
 TEST_P(StoreBackends, RunEvalAndEveryRunsCommand) {
   const std::string e = exp("\n[checkpoint]\nevery = 30\n");

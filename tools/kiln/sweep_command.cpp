@@ -16,9 +16,13 @@
 
 #include "core/app/slurm/sweep.h"
 #include "core/app/slurm/task.h"
+#include "core/app/slurm/worker.h"
+#include "core/app/sweeps/asha_search.h"
 #include "core/app/sweeps/best.h"
 #include "core/app/sweeps/runner.h"
 #include "core/app/sweeps/spec.h"
+#include "core/config/config.h"
+#include "core/config/options.h"
 #include "core/config/schema.h"
 #include "core/store/history/reader.h"
 #include "core/util/error.h"
@@ -78,6 +82,12 @@ int sweep_command(const SweepArgs& args) {
         "--max-parallel and --sbatch-arg are for --launcher slurm");
   }
   const SweepSpec spec = sweep_spec(args);
+  if (slurm && spec.search.type == SweepSearch::Type::kAsha &&
+      !(args.grid.empty() && args.zip.empty() && args.fixed.empty())) {
+    throw UserError(
+        "an asha sweep's Slurm workers read the sweep file: put --grid, --zip and --set values "
+        "in it ([grid], [zip], [set])");
+  }
   if (slurm && !args.options.dry_run) {
     submit_sweep(spec, args.slurm, args.options.db, print_line);
     return kExitOk;
@@ -88,6 +98,25 @@ int sweep_command(const SweepArgs& args) {
   const SweepOutcome outcome = run_sweep(spec, options, print_line);
   if (outcome.interrupted) return kExitInterrupted;
   return outcome.incomplete == 0 ? kExitOk : kExitSomeFailed;
+}
+
+// `kiln sweep status NAME`: a sweep submitted to Slurm; or a search's sweep file, run here, whose
+// ladder is read from --db (default: its base experiment's run.db).
+void sweep_status(const SweepArgs& args, bool db_given) {
+  if (!is_sweep_file(args.sweep_name)) {
+    print_sweep_status(args.store_db, args.sweep_name, print_line);
+    return;
+  }
+  const SweepSpec spec = load_sweep_file(args.sweep_name);
+  if (spec.search.type != SweepSearch::Type::kAsha) {
+    throw UserError(fmt::format(
+        "{}: status of a sweep run here shows an asha search's ladder; for the members of "
+        "another sweep, `kiln runs list --where \"sweep = '{}'\"`",
+        args.sweep_name, spec.name));
+  }
+  const std::string db =
+      db_given ? args.store_db : run_options(load_config(spec.base, spec.fixed)).db;
+  print_line(search_status(spec, db));
 }
 
 void add_slurm_options(CLI::App& sweep, SweepArgs& args) {
@@ -124,7 +153,9 @@ void add_slurm_options(CLI::App& sweep, SweepArgs& args) {
 CLI::App* add_follow_up(CLI::App& sweep, SweepArgs& args, const std::string& name,
                         const std::string& help) {
   CLI::App* sub = sweep.add_subcommand(name, help);
-  sub->add_option("name", args.sweep_name, "the sweep's name")->required();
+  sub->add_option("name", args.sweep_name,
+                  "the sweep's name (status: or an asha sweep's file, run here)")
+      ->required();
   sub->add_option("--db", args.store_db, "the run store it was submitted to")
       ->capture_default_str();
   return sub;
@@ -173,13 +204,16 @@ ChosenCommand add_sweep_command(CLI::App& app) {
       ->capture_default_str();
   CLI::App* task = add_follow_up(*sweep, *args, "task", "");  // no help: hidden
   task->group("");
+  CLI::App* work = add_follow_up(*sweep, *args, "work", "");  // a search's worker: hidden
+  work->group("");
 
   return [=]() -> std::optional<int> {
     if (!*sweep) return std::nullopt;
-    if (*status) print_sweep_status(args->store_db, args->sweep_name, print_line);
+    if (*status) sweep_status(*args, status->count("--db") > 0);
     if (*cancel) cancel_sweep(args->store_db, args->sweep_name, print_line);
     if (*resubmit) resubmit_sweep(args->store_db, args->sweep_name, print_line);
     if (*task) return run_sweep_task(args->store_db, args->sweep_name, print_line);
+    if (*work) return run_sweep_worker(args->store_db, args->sweep_name, print_line);
     if (*best) {
       if (!store_may_exist(args->store_db)) {
         throw UserError(

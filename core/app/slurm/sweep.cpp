@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/app/sweeps/asha_search.h"
 #include "core/app/sweeps/check.h"
 #include "core/config/canonical.h"
 #include "core/config/config.h"
@@ -47,10 +48,23 @@ void warn_if_local(const std::string& db, const PrintLine& print) {
       db, tmpfs ? "on a tmpfs, local to this host" : "under /tmp"));
 }
 
-// The command each array task runs: this binary, by the path the nodes will see it at.
-std::vector<std::string> task_command(const std::string& name, const std::string& db) {
-  return {
-      std::filesystem::read_symlink("/proc/self/exe").string(), "sweep", "task", name, "--db", db};
+// The command each array task runs: this binary, by the path the nodes will see it at; a
+// search's tasks are its workers.
+std::vector<std::string> task_command(const SweepRecord& sweep, const std::string& db) {
+  return {std::filesystem::read_symlink("/proc/self/exe").string(),
+          "sweep",
+          sweep.spec_file.empty() ? "task" : "work",
+          sweep.name,
+          "--db",
+          db};
+}
+
+// A search's workers: --max-parallel of them (2 when it is 0), each one array task.
+std::vector<int64_t> worker_tasks(int64_t max_parallel) {
+  std::vector<int64_t> tasks;
+  for (int64_t t = 0; t < (max_parallel > 0 ? max_parallel : 2); ++t)
+    tasks.push_back(t);
+  return tasks;
 }
 
 // Writes the sweep's script for `tasks` into its folder and submits it; the job id.
@@ -58,13 +72,13 @@ std::string submit_tasks(RunStore& store, const SweepRecord& sweep,
                          const std::vector<int64_t>& tasks) {
   const std::string script_path = sweep.folder + "/sweep.sbatch";
   const std::string comment =
-      fmt::format("written by kiln for sweep '{}' (run store {}): one array task per member",
-                  sweep.name, store.path());
+      fmt::format("written by kiln for sweep '{}' (run store {}): one array task per {}",
+                  sweep.name, store.path(), sweep.spec_file.empty() ? "member" : "worker");
   ensure_parent_dir(script_path);
   write_file_atomic(
       script_path,
       sbatch_script(sweep.scheduler_args, array_spec(tasks, static_cast<int>(sweep.max_parallel)),
-                    task_command(sweep.name, store.path()), comment));
+                    task_command(sweep, store.path()), comment));
   const std::string job = submit_batch(script_path);
   add_sweep_job(store, sweep.name, job);
   return job;
@@ -81,6 +95,20 @@ std::unique_ptr<RunStore> submitted_store(const std::string& db) {
   return std::make_unique<RunStore>(db);
 }
 
+// A search's workers again, unless some are still in Slurm's queue (they go on with it).
+void resubmit_workers(RunStore& store, const SweepRecord& sweep, const PrintLine& print) {
+  const std::vector<std::string> queued = queued_jobs(sweep.job_ids);
+  if (!queued.empty()) {
+    print(fmt::format("sweep '{}': its workers in Slurm job {} are still queued or running",
+                      sweep.name, join(queued, ", ")));
+    return;
+  }
+  const std::vector<int64_t> tasks = worker_tasks(sweep.max_parallel);
+  const std::string job = submit_tasks(store, sweep, tasks);
+  print(fmt::format("resubmitted {} workers of sweep '{}' as Slurm job {} (array {})", tasks.size(),
+                    sweep.name, job, array_spec(tasks, sweep.max_parallel)));
+}
+
 std::string number(const std::optional<double>& value) {
   return value ? fmt::format("{:.4f}", *value) : "-";
 }
@@ -91,6 +119,12 @@ void submit_sweep(const SweepSpec& spec, const SlurmOptions& slurm, const std::s
                   const PrintLine& print) {
   const std::vector<SweepMember> members = expand_sweep(spec);
   check_members(spec, members);
+  const bool search = spec.search.type == SweepSearch::Type::kAsha;
+  if (search && (slurm.nodes > 1 || slurm.gpus_per_node > 0)) {
+    throw UserError(
+        "an asha sweep's workers each run one member at a time on their own task: --nodes and "
+        "--gpus-per-node (members of several ranks) are for sweeps that list their members");
+  }
   require_sbatch();
   const RunOptions base = run_options(load_config(spec.base, spec.fixed));
   SweepRecord sweep;
@@ -108,9 +142,13 @@ void submit_sweep(const SweepSpec& spec, const SlurmOptions& slurm, const std::s
   sweep.max_parallel = slurm.max_parallel;
   std::vector<SweepMemberRecord> records;
   std::vector<int64_t> tasks;
-  for (size_t i = 0; i < members.size(); ++i) {
+  for (size_t i = 0; i < members.size() && !search; ++i) {
     records.push_back({static_cast<int64_t>(i), members[i].name, members[i].overrides});
     tasks.push_back(static_cast<int64_t>(i));
+  }
+  if (search) {
+    sweep.spec_file = spec.file;
+    tasks = worker_tasks(slurm.max_parallel);
   }
   RunStore store(store_path);
   record_sweep(store, sweep, records);
@@ -122,10 +160,11 @@ void submit_sweep(const SweepSpec& spec, const SlurmOptions& slurm, const std::s
     forget_sweep(store, sweep.name);  // refused: nothing of it stays in the store
     throw;
   }
-  print(fmt::format(
-      "submitted sweep '{}': {} members as Slurm job {} (array {}); script {}/"
-      "sweep.sbatch",
-      spec.name, members.size(), job, array_spec(tasks, slurm.max_parallel), sweep.folder));
+  print(fmt::format("submitted sweep '{}': {} as Slurm job {} (array {}); script {}/sweep.sbatch",
+                    spec.name,
+                    search ? fmt::format("{} workers of its search", tasks.size())
+                           : fmt::format("{} members", members.size()),
+                    job, array_spec(tasks, slurm.max_parallel), sweep.folder));
   print(fmt::format("follow it with `kiln sweep status {} --db {}`", spec.name, store_path));
 }
 
@@ -134,6 +173,18 @@ void print_sweep_status(const std::string& db, const std::string& name, const Pr
   RunStore& store = *opened;
   const SweepRecord sweep = require_sweep(store, name);
   const std::map<int64_t, std::string> slurm = array_task_states(sweep.job_ids);
+  if (!sweep.spec_file.empty()) {
+    std::vector<std::string> workers;
+    for (const auto& [task, state] : slurm)
+      workers.push_back(fmt::format("task {} {}", task, state));
+    print(fmt::format("sweep '{}' (Slurm job {}), a search: workers {}", name,
+                      sweep.job_ids.empty() ? "-" : join(sweep.job_ids, ", "),
+                      workers.empty() ? "none in Slurm's records" : join(workers, ", ")));
+    SweepSpec spec = load_sweep_file(sweep.spec_file);
+    spec.name = name;
+    print(search_status(spec, store.path()));
+    return;
+  }
   Table table;
   table.header = {"task", "member", "state", "slurm", "steps", "final_loss"};
   table.numeric = {true, false, false, false, true, true};
@@ -183,6 +234,10 @@ void resubmit_sweep(const std::string& db, const std::string& name, const PrintL
   RunStore& store = *opened;
   const SweepRecord sweep = require_sweep(store, name);
   const std::map<int64_t, std::string> slurm = array_task_states(sweep.job_ids);
+  if (!sweep.spec_file.empty()) {
+    resubmit_workers(store, sweep, print);
+    return;
+  }
   std::vector<int64_t> tasks;
   int completed = 0, queued = 0;
   for (const auto& m : sweep_members(store, name)) {

@@ -10,15 +10,12 @@
 #include "core/store/history/queries.h"
 #include "core/store/history/reader.h"
 #include "core/store/history/selection.h"
+#include "core/util/fault.h"
 #include "core/util/text.h"
 
 namespace kiln {
 
 namespace {
-
-bool contains(const std::vector<const SweepMember*>& running, const SweepMember* m) {
-  return std::find(running.begin(), running.end(), m) != running.end();
-}
 
 std::string ordinal(size_t n) {
   const char* suffix = n % 100 / 10 == 1 ? "th"
@@ -72,7 +69,7 @@ AshaSearch::State AshaSearch::state_of(HistoryDb& db, const RunRecord* run) cons
   return s;
 }
 
-std::vector<AshaSearch::State> AshaSearch::read(const std::vector<const SweepMember*>& running) {
+std::vector<AshaSearch::State> AshaSearch::read(const std::set<std::string>& running) {
   HistoryDb db(db_);
   std::map<std::string, RunRecord> runs;
   for (auto& r : list_runs(db, {"sweep = " + single_quoted(spec_.name), "id", 0}))
@@ -82,7 +79,7 @@ std::vector<AshaSearch::State> AshaSearch::read(const std::vector<const SweepMem
   for (const SweepMember* m : members_) {
     const auto run = runs.find(m->name);
     State s = state_of(db, run == runs.end() ? nullptr : &run->second);
-    s.running = contains(running, m);
+    s.running = running.count(m->name) > 0;
     s.ladder.busy = s.ladder.busy || s.running;
     if (!s.ladder.busy && !s.status.empty()) {
       const auto& results = s.ladder.results;
@@ -96,24 +93,49 @@ std::vector<AshaSearch::State> AshaSearch::read(const std::vector<const SweepMem
   return states;
 }
 
-const SweepMember* AshaSearch::next_trial_member(const std::vector<State>& states) {
-  for (size_t i = 0; i < members_.size(); ++i) {
-    if (states[i].status.empty() && !states[i].running) return members_[i];
-  }
-  if (!tpe_ || tpe_->left() <= 0) return nullptr;
-  proposed_.push_back(tpe_->next());
+const SweepMember* AshaSearch::member(const std::string& name) const {
+  for (const SweepMember* m : members_)
+    if (m->name == name) return m;
+  return nullptr;
+}
+
+void AshaSearch::add_trial(std::vector<SweepMember> trial) {
+  proposed_.push_back(std::move(trial));
   admit_(proposed_.back(), &*tpe_);
   for (const auto& m : proposed_.back())
     members_.push_back(&m);
-  return proposed_.back().empty() ? nullptr : &proposed_.back().front();
 }
 
-std::optional<MemberJob> AshaSearch::next(const std::vector<const SweepMember*>& running,
-                                          const std::function<void(const std::string&)>& print) {
+bool AshaSearch::propose(SweepClaims& claims) {
+  if (!tpe_) return false;
+  read({});  // the scores TPE proposes from
+  std::vector<std::vector<SweepMember>> made;
+  claims.in_transaction([&] {
+    for (auto& values : claims.proposals(tpe_->made()))
+      made.push_back(tpe_->adopt(std::move(values)));
+    if (!made.empty() || tpe_->left() <= 0) return;  // another worker's trials go first
+    made.push_back(tpe_->next());
+    claims.record_proposal(tpe_->made() - 1, tpe_->values(tpe_->made() - 1));
+  });
+  for (auto& trial : made)
+    add_trial(std::move(trial));
+  return !made.empty();
+}
+
+void AshaSearch::adopt_recorded(SweepClaims& claims) {
+  if (!tpe_) return;
+  for (auto& values : claims.proposals(tpe_->made()))
+    add_trial(tpe_->adopt(std::move(values)));
+}
+
+std::optional<SweepDecision> AshaSearch::decide(const std::set<std::string>& running) {
   const std::vector<State> states = read(running);
   for (size_t i = 0; i < states.size(); ++i) {
     if (states[i].between && !states[i].running) {
-      return MemberJob{members_[i], until(states[i].ladder.results.size())};
+      const size_t rung = states[i].ladder.results.size();
+      return SweepDecision{members_[i]->name, until(rung), "resume",
+                           fmt::format("stopped at step {}, between rungs: resumed to step {}",
+                                       states[i].steps, rungs_[rung])};
     }
   }
   std::vector<AshaMember> ladder;
@@ -122,22 +144,55 @@ std::optional<MemberJob> AshaSearch::next(const std::vector<const SweepMember*>&
   if (auto p = asha_promotion(ladder, rungs_.size(), spec_.search.reduction_factor)) {
     const size_t from = p->rung - 1;
     const AshaPlace place = asha_place(ladder, p->member, from);
-    print(fmt::format("promote {} to step {}: {} {:.4f} at step {} is {} of {} (the best {} go on)",
-                      members_[p->member]->name, rungs_[p->rung], spec_.search.metric,
-                      std::abs(ladder[p->member].results[from]), rungs_[from], ordinal(place.place),
-                      place.of, place.of / static_cast<size_t>(spec_.search.reduction_factor)));
-    return MemberJob{members_[p->member], until(p->rung)};
+    return SweepDecision{
+        members_[p->member]->name, until(p->rung), "promote",
+        fmt::format(
+            "{} {:.4f} at step {} is {} of {} (the best {} go on): to step {}", spec_.search.metric,
+            std::abs(ladder[p->member].results[from]), rungs_[from], ordinal(place.place), place.of,
+            place.of / static_cast<size_t>(spec_.search.reduction_factor), rungs_[p->rung])};
   }
-  if (const SweepMember* m = next_trial_member(states)) return MemberJob{m, until(0)};
-  if (!running.empty()) return std::nullopt;
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (states[i].status.empty() && !states[i].running) {
+      return SweepDecision{members_[i]->name, until(0), "start",
+                           fmt::format("a new trial: to step {}", rungs_[0])};
+    }
+  }
+  if (!running.empty() || (tpe_ && tpe_->left() > 0)) return std::nullopt;
   if (auto p = asha_closing_promotion(ladder, rungs_.size())) {
-    print(
-        fmt::format("promote {} to step {}: no trial is left, and it is the best at step {}, "
-                    "the furthest any member reached",
-                    members_[p->member]->name, rungs_[p->rung], rungs_[p->rung - 1]));
-    return MemberJob{members_[p->member], until(p->rung)};
+    return SweepDecision{members_[p->member]->name, until(p->rung), "promote",
+                         fmt::format("no trial is left, and it is the best at step {}, the "
+                                     "furthest any member reached: to step {}",
+                                     rungs_[p->rung - 1], rungs_[p->rung])};
   }
   return std::nullopt;
+}
+
+JobHooks AshaSearch::hooks(SweepClaims& claims,
+                           const std::function<void(const std::string&)>& print) {
+  JobHooks hooks;
+  hooks.next = [this, &claims, print](const std::vector<const SweepMember*>& here) {
+    for (;;) {
+      const std::optional<SweepDecision> decision =
+          claims.claim_next([&](const std::set<std::string>& elsewhere) {
+            std::set<std::string> running = elsewhere;
+            for (const SweepMember* m : here)
+              running.insert(m->name);
+            return decide(running);
+          });
+      if (decision) {
+        if (decision->action == "promote") fault_point("sweep.promotion_claimed");
+        if (decision->action != "start") {
+          print(fmt::format("{} {}: {}", decision->action, decision->member, decision->reason));
+        }
+        return std::optional<MemberJob>(MemberJob{member(decision->member), decision->until});
+      }
+      if (!propose(claims)) return std::optional<MemberJob>();
+    }
+  };
+  hooks.ended = [&claims](const SweepMember& m) { claims.release(m.name); };
+  hooks.tick = [&claims] { claims.heartbeat(); };
+  hooks.others_working = [&claims] { return claims.others_working(); };
+  return hooks;
 }
 
 bool AshaSearch::stopped(const std::string& name) {
@@ -182,6 +237,27 @@ std::string AshaSearch::ladder(bool ended) {
           std::isinf(value) ? "-" : fmt::format("{:.4f}", spec_.search.maximize ? -value : value),
           state);
     }
+  }
+  return out;
+}
+
+std::string search_status(const SweepSpec& spec, const std::string& db) {
+  const std::vector<SweepMember> members = expand_sweep(spec);
+  const auto as_listed = [](std::vector<SweepMember>& trial, TpeTrials*) {
+    std::vector<const SweepMember*> listed;
+    for (const auto& m : trial)
+      listed.push_back(&m);
+    return listed;
+  };
+  AshaSearch search(spec, db, members, as_listed);
+  RunStore store(db);
+  SweepClaims claims(store, spec.name, worker_name(), claim_timeout());
+  search.adopt_recorded(claims);
+  std::string out = search.ladder(/*ended=*/false);
+  for (const SweepDecision& claim : claims.held()) {
+    out += fmt::format("running {} to {} on worker {}\n", claim.member,
+                       claim.until > 0 ? fmt::format("step {}", claim.until) : "its end",
+                       claim.reason);
   }
   return out;
 }

@@ -12,13 +12,16 @@
 #include <list>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "core/app/sweeps/asha.h"
 #include "core/app/sweeps/member.h"
+#include "core/app/sweeps/member_jobs.h"
 #include "core/app/sweeps/spec.h"
 #include "core/app/sweeps/tpe_trials.h"
+#include "core/store/runs/sweep_claims.h"
 
 namespace kiln {
 
@@ -39,12 +42,27 @@ class AshaSearch {
   // The TPE proposer of a search with sampler = "tpe", for `admit`'s renames; null otherwise.
   TpeTrials* tpe() { return tpe_ ? &*tpe_ : nullptr; }
 
-  // What a free worker does next, given the members running now: resume a member stopped
-  // between rungs, promote the best paused member that qualifies, or start the next trial's
-  // member; none when nothing can start before a running member ends (or the search is done).
-  // Prints a line for each promotion.
-  std::optional<MemberJob> next(const std::vector<const SweepMember*>& running,
-                                const std::function<void(const std::string&)>& print);
+  // What a free worker does next, given the members running anywhere (this worker's, and those
+  // other workers' claims hold: core/store/runs/sweep_claims.h): resume a member stopped between
+  // rungs, promote the best paused member that qualifies, or start the first member not started
+  // yet; with no trial left and nothing running, the closing promotion (asha_closing_promotion).
+  // None when nothing can start now; `propose` may then make more trials.
+  std::optional<SweepDecision> decide(const std::set<std::string>& running);
+  // A tpe sampler's next trial, in one transaction of `claims`: first the trials other workers
+  // proposed since, then TPE's proposal, recorded there; each checked with `admit`. False when no
+  // trial is left to propose (or the sampler is random).
+  bool propose(SweepClaims& claims);
+  // The hooks that run the search's jobs (core/app/sweeps/member_jobs.h) as one of its workers:
+  // each job decided and claimed in one transaction of `claims` (a tpe sampler's proposals made
+  // when nothing else can start), its claim kept alive while it runs and dropped when it ends,
+  // and a worker with nothing to do waits while other workers' members run. Promotions and
+  // resumes are printed with their reasons.
+  JobHooks hooks(SweepClaims& claims, const std::function<void(const std::string&)>& print);
+  // The trials a tpe sampler proposed in other processes, from the store, as propose() adopts
+  // them (for a view of the search).
+  void adopt_recorded(SweepClaims& claims);
+  // The member of that name, among those made so far; null when none.
+  const SweepMember* member(const std::string& name) const;
   // The ladder, rung by rung: each member with a result there, best first, with its value and
   // state. `ended`: the sweep is over, so paused members are stopped.
   std::string ladder(bool ended);
@@ -63,12 +81,12 @@ class AshaSearch {
     bool between = false;  // stopped between rungs: resumed to its next rung first
   };
   // Each member's state, as the store says, with `running` busy.
-  std::vector<State> read(const std::vector<const SweepMember*>& running);
+  std::vector<State> read(const std::set<std::string>& running);
   State state_of(HistoryDb& db, const RunRecord* run) const;
   // The rung's step a job to rung `rung` stops at: 0 for the last (the run's own end).
   int64_t until(size_t rung) const { return rung + 1 < rungs_.size() ? rungs_[rung] : 0; }
-  // The first member not yet started, or the first of a trial TPE proposes now; null when none.
-  const SweepMember* next_trial_member(const std::vector<State>& states);
+  // The members of a trial TPE proposed (here or elsewhere), once `admit` checked them.
+  void add_trial(std::vector<SweepMember> trial);
 
   const SweepSpec& spec_;
   std::string db_;
@@ -79,5 +97,9 @@ class AshaSearch {
   Admit admit_;
   std::map<std::string, std::optional<double>> scores_;  // TPE's score of each ended member
 };
+
+// `kiln sweep status` of an asha sweep: its ladder as the store says now (ended = false), then the
+// members running, each with its worker and the step it runs to.
+std::string search_status(const SweepSpec& spec, const std::string& db);
 
 }  // namespace kiln

@@ -15,6 +15,7 @@
 #include "core/app/sweeps/asha_search.h"
 #include "core/app/sweeps/check.h"
 #include "core/app/sweeps/member.h"
+#include "core/app/sweeps/member_jobs.h"
 #include "core/app/sweeps/tpe_trials.h"
 #include "core/config/canonical.h"
 #include "core/config/config.h"
@@ -109,74 +110,6 @@ std::string join_numbers(const std::vector<int64_t>& numbers) {
   for (int64_t n : numbers)
     texts.push_back(std::to_string(n));
   return join(texts, ", ");
-}
-
-void report_finished(const SweepRun& sweep, const MemberProcess& child, size_t finished,
-                     size_t total, const std::function<void(const std::string&)>& print) {
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - child.started).count();
-  std::string state = finished_member_state(sweep.launch, child);
-  const std::optional<RunRecord> run = RunStore(sweep.launch.db).find_run(child.member->name);
-  if (state == "interrupted" && child.until > 0 && run && run->steps == child.until) {
-    state = fmt::format("paused at step {}", child.until);
-  }
-  print(fmt::format("[{}] {} {} in {}",
-                    total > 0 ? fmt::format("{}/{}", finished, total) : std::to_string(finished),
-                    child.member->name, state, format_duration(seconds)));
-}
-
-// The next job, asked when a worker is free, with the members running; none when nothing can
-// start until a running member ends (it is asked again then), or nothing is left.
-using NextJob = std::function<std::optional<MemberJob>(const std::vector<const SweepMember*>&)>;
-
-// Runs the jobs `next` gives, `jobs` at a time (`total` of them, for the progress lines; 0: not
-// known before). A SIGINT or SIGTERM starts no new member and is passed on to the running ones,
-// which snapshot and stop; then it returns true.
-bool run_members(const SweepRun& sweep, const NextJob& next, size_t total,
-                 const std::function<void(const std::string&)>& print) {
-  const StopSignal stop;
-  int forwarded = 0;
-  std::vector<MemberProcess> running;
-  size_t finished = 0;
-  for (;;) {
-    while (!StopSignal::requested() && static_cast<int>(running.size()) < sweep.jobs) {
-      std::optional<MemberJob> job;
-      try {
-        std::vector<const SweepMember*> members;
-        for (const auto& c : running)
-          members.push_back(c.member);
-        job = next(members);  // a tpe or asha search reads the store here
-      } catch (...) {
-        // The running members would go on alone: stop them (each snapshots) before failing.
-        for (const auto& c : running)
-          c.process.signal(SIGTERM);
-        for (auto& c : running)
-          c.process.wait();
-        throw;
-      }
-      if (!job) break;
-      running.push_back(start_member(sweep.launch, *job, print));
-    }
-    if (running.empty()) break;  // all ended, or stopped before the rest started
-    std::vector<Process*> processes;
-    for (auto& c : running)
-      processes.push_back(&c.process);
-    const std::optional<size_t> ended = Process::wait_any(processes);
-    if (!ended) {  // a signal interrupted the wait
-      if (StopSignal::requested() && forwarded != StopSignal::received()) {
-        forwarded = StopSignal::received();
-        print(
-            "stopping: members finish their current step, snapshot and stop; re-run the sweep "
-            "to resume them");
-        for (const auto& c : running)
-          c.process.signal(forwarded);
-      }
-      continue;
-    }
-    report_finished(sweep, running[*ended], ++finished, total, print);
-    running.erase(running.begin() + static_cast<std::ptrdiff_t>(*ended));
-  }
-  return StopSignal::requested();
 }
 
 // The members side by side: what varies, then how each did, best first by `sort`.
@@ -279,6 +212,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
   launch.db = options.db.empty() ? base.db : options.db;
   launch.extra = extra;
   if (jobs > 1) launch.threads = threads;
+  if (options.threads > 0) launch.threads = options.threads;
   const SweepRun sweep{spec, launch, jobs};
 
   // A tpe search proposes its later trials when the queue is done, one per free worker; an asha
@@ -310,9 +244,8 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
                        : ""));
   std::list<std::vector<SweepMember>> proposed;  // stable: the queue points into them
   size_t at = 0;
-  const NextJob next =
-      [&](const std::vector<const SweepMember*>& running) -> std::optional<MemberJob> {
-    if (asha) return asha->next(running, print);
+  JobHooks hooks;
+  hooks.next = [&](const std::vector<const SweepMember*>&) -> std::optional<MemberJob> {
     while (at == queue.size() && tpe && tpe->left() > 0) {
       proposed.push_back(tpe->next());
       const auto more = admit(proposed.back(), &*tpe);
@@ -321,12 +254,19 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
     if (at == queue.size()) return std::nullopt;
     return MemberJob{queue[at++], 0};
   };
+  // An asha search's jobs are claimed in the store: other workers of the sweep share it.
+  std::optional<RunStore> store;
+  std::optional<SweepClaims> claims;
+  if (asha) {
+    claims.emplace(store.emplace(launch.db), spec.name, worker_name(), claim_timeout());
+    hooks = asha->hooks(*claims, print);
+  }
   const size_t per_trial =
       members.size() /
       static_cast<size_t>(std::max<int64_t>(1, std::min(spec.search.trials, spec.search.startup)));
   const size_t total =
       asha ? 0 : queue.size() + (tpe ? static_cast<size_t>(tpe->left()) * per_trial : 0);
-  const bool interrupted = run_members(sweep, next, total, print);
+  const bool interrupted = run_jobs(launch, jobs, hooks, total, print);
   if (!asha) {
     for (const auto& trial : proposed)
       members.insert(members.end(), trial.begin(), trial.end());

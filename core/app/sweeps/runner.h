@@ -16,6 +16,7 @@ namespace kiln {
 
 struct SweepOptions {
   int jobs = 1;
+  int threads = 0;                  // run.threads of the members; 0: the cores / jobs (jobs > 1)
   std::string db;                   // empty = the base experiment's run.db
   std::string sort = "final_loss";  // a `kiln runs list` key; '-' prefix = descending
   bool dry_run = false;             // print the checked members and stop: no run, no run store

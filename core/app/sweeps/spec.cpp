@@ -75,15 +75,13 @@ void check_variant_keys(const SweepSpec& spec) {
   }
 }
 
-// An asha search plans every member over one train.steps, its last rung: max_steps, or the base's
-// (with [set]'s) when max_steps is not given. No part of the file varies it.
+// An asha search plans every member over one train.steps (max_steps, or the base's): nothing varies
+// it.
 void check_asha_steps(const SweepSpec& spec) {
-  const bool in_space =
-      std::any_of(spec.space.begin(), spec.space.end(),
-                  [](const SweepDistribution& d) { return d.key == "train.steps"; });
-  const char* other = in_space ? "[space] draws" : other_place_of(spec, "train.steps", true);
-  const bool fixed = other && std::string(other).rfind("[set]", 0) == 0;
-  if (other && (spec.search.max_steps > 0 || !fixed)) {
+  const char* other = other_place_of(spec, "train.steps", true);
+  for (const auto& d : spec.space)
+    if (d.key == "train.steps") other = "[space] draws";
+  if (other && (spec.search.max_steps > 0 || std::string(other).rfind("[set]", 0) != 0)) {
     throw UserError(fmt::format(
         "{}: {} train.steps, which an asha search sets for every member: its rungs pause the "
         "members of one schedule, planned over max_steps (default: the base's train.steps)",

@@ -74,6 +74,7 @@ struct SweepSpec {
   std::vector<SweepVariant> variants;  // crossed with the grid (slowest), none = one plain
   SweepSearch search = {};
   std::vector<SweepDistribution> space = {};  // random search: sampled per trial, crossed fastest
+  std::string file = {};  // the sweep file read, absolute; "" for a sweep from the command line
 };
 
 struct SweepMember {

@@ -209,6 +209,7 @@ SweepSpec load_sweep_file(const std::string& path) {
   if (!text) throw UserError(fmt::format("cannot read sweep file '{}': check the path", path));
   SweepSpec spec;
   spec.name = std::filesystem::path(path).stem().string();
+  spec.file = std::filesystem::absolute(path).string();
   std::optional<SweepAxis> seeds;
   for (const TomlLayer& layer :
        read_extends_chain(path, *text, "a sweep file", refuse_experiment_file)) {

@@ -74,10 +74,12 @@ void TpeTrials::rename(const std::string& from, const std::string& to) {
 
 std::vector<SweepMember> TpeTrials::next() {
   if (left() <= 0) return {};
-  const auto trial = static_cast<int64_t>(values_.size());
-  std::vector<std::string> values =
-      tpe_propose(spec_.space, finished(), spec_.search.seed, trial, {spec_.search.startup});
-  std::vector<SweepMember> members = trial_members(spec_, trial, values);
+  return adopt(
+      tpe_propose(spec_.space, finished(), spec_.search.seed, made(), {spec_.search.startup}));
+}
+
+std::vector<SweepMember> TpeTrials::adopt(std::vector<std::string> values) {
+  std::vector<SweepMember> members = trial_members(spec_, made(), values);
   names_.push_back(names_of(members));
   values_.push_back(std::move(values));
   return members;

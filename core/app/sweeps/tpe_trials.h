@@ -32,6 +32,14 @@ class TpeTrials {
   TpeTrials(const SweepSpec& spec, std::string db, MemberScore member_score = nullptr);
   // The members of the next trial, TPE's proposal; none once `trials` are made.
   std::vector<SweepMember> next();
+  // The members of a trial another worker proposed (its values, in [space] order): the next
+  // trial here too, so that every worker proposes from, and names, the same trials.
+  std::vector<SweepMember> adopt(std::vector<std::string> values);
+  // The trials made so far, startup ones included, and trial `trial`'s values.
+  int64_t made() const { return static_cast<int64_t>(values_.size()); }
+  const std::vector<std::string>& values(int64_t trial) const {
+    return values_[static_cast<size_t>(trial)];
+  }
   // A member run again under a new name (--rerun-changed): its score is read from that run.
   void rename(const std::string& from, const std::string& to);
   // Trials still to propose.

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/store/runs/sweep_claims.h"
 #include "core/store/runs/sweep_records.h"
 #include "core/store/runs/writer.h"
 #include "core/util/error.h"
@@ -195,6 +196,9 @@ const char* const kMigrations[] = {
     )sql",
     // 12: a blend's tokens per source in each step, a JSON object (core/store/runs/writer.h).
     "ALTER TABLE metrics ADD COLUMN source_tokens TEXT;",
+    // 13: the claims, decisions and proposals that workers share a search by
+    // (core/store/runs/sweep_claims.h), and a submitted search's sweep file.
+    kSweepClaimTablesSql,
 };
 
 const int64_t kKnownSchema = static_cast<int64_t>(std::size(kMigrations));

@@ -72,9 +72,10 @@ void record_sweep(RunStore& store, const SweepRecord& sweep,
   Statement(
       db,
       "INSERT INTO sweeps (name, launcher, base, settings, scheduler_args, max_parallel, "
-      "folder) VALUES (?, ?, ?, ?, ?, ?, ?)",
+      "folder, spec_file) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
       {sweep.name, sweep.launcher, sweep.base, lines_of(sweep.settings, "sweep " + sweep.name),
-       lines_of(sweep.scheduler_args, "sweep " + sweep.name), sweep.max_parallel, sweep.folder})
+       lines_of(sweep.scheduler_args, "sweep " + sweep.name), sweep.max_parallel, sweep.folder,
+       sweep.spec_file})
       .step();
   Statement insert(db, "INSERT INTO sweep_members (sweep, task, name, overrides) VALUES (?,?,?,?)");
   for (const auto& m : members) {
@@ -96,9 +97,8 @@ void forget_sweep(RunStore& store, const std::string& name) {
 
 std::optional<SweepRecord> find_sweep(RunStore& store, const std::string& name) {
   Statement select(store.connection(),
-                   "SELECT launcher, base, settings, scheduler_args, folder, job_ids, max_parallel "
-                   "FROM sweeps "
-                   "WHERE name = ?",
+                   "SELECT launcher, base, settings, scheduler_args, folder, job_ids, "
+                   "max_parallel, spec_file FROM sweeps WHERE name = ?",
                    {name});
   if (!select.step()) return std::nullopt;
   SweepRecord sweep;
@@ -111,6 +111,7 @@ std::optional<SweepRecord> find_sweep(RunStore& store, const std::string& name) 
   const std::string jobs = select.text(5);
   if (!jobs.empty()) sweep.job_ids = split(jobs, ',');
   sweep.max_parallel = select.integer(6);
+  sweep.spec_file = select.text(7);
   return sweep;
 }
 

@@ -27,6 +27,9 @@ struct SweepRecord {
   int64_t max_parallel = 0;                 // members running at once; 0: no limit
   std::string folder;                       // where its job script and job logs are, absolute
   std::vector<std::string> job_ids;         // every submission, oldest first
+  // A search (asha): its sweep file, absolute, which each array task reads to work on the
+  // search as a worker (core/app/slurm/worker.h); "" for a sweep of listed members.
+  std::string spec_file;
 };
 
 struct SweepMemberRecord {

@@ -1,0 +1,41 @@
+// A fixture for tests run on both run stores (the parameter: "sqlite" or "postgresql"): the
+// TinyRun corpus, and store_, this test's store: the SQLite file db(), or a new database on a
+// PostgreSQL server that the suite starts (tests/support/postgres_server.h), SKIP without one.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <fmt/format.h>
+
+#include "postgres_server.h"
+#include "tiny_run.h"
+
+namespace kiln::testing {
+
+class EachStore : public TinyRun, public ::testing::WithParamInterface<std::string> {
+ protected:
+  static void SetUpTestSuite() { server_ = new PostgresServer(); }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+
+  void SetUp() override {
+    if (postgres() && !server_->skip_reason().empty()) {
+      GTEST_SKIP() << "SKIP no PostgreSQL server: " << server_->skip_reason();
+    }
+    TinyRun::SetUp();
+    store_ = postgres() ? server_->new_database(fmt::format("store{}", ++databases_)) : db();
+  }
+
+  bool postgres() const { return GetParam() == "postgresql"; }
+  std::string sql(const std::string& query) { return store_scalar(store_, query); }
+
+  inline static PostgresServer* server_ = nullptr;
+  inline static int databases_ = 0;
+  std::string store_;
+};
+
+}  // namespace kiln::testing
