@@ -74,7 +74,14 @@ function runRow(run) {
   name.appendChild(link);
   tr.appendChild(name);
   tr.appendChild(cell(run.status, "status-" + run.status));
-  tr.appendChild(cell(run.sweep || ""));
+  const sweep = cell("");
+  if (run.sweep) {  // an asha sweep's ladder; any other sweep's page says it has none
+    const ladder = document.createElement("a");
+    ladder.href = "#ladder/" + encodeURIComponent(run.sweep);
+    ladder.textContent = run.sweep;
+    sweep.appendChild(ladder);
+  }
+  tr.appendChild(sweep);
   tr.appendChild(cell(run.steps + "/" + run.planned_steps, "num"));
   tr.appendChild(cell(number(run.final_loss, 4), "num"));
   tr.appendChild(cell(number(run.best_loss, 4), "num"));
@@ -186,11 +193,13 @@ async function selectAll(on) {
 
 function route() {
   const [view, arg] = location.hash.replace(/^#/, "").split("/");
-  $("list-view").hidden = view === "run" || view === "compare";
+  $("list-view").hidden = view === "run" || view === "compare" || view === "ladder";
   $("run-view").hidden = view !== "run";
   $("compare-view").hidden = view !== "compare";
+  $("ladder-view").hidden = view !== "ladder";
   if (view === "run") showRunPage(arg);
   else if (view === "compare") showCompare(arg);
+  else if (view === "ladder") showLadder(decodeURIComponent(arg));
   else drawCharts();
 }
 

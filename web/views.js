@@ -1,6 +1,7 @@
-// A run's page (#run/ID: what `kiln runs show` prints) and the compare view (#compare/ID,ID...:
+// A run's page (#run/ID: what `kiln runs show` prints), the compare view (#compare/ID,ID...:
 // config keys that differ, and with a grouping the seeds' means in their bands, as
-// `kiln runs compare --group-by` and `kiln runs plot --group-by` show them).
+// `kiln runs compare --group-by` and `kiln runs plot --group-by` show them), and an asha sweep's
+// rung ladder (#ladder/SWEEP: what `kiln sweep status` prints, drawn as one column a rung).
 "use strict";
 
 function element(tag, text, className) {
@@ -141,4 +142,36 @@ async function showCompare(ids, groupBy = "auto", metric = "loss") {
     section.appendChild(groupChart(body.groups, metric));
     section.appendChild(element("pre", body.report));
   }
+}
+
+// The ladder: one column a rung, its members best first; the line under the best `keep` of a
+// rung is where the rest stop; each member links to its run's page.
+async function showLadder(sweep) {
+  const section = document.getElementById("ladder-view");
+  section.replaceChildren(element("p", "reading the ladder of " + sweep + "…"));
+  const {status, body} = await api("ladder?sweep=" + encodeURIComponent(sweep));
+  if (status !== 200) return viewError(section, body);
+  const columns = element("div", undefined, "ladder");
+  body.rungs.forEach((rung, j) => {
+    const last = j + 1 === body.rungs.length;
+    const column = element("div", undefined, "rung");
+    column.appendChild(element("h3", `step ${rung.step}`));
+    column.appendChild(element("p", `${rung.members.length} member(s)` +
+                                    (last ? "" : `, the best ${rung.keep} go on`), "hint"));
+    const list = element("ol");
+    for (const m of rung.members) {
+      const item = element("li", undefined, "rung-member state-" + m.state.split(" ")[0]);
+      if (!last && m.place === rung.keep) item.classList.add("cut");
+      const link = element("a", m.name);
+      link.href = "#run/" + m.run;
+      item.append(link, element("span", ` ${m.value === null ? "-" : m.value.toFixed(4)} `),
+                  element("span", m.state, "hint"));
+      list.appendChild(item);
+    }
+    column.appendChild(list);
+    columns.appendChild(column);
+  });
+  section.replaceChildren(backLink(),
+                          element("h2", `${body.sweep}: ${body.metric} (${body.mode}) at each rung`),
+                          columns);
 }

@@ -10,7 +10,10 @@
 //   rendered-ms MS     from selecting every run to all five charts drawn with every point
 //   load-frame-gap-ms MS  the longest gap between animation frames while loading and drawing
 //   frame-gap-ms MS    the longest gap between animation frames in the 3 s after
-// Usage: node dashboard_browser.js live|scale URL SCREENSHOT.png [WATCH_SECONDS]
+// and with `ladder SWEEP` (an asha sweep's store), after clicking the sweep's name in the table:
+//   rung STEP KEEP NAME,NAME,...   each column of the ladder: its step, how many go on (the
+//                                  dashed line under that member), its members top to bottom
+// Usage: node dashboard_browser.js live|scale|ladder URL SCREENSHOT.png [WATCH_SECONDS|SWEEP]
 "use strict";
 const puppeteer = require("puppeteer-core");
 
@@ -116,6 +119,24 @@ async function scale(page) {
   console.log("screenshot " + screenshot);
 }
 
+async function ladder(page, sweep) {
+  await page.goto(url, {waitUntil: "load"});
+  await page.waitForFunction(() => document.querySelectorAll("#runs tbody tr").length > 0);
+  await page.evaluate(name => {
+    [...document.querySelectorAll("#runs tbody a")].find(a => a.textContent === name).click();
+  }, sweep);
+  await page.waitForSelector("#ladder-view .rung");
+  const rungs = await page.$$eval("#ladder-view .rung", columns => columns.map(c => {
+    const items = [...c.querySelectorAll("li")];
+    const cut = items.findIndex(li => li.classList.contains("cut"));
+    return `${c.querySelector("h3").textContent.replace("step ", "")} ${cut + 1} ` +
+           items.map(li => li.querySelector("a").textContent).join(",");
+  }));
+  for (const r of rungs) console.log("rung " + r);
+  await page.screenshot({path: screenshot, fullPage: true});
+  console.log("screenshot " + screenshot);
+}
+
 async function main() {
   const browser = await puppeteer.launch({
     executablePath: process.env.KILN_CHROMIUM || "/usr/bin/chromium",
@@ -129,7 +150,8 @@ async function main() {
     const page = await browser.newPage();
     await page.setViewport({width: 1280, height: 1000});
     page.on("pageerror", e => console.log("pageerror " + e.message));
-    await (mode === "scale" ? scale(page) : live(page));
+    await (mode === "scale" ? scale(page) : mode === "ladder" ? ladder(page, watchSeconds)
+                                                                : live(page));
   } finally {
     await browser.close();
   }

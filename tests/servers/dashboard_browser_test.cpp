@@ -203,5 +203,37 @@ TEST_F(DashboardBrowser, HundredRunsOfTenThousandStepsDoNotStall) {
   EXPECT_LT(std::stoll(gap[0]), 500) << output;
 }
 
+// An asha sweep run for real, its ladder opened from the sweep's name in the table: each column
+// lists the members with a value at its rung's step, best first, as the test ranks them from the
+// store's evals, and the dashed line falls under the best floor(n / 3).
+TEST_F(DashboardBrowser, AnAshaSweepsLadderFromItsNameInTheTable) {
+  if (const std::string reason = missing(); !reason.empty()) GTEST_SKIP() << reason;
+  const std::string file = dir_ / "lad.toml";
+  write_text(file, "base = \"" + experiment() +
+                       "\"\nname = \"lad\"\n[set]\ntrain.steps = 27\n[search]\ntype = \"asha\"\n"
+                       "trials = 6\nseed = 4\nmetric = \"val_loss\"\nmin_steps = 3\n[space]\n"
+                       "optimizer.lr = { log_uniform = [1e-4, 3e-1] }\n");
+  auto swept = run_kiln("sweep " + file);
+  ASSERT_EQ(swept.exit_code, 0) << swept.output;
+  ServeProcess server(db(), dir_ / "serve.log");
+  ASSERT_GT(server.port(), 0) << server.output();
+  const std::string output = drive_browser(
+      {"ladder", server.url(), artifact("dashboard_ladder.png"), "lad"}, dir_ / "ladder.log");
+  EXPECT_EQ(lines_of(output, "pageerror"), std::vector<std::string>{}) << output;
+  std::vector<std::string> expected;
+  for (const int step : {3, 9, 27}) {
+    const auto rows = query(db(), fmt::format("select r.name from evals e join runs r on r.id = "
+                                              "e.run_id where r.sweep = 'lad' and e.split = "
+                                              "'val' and e.step = {} order by e.loss, r.id",
+                                              step));
+    std::string names;
+    for (const auto& row : rows)
+      names += (names.empty() ? "" : ",") + row[0];
+    const size_t keep = step == 27 ? 0 : rows.size() / 3;
+    expected.push_back(fmt::format("{} {} {}", step, keep, names));
+  }
+  EXPECT_EQ(lines_of(output, "rung"), expected) << output;
+}
+
 }  // namespace
 }  // namespace kiln::testing

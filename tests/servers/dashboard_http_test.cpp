@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/store/runs/sweep_claims.h"
 #include "core/store/runs/writer.h"
 #include "dashboard_server.h"
 #include "fake_runs.h"
@@ -273,6 +274,62 @@ TEST_F(DashboardHttp, OnlyTheEmbeddedPageIsServed) {
     EXPECT_EQ(reply.body.find("root:"), std::string::npos) << target;
     EXPECT_EQ(reply.body.find("cmake_minimum_required"), std::string::npos) << target;
   }
+}
+
+// An asha sweep's ladder, rungs at steps 1, 2 and 4 with reduction_factor 2, from four runs whose
+// values this test chose: each rung's members best first, the best half going on.
+TEST_F(DashboardHttp, LadderOfAnAshaSweepRanksEachRungsMembers) {
+  RunStore store(db_path());
+  SweepClaims(store, "lad", "test:1", std::chrono::seconds(60))
+      .record_ladder_shape({"val_loss", false, 2, {1, 2, 4}});
+  struct Member {
+    const char* name;
+    std::vector<double> val;  // at steps 1, 2, 4
+    int64_t steps;
+    const char* status;
+  };
+  for (const Member& m :
+       {Member{"lad/a", {3.0, 2.5, 2.0}, 4, "completed"}, Member{"lad/b", {3.5}, 1, "interrupted"},
+        Member{"lad/c", {3.2, 2.8}, 2, "interrupted"}, Member{"lad/d", {4.0}, 1, "failed"}}) {
+    NewRun created;
+    created.name = m.name;
+    created.config_toml = "[run]\nname = \"x\"\n";
+    created.config_hash = "h";
+    created.planned_steps = 4;
+    created.sweep = "lad";
+    const int64_t id = store.create_run(created);
+    for (int64_t step = 1; step <= m.steps; ++step) {
+      MetricRow row;
+      row.step = step;
+      row.loss = 4.0;
+      store.add_metric(id, row);
+    }
+    const int64_t rung_steps[] = {1, 2, 4};
+    for (size_t j = 0; j < m.val.size(); ++j)
+      store.add_eval(id, EvalRow{rung_steps[j], "val", m.val[j], "", std::nullopt});
+    store.finish_run(id, m.status);
+  }
+  store.flush();
+  const Json body = get_json("/api/ladder?sweep=lad");
+  ASSERT_EQ(body["rungs"].size(), 3u) << body;
+  auto members = [&](size_t rung) {
+    std::vector<std::string> out;
+    for (const auto& m : body["rungs"][rung]["members"])
+      out.push_back(m["name"].get<std::string>() + " " + m["state"].get<std::string>());
+    return out;
+  };
+  EXPECT_EQ(members(0), (std::vector<std::string>{"lad/a promoted", "lad/c promoted",
+                                                  "lad/b paused", "lad/d failed"}));
+  EXPECT_EQ(body["rungs"][0]["keep"], 2);
+  EXPECT_EQ(members(1), (std::vector<std::string>{"lad/a promoted", "lad/c paused"}));
+  EXPECT_EQ(body["rungs"][1]["keep"], 1);
+  EXPECT_EQ(members(2), (std::vector<std::string>{"lad/a completed"}));
+  EXPECT_EQ(body["rungs"][1]["members"][1]["value"].get<double>(), 2.8);
+  EXPECT_EQ(body["metric"], "val_loss");
+  const Json none = get_json("/api/ladder?sweep=nope", 400);
+  EXPECT_NE(none["error"].get<std::string>().find("sweep 'nope' has no rung ladder"),
+            std::string::npos)
+      << none;
 }
 
 TEST_F(DashboardHttp, NothingWritesAndOnlyLoopbackHostsAreAnswered) {

@@ -13,6 +13,7 @@
 #include "core/app/history/run_tables.h"
 #include "core/app/history/seed_curves.h"
 #include "core/app/history/seed_groups.h"
+#include "core/app/history/sweep_ladder.h"
 #include "core/store/history/queries.h"
 #include "core/store/history/reader.h"
 #include "core/store/runs/task_scores.h"
@@ -293,6 +294,35 @@ Json compare_view(HistoryDb& db, const DashboardParams& params) {
   return out;
 }
 
+// An asha sweep's rung ladder (core/app/history/sweep_ladder.h), from the shape its workers
+// recorded; a sweep without one (a grid, or a store from before ladders) is a 400.
+Json ladder_view(HistoryDb& db, const DashboardParams& params) {
+  const std::string sweep = param(params, "sweep");
+  if (sweep.empty()) throw UserError("/api/ladder needs ?sweep=NAME, an asha sweep's name");
+  const std::optional<LadderShape> shape = find_ladder_shape(db.connection(), sweep);
+  if (!shape) {
+    throw UserError(fmt::format(
+        "sweep '{}' has no rung ladder in this store: only an asha search has one", sweep));
+  }
+  Json rungs = Json::array();
+  for (const LadderRung& rung : read_sweep_ladder(db, sweep, *shape, /*ended=*/false)) {
+    Json members = Json::array();
+    for (const LadderEntry& e : rung.entries) {
+      members.push_back({{"run", e.run_id},
+                         {"name", e.name},
+                         {"value", chart_value(e.value)},
+                         {"place", e.place},
+                         {"state", e.state}});
+    }
+    rungs.push_back({{"step", rung.step}, {"keep", rung.keep}, {"members", members}});
+  }
+  return {{"sweep", sweep},
+          {"metric", shape->metric},
+          {"mode", shape->maximize ? "max" : "min"},
+          {"reduction_factor", shape->reduction_factor},
+          {"rungs", rungs}};
+}
+
 std::string dump(const Json& body) {
   // A name or config holding bytes that are not UTF-8 is shown with U+FFFD, not refused.
   return body.dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -302,8 +332,11 @@ std::string dump(const Json& body) {
 
 DashboardReply dashboard_api(const std::string& db_path, const std::string& endpoint,
                              const DashboardParams& params) {
-  static const std::map<std::string, View> views = {
-      {"runs", runs_view}, {"metrics", metrics_view}, {"run", run_view}, {"compare", compare_view}};
+  static const std::map<std::string, View> views = {{"runs", runs_view},
+                                                    {"metrics", metrics_view},
+                                                    {"run", run_view},
+                                                    {"compare", compare_view},
+                                                    {"ladder", ladder_view}};
   Json body = {{"store", store_identity(db_path)}};
   auto fail = [&](int status, const std::string& line) {
     body["error"] = line;
@@ -312,7 +345,8 @@ DashboardReply dashboard_api(const std::string& db_path, const std::string& endp
   auto view = views.find(endpoint);
   if (view == views.end()) {
     return fail(404, fmt::format("kiln: error: /api/{} is no endpoint: the dashboard has "
-                                 "/api/runs, /api/metrics, /api/run and /api/compare",
+                                 "/api/runs, /api/metrics, /api/run, /api/compare and "
+                                 "/api/ladder",
                                  endpoint));
   }
   try {

@@ -33,6 +33,8 @@ using DashboardParams = std::multimap<std::string, std::string>;
 //   compare  ?runs=ID,ID...&group_by=auto|KEY,KEY&metric=M&x=X&smooth=K&band=ci|minmax
 //                                      config keys that differ, and with group_by the seeds'
 //                                      grouped report and the mean curve of each group in its band
+//   ladder   ?sweep=NAME               an asha sweep's rungs, each with its members best first:
+//                                      value of the metric at the rung's step, place, state
 // Anything else is a 404.
 DashboardReply dashboard_api(const std::string& db_path, const std::string& endpoint,
                              const DashboardParams& params);

@@ -119,6 +119,12 @@ void submit_sweep(const SweepSpec& spec, const SlurmOptions& slurm, const std::s
                   const PrintLine& print) {
   const std::vector<SweepMember> members = expand_sweep(spec);
   check_members(spec, members);
+  if (spec.search.type == SweepSearch::Type::kTpe) {
+    throw UserError(
+        "a tpe search proposes its trials as earlier ones end, which a job array of listed "
+        "members cannot: submit it as type = \"asha\" with sampler = \"tpe\" (its workers "
+        "share the proposals through the run store), or run it here without --launcher slurm");
+  }
   const bool search = spec.search.type == SweepSearch::Type::kAsha;
   if (search && (slurm.nodes > 1 || slurm.gpus_per_node > 0)) {
     throw UserError(

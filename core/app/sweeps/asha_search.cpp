@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/app/history/sweep_ladder.h"
 #include "core/store/history/queries.h"
 #include "core/store/history/reader.h"
 #include "core/store/history/selection.h"
@@ -49,18 +50,17 @@ void AshaSearch::set_members(const std::vector<SweepMember>& members) {
     members_.push_back(&m);
 }
 
+LadderShape AshaSearch::shape() const {
+  return {spec_.search.metric, spec_.search.maximize, spec_.search.reduction_factor, rungs_};
+}
+
 AshaSearch::State AshaSearch::state_of(HistoryDb& db, const RunRecord* run) const {
   State s;
   if (!run) return s;
   s.status = run->status;
   s.steps = run->steps;
-  const Curve curve = load_curve(db, *run, spec_.search.metric, "step");
-  for (size_t j = 0; j < rungs_.size() && rungs_[j] <= run->steps; ++j) {
-    const auto at = std::find(curve.x.begin(), curve.x.end(), static_cast<double>(rungs_[j]));
-    if (at == curve.x.end()) break;  // stopped before the rung's value was recorded
-    const double y = curve.y[static_cast<size_t>(at - curve.x.begin())];
-    s.ladder.results.push_back(std::isnan(y) ? INFINITY : spec_.search.maximize ? -y : y);
-  }
+  for (double y : rung_values(db, *run, shape()))
+    s.ladder.results.push_back(!std::isfinite(y) ? INFINITY : spec_.search.maximize ? -y : y);
   s.ladder.failed = s.status == "failed";
   const size_t reached = s.ladder.results.size();
   const bool at_rung = reached > 0 && s.steps == rungs_[reached - 1];
@@ -148,7 +148,9 @@ std::optional<SweepDecision> AshaSearch::decide(const std::set<std::string>& run
         members_[p->member]->name, until(p->rung), "promote",
         fmt::format(
             "{} {:.4f} at step {} is {} of {} (the best {} go on): to step {}", spec_.search.metric,
-            std::abs(ladder[p->member].results[from]), rungs_[from], ordinal(place.place), place.of,
+            spec_.search.maximize ? -ladder[p->member].results[from]
+                                  : ladder[p->member].results[from],
+            rungs_[from], ordinal(place.place), place.of,
             place.of / static_cast<size_t>(spec_.search.reduction_factor), rungs_[p->rung])};
   }
   for (size_t i = 0; i < states.size(); ++i) {
@@ -206,39 +208,8 @@ bool AshaSearch::stopped(const std::string& name) {
 }
 
 std::string AshaSearch::ladder(bool ended) {
-  const std::vector<State> states = read({});
-  std::vector<AshaMember> ladder;
-  for (const auto& s : states)
-    ladder.push_back(s.ladder);
-  std::string out;
-  for (size_t j = 0; j < rungs_.size(); ++j) {
-    std::vector<std::pair<size_t, size_t>> at;  // place, member
-    for (size_t i = 0; i < states.size(); ++i) {
-      if (ladder[i].results.size() > j) at.emplace_back(asha_place(ladder, i, j).place, i);
-    }
-    std::sort(at.begin(), at.end());
-    const bool top = j + 1 == rungs_.size();
-    out += fmt::format(
-        "rung {} of {}: step {}, {} member(s){}\n", j + 1, rungs_.size(), rungs_[j], at.size(),
-        top ? ""
-            : fmt::format(", the best {} go on",
-                          at.size() / static_cast<size_t>(spec_.search.reduction_factor)));
-    for (const auto& [place, i] : at) {
-      const State& s = states[i];
-      const std::string state = top                               ? s.status
-                                : s.ladder.results.size() > j + 1 ? "promoted"
-                                : s.ladder.busy                   ? "promoted (on its way)"
-                                : s.ladder.failed                 ? "failed"
-                                : ended                           ? "stopped"
-                                                                  : "paused";
-      const double value = s.ladder.results[j];
-      out += fmt::format(
-          "  {:>3}. {}  {} {}  {}\n", place, members_[i]->name, spec_.search.metric,
-          std::isinf(value) ? "-" : fmt::format("{:.4f}", spec_.search.maximize ? -value : value),
-          state);
-    }
-  }
-  return out;
+  HistoryDb db(db_);
+  return ladder_text(read_sweep_ladder(db, spec_.name, shape(), ended), shape());
 }
 
 std::string search_status(const SweepSpec& spec, const std::string& db) {

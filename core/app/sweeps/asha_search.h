@@ -71,6 +71,8 @@ class AshaSearch {
   // Every member started so far, or known before the sweep ran, in the order they start.
   const std::vector<const SweepMember*>& members() const { return members_; }
   const std::vector<int64_t>& rungs() const { return rungs_; }
+  // What the ladder is read by: the metric, its mode, reduction_factor and the rungs.
+  LadderShape shape() const;
 
  private:
   struct State {

@@ -259,6 +259,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
   std::optional<SweepClaims> claims;
   if (asha) {
     claims.emplace(store.emplace(launch.db), spec.name, worker_name(), claim_timeout());
+    claims->record_ladder_shape(asha->shape());  // for `kiln serve` and `kiln sweep status`
     hooks = asha->hooks(*claims, print);
   }
   const size_t per_trial =

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/store/db/connection.h"
+#include "core/store/runs/lookup.h"
 #include "core/util/process.h"
 #include "core/util/text.h"
 
@@ -40,8 +41,28 @@ const char* const kSweepClaimTablesSql = R"sql(
       value_lines TEXT NOT NULL,
       PRIMARY KEY (sweep, trial)
     );
+    CREATE TABLE sweep_ladders (
+      sweep             TEXT PRIMARY KEY,
+      metric            TEXT NOT NULL,
+      maximize          INTEGER NOT NULL,
+      reduction_factor  INTEGER NOT NULL,
+      rungs             TEXT NOT NULL
+    );
     ALTER TABLE sweeps ADD COLUMN spec_file TEXT;
     )sql";
+
+std::optional<LadderShape> find_ladder_shape(Connection& db, const std::string& sweep) {
+  if (!has_table(db, "sweep_ladders")) return std::nullopt;
+  Statement select(db,
+                   "SELECT metric, maximize, reduction_factor, rungs FROM sweep_ladders WHERE "
+                   "sweep = ?",
+                   {sweep});
+  if (!select.step()) return std::nullopt;
+  LadderShape shape{select.text(0), select.integer(1) != 0, select.integer(2), {}};
+  for (const std::string& step : split(select.text(3), ','))
+    shape.rungs.push_back(std::stoll(step));
+  return shape;
+}
 
 SweepClaims::SweepClaims(RunStore& store, std::string sweep, std::string worker,
                          std::chrono::seconds timeout)
@@ -103,6 +124,22 @@ void SweepClaims::release(const std::string& member) {
             "DELETE FROM sweep_claims WHERE sweep = ? AND member = ? AND worker = ?",
             {sweep_, member, worker_})
       .step();
+}
+
+void SweepClaims::record_ladder_shape(const LadderShape& shape) {
+  std::vector<std::string> steps;
+  for (int64_t step : shape.rungs)
+    steps.push_back(std::to_string(step));
+  in_transaction([&] {
+    Connection& db = store_.connection();
+    Statement(db, "DELETE FROM sweep_ladders WHERE sweep = ?", {sweep_}).step();
+    Statement(db,
+              "INSERT INTO sweep_ladders (sweep, metric, maximize, reduction_factor, rungs) "
+              "VALUES (?, ?, ?, ?, ?)",
+              {sweep_, shape.metric, int64_t{shape.maximize ? 1 : 0}, shape.reduction_factor,
+               join(steps, ",")})
+        .step();
+  });
 }
 
 void SweepClaims::in_transaction(const std::function<void()>& work) {

@@ -26,6 +26,18 @@ namespace kiln {
 // Migration 13 of the run store (core/store/runs/schema.cpp): the tables below.
 extern const char* const kSweepClaimTablesSql;
 
+// What an asha sweep's ladder is read by (core/app/history/sweep_ladder.h): recorded by its
+// workers when they start, so that `kiln serve` and `kiln sweep status` draw it from the store
+// alone.
+struct LadderShape {
+  std::string metric;
+  bool maximize = false;
+  int64_t reduction_factor = 3;
+  std::vector<int64_t> rungs;  // the rungs' steps, ascending; the last is the members' end
+};
+// The shape recorded for `sweep`, or none (not an asha sweep, or a store from before ladders).
+std::optional<LadderShape> find_ladder_shape(Connection& db, const std::string& sweep);
+
 // A decision: run `member` to step `until` (0: to its end); `action` (start, promote, resume)
 // and `reason` are recorded in sweep_decisions.
 struct SweepDecision {
@@ -53,6 +65,8 @@ class SweepClaims {
   void heartbeat(bool now_anyway = false);
   void release(const std::string& member);
 
+  // Records the sweep's ladder shape (in place of an earlier one).
+  void record_ladder_shape(const LadderShape& shape);
   // `work` in one write transaction (committed unless it throws): for proposals.
   void in_transaction(const std::function<void()>& work);
   // A tpe search's proposals from trial `from` on, each its values (one per [space] key); and a

@@ -51,7 +51,8 @@ TEST(RunSources, AStoreFromBeforeThemReadsAsNoneAndIsUpgradedByTheNextWriter) {
       "drop table task_scores; drop table run_input_files; drop table run_inputs; "
       "drop table run_files; drop table run_key_sources; drop table sweep_members; "
       "drop table sweeps; drop table sweep_claims; drop table sweep_decisions; "
-      "drop table sweep_proposals; alter table metrics drop column counted_tokens; "
+      "drop table sweep_proposals; drop table sweep_ladders; alter table metrics drop column "
+      "counted_tokens; "
       "alter table metrics drop column source_tokens; "
       "alter table evals drop column counted_tokens; alter table runs drop column config_json; "
       "pragma user_version = 5";

@@ -1,0 +1,97 @@
+#include "core/app/history/sweep_ladder.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/store/history/queries.h"
+#include "core/store/history/reader.h"
+#include "core/store/history/selection.h"
+#include "core/util/text.h"
+
+namespace kiln {
+
+namespace {
+
+// A value's rank at a rung: lower is better, a value that is not finite the worst.
+double score(double value, bool maximize) {
+  if (!std::isfinite(value)) return INFINITY;
+  return maximize ? -value : value;
+}
+
+// Where a run with these rung values stands at rung `j` (of `rungs`), its run's status and steps
+// as the store says.
+std::string state_at(const std::vector<double>& values, size_t j, const RunRecord& run,
+                     const LadderShape& shape, bool ended) {
+  if (j + 1 == shape.rungs.size()) return run.status;
+  if (values.size() > j + 1) return "promoted";
+  const bool at_rung = run.steps == shape.rungs[j];
+  if (run.status == "running" || (run.status == "interrupted" && !at_rung)) {
+    return "promoted (on its way)";
+  }
+  if (run.status == "failed") return "failed";
+  return ended ? "stopped" : "paused";
+}
+
+}  // namespace
+
+std::vector<double> rung_values(HistoryDb& db, const RunRecord& run, const LadderShape& shape) {
+  const Curve curve = load_curve(db, run, shape.metric, "step");
+  std::vector<double> values;
+  for (size_t j = 0; j < shape.rungs.size() && shape.rungs[j] <= run.steps; ++j) {
+    const auto at = std::find(curve.x.begin(), curve.x.end(), static_cast<double>(shape.rungs[j]));
+    if (at == curve.x.end()) break;
+    values.push_back(curve.y[static_cast<size_t>(at - curve.x.begin())]);
+  }
+  return values;
+}
+
+std::vector<LadderRung> read_sweep_ladder(HistoryDb& db, const std::string& sweep,
+                                          const LadderShape& shape, bool ended) {
+  const std::vector<RunRecord> runs = list_runs(db, {"sweep = " + single_quoted(sweep), "id", 0});
+  std::vector<std::vector<double>> values;
+  for (const auto& run : runs)
+    values.push_back(rung_values(db, run, shape));
+  std::vector<LadderRung> rungs;
+  for (size_t j = 0; j < shape.rungs.size(); ++j) {
+    LadderRung rung{shape.rungs[j], 0, {}};
+    std::vector<size_t> at;
+    for (size_t i = 0; i < runs.size(); ++i)
+      if (values[i].size() > j) at.push_back(i);
+    std::stable_sort(at.begin(), at.end(), [&](size_t a, size_t b) {
+      return score(values[a][j], shape.maximize) < score(values[b][j], shape.maximize);
+    });
+    for (size_t k = 0; k < at.size(); ++k) {
+      const RunRecord& run = runs[at[k]];
+      rung.entries.push_back({run.id, run.name, values[at[k]][j], k + 1,
+                              state_at(values[at[k]], j, run, shape, ended)});
+    }
+    const bool last = j + 1 == shape.rungs.size();
+    rung.keep = last ? 0 : at.size() / static_cast<size_t>(shape.reduction_factor);
+    rungs.push_back(std::move(rung));
+  }
+  return rungs;
+}
+
+std::string ladder_text(const std::vector<LadderRung>& rungs, const LadderShape& shape) {
+  size_t width = 0;
+  for (const auto& rung : rungs)
+    for (const auto& e : rung.entries)
+      width = std::max(width, e.name.size());
+  std::string out;
+  for (size_t j = 0; j < rungs.size(); ++j) {
+    const LadderRung& rung = rungs[j];
+    const bool last = j + 1 == rungs.size();
+    out +=
+        fmt::format("rung {} of {}: step {}, {} member(s){}\n", j + 1, rungs.size(), rung.step,
+                    rung.entries.size(), last ? "" : fmt::format(", the best {} go on", rung.keep));
+    for (const auto& e : rung.entries) {
+      out += fmt::format("  {:>3}. {:<{}}  {} {}  {}\n", e.place, e.name, width, shape.metric,
+                         std::isfinite(e.value) ? fmt::format("{:.4f}", e.value) : "-", e.state);
+    }
+  }
+  return out;
+}
+
+}  // namespace kiln

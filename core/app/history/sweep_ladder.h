@@ -1,0 +1,46 @@
+// An asha sweep's rung ladder as the run store has it (core/app/sweeps/asha.h runs the search):
+// for each rung, the runs of the sweep with a value of the search's metric at the rung's step,
+// best first, each with its state there. Read from the runs alone, with the ladder's shape its
+// workers recorded (core/store/runs/sweep_claims.h): `kiln sweep status`, the end of `kiln
+// sweep` and `kiln serve`'s ladder view all draw this.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/store/runs/sweep_claims.h"
+
+namespace kiln {
+
+class HistoryDb;
+struct RunRecord;
+
+struct LadderEntry {
+  int64_t run_id = 0;
+  std::string name;
+  double value = 0;   // the metric at the rung's step, as logged (NaN: not finite)
+  size_t place = 0;   // 1 = the best at this rung
+  std::string state;  // promoted, "promoted (on its way)", paused (stopped once the sweep
+                      // ended), failed; at the last rung the run's status
+};
+
+struct LadderRung {
+  int64_t step = 0;
+  size_t keep = 0;  // the best floor(n / reduction_factor) go on; 0 at the last rung
+  std::vector<LadderEntry> entries;
+};
+
+// The run's values of `shape.metric` at the rungs' steps it reached, in order, up to the first
+// rung it has no value at (a run stopped before that rung's evaluation).
+std::vector<double> rung_values(HistoryDb& db, const RunRecord& run, const LadderShape& shape);
+
+// Every rung of `sweep`'s ladder. `ended`: the search is over, so paused members are stopped.
+std::vector<LadderRung> read_sweep_ladder(HistoryDb& db, const std::string& sweep,
+                                          const LadderShape& shape, bool ended);
+
+// "rung 1 of 3: step 3, 9 member(s), the best 3 go on" and a line per member.
+std::string ladder_text(const std::vector<LadderRung>& rungs, const LadderShape& shape);
+
+}  // namespace kiln
