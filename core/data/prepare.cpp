@@ -210,14 +210,14 @@ PrepareSummary prepare_staged(const PrepareOptions& options, const std::string& 
   const std::vector<std::string> files = prepare_input_files(options.inputs);
   auto tokenizer = new_tokenizer(options.tokenizer, options.tokenizer_file);
   const nlohmann::json print = prepare_fingerprint(options, files);
+  // A SIGINT or SIGTERM while the inputs are read stops after a saved batch (or the fit, which
+  // a resume redoes); later, while the shards are cut and renamed, it ends the process, and the
+  // staging folder resumes as well. Caught from before the staging folder's first state.
+  std::optional<StopSignal> stop(std::in_place);
   EncodeState state = open_staging(options, staging, print, report);
   const int threads = options.threads > 0
                           ? options.threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  // A SIGINT or SIGTERM while the inputs are read stops after a saved batch (or the fit, which
-  // a resume redoes); later, while the shards are cut and renamed, it ends the process, and the
-  // staging folder resumes as well.
-  std::optional<StopSignal> stop(std::in_place);
   if (tokenizer->learns_from_corpus()) fit_pass(*tokenizer, files, options, report);
   const bool wide = tokenizer->vocab_size() > 65536;  // ids that uint16 shards cannot hold
   TokenSpool spool(staging + "/" + kTokens, wide, state.tokens);
