@@ -21,7 +21,8 @@ namespace {
 
 class AshaWorkers : public EachStore {
  protected:
-  // 9 trials over the tiny experiment, rungs 3, 9, 27.
+  // 9 trials over the tiny experiment, rungs 3, 9, 27; TPE proposes after 4 random ones, so the
+  // workers share proposals through the store too.
   std::string sweep_file() {
     const std::string path = dir_ / "w.toml";
     write_text(path, fmt::format(R"(base = "{}"
@@ -30,6 +31,8 @@ name = "w"
 train.steps = 27
 [search]
 type = "asha"
+sampler = "tpe"
+startup = 4
 trials = 9
 seed = 5
 metric = "val_loss"
@@ -40,7 +43,6 @@ optimizer.lr = {{ log_uniform = [1e-4, 3e-1] }}
                                  experiment()));
     return path;
   }
-
 };
 
 TEST_P(AshaWorkers, AWorkerKilledWhileHoldingAPromotionLosesNothing) {
@@ -75,6 +77,7 @@ TEST_P(AshaWorkers, AWorkerKilledWhileHoldingAPromotionLosesNothing) {
       << "A, B and C each decided something";
   // Nothing lost: every trial ran, no claim or running run is left, and the member A held went
   // past the rung it was promoted from, decided again by B once A's claim was stale.
+  EXPECT_EQ(sql("SELECT count(*) FROM sweep_proposals WHERE sweep = 'w'"), "5");
   EXPECT_EQ(sql("SELECT count(*) FROM runs WHERE sweep = 'w'"), "9")
       << read_file(dir_ / "b.log") + read_file(dir_ / "c.log");
   EXPECT_EQ(sql("SELECT count(*) FROM runs WHERE sweep = 'w' AND status = 'running'"), "0");

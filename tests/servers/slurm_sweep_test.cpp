@@ -255,16 +255,18 @@ TEST_F(SlurmSweep, AnUnknownPartitionAndANameSubmittedTwiceAreOneLineEach) {
   EXPECT_EQ(std::count(second.output.begin(), second.output.end(), '\n'), 1) << second.output;
 }
 
-// An asha search under Slurm: two array tasks are its workers, which share the search through
-// the store (core/store/runs/sweep_claims.h) with no controller; `kiln sweep status` shows the
-// ladder.
+// An asha search under Slurm, TPE proposing after 3 random trials: two array tasks are its
+// workers, which share the search and its proposals through the store
+// (core/store/runs/sweep_claims.h) with no controller; `kiln sweep status` shows the ladder.
 TEST_F(SlurmSweep, AnAshaSearchRunsAsTwoWorkerTasksThatShareTheLadder) {
   const std::string file = dir_ / "asha.toml";
-  testing::write_text(file, "base = \"" + experiment() +
-                                "\"\nname = \"as\"\n[set]\ntrain.steps = 27\n[search]\n"
-                                "type = \"asha\"\ntrials = 6\nseed = 2\nmetric = \"val_loss\"\n"
-                                "min_steps = 3\n[space]\n"
-                                "optimizer.lr = { log_uniform = [1e-4, 3e-1] }\n");
+  testing::write_text(file,
+                      "base = \"" + experiment() +
+                          "\"\nname = \"as\"\n[set]\ntrain.steps = 27\n[search]\n"
+                          "type = \"asha\"\nsampler = \"tpe\"\nstartup = 3\ntrials = 6\nseed = 2\n"
+                          "metric = \"val_loss\"\n"
+                          "min_steps = 3\n[space]\n"
+                          "optimizer.lr = { log_uniform = [1e-4, 3e-1] }\n");
   auto submitted = run_kiln("sweep " + file + " --launcher slurm --max-parallel 2 --db " + db());
   ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
   EXPECT_NE(submitted.output.find("2 workers of its search"), std::string::npos)
@@ -281,6 +283,7 @@ TEST_F(SlurmSweep, AnAshaSearchRunsAsTwoWorkerTasksThatShareTheLadder) {
             "2")
       << story("as");
   EXPECT_EQ(scalar(db(), "select count(*) from sweep_claims"), "0");
+  EXPECT_EQ(scalar(db(), "select count(*) from sweep_proposals where sweep = 'as'"), "3");
   auto shown = run_kiln("sweep status as --db " + db());
   EXPECT_EQ(shown.exit_code, 0) << shown.output;
   EXPECT_NE(shown.output.find("rung 1 of 3: step 3, 6 member(s), the best 2 go on"),

@@ -36,7 +36,6 @@ class StoreBackends : public EachStore {
                     run));
   }
   CommandResult kiln(const std::string& args) { return run_kiln(args + " --db " + store_); }
-
 };
 
 TEST_P(StoreBackends, RunEvalAndEveryRunsCommand) {
