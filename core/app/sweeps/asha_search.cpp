@@ -197,14 +197,15 @@ JobHooks AshaSearch::hooks(SweepClaims& claims,
   return hooks;
 }
 
-bool AshaSearch::stopped(const std::string& name) {
+std::set<std::string> AshaSearch::stopped_members() {
   const std::vector<State> states = read({});
+  std::set<std::string> stopped;
   for (size_t i = 0; i < members_.size(); ++i) {
     const State& s = states[i];
-    if (members_[i]->name != name) continue;
-    return s.status == "interrupted" && !s.between && s.ladder.results.size() < rungs_.size();
+    if (s.status == "interrupted" && !s.between && s.ladder.results.size() < rungs_.size())
+      stopped.insert(members_[i]->name);
   }
-  return false;
+  return stopped;
 }
 
 std::string AshaSearch::ladder(bool ended) {

@@ -67,7 +67,7 @@ class AshaSearch {
   // state. `ended`: the sweep is over, so paused members are stopped.
   std::string ladder(bool ended);
   // Members paused at a rung below the top: with the search over, ASHA stopped them.
-  bool stopped(const std::string& name);
+  std::set<std::string> stopped_members();
   // Every member started so far, or known before the sweep ran, in the order they start.
   const std::vector<const SweepMember*>& members() const { return members_; }
   const std::vector<int64_t>& rungs() const { return rungs_; }

@@ -5,10 +5,12 @@
 #include <csignal>
 #include <list>
 #include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/app/history/run_tables.h"
 #include "core/app/history/seed_groups.h"
@@ -105,13 +107,6 @@ std::vector<const SweepMember*> members_to_run(const MemberLaunch& launch,
   return queue;
 }
 
-std::string join_numbers(const std::vector<int64_t>& numbers) {
-  std::vector<std::string> texts;
-  for (int64_t n : numbers)
-    texts.push_back(std::to_string(n));
-  return join(texts, ", ");
-}
-
 // The members side by side: what varies, then how each did, best first by `sort`.
 std::string sweep_summary(const std::vector<RunRecord>& runs, const std::string& sort) {
   if (runs.empty()) return "no member of the sweep is in the run store";
@@ -197,7 +192,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
     }
     if (spec.search.type == SweepSearch::Type::kAsha) {
       print(fmt::format("asha: rungs at steps {}; the best 1/{} of each rung go on",
-                        join_numbers(asha_rungs(spec)), spec.search.reduction_factor));
+                        fmt::join(asha_rungs(spec), ", "), spec.search.reduction_factor));
     }
     return {};
   }
@@ -240,7 +235,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
                   spec.name, members.size(), queue.size(), jobs,
                   jobs > 1 ? static_cast<unsigned>(threads) : cores, base.out_dir,
                   asha ? fmt::format("\nasha: rungs at steps {}; the best 1/{} of each rung go on",
-                                     join_numbers(asha->rungs()), spec.search.reduction_factor)
+                                     fmt::join(asha->rungs(), ", "), spec.search.reduction_factor)
                        : ""));
   std::list<std::vector<SweepMember>> proposed;  // stable: the queue points into them
   size_t at = 0;
@@ -278,8 +273,10 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
   std::vector<SweepMember> started;
   for (const SweepMember* m : asha->members())
     started.push_back(*m);
-  const auto stopped = [&](const std::string& name) { return !interrupted && asha->stopped(name); };
-  return {print_summary(sweep, started, options.sort, print, stopped), interrupted};
+  const std::set<std::string> stopped =
+      interrupted ? std::set<std::string>{} : asha->stopped_members();
+  const auto was_stopped = [&](const std::string& name) { return stopped.count(name) > 0; };
+  return {print_summary(sweep, started, options.sort, print, was_stopped), interrupted};
 }
 
 }  // namespace kiln

@@ -1,7 +1,9 @@
 #include "core/store/runs/sweep_claims.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <ctime>
 #include <utility>
@@ -72,9 +74,31 @@ int64_t SweepClaims::now() const {
   return static_cast<int64_t>(std::time(nullptr));
 }
 
+// Claims of workers on this host whose process is gone: stale now, not after the timeout.
+void SweepClaims::drop_dead_local_claims() {
+  const std::string here = host_name() + ":";
+  std::vector<std::string> dead;
+  Statement select(store_.connection(),
+                   "SELECT DISTINCT worker FROM sweep_claims WHERE sweep = ? AND worker <> ?",
+                   {sweep_, worker_});
+  while (select.step()) {
+    const std::string worker = select.text(0);
+    if (worker.rfind(here, 0) != 0) continue;
+    const long pid = std::strtol(worker.c_str() + here.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+      dead.push_back(worker);
+  }
+  for (const std::string& worker : dead) {
+    Statement(store_.connection(), "DELETE FROM sweep_claims WHERE sweep = ? AND worker = ?",
+              {sweep_, worker})
+        .step();
+  }
+}
+
 std::optional<SweepDecision> SweepClaims::claim_next(const Decide& decide) {
   Connection& db = store_.connection();
   Transaction transaction(db);
+  drop_dead_local_claims();
   Statement(db, "DELETE FROM sweep_claims WHERE sweep = ? AND heartbeat_at < ?",
             {sweep_, now() - static_cast<int64_t>(timeout_.count())})
       .step();
@@ -102,6 +126,7 @@ std::optional<SweepDecision> SweepClaims::claim_next(const Decide& decide) {
 }
 
 bool SweepClaims::others_working() {
+  drop_dead_local_claims();
   Statement select(store_.connection(),
                    "SELECT count(*) FROM sweep_claims WHERE sweep = ? AND worker <> ? AND "
                    "heartbeat_at >= ?",

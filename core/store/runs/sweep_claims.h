@@ -6,9 +6,9 @@
 // its claim on the member it runs and a line saying what it did and why. A worker refreshes its
 // claims' heartbeat while its members run and drops a claim when the member ends; a claim whose
 // heartbeat is older than the timeout belongs to a worker that was killed, and is dropped by the
-// next decision, so the member it held is decided again (resumed from its snapshot).
-// A tpe search's proposals are recorded here too, so that every worker proposes from, and
-// names, the same trials.
+// next decision (at once when that worker ran on this host and its process is gone), so the member
+// it held is decided again (resumed from its snapshot). A tpe search's proposals are recorded here
+// too, so that every worker proposes from, and names, the same trials.
 #pragma once
 
 #include <chrono>
@@ -81,6 +81,7 @@ class SweepClaims {
 
  private:
   int64_t now() const;
+  void drop_dead_local_claims();
 
   RunStore& store_;
   std::string sweep_, worker_;
