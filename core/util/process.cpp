@@ -110,10 +110,17 @@ Process Process::start(const ProcessOptions& options) {
     posix_spawn_file_actions_adddup2(&setup.actions, ends.child, STDOUT_FILENO);
     posix_spawn_file_actions_adddup2(&setup.actions, ends.child, STDERR_FILENO);
   }
+  // The child starts with no signal blocked, whatever this thread blocks (a training process
+  // keeps SIGINT and SIGTERM blocked: core/util/stop_signal.h).
+  short flags = POSIX_SPAWN_SETSIGMASK;
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&setup.attributes, &none);
   if (options.own_process_group) {
-    posix_spawnattr_setflags(&setup.attributes, POSIX_SPAWN_SETPGROUP);
+    flags |= POSIX_SPAWN_SETPGROUP;
     posix_spawnattr_setpgroup(&setup.attributes, 0);
   }
+  posix_spawnattr_setflags(&setup.attributes, flags);
   const std::vector<char*> argv = pointers(options.argv);
   const std::vector<std::string> env_strings = child_environment(options.extra_env);
   const std::vector<char*> env = pointers(env_strings);

@@ -51,12 +51,12 @@ int run_command(const RunArgs& args) {
   ResolvedConfig config = load_config(args.experiment, overrides);
   for (const auto& note : config.notes)
     std::cout << note << "\n";
-  StopSignal stop(StopSignal::Second::kAbandon);
+  StopSignal stop(StopSignal::Second::kAbandon, StopSignal::Delivery::kPolled);
   return finish(run_experiment(std::move(config), args.restart, args.until));
 }
 
 int resume_command(const RunArgs& args) {
-  StopSignal stop(StopSignal::Second::kAbandon);
+  StopSignal stop(StopSignal::Second::kAbandon, StopSignal::Delivery::kPolled);
   return finish(resume_run(args.db, args.run_ref, args.overrides, args.resume));
 }
 
