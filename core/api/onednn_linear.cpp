@@ -15,15 +15,24 @@ namespace {
 
 // dnnl_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc): row-major
 // C = alpha op(A) op(B) + beta C; returns a dnnl_status_t, 0 on success. Its threads are OpenMP's,
-// so LibTorch's thread count holds for it too.
-using Sgemm = int(char, char, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
-                  int64_t, float, float*, int64_t);
-Sgemm* sgemm() {
-  static Sgemm* const found = reinterpret_cast<Sgemm*>(dlsym(RTLD_DEFAULT, "dnnl_sgemm"));
+// so LibTorch's thread count holds for it too. dnnl_gemm_bf16bf16f32 is the same with bfloat16 A
+// and B: their products summed in fp32 into an fp32 C (oneDNN's AVX512-BF16 kernels where the
+// CPU has them, an emulation on AVX-512 otherwise).
+template <typename In>
+using Gemm = int(char, char, int64_t, int64_t, int64_t, float, const In*, int64_t, const In*,
+                 int64_t, float, float*, int64_t);
+Gemm<float>* sgemm() {
+  static Gemm<float>* const found =
+      reinterpret_cast<Gemm<float>*>(dlsym(RTLD_DEFAULT, "dnnl_sgemm"));
+  return found;
+}
+Gemm<uint16_t>* bf16_gemm() {
+  static Gemm<uint16_t>* const found =
+      reinterpret_cast<Gemm<uint16_t>*>(dlsym(RTLD_DEFAULT, "dnnl_gemm_bf16bf16f32"));
   return found;
 }
 
-// C[m, n] = op(A) op(B), row-major.
+// C[m, n] = op(A) op(B), row-major, C float32; A and B both float32 or both bfloat16.
 void gemm(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, const at::Tensor& a,
           const at::Tensor& b, at::Tensor& c) {
   if (m == 0 || n == 0) return;
@@ -31,21 +40,28 @@ void gemm(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, const at:
     c.zero_();
     return;
   }
-  const int status =
-      sgemm()(trans_a, trans_b, m, n, k, 1.0f, a.data_ptr<float>(), trans_a == 'N' ? k : m,
-              b.data_ptr<float>(), trans_b == 'N' ? n : k, 0.0f, c.data_ptr<float>(), n);
+  const int64_t lda = trans_a == 'N' ? k : m, ldb = trans_b == 'N' ? n : k;
+  const bool bf16 = a.scalar_type() == at::kBFloat16;
+  const int status = bf16 ? bf16_gemm()(trans_a, trans_b, m, n, k, 1.0f,
+                                        static_cast<const uint16_t*>(a.data_ptr()), lda,
+                                        static_cast<const uint16_t*>(b.data_ptr()), ldb, 0.0f,
+                                        c.data_ptr<float>(), n)
+                          : sgemm()(trans_a, trans_b, m, n, k, 1.0f, a.data_ptr<float>(), lda,
+                                    b.data_ptr<float>(), ldb, 0.0f, c.data_ptr<float>(), n);
   if (status != 0) {
-    throw std::runtime_error(
-        fmt::format("oneDNN's sgemm failed (status {}) on [{}, {}] x [{}]", status, m, n, k));
+    throw std::runtime_error(fmt::format("oneDNN's {} failed (status {}) on [{}, {}] x [{}]",
+                                         bf16 ? "gemm_bf16bf16f32" : "sgemm", status, m, n, k));
   }
 }
 
 // y = x w^T over x's rows; the bias is added outside, where LibTorch's add gives its gradient.
 struct OnednnLinear : torch::autograd::Function<OnednnLinear> {
+  // `operands`: float32, or bfloat16 (x and the weight rounded to it, the sums and y in fp32).
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                            const at::Tensor& weight) {
-    const at::Tensor rows = x.reshape({-1, x.size(-1)}).contiguous(), w = weight.contiguous();
-    at::Tensor y = at::empty({rows.size(0), w.size(0)}, rows.options());
+                            const at::Tensor& weight, at::ScalarType operands) {
+    const at::Tensor rows = x.reshape({-1, x.size(-1)}).to(operands).contiguous(),
+                     w = weight.to(operands).contiguous();
+    at::Tensor y = at::empty({rows.size(0), w.size(0)}, rows.options().dtype(at::kFloat));
     gemm('N', 'T', rows.size(0), w.size(0), rows.size(1), rows, w, y);
     ctx->save_for_backward({rows, w});
     std::vector<int64_t> shape = x.sizes().vec();
@@ -58,31 +74,46 @@ struct OnednnLinear : torch::autograd::Function<OnednnLinear> {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &rows = saved[0], &w = saved[1];
     const int64_t m = rows.size(0), in = rows.size(1), out = w.size(0);
-    const at::Tensor dy = grads[0].reshape({m, out}).contiguous();
-    at::Tensor dx = at::empty({m, in}, rows.options()), dw = at::empty({out, in}, w.options());
+    const at::Tensor dy = grads[0].reshape({m, out}).to(rows.scalar_type()).contiguous();
+    const auto fp32 = rows.options().dtype(at::kFloat);
+    at::Tensor dx = at::empty({m, in}, fp32), dw = at::empty({out, in}, fp32);
     gemm('N', 'N', m, in, out, dy, w, dx);     // dx = dy w
     gemm('T', 'N', out, in, m, dy, rows, dw);  // dw = dy^T x
     std::vector<int64_t> shape = grads[0].sizes().vec();
     shape.back() = in;
-    return {dx.view(shape), dw};
+    return {dx.view(shape), dw, at::Tensor()};
   }
 };
 
 }  // namespace
 
-bool onednn_linear_applies(const at::Tensor& x, const at::Tensor& weight) {
-  if (sgemm() == nullptr || compat::AutocastGuard::enabled(at::kCPU)) return false;
+std::optional<at::ScalarType> onednn_linear_operands(const at::Tensor& x,
+                                                     const at::Tensor& weight) {
   for (const at::Tensor* t : {&x, &weight}) {
-    if (!t->device().is_cpu() || t->layout() != at::kStrided || t->scalar_type() != at::kFloat)
-      return false;
+    if (!t->device().is_cpu() || t->layout() != at::kStrided) return std::nullopt;
   }
-  return weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1);
+  if (weight.dim() != 2 || weight.scalar_type() != at::kFloat || x.dim() < 1 ||
+      x.size(-1) != weight.size(1)) {
+    return std::nullopt;
+  }
+  // Under CPU autocast to bfloat16 (precision "bf16"), bf16 GEMMs in place of LibTorch's
+  // autocast linear, which casts the same operands but returns bf16 and sums through a slower
+  // path (docs/benchmarks.md); the fp32 output keeps the fused kernels after it in fp32.
+  if (compat::AutocastGuard::enabled(at::kCPU)) {
+    const bool bf16 = compat::AutocastGuard::dtype_of(at::kCPU) == at::kBFloat16 &&
+                      bf16_gemm() != nullptr &&
+                      (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16);
+    return bf16 ? std::optional(at::kBFloat16) : std::nullopt;
+  }
+  if (sgemm() == nullptr || x.scalar_type() != at::kFloat) return std::nullopt;
+  return at::kFloat;
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                   bool fused) {
-  if (!fused || !onednn_linear_applies(x, weight)) return at::linear(x, weight, bias);
-  const at::Tensor y = OnednnLinear::apply(x, weight);
+  const auto operands = fused ? onednn_linear_operands(x, weight) : std::nullopt;
+  if (!operands) return at::linear(x, weight, bias);
+  const at::Tensor y = OnednnLinear::apply(x, weight, *operands);
   return bias.defined() ? y + bias : y;
 }
 

@@ -6,16 +6,23 @@
 // own linear runs; the run's BLAS line says which (onednn_version, core/util/blas_kernels.h).
 #pragma once
 
+#include <optional>
+
 #include <ATen/core/Tensor.h>
 
 namespace kiln {
 
-// Whether oneDNN serves these tensors: float32 CPU tensors outside CPU autocast (which casts to
-// bfloat16 in LibTorch's linear), oneDNN present.
-bool onednn_linear_applies(const at::Tensor& x, const at::Tensor& weight);
+// The type oneDNN's GEMMs take these tensors' products in, or nullopt where oneDNN does not
+// serve them (LibTorch's linear runs): float32 for float32 CPU tensors (dnnl_sgemm); bfloat16
+// under CPU autocast to bfloat16, precision "bf16" (dnnl_gemm_bf16bf16f32: x and the float32
+// weight rounded to bf16, products summed in fp32, y and every gradient in fp32, the weight
+// itself kept in fp32 as the master copy). nullopt without oneDNN, for another autocast type,
+// or a weight that is not float32.
+std::optional<at::ScalarType> onednn_linear_operands(const at::Tensor& x, const at::Tensor& weight);
 
 // x [..., in] by weight [out, in], plus bias [out] when defined, as at::linear; differentiable in
-// all three. With `fused`, oneDNN's GEMMs where onednn_linear_applies(); otherwise at::linear.
+// all three. With `fused`, oneDNN's GEMMs where onednn_linear_operands() names a type (the
+// result is then float32); otherwise at::linear.
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                   bool fused);
 

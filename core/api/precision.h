@@ -34,6 +34,9 @@ class PrecisionPolicy {
   // The number format the forward pass's matmuls compute in (under forward_scope()); what
   // `kiln bench` measures the device's peak FLOP/s in.
   virtual at::ScalarType compute_dtype() const { return at::kFloat; }
+  // A line for the run's header where the policy chose something the config did not spell out
+  // ("precision auto: fp32 (why)"); "" prints nothing.
+  virtual std::string describe() const { return ""; }
   // Each training micro-batch's loss (already divided by the micro-batch count), just before
   // backward is called on what this returns.
   virtual at::Tensor scale_loss(const at::Tensor& loss) { return loss; }

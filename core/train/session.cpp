@@ -112,6 +112,7 @@ void Session::print_header() {
                                       : " (this machine's share among Kiln processes; curves "
                                         "match bit for bit at a fixed run.threads)"));
   console_.line(blas_report().text());
+  if (const std::string chosen = run_.precision->describe(); !chosen.empty()) console_.line(chosen);
   console_.line("data: " + run_.train_data->describe());
   // Ranks that read the same batches (pipeline stages, a tensor-parallel group) count once.
   const int replicas = run_.parallel->data_world(), world = run_.parallel->world_size();

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
 
 #include <c10/core/Allocator.h>
 
@@ -24,22 +25,31 @@ void raise_peak(int64_t live) {
   }
 }
 
-// What a metered allocation keeps until its tensor's storage lets it go: the inner allocator's
-// pointer (freed by its own deleter when this is deleted) and the bytes to take off the count.
-struct Allocation {
-  c10::DataPtr inner;
-  int64_t bytes;
-};
+// The metered allocations' sizes, by address, so that the meter's DataPtrs stay "simple" (their
+// context is their data) as LibTorch's CPU allocator's are: Allocator::raw_allocate() requires
+// it, and LibTorch 1.13's oneDNN (ideep) allocates the scratch of its bf16 kernels that way
+// (`kiln bench` in bf16 stopped at LibTorch's internal assert before this). Never destroyed:
+// storages made through the meter may outlive every static.
+std::mutex sizes_lock;
+auto* const sizes = new std::unordered_map<void*, int64_t>();
+c10::DeleterFnPtr inner_deleter = nullptr;  // the inner allocator's, which frees the data
 
-void release(void* context) {
-  auto* allocation = static_cast<Allocation*>(context);
-  live_bytes.fetch_sub(allocation->bytes, std::memory_order_relaxed);
-  delete allocation;
+void release(void* data) {
+  int64_t bytes = 0;
+  {
+    const std::lock_guard<std::mutex> hold(sizes_lock);
+    const auto found = sizes->find(data);
+    if (found != sizes->end()) {
+      bytes = found->second;
+      sizes->erase(found);
+    }
+  }
+  live_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+  inner_deleter(data);
 }
 
-// LibTorch's CPU allocator, counted. Its DataPtr carries the Allocation as context, so a storage
-// resized or freed anywhere (an fsdp shard's storage resized to 0, autograd dropping a saved
-// activation) comes back through release().
+// LibTorch's CPU allocator, counted: every storage resized or freed anywhere (an fsdp shard's
+// storage resized to 0, autograd dropping a saved activation) comes back through release().
 class MeteredAllocator final : public c10::Allocator {
  public:
   explicit MeteredAllocator(c10::Allocator* inner) : inner_(inner) {}
@@ -48,10 +58,17 @@ class MeteredAllocator final : public c10::Allocator {
     c10::DataPtr inner = inner_->allocate(bytes);
     void* data = inner.get();
     const c10::Device device = inner.device();
+    if (data == nullptr) return inner;  // zero bytes: nothing to count or free
     const auto counted = static_cast<int64_t>(bytes);
+    {
+      const std::lock_guard<std::mutex> hold(sizes_lock);
+      (*sizes)[data] = counted;
+    }
     raise_peak(live_bytes.fetch_add(counted, std::memory_order_relaxed) + counted);
-    return {data, new Allocation{std::move(inner), counted}, &release, device};
+    inner.release_context();  // freed by release() from now on
+    return {data, data, &release, device};
   }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
 
 #if KILN_TORCH_AT_LEAST(2, 3)
   void copy_data(void* dest, const void* src, std::size_t count) const override {
@@ -68,8 +85,13 @@ class MeteredAllocator final : public c10::Allocator {
 void install_allocation_meter() {
   static std::once_flag installed;
   std::call_once(installed, [] {
+    c10::Allocator* cpu = c10::GetAllocator(c10::DeviceType::CPU);
+    // LibTorch's CPU allocator is simple (its context is its data, freed by its raw deleter);
+    // one that is not is left uncounted rather than freed wrongly.
+    inner_deleter = cpu->raw_deleter();
+    if (inner_deleter == nullptr) return;
     // Never destroyed: storages made through it may outlive every static.
-    static auto* meter = new MeteredAllocator(c10::GetAllocator(c10::DeviceType::CPU));
+    static auto* meter = new MeteredAllocator(cpu);
     // Priority above the default allocator's 0, so that nothing registered later at the default
     // priority takes the meter out again.
     c10::SetAllocator(c10::DeviceType::CPU, meter, /*priority=*/1);

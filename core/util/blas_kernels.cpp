@@ -177,9 +177,10 @@ BlasReport blas_report() {
   const BlasInfo blas = query_blas();
   const char* switched_from = std::getenv(kSwitchedFromVariable);
   const std::string onednn = onednn_version();
-  const std::string linear = onednn.empty()
-                                 ? "; linear layers: LibTorch's (no oneDNN sgemm in this process)"
-                                 : "; linear layers: " + onednn + " with model.kernels = fused";
+  const std::string linear =
+      onednn.empty() ? "; linear layers: LibTorch's (no oneDNN sgemm in this process)"
+                     : "; linear layers: " + onednn + " with model.kernels = fused" +
+                           (onednn_has_bf16_gemm() ? " (bf16 GEMMs under precision bf16)" : "");
   return {blas_line(cpu, blas, switched_from) + linear,
           blas_warning(cpu, blas, std::getenv(kCoretypeVariable), switched_from)};
 }
@@ -195,6 +196,10 @@ std::string onednn_version() {
   if (find_function<void>("dnnl_sgemm") == nullptr || version == nullptr) return "";
   const Version* v = version();
   return fmt::format("oneDNN {}.{}.{}", v->major, v->minor, v->patch);
+}
+
+bool onednn_has_bf16_gemm() {
+  return !onednn_version().empty() && find_function<void>("dnnl_gemm_bf16bf16f32") != nullptr;
 }
 
 }  // namespace kiln

@@ -64,5 +64,8 @@ BlasReport blas_report();
 // "oneDNN 2.6.3" when oneDNN's dnnl_sgemm is in this process (Debian's LibTorch loads it), which
 // Kiln's linear layers then call (core/api/onednn_linear.h); "" otherwise.
 std::string onednn_version();
+// Whether that oneDNN has dnnl_gemm_bf16bf16f32, which the linear layers call under precision
+// "bf16" (bfloat16 operands, fp32 sums).
+bool onednn_has_bf16_gemm();
 
 }  // namespace kiln

@@ -1,6 +1,10 @@
 // A precision policy end to end: a tiny run trained through the real binary under bf16 autocast
 // on the CPU. The policies and the loss scaler in process: tests/unit/train/precision_test.cpp.
 #include <cstdlib>
+#include <utility>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/util/torch_compat.h"
 #include "ranks.h"
@@ -21,6 +25,44 @@ TEST_F(PrecisionRun, Bf16TrainsOnTheCpu) {
                             "select count(*) from metrics where loss_scale = 1 and "
                             "skipped = 0"),
             "30");
+}
+
+// precision "auto": `kiln bench` times fp32 and bf16 and keeps the verdict under XDG_CACHE_HOME;
+// a run then follows it and says so; a resumed run keeps the choice it started with even after
+// the verdict changed.
+TEST_F(PrecisionRun, AutoFollowsWhatKilnBenchMeasuredAndAResumeKeepsItsChoice) {
+  testing::ScopedEnv cache("XDG_CACHE_HOME", (dir_ / "cache").c_str());
+  auto bench = testing::run_kiln("bench " + experiment() +
+                                 " --set precision.type=auto --steps 2 --warmup 1");
+  ASSERT_EQ(bench.exit_code, 0) << bench.output;
+  EXPECT_NE(bench.output.find("round 2 bf16: "), std::string::npos) << bench.output;
+  const std::string file = dir_ / "cache/kiln/precision.json";
+  auto verdicts = nlohmann::json::parse(testing::read_file(file));
+  ASSERT_EQ(verdicts["cpu_classes"].size(), 1u);
+  auto& entry = verdicts["cpu_classes"].begin().value();
+  const double fp32 = entry["fp32_tokens_per_sec"], bf16 = entry["bf16_tokens_per_sec"];
+  ASSERT_GT(fp32, 0);
+  ASSERT_GT(bf16, 0);
+  const std::string chosen = bf16 > fp32 ? "bf16" : "fp32";
+  EXPECT_NE(bench.output.find("precision \"auto\" picks " + chosen), std::string::npos);
+
+  auto run =
+      testing::run_kiln("run " + experiment() + " --name au --set precision.type=auto --until 10");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find(fmt::format("precision auto: {} (kiln bench measured bf16 at {:.2f}x",
+                                        chosen, bf16 / fp32)),
+            std::string::npos)
+      << run.output;
+  // Measured again, the other way round: the run goes on as it started.
+  std::swap(entry["fp32_tokens_per_sec"], entry["bf16_tokens_per_sec"]);
+  testing::write_text(file, verdicts.dump());
+  auto resumed = testing::run_kiln("resume au --db " + db());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("precision auto: " + chosen +
+                                " (the choice this run started with, kept by its snapshot)"),
+            std::string::npos)
+      << resumed.output;
+  EXPECT_EQ(losses("au").size(), 30u);
 }
 
 // fp16's dynamic loss scaling in a real run. It needs float16 autocast on the CPU, which LibTorch

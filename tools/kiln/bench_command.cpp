@@ -8,6 +8,7 @@
 
 #include "core/app/bench/compare.h"
 #include "core/app/bench/measure.h"
+#include "core/app/bench/precision_check.h"
 #include "core/config/config.h"
 #include "core/util/error.h"
 #include "tools/kiln/commands.h"
@@ -52,7 +53,10 @@ ChosenCommand add_bench_command(CLI::App& app) {
     if (!*bench) return std::nullopt;
     if (*record) args->options.record = args->record;
     if (*against) args->options.against = args->against;
-    std::cout << run_bench(load_config(args->experiment, args->overrides), args->options);
+    const ResolvedConfig config = load_config(args->experiment, args->overrides);
+    std::cout << (config.type("precision") == "auto"
+                      ? run_precision_check(args->experiment, args->overrides, args->options)
+                      : run_bench(config, args->options).report);
     return kExitOk;
   };
 }

@@ -235,7 +235,7 @@ std::string training_state_line(const AssembledRun& run) {
 
 }  // namespace
 
-std::string run_bench(const ResolvedConfig& config, const BenchOptions& options) {
+BenchResult run_bench(const ResolvedConfig& config, const BenchOptions& options) {
   if (options.steps < 1 || options.warmup < 0) {
     throw UserError("kiln bench needs --steps >= 1 and --warmup >= 0");
   }
@@ -307,7 +307,7 @@ std::string run_bench(const ResolvedConfig& config, const BenchOptions& options)
     out += fmt::format("\nrecorded as '{}' in {}: `kiln bench {} --against {}` compares with it\n",
                        r.label, results->path(), config.experiment, r.label);
   }
-  return out;
+  return {r, out};
 }
 
 }  // namespace kiln

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/config/config.h"
+#include "core/store/runs/bench_records.h"
 
 namespace kiln {
 
@@ -23,8 +24,13 @@ struct BenchOptions {
   bool allow_mismatch = false;         // compare with a result from another machine or config
 };
 
-// Runs the benchmark and returns the printed report. A label that --against does not find, or
-// that --record finds taken, is refused before anything is timed.
-std::string run_bench(const ResolvedConfig& config, const BenchOptions& options);
+struct BenchResult {
+  BenchRecord record;  // the figures
+  std::string report;  // what `kiln bench` prints
+};
+
+// Runs the benchmark. A label that --against does not find, or that --record finds taken, is
+// refused before anything is timed.
+BenchResult run_bench(const ResolvedConfig& config, const BenchOptions& options);
 
 }  // namespace kiln

@@ -1,9 +1,11 @@
 // Linear layers on oneDNN's GEMMs (core/api/onednn_linear.h) against y = x w^T + b computed here
 // in double precision with LibTorch's ops, forward and the gradients of x, w and b, at shapes that
 // are not multiples of any vector width, with and without a bias and with inputs of one to three
-// dimensions; LibTorch's linear where oneDNN does not apply (bfloat16, CPU autocast).
+// dimensions; under CPU autocast to bfloat16, against the same product of the operands rounded to
+// bfloat16 by LibTorch; LibTorch's linear where oneDNN does not apply (a bfloat16 weight).
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -13,6 +15,7 @@
 #include "core/api/onednn_linear.h"
 #include "core/util/blas_kernels.h"
 #include "core/util/torch_compat.h"
+#include "kernel_parity.h"
 
 namespace kiln {
 namespace {
@@ -44,7 +47,7 @@ TEST_F(OnednnLinear, OutputAndGradientsMatchTheDefinitionInDoublePrecision) {
         at::Tensor x = at::randn(shape).requires_grad_();
         at::Tensor w = at::randn({out, in}).requires_grad_();
         at::Tensor b = with_bias ? at::randn({out}).requires_grad_() : at::Tensor();
-        ASSERT_TRUE(onednn_linear_applies(x, w));
+        ASSERT_EQ(onednn_linear_operands(x, w), at::kFloat);
         at::Tensor y = linear(x, w, b, /*fused=*/true);
         shape.back() = out;
         ASSERT_EQ(y.sizes(), at::IntArrayRef(shape));
@@ -74,15 +77,62 @@ TEST_F(OnednnLinear, OutputAndGradientsMatchTheDefinitionInDoublePrecision) {
   }
 }
 
-TEST_F(OnednnLinear, Bfloat16AndCpuAutocastKeepLibTorchsLinear) {
+// Under autocast to bfloat16 oneDNN multiplies x, w and the upstream gradient rounded to bf16
+// (LibTorch's rounding, to nearest even), summing in fp32: the reference is that product of the
+// rounded operands in double precision, and y and every gradient come back in fp32.
+TEST_F(OnednnLinear, UnderBfloat16AutocastTheProductsOfRoundedOperandsAreSummedInFp32) {
+  if (!onednn_has_bf16_gemm()) {
+    GTEST_SKIP() << "SKIP: this oneDNN has no dnnl_gemm_bf16bf16f32 (Debian 12's 2.6 has)";
+  }
+  for (const auto& [rows, in, out] :
+       {std::tuple<int64_t, int64_t, int64_t>{5, 13, 7}, {37, 64, 129}, {64, 200, 3}}) {
+    SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(in) + " -> " + std::to_string(out));
+    torch::manual_seed(static_cast<uint64_t>(rows + in + out));
+    at::Tensor x = at::randn({rows, in}).requires_grad_();
+    at::Tensor w = at::randn({out, in}).requires_grad_();
+    at::Tensor b = at::randn({out}).requires_grad_();
+    at::Tensor upstream = at::randn({rows, out});
+    at::Tensor y;
+    {
+      compat::AutocastGuard autocast(at::kCPU, at::kBFloat16);
+      ASSERT_EQ(onednn_linear_operands(x, w), at::kBFloat16);
+      y = linear(x, w, b, /*fused=*/true);
+    }
+    EXPECT_EQ(y.scalar_type(), at::kFloat);
+    (y * upstream).sum().backward();
+    auto rounded = [](const at::Tensor& t) { return t.detach().to(at::kBFloat16).to(at::kDouble); };
+    const at::Tensor xb = rounded(x), wb = rounded(w), dyb = rounded(upstream);
+    auto tolerance = [](int64_t k) { return 1e-6 * static_cast<double>(k) + 1e-6; };
+    EXPECT_LT(max_difference(y, at::matmul(xb, wb.t()) + b.detach().to(at::kDouble)),
+              tolerance(in));
+    EXPECT_LT(max_difference(x.grad(), at::matmul(dyb, wb)), tolerance(out));
+    EXPECT_LT(max_difference(w.grad(), at::matmul(dyb.t(), xb)), tolerance(rows));
+    EXPECT_LT(max_difference(b.grad(), upstream.sum(0)), tolerance(rows));
+    EXPECT_EQ(x.grad().scalar_type(), at::kFloat);
+    EXPECT_EQ(w.grad().scalar_type(), at::kFloat);
+    // And they are not the fp32 results: the rounding happened.
+    EXPECT_GT(max_difference(y, at::linear(x, w, b)), 1e-4);
+  }
+}
+
+TEST_F(OnednnLinear, ABfloat16WeightKeepsLibTorchsLinear) {
   at::Tensor x = at::randn({4, 8}), w = at::randn({3, 8});
-  EXPECT_FALSE(onednn_linear_applies(x.to(at::kBFloat16), w.to(at::kBFloat16)));
+  EXPECT_EQ(onednn_linear_operands(x.to(at::kBFloat16), w.to(at::kBFloat16)), std::nullopt);
+  EXPECT_EQ(linear(x.to(at::kBFloat16), w.to(at::kBFloat16), {}, /*fused=*/true).scalar_type(),
+            at::kBFloat16);
   {
     compat::AutocastGuard autocast(at::kCPU, at::kBFloat16);
-    EXPECT_FALSE(onednn_linear_applies(x, w));
-    EXPECT_EQ(linear(x, w, {}, /*fused=*/true).scalar_type(), at::kBFloat16);
+    EXPECT_EQ(onednn_linear_operands(x, w.to(at::kBFloat16)), std::nullopt);
+    EXPECT_EQ(linear(x, w, {}, /*fused=*/false).scalar_type(), at::kBFloat16);
   }
-  EXPECT_TRUE(onednn_linear_applies(x, w));
+  EXPECT_EQ(onednn_linear_operands(x, w), at::kFloat);
+}
+
+// transformer_lm's layers through oneDNN (model.kernels = "fused") against LibTorch's linear.
+TEST_F(OnednnLinear, TransformerLmLossAndGradientsMatchLibTorchsLinear) {
+  testing::expect_fused_kernels_match_torch(
+      "transformer_lm", {"model.d_model=32", "model.nhead=2", "model.num_layers=2",
+                         "model.dim_feedforward=48", "model.max_len=24", "model.dropout=0"});
 }
 
 }  // namespace

@@ -1,4 +1,6 @@
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
@@ -7,7 +9,10 @@
 #include "core/config/config.h"
 #include "core/train/loss_scaler.h"
 #include "core/util/error.h"
+#include "core/util/fs.h"
+#include "core/util/precision_verdicts.h"
 #include "core/util/torch_compat.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
@@ -78,6 +83,80 @@ TEST(Precision, Bf16AutocastsMatmulsOnTheCpuOnlyInsideItsScope) {
   }
   EXPECT_EQ(linear(x).scalar_type(), at::kFloat);
   EXPECT_EQ(linear->weight.scalar_type(), at::kFloat);  // master weights stay fp32
+}
+
+// precision "auto" on the CPU reads the verdict file under XDG_CACHE_HOME, written here by hand
+// in the format docs/speed.md describes, for this machine's CPU class.
+class PrecisionAuto : public ::testing::Test {
+ protected:
+  void write_verdict(double fp32, double bf16) {
+    std::filesystem::create_directories(cache_ / "kiln");
+    std::ofstream(cache_ / "kiln/precision.json")
+        << "{\"format\": 1, \"cpu_classes\": {\"" << cpu_class(read_cpu_features())
+        << "\": {\"fp32_tokens_per_sec\": " << fp32 << ", \"bf16_tokens_per_sec\": " << bf16
+        << ", \"experiment\": \"e.toml\", \"threads\": 2, \"measured_at\": \"then\"}}}";
+  }
+  // What the policy's forward scope makes of a matmul: bf16 under autocast, fp32 without.
+  static at::ScalarType forward_type(PrecisionPolicy& p) {
+    auto scope = p.forward_scope();
+    return at::matmul(at::randn({2, 3}), at::randn({3, 2})).scalar_type();
+  }
+  ScratchDir cache_;
+  testing::ScopedEnv env_{"XDG_CACHE_HOME", cache_.str().c_str()};
+};
+
+TEST_F(PrecisionAuto, WithoutAMeasurementItIsFp32AndSaysHowToMeasure) {
+  auto p = policy("auto");
+  EXPECT_EQ(forward_type(*p), at::kFloat);
+  EXPECT_NE(p->describe().find("precision auto: fp32 (no measurement of bf16"), std::string::npos);
+}
+
+TEST_F(PrecisionAuto, ItFollowsTheMeasurementOfThisCpuClass) {
+  write_verdict(1000, 1250);
+  auto faster = policy("auto");
+  EXPECT_EQ(forward_type(*faster), at::kBFloat16);
+  EXPECT_EQ(faster->compute_dtype(), at::kBFloat16);
+  EXPECT_NE(faster->describe().find("bf16 (kiln bench measured bf16 at 1.25x"), std::string::npos);
+  write_verdict(1000, 600);
+  auto slower = policy("auto");
+  EXPECT_EQ(forward_type(*slower), at::kFloat);
+  EXPECT_NE(slower->describe().find("fp32 (kiln bench measured bf16 at 0.60x"), std::string::npos);
+}
+
+TEST_F(PrecisionAuto, AResumedRunKeepsTheChoiceItStartedWith) {
+  write_verdict(1000, 1250);
+  const auto started = policy("auto")->state();
+  EXPECT_EQ(started.at("auto_bf16"), 1.0);
+  write_verdict(1000, 600);  // measured again since
+  auto resumed = policy("auto");
+  resumed->load_state(started);
+  EXPECT_EQ(forward_type(*resumed), at::kBFloat16);
+  EXPECT_NE(resumed->describe().find("kept by its snapshot"), std::string::npos);
+}
+
+TEST_F(PrecisionAuto, AVerdictRecordedForOneClassKeepsTheOthers) {
+  write_verdict(1000, 1250);
+  record_precision_verdict("Other CPU | avx2", {10, 5, "x.toml", 1, "now"});
+  const auto mine = find_precision_verdict(cpu_class(read_cpu_features()));
+  ASSERT_TRUE(mine.has_value());
+  EXPECT_DOUBLE_EQ(mine->bf16_tokens_per_sec, 1250);
+  const auto other = find_precision_verdict("Other CPU | avx2");
+  ASSERT_TRUE(other.has_value());
+  EXPECT_FALSE(other->bf16_faster());
+  EXPECT_EQ(find_precision_verdict("Unseen CPU | none"), std::nullopt);
+}
+
+TEST_F(PrecisionAuto, AFileItCannotReadIsOneErrorNamingIt) {
+  std::filesystem::create_directories(cache_ / "kiln");
+  std::ofstream(cache_ / "kiln/precision.json") << "[1, 2";
+  try {
+    policy("auto");
+    FAIL() << "a broken file was read";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(cache_ / "kiln/precision.json: not valid JSON"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // fp16 is refused on the CPU where LibTorch's CPU autocast has no float16 kernels (1.13); 2.6

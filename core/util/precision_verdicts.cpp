@@ -1,0 +1,96 @@
+#include "core/util/precision_verdicts.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/util/env.h"
+#include "core/util/error.h"
+#include "core/util/fs.h"
+#include "core/util/kernel_cpuinfo.h"
+
+namespace kiln {
+namespace {
+
+constexpr int kFormat = 1;  // "format" in the file; a newer Kiln's file is refused, not misread
+
+nlohmann::json read_verdicts(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return {{"format", kFormat}, {"cpu_classes", nlohmann::json::object()}};
+  std::stringstream text;
+  text << in.rdbuf();
+  const auto refuse = [&](const std::string& why) {
+    return UserError(
+        fmt::format("{}: {}; it only caches `kiln bench` measurements for precision "
+                    "\"auto\": delete it and run `kiln bench EXPERIMENT --set "
+                    "precision.type=auto` again",
+                    path, why));
+  };
+  nlohmann::json file = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (file.is_discarded()) throw refuse("not valid JSON");
+  if (!file.is_object() || !file.contains("format") || file["format"] != kFormat ||
+      !file.contains("cpu_classes") || !file["cpu_classes"].is_object()) {
+    throw refuse(fmt::format("not a format-{} precision verdict file", kFormat));
+  }
+  for (const auto& [name, entry] : file["cpu_classes"].items()) {
+    const bool valid = entry.is_object() && entry.contains("fp32_tokens_per_sec") &&
+                       entry["fp32_tokens_per_sec"].is_number() &&
+                       entry.contains("bf16_tokens_per_sec") &&
+                       entry["bf16_tokens_per_sec"].is_number();
+    if (!valid) throw refuse(fmt::format("the entry for '{}' lacks its two figures", name));
+  }
+  return file;
+}
+
+}  // namespace
+
+std::string cpu_class(const CpuFeatures& cpu) {
+  return cpu_display_name(cpu.model_name, cpu.kernel_model_name) + " | " + feature_summary(cpu);
+}
+
+std::string precision_verdicts_path() {
+  if (const auto cache = env_text("XDG_CACHE_HOME"); cache && !cache->empty()) {
+    return *cache + "/kiln/precision.json";
+  }
+  if (const auto home = env_text("HOME"); home && !home->empty()) {
+    return *home + "/.cache/kiln/precision.json";
+  }
+  return "";
+}
+
+std::optional<PrecisionVerdict> find_precision_verdict(const std::string& cpu_class) {
+  const std::string path = precision_verdicts_path();
+  if (path.empty()) return std::nullopt;
+  const nlohmann::json file = read_verdicts(path);
+  const auto& classes = file["cpu_classes"];
+  if (!classes.contains(cpu_class)) return std::nullopt;
+  const auto& e = classes[cpu_class];
+  PrecisionVerdict v;
+  v.fp32_tokens_per_sec = e["fp32_tokens_per_sec"].get<double>();
+  v.bf16_tokens_per_sec = e["bf16_tokens_per_sec"].get<double>();
+  v.experiment = e.value("experiment", "");
+  v.threads = e.value("threads", 0);
+  v.measured_at = e.value("measured_at", "");
+  return v;
+}
+
+void record_precision_verdict(const std::string& cpu_class, const PrecisionVerdict& verdict) {
+  const std::string path = precision_verdicts_path();
+  if (path.empty()) {
+    throw UserError(
+        "cannot keep the precision measurement: neither XDG_CACHE_HOME nor HOME is set");
+  }
+  nlohmann::json file = read_verdicts(path);
+  file["cpu_classes"][cpu_class] = {{"fp32_tokens_per_sec", verdict.fp32_tokens_per_sec},
+                                    {"bf16_tokens_per_sec", verdict.bf16_tokens_per_sec},
+                                    {"experiment", verdict.experiment},
+                                    {"threads", verdict.threads},
+                                    {"measured_at", verdict.measured_at}};
+  ensure_parent_dir(path);
+  write_file_atomic(path, file.dump(2) + "\n");
+}
+
+}  // namespace kiln
