@@ -20,4 +20,11 @@ if ((${#missing[@]})); then
 fi
 cmake -S . -B build -DKILN_BUILD_BENCH=ON > /dev/null  # finds libxsmm if it was just installed
 cmake --build build --target kiln_gemm_bench > /dev/null
+# OpenBLAS picks its kernels by CPU model and falls back to Prescott's where a hypervisor hides it
+# (docs/speed.md); kiln sets OPENBLAS_CORETYPE for itself, and this bench takes the same kernels.
+cmake --build build --target kiln > /dev/null
+coretype=$(build/kiln bench experiments/kjv_char.toml --steps 1 --warmup 0 |
+  sed -n 's/^BLAS: OpenBLAS [^ ]* (kernels \([A-Za-z0-9]*\).*/\1/p')
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$coretype}
+echo "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE"
 build/tools/bench/kiln_gemm_bench "$@"

@@ -8,8 +8,11 @@
 #                 model, data and step in Python on the same LibTorch), fp32 and bf16
 #   pytorch-2.14  Debian sid's python3-torch in tools/torch2.sh --sid's chroot, eager and under
 #                 torch.compile (Inductor's C++ backend), fp32 and bf16; the chroot needs
-#                 python3-torch python3-numpy python3-dev g++ libopenblas0-pthread (without an
-#                 OpenBLAS Debian's torch runs on netlib's reference BLAS)
+#                 python3-torch python3-numpy python3-dev g++ libopenblas0-openmp, chosen as
+#                 libblas.so.3, liblapack.so.3 and libopenblas.so.0 (update-alternatives --set):
+#                 without an OpenBLAS Debian's torch runs on netlib's reference BLAS, and with
+#                 libopenblas0-pthread's its threads and OpenMP's fight over the cores (the
+#                 default experiment took 857-910 ms a step against 104 on 2 cores)
 #   llm.c         train_gpt2.c (fp32, GPT-2 only) built from a checkout named by LLMC=DIR, from
 #                 a random checkpoint (tools/bench/llmc_checkpoint.py) and the KJV's GPT-2 shard;
 #                 left out, saying so, without LLMC
@@ -28,6 +31,14 @@ gpt2="experiments/gpt2_124m.toml --set data.train=data/kjv_gpt2/train_*.bin --se
   --set schedule.warmup=2 --set eval.every=0"
 steps_default="--steps 20 --warmup 5"
 steps_gpt2="--steps 4 --warmup 2"
+
+# OpenBLAS picks its kernels by CPU model, and where a hypervisor hides the model it falls back to
+# 2004's Prescott kernels (docs/speed.md); Kiln sets OPENBLAS_CORETYPE for itself, so the
+# PyTorch contenders get the same kernels here: the kernel set Kiln's BLAS line names.
+coretype=$(build/kiln bench "$default" --steps 1 --warmup 0 |
+  sed -n 's/^BLAS: OpenBLAS [^ ]* (kernels \([A-Za-z0-9]*\).*/\1/p')
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$coretype}
+echo "# OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE for every contender" >&2
 
 mounted=()
 cleanup() { for m in "${mounted[@]}"; do umount "$m" 2>/dev/null || true; done; }
