@@ -95,27 +95,37 @@ std::optional<Library> blis() {
   return Library{"BLIS", cblas_gemm(sgemm), [threads](int n) { threads(n); }};
 }
 
-// dnnl_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc): row-major; its
-// threads are OpenMP's.
-std::optional<Library> onednn() {
+// oneDNN's dnnl_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), row-major,
+// its threads OpenMP's; and dnnl_gemm_bf16bf16f32, the same with bfloat16 A and B summed in fp32,
+// what Kiln's linear layers call under precision "bf16".
+template <typename In>
+using OnednnGemm = int (*)(char, char, int64_t, int64_t, int64_t, float, const In*, int64_t,
+                           const In*, int64_t, float, float*, int64_t);
+
+template <typename In>
+OnednnGemm<In> onednn_symbol(const char* name) {
   void* h = open_first({"libdnnl.so.2", "libdnnl.so.3"});
-  if (!h) return std::nullopt;
-  using Sgemm = int (*)(char, char, int64_t, int64_t, int64_t, float, const float*, int64_t,
-                        const float*, int64_t, float, float*, int64_t);
-  auto sgemm = reinterpret_cast<Sgemm>(::dlsym(h, "dnnl_sgemm"));
-  if (!sgemm) return std::nullopt;
-  return Library{"oneDNN",
-                 [sgemm](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
-                         const float* b, float* c) {
-                   sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, ta ? m : k, b,
-                         tb ? k : n, 0.0f, c, n);
-                 },
-                 [](int n) { omp_set_num_threads(n); }};
+  return h ? reinterpret_cast<OnednnGemm<In>>(::dlsym(h, name)) : nullptr;
 }
 
-// dnnl_gemm_bf16bf16f32: the same with bfloat16 A and B summed in fp32, what Kiln's linear layers
-// call under precision "bf16". Each call rounds the fp32 operands to bf16 first (to nearest
-// even), as Kiln's layers do for the input and the weight, so the figure includes that cost.
+template <typename In>
+void call_onednn(OnednnGemm<In> gemm, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                 const In* a, const In* b, float* c) {
+  gemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, 0.0f, c, n);
+}
+
+std::optional<Library> onednn() {
+  const auto sgemm = onednn_symbol<float>("dnnl_sgemm");
+  if (!sgemm) return std::nullopt;
+  return Library{
+      "oneDNN",
+      [sgemm](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
+              float* c) { call_onednn(sgemm, ta, tb, m, n, k, a, b, c); },
+      [](int n) { omp_set_num_threads(n); }};
+}
+
+// Each call rounds the fp32 operands to bf16 first (to nearest even), as Kiln's layers do for the
+// input and the weight, so the figure includes that cost.
 uint16_t to_bf16(float x) {
   uint32_t bits;
   std::memcpy(&bits, &x, sizeof bits);
@@ -123,11 +133,7 @@ uint16_t to_bf16(float x) {
 }
 
 std::optional<Library> onednn_bf16() {
-  void* h = open_first({"libdnnl.so.2", "libdnnl.so.3"});
-  if (!h) return std::nullopt;
-  using Bf16Gemm = int (*)(char, char, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,
-                           const uint16_t*, int64_t, float, float*, int64_t);
-  auto gemm = reinterpret_cast<Bf16Gemm>(::dlsym(h, "dnnl_gemm_bf16bf16f32"));
+  const auto gemm = onednn_symbol<uint16_t>("dnnl_gemm_bf16bf16f32");
   if (!gemm) return std::nullopt;
   Library lib{"oneDNN-bf16",
               [gemm](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
@@ -137,8 +143,7 @@ std::optional<Library> onednn_bf16() {
                 b16.resize(static_cast<size_t>(k * n));
                 std::transform(a, a + m * k, a16.begin(), to_bf16);
                 std::transform(b, b + k * n, b16.begin(), to_bf16);
-                gemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a16.data(), ta ? m : k,
-                     b16.data(), tb ? k : n, 0.0f, c, n);
+                call_onednn(gemm, ta, tb, m, n, k, a16.data(), b16.data(), c);
               },
               [](int n) { omp_set_num_threads(n); }};
   lib.tolerance = 1e-2;  // bf16's 8-bit mantissa
