@@ -23,6 +23,10 @@ namespace {
 constexpr const char* kSwitchedFromVariable = "KILN_OPENBLAS_SWITCHED_FROM";
 constexpr const char* kCoretypeVariable = "OPENBLAS_CORETYPE";
 
+// This process's arguments, kept by choose_better_blas_kernels when it set the variables: the
+// process still runs the kernels OpenBLAS chose and executes itself again before it computes.
+char** restart_argv = nullptr;
+
 // OpenBLAS's x86 kernel sets (driver/others/dynamic.c), by the widest instructions they use.
 // Steamroller's and Excavator's follow Piledriver's and Haswell's; Zen's are Haswell's.
 const std::pair<const char*, VectorIsa> kKernelIsa[] = {
@@ -109,17 +113,23 @@ std::optional<std::string> better_coretype(const CpuFeatures& cpu, const BlasInf
   return matching_coretype(cpu, blas.kernels);
 }
 
-void use_better_blas_kernels(char** argv) {
+void choose_better_blas_kernels(char** argv) {
   if (std::getenv(kSwitchedFromVariable) != nullptr) return;  // this is the second execution
   const BlasInfo blas = query_blas();
   const auto target = better_coretype(read_cpu_features(), blas, std::getenv(kCoretypeVariable));
   if (!target) return;
   setenv(kCoretypeVariable, target->c_str(), 1);
   setenv(kSwitchedFromVariable, blas.kernels.c_str(), 1);
-  execv("/proc/self/exe", argv);
+  restart_argv = argv;
+}
+
+void restart_with_better_blas_kernels() {
+  if (restart_argv == nullptr) return;
+  execv("/proc/self/exe", restart_argv);
   // Still here: exec failed. Undo, so that the variable is not taken for the user's choice.
   unsetenv(kCoretypeVariable);
   unsetenv(kSwitchedFromVariable);
+  restart_argv = nullptr;
 }
 
 std::string blas_line(const CpuFeatures& cpu, const BlasInfo& blas, const char* switched_from) {
@@ -175,14 +185,18 @@ std::string BlasReport::text() const {
 BlasReport blas_report() {
   const CpuFeatures cpu = read_cpu_features();
   const BlasInfo blas = query_blas();
-  const char* switched_from = std::getenv(kSwitchedFromVariable);
+  // In a process that set the variables for the kiln processes it starts and did not execute
+  // itself again, they do not describe its own kernels.
+  const bool own = restart_argv == nullptr;
+  const char* switched_from = own ? std::getenv(kSwitchedFromVariable) : nullptr;
+  const char* user_value = own ? std::getenv(kCoretypeVariable) : nullptr;
   const std::string onednn = onednn_version();
   const std::string linear =
       onednn.empty() ? "; linear layers: LibTorch's (no oneDNN sgemm in this process)"
                      : "; linear layers: " + onednn + " with model.kernels = fused" +
                            (onednn_has_bf16_gemm() ? " (bf16 GEMMs under precision bf16)" : "");
   return {blas_line(cpu, blas, switched_from) + linear,
-          blas_warning(cpu, blas, std::getenv(kCoretypeVariable), switched_from)};
+          blas_warning(cpu, blas, user_value, switched_from)};
 }
 
 std::string onednn_version() {

@@ -37,10 +37,18 @@ std::optional<std::string> matching_coretype(const CpuFeatures& cpu, const std::
 std::optional<std::string> better_coretype(const CpuFeatures& cpu, const BlasInfo& blas,
                                            const char* user_value);
 
-// At start-up, before any BLAS call: executes this binary again with OPENBLAS_CORETYPE set when
-// better_coretype says so, at most once (a marker variable, inherited by the processes kiln
-// starts). Returns when it did not (nothing to fix, or exec failed: blas_report warns).
-void use_better_blas_kernels(char** argv);
+// At start-up, before any BLAS call: when better_coretype says so, sets OPENBLAS_CORETYPE (and a
+// marker) in this process's environment, so that every kiln it starts loads OpenBLAS with those
+// kernels and never executes itself again. This process loaded OpenBLAS before: only
+// restart_with_better_blas_kernels gives it the kernels. Keeps `argv` for that.
+void choose_better_blas_kernels(char** argv);
+
+// For a command that computes, after its arguments are checked and before it writes anything:
+// executes this binary again with the environment choose_better_blas_kernels set, when it set
+// one. Commands that only read, report or start other kiln processes skip it, and with it the
+// second load of LibTorch (about a second where OpenBLAS misjudged the CPU). Returns when it did
+// not execute (nothing to fix, or exec failed: blas_report then warns).
+void restart_with_better_blas_kernels();
 
 // The BLAS line: "BLAS: OpenBLAS 0.3.21 (kernels SkylakeX, 2 threads; CPU: AMD EPYC, avx2 fma
 // avx512f avx512_bf16)". `switched_from`: what OpenBLAS chose before kiln set the variable.

@@ -195,41 +195,83 @@ TEST_F(Bench, AUsersWeakerKernelsAreKeptWithOneWarningLine) {
 }
 
 // A CPU OpenBLAS does not recognise, for real: QEMU's user-mode emulator with its "max" CPU (AVX2
-// and FMA, an unknown model), on which OpenBLAS 0.3.21 falls back to its SSE kernels. Kiln must
-// restart itself with wider ones. QEMU runs an exec of /proc/self/exe natively, so the second
-// process is on this machine's CPU: what counts is that OpenBLAS itself reports the kernels kiln
-// asked for there, and that the BLAS line says kiln chose them over OpenBLAS's first choice.
-TEST_F(Bench, AGenericKernelFallbackIsReplacedByARestart) {
+// and FMA, an unknown model), on which OpenBLAS 0.3.21 falls back to its SSE kernels. QEMU runs
+// an exec of /proc/self/exe, or of any program, natively, so only the first kiln process is
+// emulated. `kiln_arguments` run so, with OpenBLAS saying "Core: NAME" each time it loads:
+// returns the output and OpenBLAS's "Core:" lines, or why that cannot run here.
+struct UnderQemu {
+  std::string output;
+  std::vector<std::string> cores;  // the kernels of each OpenBLAS load, in order
+  std::string skip;                // non-empty: why not
+};
+
+UnderQemu run_under_qemu_max(const std::string& kiln_arguments, const std::string& log) {
   if (std::system("command -v qemu-x86_64 >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "SKIP: qemu-x86_64 (Debian's qemu-user) is not installed";
+    return {"", {}, "SKIP: qemu-x86_64 (Debian's qemu-user) is not installed"};
   }
   // Kiln picks kernels from the emulated CPU (AVX2 and FMA), then runs natively: on a host
   // without them those kernels would stop it with SIGILL.
   const std::string host = warranted_kernels();
   if (host != "Haswell" && host != "SkylakeX") {
-    GTEST_SKIP() << "SKIP: this CPU has no AVX2 and FMA, which QEMU's max CPU offers";
+    return {"", {}, "SKIP: this CPU has no AVX2 and FMA, which QEMU's max CPU offers"};
   }
-  const std::string log = dir_ / "qemu.log";
-  const std::string command = fmt::format(
-      "QEMU_CPU=max OPENBLAS_VERBOSE=2 qemu-x86_64 '{}' bench {} --steps 1 "
-      "--warmup 0 >'{}' 2>&1",
-      KILN_BINARY, experiment(), log);
+  const std::string command =
+      fmt::format("QEMU_CPU=max OPENBLAS_VERBOSE=2 qemu-x86_64 '{}' {} >'{}' 2>&1", KILN_BINARY,
+                  kiln_arguments, log);
   const int status = std::system(command.c_str());
-  const std::string output = testing::read_file(log);
-  if (status != 0 && output.find("Unable to reserve") != std::string::npos) {
-    GTEST_SKIP() << "SKIP: QEMU cannot reserve its guest address space here (overcommit or "
-                    "ulimit -v): "
-                 << output.substr(0, output.find('\n'));
+  UnderQemu result{testing::read_file(log), {}, ""};
+  if (status != 0 && result.output.find("Unable to reserve") != std::string::npos) {
+    result.skip =
+        "SKIP: QEMU cannot reserve its guest address space here (overcommit or "
+        "ulimit -v): " +
+        result.output.substr(0, result.output.find('\n'));
+    return result;
   }
-  ASSERT_EQ(status, 0) << output;
-  const auto cores = lines_starting(output, "Core:");
-  if (cores.size() == 1) GTEST_SKIP() << "SKIP: OpenBLAS chose fitting kernels under QEMU here";
-  ASSERT_EQ(cores.size(), 2u) << output;  // one per process
-  const std::string first = cores[0][1], second = cores[1][1];
-  EXPECT_TRUE(second == "Haswell" || second == "SkylakeX") << output;
-  EXPECT_NE(output.find("(kernels " + second + ", set by kiln over OpenBLAS's choice, " + first),
-            std::string::npos)
-      << output;
+  EXPECT_EQ(status, 0) << result.output;
+  // A rank's lines come prefixed by `kiln launch`: "[rank 0] Core: Haswell".
+  const std::regex core_line(R"((?:^|\n)(?:\[rank \d+\] )?Core: (\S+))");
+  for (std::sregex_iterator it(result.output.begin(), result.output.end(), core_line), end;
+       it != end; ++it)
+    result.cores.push_back((*it)[1]);
+  const std::set<std::string> fitting = {"Haswell", "Zen", "SkylakeX"};
+  if (!result.cores.empty() && fitting.count(result.cores[0]) > 0) {
+    result.skip = "SKIP: OpenBLAS chose fitting kernels under QEMU here";
+  }
+  return result;
+}
+
+// Kiln must restart itself with wider kernels: what counts is that OpenBLAS itself reports the
+// kernels kiln asked for in the second process, and that the BLAS line says kiln chose them
+// over OpenBLAS's first choice.
+TEST_F(Bench, AGenericKernelFallbackIsReplacedByARestart) {
+  const UnderQemu run = run_under_qemu_max(
+      fmt::format("bench {} --steps 1 --warmup 0", experiment()), dir_ / "qemu.log");
+  if (!run.skip.empty()) GTEST_SKIP() << run.skip;
+  ASSERT_EQ(run.cores.size(), 2u) << run.output;  // one per process
+  const std::string first = run.cores[0], second = run.cores[1];
+  EXPECT_TRUE(second == "Haswell" || second == "SkylakeX") << run.output;
+  EXPECT_NE(
+      run.output.find("(kernels " + second + ", set by kiln over OpenBLAS's choice, " + first),
+      std::string::npos)
+      << run.output;
+}
+
+// A command that computes nothing itself does not load LibTorch a second time: `kiln launch`
+// keeps OpenBLAS's first choice and restarts nowhere, and the rank it starts loads OpenBLAS once,
+// with the kernels kiln chose, and says so.
+TEST_F(Bench, OnlyACommandThatComputesRestartsAndTheKilnItStartsInheritsTheKernels) {
+  const UnderQemu run = run_under_qemu_max(
+      fmt::format("launch --nproc-per-node 1 --master-port {} -- bench {} --steps 1 --warmup 0",
+                  testing::free_local_port(), experiment()),
+      dir_ / "qemu.log");
+  if (!run.skip.empty()) GTEST_SKIP() << run.skip;
+  ASSERT_EQ(run.cores.size(), 2u) << run.output;  // the launcher's, then the rank's
+  const std::string launcher = run.cores[0], rank = run.cores[1];
+  EXPECT_TRUE(rank == "Haswell" || rank == "SkylakeX") << run.output;
+  EXPECT_NE(
+      run.output.find("(kernels " + rank + ", set by kiln over OpenBLAS's choice, " + launcher),
+      std::string::npos)
+      << run.output;
 }
 
 TEST_F(Bench, ARunsHeaderPrintsTheBlasLine) {

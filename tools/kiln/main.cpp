@@ -147,8 +147,10 @@ int dispatch(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   // First, before any BLAS call: OpenBLAS chose its kernels when this process loaded it, and
-  // only a restart with OPENBLAS_CORETYPE set changes a choice too weak for this CPU.
-  kiln::use_better_blas_kernels(argv);
+  // only a process started with OPENBLAS_CORETYPE set runs better ones than a choice too weak for
+  // this CPU. The commands that compute execute themselves again with it; every kiln this one
+  // starts inherits it.
+  kiln::choose_better_blas_kernels(argv);
   // glibc serves blocks above a dynamic threshold with fresh mmaps and trims freed memory, so
   // each step's activation-sized tensors were page-faulted in anew: ~10k faults and ~10 ms per
   // step of the default experiment (perf stat). Keeping them in the heap removes that.

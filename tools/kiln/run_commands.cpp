@@ -13,6 +13,7 @@
 #include "core/app/run/run_command.h"
 #include "core/config/config.h"
 #include "core/config/schema.h"
+#include "core/util/blas_kernels.h"
 #include "core/util/error.h"
 #include "core/util/stop_signal.h"
 #include "tools/kiln/cli_checks.h"
@@ -49,6 +50,7 @@ int run_command(const RunArgs& args) {
   // Quoted, so that a name such as "nan", "42" or "true" stays a name and not a number.
   if (!args.name.empty()) overrides.push_back("run.name=" + quote_toml(args.name));
   ResolvedConfig config = load_config(args.experiment, overrides);
+  restart_with_better_blas_kernels();
   for (const auto& note : config.notes)
     std::cout << note << "\n";
   StopSignal stop(StopSignal::Second::kAbandon, StopSignal::Delivery::kPolled);
@@ -56,6 +58,7 @@ int run_command(const RunArgs& args) {
 }
 
 int resume_command(const RunArgs& args) {
+  restart_with_better_blas_kernels();
   StopSignal stop(StopSignal::Second::kAbandon, StopSignal::Delivery::kPolled);
   return finish(resume_run(args.db, args.run_ref, args.overrides, args.resume));
 }

@@ -13,6 +13,7 @@
 #include "core/app/run/snapshot_commands.h"
 #include "core/store/runs/output_guard.h"
 #include "core/train/task_suite.h"
+#include "core/util/blas_kernels.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
 #include "core/util/text.h"
@@ -37,6 +38,7 @@ int task_command(const SnapshotArgs& args) {
     refuse_output_over_store(args.tasks.details, args.request.db, "--details");
     ensure_parent_dir(args.tasks.details);
   }
+  restart_with_better_blas_kernels();
   const TaskReport r = evaluate_tasks(args.request, args.tasks);
   int64_t tokens = 0, items = 0;
   for (const TaskResult& result : r.results) {
@@ -58,6 +60,7 @@ int eval_command(const SnapshotArgs& args) {
     refuse_output_over_store(args.eval.logits, args.request.db, "--logits");
     ensure_parent_dir(args.eval.logits);  // a folder that cannot be made: refused before the eval
   }
+  restart_with_better_blas_kernels();
   const EvalReport r = evaluate_snapshot(args.request, args.eval);
   // The time on stderr, before the result: stdout stays the same for the same snapshot and data.
   args.request.note(fmt::format("evaluated {} tokens in {:.2f} s ({:.0f} tokens/s)", r.tokens,
@@ -71,6 +74,7 @@ int eval_command(const SnapshotArgs& args) {
 }
 
 int sample_command(const SnapshotArgs& args) {
+  restart_with_better_blas_kernels();
   std::cout << sample_snapshot(args.request, args.sampling) << std::endl;
   return kExitOk;
 }
