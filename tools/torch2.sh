@@ -10,8 +10,8 @@
 #                                   # -DKILN_CUDA=ON, every target but the servers' tests; the
 #                                   # tests ctest's arguments select (on the CPU: no GPU here)
 #   tools/torch2.sh --sid -L unit   # Debian sid's LibTorch 2.14 (CPU, ~1.6 GB chroot), the newest
-#                                   # API; builds kiln and kiln_unit_tests only (CI's time: the
-#                                   # other test binaries test Kiln, not the LibTorch API)
+#                                   # API; builds kiln_unit_tests only (CI's time: the other
+#                                   # test binaries test Kiln, not the LibTorch API)
 #   tools/torch2.sh -R Optimizer    # build, then the tests ctest -R selects
 #   tools/torch2.sh --if-possible   # where no chroot can be made (not root, no mounts, no mirror)
 #                                   # say so and succeed, except on CI (CI=true), where a build
@@ -62,7 +62,9 @@ if [[ $flavour == sid ]]; then
             libcli11-dev nlohmann-json3-dev googletest libgtest-dev libgmock-dev libpcre2-dev
             libxxhash-dev libutf8proc-dev pkgconf libpq-dev libcpp-httplib-dev libopenblas0-openmp
             libtorch-dev libgloo-dev libboost-dev libssl-dev uuid-dev)
-  targets="--target kiln kiln_unit_tests"
+  # The unit tests and all they link (core/, plugins/): the CLI (tools/kiln/) is compiled
+  # against 2.x in the --cuda build.
+  targets="--target kiln_unit_tests"
 elif [[ $flavour == cuda ]]; then
   # contrib: libtorch-cuda-dev; non-free: the CUDA 12.4 toolkit and runtime, NCCL.
   components="main contrib non-free"
@@ -211,6 +213,8 @@ cmake_flags="-DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=ON -DCMAKE_CXX_COMPIL
 if [[ -z "$run_command" ]]; then
   build_dir+=-O0
   cmake_flags+=" -DCMAKE_CXX_FLAGS_RELEASE='-O0 -DNDEBUG'"
+elif [[ -n "$targets" && " $targets " != *" kiln "* ]]; then
+  targets+=" kiln"  # what --run's commands run
 fi
 [[ $flavour == cuda ]] && cmake_flags+=" -DKILN_CUDA=ON"
 # PCH with ccache: GCC must see the precompiled header through -fpch-preprocess, and ccache must
