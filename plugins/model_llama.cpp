@@ -21,8 +21,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/api/activation_checkpoint.h"
-#include "core/api/document_positions.h"
 #include "core/api/dropout.h"
+#include "core/api/fused_attention.h"
 #include "core/api/fused_rms_norm.h"
 #include "core/api/kernel_choice.h"
 #include "core/api/model.h"
@@ -40,8 +40,9 @@ struct LlamaOptions {
   double rope_factor, low_freq_factor, high_freq_factor;
   int64_t rope_original_context;
   bool tie_embeddings, qk_norm;
-  bool fused_kernels = false;  // model.kernels = "fused": Kiln's RMSNorm, oneDNN's linears
-  double dropout = 0;          // on the attention probabilities and each sublayer's output
+  // model.kernels = "fused": Kiln's RMSNorm and attention, oneDNN's linears
+  bool fused_kernels = false;
+  double dropout = 0;  // on the attention probabilities and each sublayer's output
   int64_t head_dim() const { return n_embd / n_head; }
 };
 
@@ -102,30 +103,20 @@ class AttentionImpl : public torch::nn::Module {
     const auto x = tp.enter(input);
     const int64_t b = x.size(0), t = x.size(1);
     auto heads = [&](const torch::Tensor& m, int64_t n) { return m.view({b, t, n, head_dim_}); };
-    auto q = heads(project(q_proj, x, fused_), n_head_);
-    auto k = heads(project(k_proj, x, fused_), n_kv_head_);
+    auto q = project(q_proj, x, fused_);
+    auto k = project(k_proj, x, fused_);
     if (q_norm) {
       // Replicated gains applied to this rank's heads only: their gradients are partial sums,
       // which enter adds up over the group in backward.
-      q = q_norm->normalise(q, tp.enter(q_norm->weight));
-      k = k_norm->normalise(k, tp.enter(k_norm->weight));
-    }
-    const at::Tensor positions = current_positions();  // packed rows: each record from 0
-    q = apply_rotary(q.transpose(1, 2), inv_freq, positions);
-    k = apply_rotary(k.transpose(1, 2), inv_freq, positions);
-    auto v = heads(project(v_proj, x, fused_), n_kv_head_).transpose(1, 2);
-    // Grouped-query attention: query head j reads key/value head j / (n_head / n_kv_head).
-    const int64_t group = n_head_ / n_kv_head_;
-    if (group > 1) {
-      k = k.repeat_interleave(group, 1);
-      v = v.repeat_interleave(group, 1);
+      q = q_norm->normalise(heads(q, n_head_), tp.enter(q_norm->weight)).reshape({b, t, -1});
+      k = k_norm->normalise(heads(k, n_kv_head_), tp.enter(k_norm->weight)).reshape({b, t, -1});
     }
     // This rank's heads are heads [rank * n_head_, (rank + 1) * n_head_) of the model's.
     const SliceOf mine{1, tp.rank * n_head_, tp.size * n_head_};
-    auto y = causal_attention(q, k, v, drop_.p, is_training(),
-                              drop_.site(DropoutPlace::kAttentionWeights), mine);
-    return tp.leave(
-        project(o_proj, y.transpose(1, 2).contiguous().view({b, t, n_head_ * head_dim_}), fused_));
+    auto y = rotary_self_attention(q, k, project(v_proj, x, fused_), n_head_, inv_freq, drop_.p,
+                                   is_training(), fused_,
+                                   drop_.site(DropoutPlace::kAttentionWeights), mine);
+    return tp.leave(project(o_proj, y, fused_));
   }
 
   // This rank's query heads and the key/value heads they read (the rank's query heads are whole

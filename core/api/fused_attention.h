@@ -1,10 +1,10 @@
-// Causal self-attention as one CPU kernel with its own backward pass (model.kernels = "fused").
-// It reads q, k and v straight out of the qkv projection's [batch, time, 3 * n_embd] output and
-// writes [batch, time, n_embd], heads side by side, ready for the output projection: the head
-// split, transposes and copies of LibTorch's op sequence disappear, the upper triangle of the
-// scores is never computed, and the softmax runs in one pass over each row. The backward pass
-// recomputes the attention weights from q, k and each row's saved log-sum-exp, as flash
-// attention does, rather than keeping a [time, time] matrix per head.
+// Causal self-attention as one CPU kernel with its own backward pass (model.kernels = "fused"),
+// core/api/attention_kernel.h. gpt's reads q, k and v straight out of the qkv projection's
+// [batch, time, 3 * n_embd] output; llama's takes its separate q, k and v projections, with as
+// many or fewer key/value heads than query heads, and rotates q and k inside the kernel. Both
+// write [batch, time, heads * head_dim], heads side by side, ready for the output projection: the
+// head split, transposes and copies of LibTorch's op sequence disappear, and so do llama's
+// rotated copies of q and k and its repeated key/value heads.
 #pragma once
 
 #include <cstdint>
@@ -29,10 +29,23 @@ at::Tensor causal_self_attention(const at::Tensor& qkv, int64_t n_head, double d
                                  bool training, bool fused, int64_t site,
                                  const SliceOf& heads = {});
 
-// The fused kernel alone, without dropout, for float32 CPU tensors on any LibTorch (tests).
+// Llama's attention: q [batch, time, n_head * head_dim], k and v [batch, time, n_kv_head *
+// head_dim]; q and k rotated by `inv_freq` (core/api/rotary.h) at the tokens' positions; query
+// head h reads key/value head h / (n_head / n_kv_head) -> [batch, time, n_head * head_dim]. With
+// `fused`, Kiln's kernel where fused_attention_applies() holds; otherwise apply_rotary, the
+// key/value heads repeated, and causal_attention as above.
+at::Tensor rotary_self_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 int64_t n_head, const at::Tensor& inv_freq, double dropout,
+                                 bool training, bool fused, int64_t site,
+                                 const SliceOf& heads = {});
+
+// The fused kernels alone, without dropout, for float32 CPU tensors on any LibTorch (tests).
 // `positions` (int64 [batch, time]) keeps each query inside its document in packed rows
 // (core/api/document_positions.h); undefined = each row one document.
 at::Tensor fused_causal_attention(const at::Tensor& qkv, int64_t n_head,
+                                  const at::Tensor& positions = {});
+at::Tensor fused_rotary_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  int64_t n_head, const at::Tensor& inv_freq,
                                   const at::Tensor& positions = {});
 
 }  // namespace kiln

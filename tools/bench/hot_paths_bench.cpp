@@ -1,15 +1,20 @@
-// The per-step costs Kiln adds around the model, each measured alone:
-//   BM_ShardRead       tokens/s of the token loader (pread of each window) producing int64
-//   micro-batches BM_MetricsRow      one metrics row into the run store (buffered, committed ~once
-//   a second) BM_MetricsCommit   one metrics row committed on its own (the worst case: a flush per
-//   step) BM_SnapshotWrite   MB/s of a full snapshot (model, AdamW state, manifest, fsync, rename)
+// The per-step costs Kiln adds around the model, each measured alone, and one model kernel:
+// - BM_ShardRead: tokens/s of the token loader (pread of each window) producing int64
+//   micro-batches;
+// - BM_MetricsRow: one metrics row into the run store (buffered, committed about once a second);
+// - BM_MetricsCommit: one metrics row committed on its own (the worst case: a flush per step);
+// - BM_SnapshotWrite: MB/s of a full snapshot (model, AdamW state, manifest, fsync, rename);
+// - BM_LlamaAttention: llama's attention, forward and backward, fused kernel against LibTorch's
+// ops.
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
 #include <numeric>
 
+#include "core/api/fused_attention.h"
 #include "core/api/model.h"
 #include "core/api/optimizer.h"
+#include "core/api/rotary.h"
 #include "core/checkpoint/snapshot.h"
 #include "core/config/config.h"
 #include "core/data/shard.h"
@@ -90,6 +95,30 @@ void BM_SnapshotWrite(benchmark::State& state) {
   state.SetBytesProcessed(bytes);
 }
 BENCHMARK(BM_SnapshotWrite)->Unit(benchmark::kMillisecond);
+
+// llama's attention, forward and backward, with the rotation and grouped queries: Kiln's fused
+// kernel (state.range(3) = 1) against LibTorch's ops (apply_rotary, repeat_interleave, softmax).
+// Arguments: rows, time, query heads (key/value heads a third of them), fused; head_dim 64.
+void BM_LlamaAttention(benchmark::State& state) {
+  const int64_t rows = state.range(0), time = state.range(1), heads = state.range(2), dim = 64;
+  const bool fused = state.range(3) == 1;
+  torch::manual_seed(0);
+  auto q = torch::randn({rows, time, heads * dim}).requires_grad_();
+  auto k = torch::randn({rows, time, heads / 3 * dim}).requires_grad_();
+  auto v = torch::randn({rows, time, heads / 3 * dim}).requires_grad_();
+  auto inv_freq = rotary_inverse_frequencies({dim});
+  auto upstream = torch::randn({rows, time, heads * dim});
+  for (auto _ : state) {
+    auto y = rotary_self_attention(q, k, v, heads, inv_freq, 0.0, true, fused, 0);
+    y.backward(upstream);
+    benchmark::DoNotOptimize(q.grad().data_ptr<float>());
+  }
+}
+BENCHMARK(BM_LlamaAttention)
+    ->ArgsProduct({{16}, {64}, {12}, {0, 1}})
+    ->ArgsProduct({{4}, {256}, {12}, {0, 1}})
+    ->ArgsProduct({{1}, {1024}, {12}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace kiln
