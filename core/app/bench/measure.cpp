@@ -171,8 +171,11 @@ std::string measure_mfu(BenchRecord& r, const AssembledRun& run, const CpuFeatur
   r.measured_peak_flops = measured_peak_flops(run.device, dtype);
   r.mfu_of_measured_peak = r.achieved_flops / r.measured_peak_flops;
   const int cores = std::min(available_cores(), at::get_num_threads());
-  const auto hardware =
-      run.device.is_cpu() ? cpu_peak(cpu, dtype_name(dtype), cores, core_clock_hz()) : std::nullopt;
+  const std::string name = dtype_name(dtype);
+  const auto hardware = run.device.is_cpu()
+                            ? cpu_peak(cpu, name, cores, core_clock_hz(),
+                                       name == "bf16" ? timed_bf16_dot_ratio(cpu) : 0)
+                            : std::nullopt;
   std::string out;
   if (hardware) {
     r.hardware_peak_flops = hardware->flops;

@@ -168,10 +168,18 @@ TEST(CpuPeak, Fp32FlopsPerCycleAreThePublishedOnes) {
 TEST(CpuPeak, Bf16UsesTheBf16Units) {
   CpuFeatures zen4 = cpu_with("AuthenticAMD", 0x19, 0x11, true, true, true);
   zen4.avx512_bf16 = true;  // vdpbf16ps: two products per fp32 lane
-  EXPECT_EQ(flops_per_cycle(zen4, "bf16").value().flops, 64);
   CpuFeatures sapphire_rapids = cpu_with("GenuineIntel", 6, 0x8f, true, true, true);
   sapphire_rapids.avx512_bf16 = sapphire_rapids.amx_tile = sapphire_rapids.amx_bf16 = true;
   EXPECT_EQ(flops_per_cycle(sapphire_rapids, "bf16").value().flops, 1024);
+  // The dot product's timed rate decides: at an FMA's rate (Zen 4, its 256-bit pipes) twice the
+  // fp32 FLOP; at a quarter of it (an Emerald Rapids Xeon with AMX hidden: one every two cycles
+  // against two FMAs) half, so bf16 is worth no more than fp32 there; not timed, the fp32 rate.
+  EXPECT_EQ(flops_per_cycle(zen4, "bf16", 1.0).value().flops, 64);
+  CpuFeatures emerald_rapids = cpu_with("GenuineIntel", 6, 0xcf, true, true, true);
+  emerald_rapids.avx512_bf16 = true;
+  EXPECT_EQ(flops_per_cycle(emerald_rapids, "bf16", 0.25).value().flops, 64);
+  EXPECT_EQ(flops_per_cycle(emerald_rapids, "bf16", 0.75).value().flops, 96);
+  EXPECT_EQ(flops_per_cycle(zen4, "bf16", 0).value().flops, 32);
   // Without bf16 instructions bf16 runs at the fp32 rate.
   EXPECT_EQ(flops_per_cycle(cpu_with("GenuineIntel", 6, 0x3c, true, true, false), "bf16")->flops,
             32);
@@ -200,6 +208,19 @@ TEST(CpuPeak, ThisMachinesCoresAndClockArePlausible) {
   // machine or under emulation.
   EXPECT_GT(clock, 1e8);
   EXPECT_LT(clock, 7e9);
+}
+
+// The published rates of vdpbf16ps zmm against vfmadd231ps zmm run from a quarter (Intel without
+// AMX) to one (AMD Zen 4); a CPU without AVX512-BF16 is never timed.
+TEST(CpuPeak, TheTimedBf16DotProductRateIsPlausible) {
+  const CpuFeatures cpu = read_cpu_features();
+  const double ratio = timed_bf16_dot_ratio(cpu);
+  if (!cpu.avx512_bf16) {
+    EXPECT_EQ(ratio, 0);
+    return;
+  }
+  EXPECT_GT(ratio, 0.1);
+  EXPECT_LT(ratio, 2.0);
 }
 
 }  // namespace
