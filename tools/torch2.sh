@@ -17,8 +17,10 @@
 #                                   # say so and succeed, except on CI (CI=true), where a build
 #                                   # that cannot be made fails the run; failures to build or
 #                                   # test always fail
-#   tools/torch2.sh --run 'CMD'     # build, then run CMD in /kiln instead of the tests; adds
-#                                   # python3-torch 2.6 for tools/bench/pytorch_reference.py
+#   tools/torch2.sh --run 'CMD'     # build kiln and kiln_bench optimized (in
+#                                   # build-torch2[-cuda|-sid]), then run CMD in /kiln instead
+#                                   # of the tests; adds python3-torch for
+#                                   # tools/bench/pytorch_reference.py and libbenchmark-dev
 #   tools/torch2.sh --prepare       # only make the chroot (if missing) and exit
 # The chroot's packages come from the Debian mirror this machine's apt uses (KILN_DEBIAN_MIRROR
 # overrides it), through apt's proxy if it has one. Compiles go through ccache, its cache in
@@ -167,13 +169,15 @@ $prepare_only && { echo "torch2: $root is ready"; exit 0; }
 
 # The PyTorch reference's needs: torch, numpy, and for torch.compile's C++ kernels setuptools
 # and the Python headers.
-if [[ -n "$run_command" && ! -d "$root/usr/lib/python3/dist-packages/torch" ]]; then
-  echo "torch2: adding python3-torch 2.6 to $root for the PyTorch reference"
+# And Google Benchmark's headers for kiln_bench (tools/bench/hot_paths_bench.cpp).
+if [[ -n "$run_command" && ( ! -d "$root/usr/lib/python3/dist-packages/torch" ||
+      ! -d "$root/usr/include/benchmark" ) ]]; then
+  echo "torch2: adding python3-torch and libbenchmark-dev to $root for the benchmarks"
   python_torch=python3-torch
   [[ $flavour == cuda ]] && python_torch=python3-torch-cuda
   DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -qq --no-install-recommends \
-    "$python_torch" python3-numpy python3-setuptools python3-dev >/dev/null 2>&1 ||
-    { echo "torch2: error: installing python3-torch in $root failed" >&2; exit 1; }
+    "$python_torch" python3-numpy python3-setuptools python3-dev libbenchmark-dev >/dev/null 2>&1 ||
+    { echo "torch2: error: installing python3-torch and libbenchmark-dev in $root failed" >&2; exit 1; }
 fi
 
 mounts=()
@@ -213,8 +217,10 @@ cmake_flags="-DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=ON -DCMAKE_CXX_COMPIL
 if [[ -z "$run_command" ]]; then
   build_dir+=-O0
   cmake_flags+=" -DCMAKE_CXX_FLAGS_RELEASE='-O0 -DNDEBUG'"
-elif [[ -n "$targets" && " $targets " != *" kiln "* ]]; then
-  targets+=" kiln"  # what --run's commands run
+else
+  # What --run's commands run: benchmarks, not tests.
+  targets="--target kiln kiln_bench"
+  cmake_flags+=" -DKILN_BUILD_BENCH=ON"
 fi
 [[ $flavour == cuda ]] && cmake_flags+=" -DKILN_CUDA=ON"
 # PCH with ccache: GCC must see the precompiled header through -fpch-preprocess, and ccache must

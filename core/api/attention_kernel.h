@@ -21,10 +21,9 @@ struct Rows {
 };
 
 struct Problem {
-  Rows<const float> q;  // n_head heads side by side
-  Rows<const float>
-      k;  // n_kv_head heads; query head h reads key/value head h / (n_head / n_kv_head)
-  Rows<const float> v;
+  // q: n_head heads side by side; k and v: n_kv_head heads, query head h reading key/value head
+  // h / (n_head / n_kv_head).
+  Rows<const float> q, k, v;
   int64_t batch, time, n_head, n_kv_head, head_dim;
   // [batch, time]: each token's position in its document, for packed rows
   // (core/api/document_positions.h); null = each row one document, positions 0 .. time - 1.

@@ -43,7 +43,8 @@ struct Extras {
   at::Tensor inv_freq;  // undefined: no rotation
 };
 
-// The kernel's problem for q, k and v; `angles` [time, head_dim / 2] its rotation, if any.
+// The kernel's problem for q, k and v; `cos` and `sin` [time, head_dim / 2] its rotation, or
+// undefined for none.
 kernel::Problem problem_of(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            int64_t n_head, int64_t head_dim, const at::Tensor& positions,
                            const at::Tensor& cos, const at::Tensor& sin) {
@@ -127,12 +128,13 @@ struct FusedRotaryAttention : torch::autograd::Function<FusedRotaryAttention> {
                 q.sizes());
     const int64_t head_dim = q.size(2) / n_head;
     TORCH_CHECK(k.sizes() == v.sizes() && k.dim() == 3 && k.size(0) == q.size(0) &&
-                    k.size(1) == q.size(1) && k.size(2) % head_dim == 0 &&
+                    k.size(1) == q.size(1) && k.size(2) > 0 && k.size(2) % head_dim == 0 &&
                     n_head % (k.size(2) / head_dim) == 0,
                 "fused rotary attention wants k and v [batch, time, n_kv_head * head_dim], "
                 "n_kv_head dividing n_head, got ",
                 k.sizes(), " and ", v.sizes());
-    TORCH_CHECK(extras.inv_freq.scalar_type() == at::kFloat && extras.inv_freq.dim() == 1 &&
+    TORCH_CHECK(extras.inv_freq.defined() && extras.inv_freq.device().is_cpu() &&
+                    extras.inv_freq.scalar_type() == at::kFloat && extras.inv_freq.dim() == 1 &&
                     extras.inv_freq.size(0) == head_dim / 2,
                 "fused rotary attention wants float32 inverse frequencies [head_dim / 2], got ",
                 extras.inv_freq.sizes());

@@ -61,7 +61,7 @@ double timed_add_chain_hz() {
     const auto start = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < kIterations; ++i) {
 #define KILN_ADD4 "add %0, %0\n\tadd %0, %0\n\tadd %0, %0\n\tadd %0, %0\n\t"
-      __asm__ volatile(KILN_ADD4 KILN_ADD4 KILN_ADD4 KILN_ADD4 KILN_ADD4 : "+r"(x));
+      __asm__ volatile(KILN_ADD4 KILN_ADD4 KILN_ADD4 KILN_ADD4 KILN_ADD4 : "+r"(x) : : "memory");
 #undef KILN_ADD4
     }
     const double seconds =
@@ -108,50 +108,62 @@ std::optional<FlopsPerCycle> flops_per_cycle(const CpuFeatures& cpu, const std::
 }
 
 #if defined(__x86_64__)
-// Instructions per second of `OP` (a 512-bit "op zmm12, zmm13, zmm<k>") on twelve independent
-// accumulators, more than either instruction's latency times its rate, all registers zeroed
-// first (no denormal to slow them), the best of five rounds (the first also wake the AVX-512
-// units).
+// `count` rounds of "OP zmm12, zmm13, zmm<k>" on twelve independent accumulators, more than
+// either instruction's latency times its rate, every register zeroed first (no denormal to slow
+// them); vzeroupper after, so that the SSE code around pays no transition for the zmm state.
 // clang-format off
 #define KILN_ON(OP, K) OP " %%zmm12, %%zmm13, %%zmm" #K "\n\t"
 #define KILN_ZERO(K) "vxorps %%xmm" #K ", %%xmm" #K ", %%xmm" #K "\n\t"
-#define KILN_TIMED_RATE(OP)                                                                  \
-  [] {                                                                                       \
-    double best = 0;                                                                         \
-    for (int round = 0; round < 5; ++round) {                                                \
-      int64_t count = 20000;                                                                 \
-      const auto start = std::chrono::steady_clock::now();                                   \
-      __asm__ volatile(                                                                      \
-          KILN_ZERO(0) KILN_ZERO(1) KILN_ZERO(2) KILN_ZERO(3) KILN_ZERO(4) KILN_ZERO(5)      \
-          KILN_ZERO(6) KILN_ZERO(7) KILN_ZERO(8) KILN_ZERO(9) KILN_ZERO(10) KILN_ZERO(11)    \
-          KILN_ZERO(12) KILN_ZERO(13)                                                        \
-          "1:\n\t"                                                                           \
-          KILN_ON(OP, 0) KILN_ON(OP, 1) KILN_ON(OP, 2) KILN_ON(OP, 3) KILN_ON(OP, 4)         \
-          KILN_ON(OP, 5) KILN_ON(OP, 6) KILN_ON(OP, 7) KILN_ON(OP, 8) KILN_ON(OP, 9)         \
-          KILN_ON(OP, 10) KILN_ON(OP, 11)                                                    \
-          "dec %0\n\tjnz 1b\n\t"                                                            \
-          : "+r"(count)                                                                      \
-          :                                                                                  \
-          : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",  \
-            "xmm10", "xmm11", "xmm12", "xmm13", "cc");                                       \
-      const double seconds =                                                                 \
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();   \
-      if (seconds > 0) best = std::max(best, 12.0 * 20000 / seconds);                        \
-    }                                                                                        \
-    return best;                                                                             \
-  }()
+#define KILN_TWELVE_ACCUMULATORS(OP, count)                                                \
+  __asm__ volatile(                                                                        \
+      KILN_ZERO(0) KILN_ZERO(1) KILN_ZERO(2) KILN_ZERO(3) KILN_ZERO(4) KILN_ZERO(5)        \
+      KILN_ZERO(6) KILN_ZERO(7) KILN_ZERO(8) KILN_ZERO(9) KILN_ZERO(10) KILN_ZERO(11)      \
+      KILN_ZERO(12) KILN_ZERO(13)                                                          \
+      "1:\n\t"                                                                             \
+      KILN_ON(OP, 0) KILN_ON(OP, 1) KILN_ON(OP, 2) KILN_ON(OP, 3) KILN_ON(OP, 4)           \
+      KILN_ON(OP, 5) KILN_ON(OP, 6) KILN_ON(OP, 7) KILN_ON(OP, 8) KILN_ON(OP, 9)           \
+      KILN_ON(OP, 10) KILN_ON(OP, 11)                                                      \
+      "dec %0\n\tjnz 1b\n\tvzeroupper\n\t"                                                \
+      : "+r"(count)                                                                        \
+      :                                                                                    \
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",    \
+        "xmm10", "xmm11", "xmm12", "xmm13", "cc", "memory")
 // clang-format on
+
+void fma_rounds(int64_t count) {
+  KILN_TWELVE_ACCUMULATORS("vfmadd231ps", count);
+}
+void bf16_dot_rounds(int64_t count) {
+  KILN_TWELVE_ACCUMULATORS("vdpbf16ps", count);
+}
+#undef KILN_TWELVE_ACCUMULATORS
+#undef KILN_ZERO
+#undef KILN_ON
+
+// Instructions per second of `rounds(count)` (12 instructions a round).
+double instruction_rate(void (*rounds)(int64_t), int64_t count) {
+  const auto start = std::chrono::steady_clock::now();
+  rounds(count);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return seconds > 0 ? 12.0 * static_cast<double>(count) / seconds : 0;
+}
 #endif
 
 double timed_bf16_dot_ratio(const CpuFeatures& cpu) {
 #if defined(__x86_64__)
   if (!cpu.avx512_bf16) return 0;
-  const double fma = KILN_TIMED_RATE("vfmadd231ps");
-  const double dot = KILN_TIMED_RATE("vdpbf16ps");
+  // A millisecond or so first, untimed: Intel's cores take tens to hundreds of microseconds to
+  // power their 512-bit units up and settle the clock. Then the best of five rounds of each,
+  // alternated, so that a change of clock or a neighbour's burst weighs on both.
+  constexpr int64_t kRounds = 100000;  // 1.2 million instructions: 0.2-1 ms
+  fma_rounds(4 * kRounds);
+  double fma = 0, dot = 0;
+  for (int round = 0; round < 5; ++round) {
+    fma = std::max(fma, instruction_rate(fma_rounds, kRounds));
+    dot = std::max(dot, instruction_rate(bf16_dot_rounds, kRounds));
+  }
   return fma > 0 ? dot / fma : 0;
-#undef KILN_TIMED_RATE
-#undef KILN_ON
-#undef KILN_ZERO
 #else
   (void)cpu;
   return 0;

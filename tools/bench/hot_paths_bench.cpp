@@ -1,11 +1,11 @@
-// The per-step costs Kiln adds around the model, each measured alone, and one model kernel:
+// The per-step costs Kiln adds around the model, each measured alone, and its attention kernels:
 // - BM_ShardRead: tokens/s of the token loader (pread of each window) producing int64
 //   micro-batches;
 // - BM_MetricsRow: one metrics row into the run store (buffered, committed about once a second);
 // - BM_MetricsCommit: one metrics row committed on its own (the worst case: a flush per step);
 // - BM_SnapshotWrite: MB/s of a full snapshot (model, AdamW state, manifest, fsync, rename);
-// - BM_LlamaAttention: llama's attention, forward and backward, fused kernel against LibTorch's
-// ops.
+// - BM_GptAttention, BM_LlamaAttention: attention forward and backward, Kiln's fused kernel
+//   against LibTorch's path.
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
@@ -96,12 +96,25 @@ void BM_SnapshotWrite(benchmark::State& state) {
 }
 BENCHMARK(BM_SnapshotWrite)->Unit(benchmark::kMillisecond);
 
-// llama's attention, forward and backward, with the rotation and grouped queries: Kiln's fused
-// kernel (state.range(3) = 1) against LibTorch's ops (apply_rotary, repeat_interleave, softmax).
-// Arguments: rows, time, query heads (key/value heads a third of them), fused; head_dim 64.
+// Attention forward and backward, Kiln's fused kernel called directly (state.range(3) = 1)
+// against the path model.kernels = "torch" takes: LibTorch's ops on 1.x, its
+// scaled_dot_product_attention on 2.x. Arguments: rows, time, query heads, fused; head_dim 64.
+// gpt's: q, k and v in one projection. llama's: the rotation, and a third as many key/value heads.
+void BM_GptAttention(benchmark::State& state) {
+  const int64_t rows = state.range(0), time = state.range(1), heads = state.range(2), dim = 64;
+  torch::manual_seed(0);
+  auto qkv = torch::randn({rows, time, 3 * heads * dim}).requires_grad_();
+  auto upstream = torch::randn({rows, time, heads * dim});
+  for (auto _ : state) {
+    auto y = state.range(3) == 1 ? fused_causal_attention(qkv, heads)
+                                 : causal_self_attention(qkv, heads, 0.0, true, false, 0);
+    y.backward(upstream);
+    benchmark::DoNotOptimize(qkv.grad().data_ptr<float>());
+  }
+}
+
 void BM_LlamaAttention(benchmark::State& state) {
   const int64_t rows = state.range(0), time = state.range(1), heads = state.range(2), dim = 64;
-  const bool fused = state.range(3) == 1;
   torch::manual_seed(0);
   auto q = torch::randn({rows, time, heads * dim}).requires_grad_();
   auto k = torch::randn({rows, time, heads / 3 * dim}).requires_grad_();
@@ -109,16 +122,22 @@ void BM_LlamaAttention(benchmark::State& state) {
   auto inv_freq = rotary_inverse_frequencies({dim});
   auto upstream = torch::randn({rows, time, heads * dim});
   for (auto _ : state) {
-    auto y = rotary_self_attention(q, k, v, heads, inv_freq, 0.0, true, fused, 0);
+    auto y = state.range(3) == 1
+                 ? fused_rotary_attention(q, k, v, heads, inv_freq)
+                 : rotary_self_attention(q, k, v, heads, inv_freq, 0.0, true, false, 0);
     y.backward(upstream);
     benchmark::DoNotOptimize(q.grad().data_ptr<float>());
   }
 }
-BENCHMARK(BM_LlamaAttention)
-    ->ArgsProduct({{16}, {64}, {12}, {0, 1}})
-    ->ArgsProduct({{4}, {256}, {12}, {0, 1}})
-    ->ArgsProduct({{1}, {1024}, {12}, {0, 1}})
-    ->Unit(benchmark::kMillisecond);
+
+void attention_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgsProduct({{16}, {64}, {12}, {0, 1}})
+      ->ArgsProduct({{4}, {256}, {12}, {0, 1}})
+      ->ArgsProduct({{1}, {1024}, {12}, {0, 1}})
+      ->Unit(benchmark::kMillisecond);
+}
+BENCHMARK(BM_GptAttention)->Apply(attention_shapes);
+BENCHMARK(BM_LlamaAttention)->Apply(attention_shapes);
 
 }  // namespace
 }  // namespace kiln

@@ -4,6 +4,8 @@
 # speed drifts weighs on all of them. Two models: the default experiment, and GPT-2 124M at
 # llm.c's CPU shape (4 rows of 64 GPT-2 tokens a step, as train_gpt2.c hard-codes). Contenders:
 #   kiln          build/kiln bench (LibTorch 1.13), fp32 and bf16
+#   kiln-2.14     build-torch2-sid/kiln bench in the sid chroot (LibTorch 2.14), fp32 and bf16;
+#                 built by tools/torch2.sh --sid --run true, left out, saying so, without it
 #   pytorch-1.13  Debian 12's python3-torch running tools/bench/pytorch_reference.py (the same
 #                 model, data and step in Python on the same LibTorch), fp32 and bf16
 #   pytorch-2.14  Debian sid's python3-torch in tools/torch2.sh --sid's chroot, eager and under
@@ -70,7 +72,7 @@ fi
 # Kiln's ms/step, then its MFU against the hardware peak in that precision (a peer's MFU is
 # Kiln's times Kiln's ms over the peer's: the same model FLOPs a token).
 kiln_ms() {
-  build/kiln bench $1 $2 --set precision.type=$3 |
+  ${KILN:-build/kiln} bench $1 $2 --set precision.type=$3 |
     awk '$1 == "step" && NF == 2 { ms = $2 } $1 == "MFU" { mfu = $2 } END { print ms, mfu }'
 }
 reference_ms() {  # PYTHON EXPERIMENT STEPS PRECISION [--compile]
@@ -82,6 +84,15 @@ reference_ms() {  # PYTHON EXPERIMENT STEPS PRECISION [--compile]
     --set precision.type=$precision $compile | sed -n 's/^pytorch: mean step ms \([0-9.]*\),.*/\1/p'
 }
 sid_ms() { chroot "$sid" bash -c "cd /kiln && $(declare -f reference_ms); reference_ms python3 $(printf '%q ' "$@")"; }
+sid_kiln_ms() {
+  chroot "$sid" bash -c "cd /kiln && $(declare -f kiln_ms); KILN=build-torch2-sid/kiln kiln_ms $(printf '%q ' "$@")"
+}
+sid_kiln=false
+if [[ ${#mounted[@]} -gt 0 && -x build-torch2-sid/kiln ]]; then
+  sid_kiln=true
+else
+  echo "# no build-torch2-sid/kiln (tools/torch2.sh --sid --run true): kiln-2.14 left out" >&2
+fi
 llmc_ms() {  # the median of train_gpt2's 41 timed steps
   (cd "$llmc_dir" && OMP_NUM_THREADS=$(nproc) ./train_gpt2) |
     sed -n 's/^step [0-9]*: train loss .* (took \([0-9.]*\) ms)$/\1/p' | sort -n |
@@ -96,6 +107,9 @@ for round in $(seq "$rounds"); do
     for precision in fp32 bf16; do
       echo "$round $model kiln $precision $(kiln_ms "$exp" "$steps" $precision)"
       echo "$round $model pytorch-1.13 $precision $(reference_ms /usr/bin/python3 "$exp" "$steps" $precision)"
+      if $sid_kiln; then
+        echo "$round $model kiln-2.14 $precision $(sid_kiln_ms "$exp" "$steps" $precision)"
+      fi
       if [[ ${#mounted[@]} -gt 0 ]]; then
         echo "$round $model pytorch-2.14 $precision $(sid_ms "$exp" "$steps" $precision)"
         echo "$round $model torch.compile-2.14 $precision $(sid_ms "$exp" "$steps" $precision --compile)"
