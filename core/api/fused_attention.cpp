@@ -68,9 +68,7 @@ at::Tensor attend(torch::autograd::AutogradContext* ctx, const at::Tensor& q, co
   const int64_t head_dim = q.size(2) / n_head;
   at::Tensor cos, sin;
   if (extras.inv_freq.defined()) {
-    // The angles as apply_rotary forms them: position (as float) times inverse frequency.
-    const auto angles =
-        at::outer(at::arange(q.size(1), extras.inv_freq.options()), extras.inv_freq);
+    const auto angles = rotary_angles(q.size(1), extras.inv_freq);  // as apply_rotary's
     cos = angles.cos().contiguous(), sin = angles.sin().contiguous();
   }
   const auto problem = problem_of(q, k, v, n_head, head_dim, extras.positions, cos, sin);

@@ -22,13 +22,17 @@ at::Tensor rotary_inverse_frequencies(const RotaryOptions& o) {
   return at::where(medium, smoothed, scaled);
 }
 
+at::Tensor rotary_angles(int64_t time, const at::Tensor& inv_freq) {
+  return at::outer(at::arange(time, inv_freq.options()), inv_freq);
+}
+
 at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& inv_freq,
                         const at::Tensor& positions) {
   const int64_t t = x.size(2), half = x.size(3) / 2;
   // [t, d / 2], or [batch, 1, t, d / 2] for packed rows (one angle table per row, over its heads)
   auto freqs = positions.defined()
                    ? (positions.to(inv_freq.scalar_type()).unsqueeze(-1) * inv_freq).unsqueeze(1)
-                   : at::outer(at::arange(t, inv_freq.options()), inv_freq);
+                   : rotary_angles(t, inv_freq);
   auto angles = at::cat({freqs, freqs}, -1);
   auto cos = angles.cos().to(x.scalar_type()), sin = angles.sin().to(x.scalar_type());
   auto rotated = at::cat({-x.narrow(3, half, half), x.narrow(3, 0, half)}, -1);

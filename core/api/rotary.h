@@ -23,6 +23,10 @@ struct RotaryOptions {
 // shorter than original_context / high_freq_factor kept, and those between interpolated.
 at::Tensor rotary_inverse_frequencies(const RotaryOptions& options);
 
+// The rotation angles of positions 0 .. time - 1: [time, head_dim / 2], position (as float) x
+// inverse frequency, in inv_freq's type. apply_rotary's, and the fused attention kernel's table.
+at::Tensor rotary_angles(int64_t time, const at::Tensor& inv_freq);
+
 // x [batch, heads, time, head_dim] rotated by position: x cos + rotate_half(x) sin, where
 // rotate_half(x) = [-x2, x1] for x's halves x1, x2; `inv_freq` [head_dim / 2]. `positions`:
 // int64 [batch, time] for packed rows (core/api/document_positions.h); undefined = 0 .. time - 1.
