@@ -4,11 +4,9 @@
 // that write into the residual stream scaled by 1/sqrt(2 n_layer) so that its variance does not
 // grow with depth.
 #include <cmath>
-#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
@@ -20,6 +18,7 @@
 #include "core/api/fused_attention.h"
 #include "core/api/fused_gelu.h"
 #include "core/api/fused_layer_norm.h"
+#include "core/api/interchange_weights.h"
 #include "core/api/kernel_choice.h"
 #include "core/api/model.h"
 #include "core/api/onednn_linear.h"
@@ -214,37 +213,21 @@ class Gpt : public Model {
     std::map<std::string, torch::Tensor> weights;
     for (const auto& [name, tensor] : given)
       weights[with_prefix(name)] = tensor;
-    std::vector<std::string> problems;
+    std::vector<InterchangeTensor> needed;
     for (const auto& [name, tensor, conv1d] : interchange()) {
-      auto it = weights.find(name);
-      std::vector<int64_t> want = tensor.sizes().vec();
-      if (conv1d) std::swap(want[0], want[1]);
-      if (name == "transformer.wte.weight") want[0] = options_.vocab_size;
-      if (it == weights.end()) {
-        problems.push_back("missing " + name);
-      } else if (it->second.sizes().vec() != want) {
-        problems.push_back(fmt::format("{} is [{}] but the model needs [{}]", name,
-                                       fmt::join(it->second.sizes().vec(), ", "),
-                                       fmt::join(want, ", ")));
-      }
+      std::vector<int64_t> shape = tensor.sizes().vec();
+      if (conv1d) std::swap(shape[0], shape[1]);
+      if (name == "transformer.wte.weight") shape[0] = options_.vocab_size;
+      needed.push_back({name, shape});
     }
-    std::set<std::string> known;
-    for (const auto& entry : interchange())
-      known.insert(std::get<0>(entry));
-    for (const auto& [name, _] : weights) {
-      // HF checkpoints also carry the causal-mask buffers and, untied, the head.
+    // HF checkpoints also carry the causal-mask buffers and, untied, the head.
+    check_interchange_weights(weights, needed, "gpt", [](const std::string& name) {
       auto ends_with = [&](const std::string& tail) {
         return name.size() >= tail.size() &&
                name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
       };
-      const bool ignorable =
-          ends_with(".attn.bias") || ends_with(".attn.masked_bias") || name == "lm_head.weight";
-      if (!known.count(name) && !ignorable) problems.push_back("unexpected " + name);
-    }
-    if (!problems.empty()) {
-      throw UserError(fmt::format("the weights do not fit this gpt ({} problem(s)): {}",
-                                  problems.size(), fmt::join(problems, "; ")));
-    }
+      return ends_with(".attn.bias") || ends_with(".attn.masked_bias") || name == "lm_head.weight";
+    });
     torch::NoGradGuard no_grad;
     for (const auto& [name, tensor, conv1d] : interchange()) {
       auto source = weights.at(name).to(tensor.dtype());

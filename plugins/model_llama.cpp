@@ -1,7 +1,7 @@
 // model "llama": the Llama architecture (Llama 2/3, and the SmolLM / Mistral-style models that
 // share its block). Token embedding without positions; pre-RMSNorm blocks of grouped-query causal
-// attention with rotary position embeddings and a SwiGLU MLP; a final RMSNorm and an output head,
-// optionally tied to the embedding. No biases anywhere.
+// attention with rotary position embeddings and a SwiGLU MLP (core/api/llama_block.h); a final
+// RMSNorm and an output head, optionally tied to the embedding. No biases anywhere.
 //
 // Parameter names are Hugging Face LlamaForCausalLM's without its "model." prefix
 // (embed_tokens.weight, layers.0.self_attn.q_proj.weight, ..., norm.weight, lm_head.weight), and
@@ -12,159 +12,28 @@
 // Initialisation (as gpt, GPT-2's): every matrix N(0, 0.02), except o_proj and down_proj, which
 // write into the residual stream and get 0.02 / sqrt(2 n_layer); RMSNorm gains start at 1.
 #include <cmath>
-#include <set>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/linear.h>
 #include <nlohmann/json.hpp>
 
 #include "core/api/activation_checkpoint.h"
-#include "core/api/dropout.h"
-#include "core/api/fused_attention.h"
-#include "core/api/fused_rms_norm.h"
+#include "core/api/interchange_weights.h"
 #include "core/api/kernel_choice.h"
+#include "core/api/llama_block.h"
 #include "core/api/model.h"
 #include "core/api/onednn_linear.h"
-#include "core/api/rotary.h"
 #include "core/util/error.h"
 
 namespace kiln {
 namespace {
 
-struct LlamaOptions {
-  int64_t n_layer, n_head, n_kv_head, n_embd, ffn_dim, block_size, vocab_size;
-  double norm_eps, rope_theta;
-  // Llama 3's rotary frequency scaling; factor 0 = none.
-  double rope_factor, low_freq_factor, high_freq_factor;
-  int64_t rope_original_context;
-  bool tie_embeddings, qk_norm;
-  // model.kernels = "fused": Kiln's RMSNorm and attention, oneDNN's linears
-  bool fused_kernels = false;
-  double dropout = 0;  // on the attention probabilities and each sublayer's output
-  int64_t head_dim() const { return n_embd / n_head; }
+// The block's options (core/api/llama_block.h) and the sizes around the blocks.
+struct LlamaOptions : LlamaBlockOptions {
+  int64_t n_layer, block_size, vocab_size;
+  bool tie_embeddings;
 };
-
-class RmsNormImpl : public torch::nn::Module {
- public:
-  RmsNormImpl(int64_t dim, const LlamaOptions& o) : eps_(o.norm_eps), fused_(o.fused_kernels) {
-    weight = register_parameter("weight", torch::ones({dim}));
-  }
-  torch::Tensor forward(const torch::Tensor& x) { return normalise(x, weight); }
-  // In float32 whatever the input, as HF's LlamaRMSNorm, then back to the input's type, times
-  // `gain` (the weight, or what the caller made of it): core/api/fused_rms_norm.h.
-  torch::Tensor normalise(const torch::Tensor& x, const torch::Tensor& gain) {
-    return rms_norm(x, gain, eps_, fused_);
-  }
-  torch::Tensor weight;
-
- private:
-  double eps_;
-  bool fused_;
-};
-TORCH_MODULE(RmsNorm);
-
-torch::nn::Linear linear_layer(int64_t in, int64_t out) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
-}
-
-// `layer` on x, on oneDNN's GEMMs with model.kernels = "fused" (core/api/onednn_linear.h).
-torch::Tensor project(const torch::nn::Linear& layer, const torch::Tensor& x, bool fused) {
-  return linear(x, layer->weight, layer->bias, fused);
-}
-
-class AttentionImpl : public torch::nn::Module {
- public:
-  AttentionImpl(const LlamaOptions& o, int64_t layer)
-      : drop_{o.dropout, layer},
-        fused_(o.fused_kernels),
-        n_head_(o.n_head),
-        n_kv_head_(o.n_kv_head),
-        head_dim_(o.head_dim()),
-        q_proj(register_module("q_proj", linear_layer(o.n_embd, o.n_head * o.head_dim()))),
-        k_proj(register_module("k_proj", linear_layer(o.n_embd, o.n_kv_head * o.head_dim()))),
-        v_proj(register_module("v_proj", linear_layer(o.n_embd, o.n_kv_head * o.head_dim()))),
-        o_proj(register_module("o_proj", linear_layer(o.n_head * o.head_dim(), o.n_embd))) {
-    // Qwen 3's spelling and place: RMSNorm over each head's dimensions, before the rotation.
-    if (o.qk_norm) {
-      q_norm = register_module("q_norm", RmsNorm(head_dim_, o));
-      k_norm = register_module("k_norm", RmsNorm(head_dim_, o));
-    }
-    // A buffer so that it moves with the block to the block's device; a pure function of the
-    // options, so a snapshot's copy is the same numbers.
-    inv_freq = register_buffer(
-        "inv_freq",
-        rotary_inverse_frequencies({o.head_dim(), o.rope_theta, o.rope_factor, o.low_freq_factor,
-                                    o.high_freq_factor, o.rope_original_context}));
-  }
-
-  torch::Tensor forward(const torch::Tensor& input) {
-    const auto x = tp.enter(input);
-    const int64_t b = x.size(0), t = x.size(1);
-    auto heads = [&](const torch::Tensor& m, int64_t n) { return m.view({b, t, n, head_dim_}); };
-    auto q = project(q_proj, x, fused_);
-    auto k = project(k_proj, x, fused_);
-    if (q_norm) {
-      // Replicated gains applied to this rank's heads only: their gradients are partial sums,
-      // which enter adds up over the group in backward.
-      q = q_norm->normalise(heads(q, n_head_), tp.enter(q_norm->weight)).reshape({b, t, -1});
-      k = k_norm->normalise(heads(k, n_kv_head_), tp.enter(k_norm->weight)).reshape({b, t, -1});
-    }
-    // This rank's heads are heads [rank * n_head_, (rank + 1) * n_head_) of the model's.
-    const SliceOf mine{1, tp.rank * n_head_, tp.size * n_head_};
-    auto y = rotary_self_attention(q, k, project(v_proj, x, fused_), n_head_, inv_freq, drop_.p,
-                                   is_training(), fused_,
-                                   drop_.site(DropoutPlace::kAttentionWeights), mine);
-    return tp.leave(project(o_proj, y, fused_));
-  }
-
-  // This rank's query heads and the key/value heads they read (the rank's query heads are whole
-  // groups): q, k and v column-parallel by heads, o_proj row-parallel.
-  std::vector<ParameterSplit> split(const TensorParallelGroup& group, const std::string& name) {
-    tp = group;
-    n_head_ /= group.size;
-    n_kv_head_ /= group.size;
-    return {{name + "q_proj.weight", 0, 1},
-            {name + "k_proj.weight", 0, 1},
-            {name + "v_proj.weight", 0, 1},
-            {name + "o_proj.weight", 1, 1}};
-  }
-
-  LayerDropout drop_;  // the block's, numbered by its index in the model's layers
-  bool fused_;         // model.kernels = "fused"
-  int64_t n_head_, n_kv_head_, head_dim_;  // heads on this rank
-  torch::nn::Linear q_proj, k_proj, v_proj, o_proj;
-  RmsNorm q_norm{nullptr}, k_norm{nullptr};
-  torch::Tensor inv_freq;
-  TensorParallelGroup tp;
-};
-TORCH_MODULE(Attention);
-
-class MlpImpl : public torch::nn::Module {
- public:
-  explicit MlpImpl(const LlamaOptions& o)
-      : fused_(o.fused_kernels),
-        gate_proj(register_module("gate_proj", linear_layer(o.n_embd, o.ffn_dim))),
-        up_proj(register_module("up_proj", linear_layer(o.n_embd, o.ffn_dim))),
-        down_proj(register_module("down_proj", linear_layer(o.ffn_dim, o.n_embd))) {}
-  torch::Tensor forward(const torch::Tensor& input) {
-    const auto x = tp.enter(input);
-    const auto hidden = torch::silu(project(gate_proj, x, fused_)) * project(up_proj, x, fused_);
-    return tp.leave(project(down_proj, hidden, fused_));
-  }
-  // This rank's hidden units: gate and up column-parallel, down row-parallel.
-  std::vector<ParameterSplit> split(const TensorParallelGroup& group, const std::string& name) {
-    tp = group;
-    return {{name + "gate_proj.weight", 0, 1},
-            {name + "up_proj.weight", 0, 1},
-            {name + "down_proj.weight", 1, 1}};
-  }
-  bool fused_;  // model.kernels = "fused"
-  torch::nn::Linear gate_proj, up_proj, down_proj;
-  TensorParallelGroup tp;
-};
-TORCH_MODULE(Mlp);
 
 class TokenEmbedding : public Layer {
  public:
@@ -175,37 +44,6 @@ class TokenEmbedding : public Layer {
     return torch::embedding(weight, tokens);
   }
   torch::Tensor weight;
-};
-
-class DecoderLayer : public Layer {
- public:
-  // `layer`: the block's index in the model's layers (1 = the first).
-  DecoderLayer(const LlamaOptions& o, int64_t layer, bool checkpoint)
-      : checkpoint_(checkpoint),
-        drop_{o.dropout, layer},
-        self_attn(register_module("self_attn", Attention(o, layer))),
-        mlp(register_module("mlp", Mlp(o))),
-        input_layernorm(register_module("input_layernorm", RmsNorm(o.n_embd, o))),
-        post_attention_layernorm(
-            register_module("post_attention_layernorm", RmsNorm(o.n_embd, o))) {}
-
-  torch::Tensor forward(const torch::Tensor& x) override {
-    if (!checkpoint_) return compute(x);
-    return checkpointed([this](const torch::Tensor& in) { return compute(in); }, x);
-  }
-
-  bool checkpoint_;
-  LayerDropout drop_;
-  Attention self_attn;
-  Mlp mlp;
-  RmsNorm input_layernorm, post_attention_layernorm;
-
- private:
-  torch::Tensor compute(const torch::Tensor& x) {
-    auto h =
-        x + drop_(self_attn(input_layernorm(x)), DropoutPlace::kAttentionOutput, is_training());
-    return h + drop_(mlp(post_attention_layernorm(h)), DropoutPlace::kMlpOutput, is_training());
-  }
 };
 
 // The final norm and the output head. Registered in the model under its top-level names (norm,
@@ -243,11 +81,11 @@ class Llama : public Model {
     embed_tokens_ = register_module("embed_tokens", std::make_shared<TokenEmbedding>(o));
     blocks_ = register_module("layers", torch::nn::ModuleList());
     for (int64_t i = 0; i < o.n_layer; ++i)
-      blocks_->push_back(std::make_shared<DecoderLayer>(o, i + 1, checkpointed_blocks[i]));
+      blocks_->push_back(std::make_shared<LlamaDecoderLayer>(o, i + 1, checkpointed_blocks[i]));
     auto norm = register_module("norm", RmsNorm(o.n_embd, o));
     torch::nn::Linear lm_head{nullptr};
     if (!o.tie_embeddings)
-      lm_head = register_module("lm_head", linear_layer(o.n_embd, o.vocab_size));
+      lm_head = register_module("lm_head", bias_free_linear(o.n_embd, o.vocab_size));
     head_ = std::make_shared<Head>(norm, lm_head, embed_tokens_, o.fused_kernels);
     append_layer(embed_tokens_);
     for (const auto& block : *blocks_)
@@ -264,7 +102,7 @@ class Llama : public Model {
   std::vector<ParameterSplit> split_for_tensor_parallel(const TensorParallelGroup& group) override {
     std::vector<ParameterSplit> splits;
     for (size_t i = 0; i < blocks_->size(); ++i) {
-      auto& block = *blocks_->ptr<DecoderLayer>(i);
+      auto& block = *blocks_->ptr<LlamaDecoderLayer>(i);
       const std::string name = fmt::format("layers.{}.", i);
       for (auto& split : block.self_attn->split(group, name + "self_attn."))
         splits.push_back(std::move(split));
@@ -300,31 +138,15 @@ class Llama : public Model {
   }
 
   void import_weights(const std::map<std::string, torch::Tensor>& weights) override {
-    std::vector<std::string> problems;
-    std::set<std::string> known;
-    for (const auto& item : named_parameters()) {
-      const std::string name = interchange_name(item.key());
-      known.insert(name);
-      auto it = weights.find(name);
-      if (it == weights.end()) {
-        problems.push_back("missing " + name);
-      } else if (it->second.sizes() != item.value().sizes()) {
-        problems.push_back(fmt::format("{} is [{}] but the model needs [{}]", name,
-                                       fmt::join(it->second.sizes().vec(), ", "),
-                                       fmt::join(item.value().sizes().vec(), ", ")));
-      }
-    }
-    for (const auto& [name, _] : weights) {
-      // Tied checkpoints may still carry the head (a copy of the embedding); older ones carry
-      // the rotary frequencies, which follow from the config.
-      const bool ignorable = (options_.tie_embeddings && name == "lm_head.weight") ||
-                             name.find(".rotary_emb.inv_freq") != std::string::npos;
-      if (!known.count(name) && !ignorable) problems.push_back("unexpected " + name);
-    }
-    if (!problems.empty()) {
-      throw UserError(fmt::format("the weights do not fit this llama ({} problem(s)): {}",
-                                  problems.size(), fmt::join(problems, "; ")));
-    }
+    std::vector<InterchangeTensor> needed;
+    for (const auto& item : named_parameters())
+      needed.push_back({interchange_name(item.key()), item.value().sizes().vec()});
+    // Tied checkpoints may still carry the head (a copy of the embedding); older ones carry the
+    // rotary frequencies, which follow from the config.
+    check_interchange_weights(weights, needed, "llama", [this](const std::string& name) {
+      return (options_.tie_embeddings && name == "lm_head.weight") ||
+             name.find(".rotary_emb.inv_freq") != std::string::npos;
+    });
     torch::NoGradGuard no_grad;
     for (auto& item : named_parameters())
       item.value().copy_(weights.at(interchange_name(item.key())).to(item.value().dtype()));
@@ -393,23 +215,15 @@ int64_t swiglu_width(int64_t n_embd, double multiplier, int64_t multiple_of) {
 }
 
 LlamaOptions options_from(const Params& p) {
-  LlamaOptions o{p.integer("n_layer"),
-                 p.integer("n_head"),
-                 p.integer("n_kv_head"),
-                 p.integer("n_embd"),
-                 p.integer("ffn_dim"),
+  LlamaOptions o{{p.integer("n_head"), p.integer("n_kv_head"), p.integer("n_embd"),
+                  p.integer("ffn_dim"), p.real("norm_eps"), p.real("rope_theta"),
+                  p.real("rope_scaling_factor"), p.real("rope_low_freq_factor"),
+                  p.real("rope_high_freq_factor"), p.integer("rope_original_context"),
+                  p.flag("qk_norm"), uses_fused_kernels(p), p.real("dropout")},
+                 p.integer("n_layer"),
                  p.integer("block_size"),
                  p.integer("vocab_size"),
-                 p.real("norm_eps"),
-                 p.real("rope_theta"),
-                 p.real("rope_scaling_factor"),
-                 p.real("rope_low_freq_factor"),
-                 p.real("rope_high_freq_factor"),
-                 p.integer("rope_original_context"),
-                 p.flag("tie_embeddings"),
-                 p.flag("qk_norm")};
-  o.dropout = p.real("dropout");
-  o.fused_kernels = uses_fused_kernels(p);
+                 p.flag("tie_embeddings")};
   if (o.n_kv_head == 0) o.n_kv_head = o.n_head;
   if (o.ffn_dim == 0) {
     o.ffn_dim = swiglu_width(o.n_embd, p.real("ffn_dim_multiplier"), p.integer("multiple_of"));

@@ -1,8 +1,10 @@
 // precision "auto": bf16 where it was measured faster, fp32 elsewhere. On the CPU that is what
-// `kiln bench EXPERIMENT --set precision.type=auto` measured on this CPU class, kept per machine
-// (core/util/precision_verdicts.h); without a measurement, fp32. On CUDA, bf16 (tensor cores
-// since Ampere). The run's header says which and why. A snapshot keeps the choice, so a resumed
-// run goes on in the precision it started in even if a newer measurement says otherwise.
+// `kiln bench EXPERIMENT --set precision.type=auto` measured on this CPU class for this workload
+// (the model's sizes, the micro-batch, the threads), kept per machine
+// (core/util/precision_verdicts.h); without a measurement of it, fp32. On CUDA, bf16 (tensor
+// cores since Ampere). The run's header says which and why, and the store records it. A snapshot
+// keeps the choice, so a resumed run goes on in the precision it started in even if a newer
+// measurement says otherwise.
 #include <fmt/format.h>
 
 #include "core/api/precision.h"
@@ -15,8 +17,8 @@ constexpr const char* kChoiceKey = "auto_bf16";  // in the snapshot's precision 
 
 std::string ratio_text(const PrecisionVerdict& v) {
   return fmt::format(
-      "kiln bench measured bf16 at {:.2f}x fp32's tokens/s on this CPU class ({}, "
-      "{} threads, {})",
+      "kiln bench measured bf16 at {:.2f}x fp32's tokens/s for this workload on this CPU class "
+      "({}, {} threads, {})",
       v.bf16_tokens_per_sec / v.fp32_tokens_per_sec, v.experiment, v.threads, v.measured_at);
 }
 
@@ -25,17 +27,24 @@ class Auto : public PrecisionPolicy {
   Auto(Params params, c10::DeviceType device) : params_(std::move(params)), device_(device) {
     if (device == c10::DeviceType::CUDA) {
       choose(true, "a CUDA device");
-      return;
+    } else {
+      choose(false, "no workload given to measure it by");
     }
-    const auto verdict = find_precision_verdict(cpu_class(read_cpu_features()));
+  }
+
+  void set_workload(const std::string& workload) override {
+    if (device_ == c10::DeviceType::CUDA) return;
+    const auto verdict =
+        find_precision_verdict(precision_verdict_key(cpu_class(read_cpu_features()), workload));
     if (!verdict) {
       choose(false,
-             "no measurement of bf16 on this CPU class yet: `kiln bench EXPERIMENT --set "
-             "precision.type=auto` makes one");
+             "no measurement of bf16 for this workload on this CPU class yet: `kiln bench "
+             "EXPERIMENT --set precision.type=auto` makes one");
     } else {
       choose(verdict->bf16_faster(), ratio_text(*verdict));
     }
   }
+  std::string runs_as() const override { return bf16_ ? "bf16" : "fp32"; }
 
   // fp32 and bf16 scale no loss and inspect no gradient: the forward pass is all that differs.
   std::unique_ptr<Scope> forward_scope() override { return chosen_->forward_scope(); }

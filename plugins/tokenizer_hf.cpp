@@ -40,22 +40,24 @@ struct AddedToken {
   bool special;
 };
 
-// Whether the file's normalizer is NFC (Qwen 2's: {"type": "NFC"}, alone or the one step of a
-// Sequence); false for none. Any other is refused: Kiln applies NFC only.
-bool normalizes_nfc(const Json& file) {
-  const Json& normalizer = file.value("normalizer", Json());
+// Whether the file's normalizer is NFC (Qwen 2's: {"type": "NFC"}); false for none. A Sequence
+// is its steps in order, each NFC or itself such a Sequence: NFC twice is NFC once, and an empty
+// Sequence (DeepSeek-V3's) is none. Any other step is refused: Kiln applies NFC only.
+bool normalizes_nfc(const Json& normalizer) {
   if (normalizer.is_null()) return false;
-  const Json* step = &normalizer;
-  if (normalizer.is_object() && normalizer.value("type", "") == "Sequence" &&
-      normalizer.value("normalizers", Json()).is_array() &&
-      normalizer.at("normalizers").size() == 1) {
-    step = &normalizer.at("normalizers")[0];
+  const std::string type =
+      normalizer.is_object() ? normalizer.value("type", std::string("?")) : normalizer.dump();
+  if (type == "NFC") return true;
+  if (type == "Sequence" && normalizer.value("normalizers", Json()).is_array()) {
+    bool nfc = false;
+    for (const Json& step : normalizer.at("normalizers"))
+      nfc = normalizes_nfc(step) || nfc;
+    return nfc;
   }
-  if (step->is_object() && step->value("type", "") == "NFC") return true;
   throw UserError(fmt::format(
-      "its normalizer is {}, and Kiln applies only NFC (or none): use a "
+      "its normalizer is {}, and Kiln applies only NFC (or none), alone or in a Sequence: use a "
       "tokenizer.json whose normalizer is NFC or null",
-      normalizer.is_object() ? normalizer.value("type", std::string("?")) : normalizer.dump()));
+      type));
 }
 
 // `text` in Unicode normalization form C (utf8proc). Text that is not UTF-8 is passed on as it
@@ -151,7 +153,7 @@ ByteLevelBpeSpec spec_of(const Json& file) {
         "its BPE model sets dropout, continuing_subword_prefix or end_of_word_suffix, "
         "which byte-level BPE does not use");
   }
-  normalizes_nfc(file);  // another normalizer is refused before the vocabulary is read
+  normalizes_nfc(file.value("normalizer", Json()));  // another is refused before the vocabulary
   ByteLevelBpeSpec spec;
   const Json& pre = file.value("pre_tokenizer", Json());
   bool byte_level = false;
@@ -211,7 +213,7 @@ class HfTokenizer : public Tokenizer {
       : file_(std::move(file)),
         source_(std::move(source)),
         bpe_(spec_of(file_)),
-        nfc_(normalizes_nfc(file_)),
+        nfc_(normalizes_nfc(file_.value("normalizer", Json()))),
         added_(added_tokens_of(file_)) {
     for (const auto& token : added_) {
       added_content_[token.id] = token.content;

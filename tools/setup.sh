@@ -31,9 +31,10 @@ command -v npm >/dev/null || packages+=(nodejs npm)
 # qemu-user: the bench test runs kiln on an emulated CPU that OpenBLAS does not recognise, to see
 # Kiln switch it to the kernels the CPU supports (tests/e2e/bench_test.cpp).
 # The servers the tests start themselves (label servers): PostgreSQL, Slurm with munge, and a
-# headless Chromium for the dashboard.
+# headless Chromium for the dashboard. xxhsum: the reference the input fingerprints' test checks
+# Kiln's XXH3 checksums against.
 [[ "${1:-}" == "--tests" ]] && packages+=(clang libclang-rt-14-dev qemu-user
-                                          postgresql slurm-wlm munge chromium debootstrap)
+                                          postgresql slurm-wlm munge chromium debootstrap xxhash)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -18,7 +18,8 @@ int64_t dropout_site(int64_t layer, DropoutPlace place) {
 at::Tensor dropout(const at::Tensor& x, double p, bool training, int64_t site,
                    const SliceOf& slice) {
   if (!training || p == 0) return x;
-  return x * dropout_mask(x, p, site, slice);
+  // In fp32 for a bf16 x, rounded once: x * 1.1111 then bf16, not x * bf16(1.1111) = 1.109375.
+  return (x * dropout_mask(x, p, site, slice)).to(x.scalar_type());
 }
 
 at::Tensor LayerDropout::operator()(const at::Tensor& x, DropoutPlace place, bool training,

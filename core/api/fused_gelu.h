@@ -1,8 +1,8 @@
 // GPT-2's tanh-approximated GELU as one CPU kernel per direction (model.kernels = "fused").
 // LibTorch 1.13's gelu(approximate = "tanh") on this CPU spends about 1.6 ms forward and 1.1 ms
-// backward on the default experiment's [16, 64, 512] activations (docs/benchmarks.md, issue 24
-// part 3): about a tenth of the step. Here each element is one pass of eight-lane arithmetic with
-// tanh from one exp, forward and backward, split over LibTorch's threads.
+// backward on the default experiment's [16, 64, 512] activations (docs/benchmarks.md): about a
+// tenth of the step. Here each element is one pass of eight-lane arithmetic with tanh from one
+// exp, forward and backward, split over LibTorch's threads.
 #pragma once
 
 #include <ATen/core/Tensor.h>

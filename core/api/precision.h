@@ -58,6 +58,13 @@ class PrecisionPolicy {
   // resumed session.
   virtual std::map<std::string, double> state() const { return {}; }
   virtual void load_state(const std::map<std::string, double>& state) { (void)state; }
+
+  // For a policy that chooses among the others by measurement (auto): the workload it runs
+  // (core/train/assemble.h: precision_workload), given by assemble() before load_state.
+  virtual void set_workload(const std::string& workload) { (void)workload; }
+  // The precision it runs in, as the store records it: its own type's name ("" here) for all but
+  // a choosing policy, which names its choice ("bf16").
+  virtual std::string runs_as() const { return ""; }
 };
 
 struct PrecisionKind {

@@ -88,6 +88,12 @@ at::Tensor mix(at::Tensor z) {
   return z.bitwise_xor(shifted_right(z, 31));
 }
 
+// A reduced-precision x gets an fp32 mask: its 1 / (1 - p) is then exact to fp32's precision.
+at::ScalarType mask_dtype(const at::Tensor& x) {
+  const at::ScalarType type = x.scalar_type();
+  return type == at::kBFloat16 || type == at::kHalf ? at::kFloat : type;
+}
+
 }  // namespace
 
 DrawScope::DrawScope(std::optional<DrawKey> key) : previous_(current_key) {
@@ -107,7 +113,8 @@ at::Tensor dropout_mask(const at::Tensor& x, double p, int64_t site, const Slice
   const Layout l = layout_of(x, slice);
   const uint64_t dropped_below = threshold(p);
   const std::vector<uint64_t> keys = sample_keys(l.rows, site);
-  at::Tensor mask = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
+  at::Tensor mask = at::empty(
+      x.sizes(), x.options().dtype(mask_dtype(x)).memory_format(at::MemoryFormat::Contiguous));
   const int64_t lines = l.rows * l.outer * l.mid;  // runs of `inner` consecutive elements
   const int64_t grain = std::max<int64_t>(1, 32768 / l.inner);
   AT_DISPATCH_FLOATING_TYPES_AND2(
@@ -146,7 +153,7 @@ at::Tensor dropout_mask_by_tensor_ops(const at::Tensor& x, double p, int64_t sit
   at::Tensor state = at::tensor(keys, at::kLong).to(x.device()).view({l.rows, 1, 1, 1}) +
                      (index + 1).mul(static_cast<int64_t>(kGamma));
   at::Tensor keep = shifted_right(mix(state), 64 - kKeptBits).ge(dropped_below);
-  return (keep.to(x.scalar_type()) * (1.0 / (1.0 - p))).view(x.sizes());
+  return (keep.to(mask_dtype(x)) * (1.0 / (1.0 - p))).view(x.sizes());
 }
 
 }  // namespace kiln

@@ -68,10 +68,12 @@ struct SliceOf {
   int64_t whole = 0;
 };
 
-// A mask shaped like `x` (dim 0 = the micro-batch's rows), in x's dtype and on its device: 0 where
-// the element is dropped (probability p), 1 / (1 - p) where it is kept. Element (i, ...) is kept
-// when the top 24 bits of its draw are at least round(p * 2^24). `site` numbers the draw site in
-// the model. Throws std::invalid_argument for p outside [0, 1) or an x of no rows.
+// A mask shaped like `x` (dim 0 = the micro-batch's rows), on its device, in x's dtype or in fp32
+// for a bf16 or fp16 x (1 / (1 - p) rounded to bf16 is 1.109375 at p = 0.1, a mask whose mean is
+// 0.998, not 1): 0 where the element is dropped (probability p), 1 / (1 - p) where it is kept.
+// Element (i, ...) is kept when the top 24 bits of its draw are at least round(p * 2^24). `site`
+// numbers the draw site in the model. Throws std::invalid_argument for p outside [0, 1) or an x of
+// no rows.
 at::Tensor dropout_mask(const at::Tensor& x, double p, int64_t site, const SliceOf& slice = {});
 
 // dropout_mask computed with tensor operations (what runs on a GPU), on any device; on the CPU it

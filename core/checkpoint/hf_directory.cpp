@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -195,6 +196,25 @@ void write_weight_files(const std::string& dir,
       Json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) + "\n");
 }
 
+bool is_model_directory_file(const std::string& name) {
+  static const std::regex shard(R"(model-\d{5}-of-\d{5}\.safetensors)");
+  return name == kWeightsFile || name == kIndexFile || name == kConfigFile ||
+         name == kGenerationConfigFile || std::regex_match(name, shard);
+}
+
+bool holds_kiln_export(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(fs::path(dir) / kConfigFile, ec)) return false;
+  try {
+    for (const auto& entry : weight_files(dir)) {
+      if (!SafetensorsFile(entry.first).metadata().count("kiln_run")) return false;
+    }
+    return true;
+  } catch (const UserError&) {
+    return false;  // damaged or foreign: not one of Kiln's
+  }
+}
+
 void write_hf_directory(const std::string& dir,
                         const std::vector<std::pair<std::string, at::Tensor>>& weights,
                         const std::string& config, const SpecialTokenIds& special,
@@ -229,7 +249,7 @@ std::map<std::string, at::Tensor> read_model_weights(const std::string& path,
     }
     for (auto& [name, tensor] : weights) {
       if (!expected.empty() && !expected.count(name)) continue;  // the index's word is final
-      // A NaN or an infinity would train on as NaN losses from step 1 (issue 39): named here.
+      // A NaN or an infinity would train on as NaN losses from step 1: named here.
       if (tensor.is_floating_point() && !tensor.isfinite().all().item<bool>()) {
         const int64_t bad = tensor.numel() - tensor.isfinite().sum().item<int64_t>();
         throw UserError(fmt::format(

@@ -36,6 +36,12 @@ void write_hf_directory(const std::string& dir,
                         const std::map<std::string, std::string>& metadata,
                         int64_t max_shard_bytes = 0);
 
+// Whether a file of this name is one write_hf_directory writes, in either form: config.json,
+// generation_config.json, model.safetensors, its index, model-0000K-of-0000N.safetensors.
+bool is_model_directory_file(const std::string& name);
+// Whether `dir` holds a model directory `kiln export` wrote: weights whose metadata names a run.
+bool holds_kiln_export(const std::string& dir);
+
 // The weights at `path`, a .safetensors file or a directory. For a directory, its config.json
 // is compared first with `interchange_config` (the experiment's model): a UserError listing every
 // field that differs. A UserError naming the problem for missing, unreadable or lying files.

@@ -96,7 +96,7 @@ SnapshotRef select_snapshot(const RunSnapshots& snapshots, const std::string& di
   if (which == "latest") {
     // The newest intact regular snapshot; for a run without one (stopped after an evaluation
     // and before its first regular snapshot, or whose regular ones are damaged), its newest
-    // intact best one, said (issue 39: resume refused a run with only a best snapshot). The
+    // intact best one, said (a run with only a best snapshot must still resume). The
     // damaged ones are reported once an intact one is found; when none is, the error says what
     // was wrong with each (one line: a command that fails says so once).
     std::vector<std::string> damaged;

@@ -229,7 +229,8 @@ class ConfigLoader {
 
   // Every top-level key of a file names a section and holds its table.
   static void check_sections(const TomlLayer& layer) {
-    // A sweep file given to `kiln run` or `kiln config` is the wrong command (issue 39).
+    // A sweep file given to `kiln run` or `kiln config` is the wrong command: say so, rather than
+    // refuse its `base` as an unknown section.
     if (const toml::node* base = layer.root.get("base"); base && base->is_string()) {
       fail(at(layer.path, base->source()),
            "this is a sweep file, not an experiment: run it with `kiln sweep " + layer.path + "`");
@@ -258,9 +259,15 @@ class ConfigLoader {
       input.header = at(layer.path, table->source());
       input.put_table(*table, "", layer.path);
     }
+    // The files' plugin: the type they write, else the kind's default when they write the section
+    // at all (an [optimizer] of AdamW's keys without `type` is AdamW's as much as with it).
     const Written* file_type = input.find("type");
-    const std::string files_plugin =
+    std::string files_plugin =
         file_type && file_type->value->is_string() ? file_type->value->value_or(std::string()) : "";
+    if (files_plugin.empty() && !input.keys.empty() && schema.is_plugin) {
+      if (const PluginSpec* fallback = Catalog::global().default_for(schema.name))
+        files_plugin = fallback->name;
+    }
     for (const auto& s : sets_) {
       if (s.section != schema.name) continue;
       if (!input.written) input.header = s.at;  // a section only --sets name: errors point there

@@ -8,8 +8,9 @@ namespace kiln {
 
 RunOptions run_options(const ResolvedConfig& config) {
   const Params& p = config.params("run");
-  return RunOptions{p.text("name"),  p.integer("seed"),    p.text("out_dir"), p.text("db"),
-                    p.text("sweep"), p.integer("threads"), p.text("device")};
+  return RunOptions{p.text("name"),   p.integer("seed"),    p.text("out_dir"),
+                    p.text("db"),     p.text("sweep"),      p.integer("threads"),
+                    p.text("device"), p.flag("share_cores")};
 }
 
 TrainOptions train_options(const ResolvedConfig& config) {

@@ -17,6 +17,7 @@ struct RunOptions {
   std::string sweep;
   int64_t threads = 0;
   std::string device;
+  bool share_cores = false;  // threads follow the Kiln processes on this machine (core_share.h)
 };
 
 struct TrainOptions {

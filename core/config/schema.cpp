@@ -26,11 +26,18 @@ const std::vector<SectionSchema>& config_sections() {
             .unhashed(),
         P::text("sweep", "", "the sweep this run belongs to (kiln sweep sets it)").unhashed(),
         P::integer("threads", 0,
-                   "CPU threads for LibTorch; 0 = OMP_NUM_THREADS if set, else the cores / "
-                   "Kiln processes on this machine, rechecked between steps "
-                   "(core/util/core_share.h). Curves match bit for bit only at a fixed count")
+                   "CPU threads for LibTorch; 0 = OMP_NUM_THREADS if set, else the CPUs this "
+                   "process may use (affinity, cgroup quota) / the run's ranks on this machine, "
+                   "fixed at the start and recorded in the run. Curves match bit for bit only "
+                   "at one count")
             .at_least(0)
             .at_most(1024),
+        P::flag("share_cores", false,
+                "with threads = 0: divide the CPUs among the Kiln processes on this machine, "
+                "rechecked between steps (faster beside other runs; the numerics then depend "
+                "on what else runs)")
+            .unhashed()
+            .added_later(),
         P::text("device", "auto",
                 "where to train: auto (CUDA when this process sees a GPU, else cpu), cpu, cuda "
                 "(each rank on a machine takes cuda:LOCAL_RANK) or cuda:N (one process)")
@@ -106,7 +113,8 @@ const std::vector<SectionSchema>& config_sections() {
             .files()
             .added_later(),
         P::integer("task_every", 0,
-                   "score the tasks every N steps and at the end; 0 = at eval.every's")
+                   "score the tasks every N steps and at the end; 0 = at eval.every's steps, and "
+                   "at the end even when eval.every is 0")
             .at_least(0)
             .added_later(),
         P::integer("task_batch", 16, "task requests per forward pass").at_least(1).unhashed()}},

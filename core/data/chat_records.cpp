@@ -139,7 +139,7 @@ std::vector<Turn> parse_chat_record(const std::string& line) {
   try {
     record = json::parse(line);
   } catch (const json::parse_error& e) {
-    throw BadRecord(fmt::format("not JSON (a syntax error at byte {})", e.byte));
+    throw BadRecord(json_line_problem(line, e.byte));
   } catch (const json::exception& e) {  // a number out of double's range: 1e999 anywhere
     throw BadRecord("not readable JSON: " + json_reason(e.what()));
   }
@@ -182,8 +182,8 @@ void ChatRecords::add(const TokenizedRecord& record) {
   starts.push_back(static_cast<int64_t>(tokens.size()));
 }
 
-// The template's own text must encode before any record is blamed for it (issue 39: a marker
-// byte the tokenizer lacked was reported as line 1 of the data).
+// The template's own text must encode before any record is blamed for it (else a marker byte
+// the tokenizer lacks is reported as line 1 of the data).
 void check_template_encodes(const ChatTemplate& chat, const Tokenizer& tokenizer) {
   for (const std::string* piece :
        {&chat.system_prefix, &chat.system_suffix, &chat.user_prefix, &chat.user_suffix,

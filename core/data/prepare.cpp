@@ -74,6 +74,14 @@ std::vector<std::vector<uint32_t>> encode_batch(const Tokenizer& tokenizer,
           const auto ids = tokenizer.encode(units[i].pieces[p]);
           encoded[i].insert(encoded[i].end(), ids.begin(), ids.end());
         }
+      } catch (const UserError& e) {
+        // The tokenizer sees a piece of text; the user needs to know which file it came from.
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!failure) {
+          failure = std::make_exception_ptr(
+              UserError(fmt::format("{} (the part from there on): {}", units[i].origin, e.what())));
+        }
+        next = units.size();
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex);
         if (!failure) failure = std::current_exception();
@@ -274,6 +282,8 @@ PrepareSummary prepare_staged(const PrepareOptions& options, const std::string& 
 PrepareSummary prepare_dataset(const PrepareOptions& options, const PrepareReport& report) {
   check_options(options);
   const std::string staging = options.out_dir + "/" + kStaging;
+  std::error_code ec;
+  const bool made_out_dir = !fs::exists(options.out_dir, ec);
   ensure_parent_dir(staging);
   try {
     PrepareSummary summary = prepare_staged(options, staging, report);
@@ -284,6 +294,7 @@ PrepareSummary prepare_dataset(const PrepareOptions& options, const PrepareRepor
     // encoded is removed, not left behind half done. A resume refused keeps it for a resume
     // with the right options; only a kill leaves it otherwise.
     if (!options.resume) fs::remove_all(staging);
+    if (made_out_dir && fs::is_empty(options.out_dir, ec)) fs::remove(options.out_dir, ec);
     throw;
   }
 }

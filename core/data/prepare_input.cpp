@@ -45,10 +45,9 @@ std::string document_of(const std::string& line, const std::string& where,
   try {
     record = nlohmann::json::parse(line);
   } catch (const nlohmann::json::parse_error& e) {
-    throw UserError(fmt::format(
-        "{}: not JSON (a syntax error at byte {}): fix the line, or leave out --field to read "
-        "the file as text",
-        where, e.byte));
+    throw UserError(
+        fmt::format("{}: {}: fix the line, or leave out --field to read the file as text", where,
+                    json_line_problem(line, e.byte)));
   } catch (const nlohmann::json::exception& e) {
     throw UserError(where + ": not readable JSON: " + json_reason(e.what()));
   }
@@ -126,6 +125,7 @@ bool PrepareInput::next(EncodeUnit& unit) {
   unit.starts_document.clear();
   for (;;) {
     if (!open_ && !open_file()) return false;
+    unit.origin = fmt::format("{}, line {}", files_[static_cast<size_t>(at_.file)], at_.line);
     if (field_.empty() ? next_text(unit) : next_json_lines(unit)) return true;
     in_.close();
     open_ = false;

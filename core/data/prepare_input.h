@@ -30,6 +30,8 @@ struct InputPosition {
 struct EncodeUnit {
   std::vector<std::string> pieces;
   std::vector<char> starts_document;  // one per piece
+  // Where its text starts: "corpus.txt, line 120", for an error the encoder finds in it.
+  std::string origin;
 };
 
 class PrepareInput {

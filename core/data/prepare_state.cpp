@@ -27,6 +27,48 @@ nlohmann::json stamp(const std::string& path) {
           ec ? 0 : static_cast<int64_t>(time.time_since_epoch().count())};
 }
 
+// A stamped file as a reader knows it: "'corpus.txt' (1,204 bytes)".
+std::string stamped_file(const nlohmann::json& stamp) {
+  if (!stamp.is_array() || stamp.size() != 3) return stamp.dump();
+  return fmt::format("'{}' ({} bytes)", stamp[0].get<std::string>(), stamp[1].get<int64_t>());
+}
+
+// What changed between a file's stamp then and now, in words.
+std::string file_change(const nlohmann::json& then, const nlohmann::json& now) {
+  if (then == now) return "";
+  if (then.is_null() || now.is_null()) {
+    return fmt::format("{} then, {} now", then.is_null() ? "none" : stamped_file(then),
+                       now.is_null() ? "none" : stamped_file(now));
+  }
+  if (!then.is_array() || !now.is_array() || then.size() != 3 || now.size() != 3 ||
+      then[0] != now[0]) {
+    return fmt::format("{} then, {} now", stamped_file(then), stamped_file(now));
+  }
+  if (then[1] != now[1]) {
+    return fmt::format("'{}' was {} bytes and is {} now", then[0].get<std::string>(),
+                       then[1].get<int64_t>(), now[1].get<int64_t>());
+  }
+  return fmt::format("'{}' was modified since (same size, another modification time)",
+                     then[0].get<std::string>());
+}
+
+// Why a fingerprint's `key` differs, in words: which input changed and how, or the two values.
+std::string fingerprint_change(const std::string& key, const nlohmann::json& then,
+                               const nlohmann::json& now) {
+  if (key == "tokenizer_file") return "the tokenizer file: " + file_change(then, now);
+  if (key != "inputs" || !then.is_array() || !now.is_array()) {
+    return fmt::format("{}: {} then, {} now", key, then.dump(), now.dump());
+  }
+  if (then.size() != now.size()) {
+    return fmt::format("{} input file(s) then, {} now", then.size(), now.size());
+  }
+  for (size_t i = 0; i < then.size(); ++i) {
+    const std::string change = file_change(then[i], now[i]);
+    if (!change.empty()) return "input " + change;
+  }
+  return "the inputs";
+}
+
 }  // namespace
 
 nlohmann::json prepare_fingerprint(const PrepareOptions& options,
@@ -66,9 +108,9 @@ EncodeState load_prepare_state(const std::string& staging, const nlohmann::json&
     state = nlohmann::json::parse(in);
     for (const auto& [key, value] : print.items()) {
       if (state.at("fingerprint").at(key) != value) {
-        throw UserError(
-            fmt::format("--resume: the interrupted prepare in {}/ had other {} ({}): {}", staging,
-                        key, state["fingerprint"][key].dump(), restart));
+        throw UserError(fmt::format(
+            "--resume: the interrupted prepare in {}/ read other inputs: {}: {}", staging,
+            fingerprint_change(key, state.at("fingerprint").at(key), value), restart));
       }
     }
     EncodeState s;

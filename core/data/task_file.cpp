@@ -45,7 +45,8 @@ TaskItem parse_item(const std::string& line, TaskKind kind) {
   try {
     record = json::parse(line);
   } catch (const json::exception& e) {  // syntax, or a number out of double's range (1e999)
-    throw BadRecord("not a JSON object: " + json_reason(e.what()));
+    throw BadRecord(is_valid_utf8(line) ? "not a JSON object: " + json_reason(e.what())
+                                        : json_line_problem(line, 0));
   }
   if (!record.is_object()) throw BadRecord("not a JSON object");
   TaskItem item;
@@ -57,7 +58,11 @@ TaskItem parse_item(const std::string& line, TaskKind kind) {
   }
   item.context = field_text(record, "context");
   item.choices = field_texts(record, "choices", true);
-  if (item.choices.empty()) throw BadRecord("\"choices\" is empty: an item needs two or more");
+  // One choice is always right: its accuracy would say nothing about the model.
+  if (item.choices.size() < 2) {
+    throw BadRecord(fmt::format("\"choices\" has {}: an item needs two or more",
+                                item.choices.empty() ? "none" : "one"));
+  }
   for (const auto& choice : item.choices)
     if (choice.empty()) throw BadRecord("a choice is empty: a choice needs at least one character");
   auto label = record.find("label");

@@ -63,8 +63,8 @@ enum class Assembly {
   // eval, sample: every part built, the memory of the weights checked; model.init_from is not
   // read (the caller loads a snapshot over the weights)
   kLoad,
-  // export: kLoad's parts but no data split, which it never reads (issue 39: export of a run
-  // whose data had moved was refused over it); train_data, val_data, test_data stay null.
+  // export: kLoad's parts but no data split, which it never reads (so a run whose data has moved
+  // still exports); train_data, val_data, test_data stay null.
   kWeights,
   // A sweep's members before any starts: every check of kTrain without building the model. The
   // model stays its plan; the optimizer and schedule are built over a stand-in parameter of
@@ -85,6 +85,12 @@ std::shared_ptr<DataSource> open_split(const AssembledRun& run, const std::strin
 
 // The steps a config's schedule spans: schedule.total_steps when set, else train.steps.
 int64_t schedule_span(const ResolvedConfig& config);
+
+// What precision "auto"'s measurement is kept by besides the CPU (core/util/precision_verdicts.h):
+// the model's type and keys (its weights' source left out), the micro-batch and the sequence
+// length, and LibTorch's thread count now, "gpt n_embd=768 ... | micro_batch 8 x seq_len 1024 |
+// 2 threads". The same for `kiln bench` and the run it speaks for.
+std::string precision_workload(const ResolvedConfig& config);
 // The config's schedule with the optimizer's `base_lr`: the schedule plugin's over
 // schedule_span(), held at its last lr for the train.steps past it.
 std::shared_ptr<Schedule> make_schedule(const ResolvedConfig& config, double base_lr);

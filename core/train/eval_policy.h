@@ -20,11 +20,12 @@ class EvalPolicy {
     return options_.every > 0 && (step % options_.every == 0 || last(step));
   }
   // Score eval.tasks now? After every eval.task_every-th step (or when due() says so, for
-  // task_every = 0) and the last one; never without tasks.
+  // task_every = 0) and the last one, even with eval.every = 0 (a run that names tasks wants
+  // their scores); never without tasks.
   bool tasks_due(int64_t step) const {
     if (options_.tasks.empty()) return false;
-    if (options_.task_every == 0) return due(step);
-    return step % options_.task_every == 0 || last(step);
+    if (last(step)) return true;
+    return options_.task_every == 0 ? due(step) : step % options_.task_every == 0;
   }
   // The closing test pass (eval.final_test): only after a run that completed, not one that was
   // interrupted. The data may still have no test split.

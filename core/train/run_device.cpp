@@ -2,7 +2,6 @@
 #include "core/train/run_device.h"
 
 #include <algorithm>
-#include <thread>
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -21,10 +20,6 @@ int ranks_on_this_machine() {
   return static_cast<int>(env_integer("LOCAL_WORLD_SIZE", 1, 1, 1 << 20));
 }
 
-int cores() {
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 }  // namespace
 
 int fixed_threads(const RunOptions& run) {
@@ -39,15 +34,16 @@ int fixed_threads(const RunOptions& run) {
   return first ? static_cast<int>(*first) : 0;
 }
 
-// Without fixed threads: the cores shared among the Kiln processes on this machine, and at least
-// among this run's ranks (LOCAL_WORLD_SIZE, set by torchrun and kiln launch), which may not all
-// have registered yet. More threads than cores make OpenMP's spinning workers fight: steps ran
-// 10-25x slower here with 4 ranks of 2 threads on 2 cores.
+// Without fixed threads: the usable CPUs divided among this run's ranks on the machine
+// (LOCAL_WORLD_SIZE, set by torchrun and kiln launch), which may not all have registered yet; with
+// run.share_cores, among every Kiln process registered too. More threads than cores make OpenMP's
+// spinning workers fight: steps ran 10-25x slower here with 4 ranks of 2 threads on 2 cores.
 std::shared_ptr<CoreShare> apply_runtime_settings(const RunOptions& run) {
-  auto share = std::make_shared<CoreShare>(cores());
-  const int processes = std::max(ranks_on_this_machine(), share->processes());
+  const int cpus = usable_cpus();
+  auto share = std::make_shared<CoreShare>(cpus);
+  const int processes = std::max(ranks_on_this_machine(), run.share_cores ? share->processes() : 1);
   const int fixed = fixed_threads(run);
-  at::set_num_threads(fixed > 0 ? fixed : std::max(1, cores() / processes));
+  at::set_num_threads(fixed > 0 ? fixed : std::max(1, cpus / processes));
   torch::manual_seed(static_cast<uint64_t>(run.seed));
   return share;
 }

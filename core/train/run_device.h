@@ -22,16 +22,16 @@ torch::Device pick_device(const ResolvedConfig& config, const std::string& wante
 
 // The CPU threads a run is held to: run.threads, else OMP_NUM_THREADS (its first number, as
 // OpenMP reads it; not under torchrun, which sets it to 1 itself: use run.threads there), else 0:
-// the machine's share (core/util/core_share.h), which follows the other
-// Kiln processes between steps. LibTorch splits its sums by thread (losses, norms, a LayerNorm's
-// weight gradients), so only a fixed count gives curves that match bit for bit across processes:
-// a resume, a rerun, a run beside another.
+// the machine's usable CPUs divided among the run's ranks here. LibTorch splits its sums by
+// thread (losses, norms, a LayerNorm's weight gradients), so only one count gives curves that
+// match bit for bit: the count is taken once and recorded with the run.
 int fixed_threads(const RunOptions& run);
 
 // The CPU threads and seed of a run, applied before anything random happens. The process
-// registers among the Kiln processes of this machine (core/util/core_share.h), and without
-// fixed_threads starts with its share of the cores, the local ranks' share at most (both
-// counted in processes); the trainer rebalances through the returned share between steps.
+// registers among the Kiln processes of this machine (core/util/core_share.h); without
+// fixed_threads it starts with the usable CPUs divided among its local ranks, or, with
+// run.share_cores, among every registered Kiln process too, and then the trainer rebalances
+// through the returned share between steps.
 std::shared_ptr<CoreShare> apply_runtime_settings(const RunOptions& run);
 
 }  // namespace kiln

@@ -6,16 +6,15 @@
 #include <utility>
 #include <vector>
 
-#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/store/runs/run_environment.h"
 #include "core/store/tensorboard/run_log.h"
 #include "core/train/memory_check.h"
-#include "core/train/run_device.h"
+#include "core/train/run_header.h"
 #include "core/train/task_suite.h"
-#include "core/util/blas_kernels.h"
 #include "core/util/error.h"
 #include "core/util/stop_signal.h"
 #include "core/util/text.h"
@@ -95,37 +94,11 @@ void Session::restore(const SnapshotRef& snapshot) {
 
 void Session::print_header() {
   if (!store_) return;
-  const auto& config = run_.config;
-  console_.line(fmt::format("run '{}' (id {}) in {} | config hash {}", name_, run_id_,
-                            store_->path(), config.hash()));
-  console_.line("folder: " + folder_);
-  const std::string tensorboard = metrics_options(config).tensorboard;
-  if (!tensorboard.empty()) {
-    console_.line("tensorboard: " + tensorboard_run_folder(tensorboard, name_) + "/");
-  }
-  console_.line(fmt::format(
-      "model {}: {:.2f}M parameters, context {} | device {}{} | {} CPU threads{}",
-      config.type("model"), run_.model_plan->parameters / 1e6, run_.model->context_length(),
-      run_.device.str(), run_.device_note.empty() ? "" : " (" + run_.device_note + ")",
-      at::get_num_threads(),
-      fixed_threads(run_.options) > 0 ? ""
-                                      : " (this machine's share among Kiln processes; curves "
-                                        "match bit for bit at a fixed run.threads)"));
-  console_.line(blas_report().text());
-  if (const std::string chosen = run_.precision->describe(); !chosen.empty()) console_.line(chosen);
-  console_.line("data: " + run_.train_data->describe());
-  // Ranks that read the same batches (pipeline stages, a tensor-parallel group) count once.
-  const int replicas = run_.parallel->data_world(), world = run_.parallel->world_size();
-  console_.line(fmt::format(
-      "batch: {} tokens per step = micro_batch {} x seq_len {} x {} micro-steps x {} | {} steps",
-      run_.batch_tokens, run_.train.micro_batch, run_.train.seq_len, run_.grad_accum,
-      replicas == world ? fmt::format("{} rank(s)", world)
-                        : fmt::format("{} replica(s) of {} ranks", replicas, world / replicas),
-      run_.train.steps));
-  if (start_step_ > 0) {
-    console_.line(fmt::format("resuming after step {} ({} tokens seen)", start_step_,
-                              trainer_.tokens_seen()));
-  }
+  write_run_environment(store_->connection(), run_id_, run_environment(run_));
+  const HeaderFacts facts{name_,   run_id_,     store_->path(),
+                          folder_, start_step_, trainer_.tokens_seen()};
+  for (const std::string& line : header_lines(run_, facts))
+    console_.line(line);
   console_.legend(run_.train_data->masks_loss());
 }
 

@@ -21,7 +21,7 @@ Trainer::Trainer(AssembledRun& run)
       parameters_(run.model->parameters()),
       masked_(run.train_data && run.train_data->masks_loss()),
       trace_(SampleTrace::from_environment(run.parallel->rank())),
-      threads_fixed_(fixed_threads(run.options) > 0) {
+      threads_follow_share_(fixed_threads(run.options) == 0 && run.options.share_cores) {
   if (run.train.cuda_graphs) {
     graph_ = std::make_unique<CapturedMicroStep>(
         run, [this](const at::Tensor& inputs, const at::Tensor& targets) {
@@ -157,7 +157,7 @@ StepStats Trainer::train_step(int64_t step) {
   StepStats stats;
   stats.step = step;
   step_ = step;
-  if (run_.core_share && !threads_fixed_) run_.core_share->rebalance();
+  if (run_.core_share && threads_follow_share_) run_.core_share->rebalance();
   stats.source_tokens = run_.train_data->source_tokens();  // so far: the step's are the change
   stats.lr = run_.schedule->lr(step - 1);
   set_lr(optimizer, stats.lr);

@@ -106,7 +106,7 @@ class Trainer {
   int64_t step_ = 0;                    // the step train_step is taking
   bool masked_ = false;                 // the train data's batches carry a loss mask
   std::unique_ptr<SampleTrace> trace_;  // KILN_TRACE_SAMPLES (a test mode); null otherwise
-  bool threads_fixed_ = false;  // run.threads or OMP_NUM_THREADS: no rebalancing (run_device.h)
+  bool threads_follow_share_ = false;   // run.share_cores without a fixed count (run_device.h)
   bool profile_ = false;
   PhaseTimes phases_;
 };

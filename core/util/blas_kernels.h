@@ -2,7 +2,7 @@
 // better ones. Debian's OpenBLAS (built with DYNAMIC_ARCH) chooses its kernels by CPU model when
 // it loads; a model it does not know, common in clouds where the hypervisor hides it, gets the
 // SSE3 kernels of 2004's Prescott: 586 against 223 ms per step of the default experiment with
-// SkylakeX's on an AVX-512 Xeon (issue 24). Its only switch is OPENBLAS_CORETYPE, read when the
+// SkylakeX's on an AVX-512 Xeon. Its only switch is OPENBLAS_CORETYPE, read when the
 // library initialises, that is when the process loads it: so kiln sets it and executes itself
 // again, once (tools/kiln/main.cpp). The BLAS is found with dlsym, so a LibTorch on another BLAS
 // (MKL in PyTorch's wheels) builds and runs as before. Torch-free.

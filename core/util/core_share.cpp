@@ -6,9 +6,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <optional>
 #include <string>
 
 #include <ATen/Parallel.h>
@@ -33,7 +38,39 @@ bool make_dir(const std::string& path) {
          found.st_uid == ::getuid() && (found.st_mode & (S_IWGRP | S_IWOTH)) == 0;
 }
 
+// The cgroup v2 quota of this process in CPUs ("max": none), from its own cgroup's cpu.max or,
+// inside a cgroup namespace, the root's.
+std::optional<double> cgroup_cpu_quota() {
+  std::ifstream membership("/proc/self/cgroup");
+  std::string line, path;
+  while (std::getline(membership, line)) {
+    if (line.rfind("0::", 0) == 0) path = line.substr(3);
+  }
+  for (const std::string& dir : {"/sys/fs/cgroup" + path, std::string("/sys/fs/cgroup")}) {
+    std::ifstream max(dir + "/cpu.max");
+    std::string quota;
+    double period = 0;
+    if (!(max >> quota >> period)) continue;
+    if (quota == "max" || period <= 0) return std::nullopt;
+    char* end = nullptr;
+    const double microseconds = std::strtod(quota.c_str(), &end);
+    if (*end == '\0' && microseconds > 0) return microseconds / period;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+int usable_cpus() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  int cpus = ::sched_getaffinity(0, sizeof allowed, &allowed) == 0
+                 ? CPU_COUNT(&allowed)
+                 : static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  if (const std::optional<double> quota = cgroup_cpu_quota())
+    cpus = std::min(cpus, static_cast<int>(std::ceil(*quota)));
+  return std::max(1, cpus);
+}
 
 CoreShare::CoreShare(int cores) : cores_(std::max(1, cores)), dir_(registry_dir()) {
   if (!make_dir(dir_.substr(0, dir_.rfind('/'))) || !make_dir(dir_)) return;

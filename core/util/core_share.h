@@ -1,10 +1,12 @@
-// The cores of this machine shared among the Kiln processes training on it. Two runs started
-// side by side on 2 cores, each with a thread per core, ran 7.7x slower per step than one alone
-// (OpenMP's spinning workers fight over cores they do not own: 0.26x the throughput of one run,
-// added together); with a thread each they give 1.2x (docs/benchmarks.md). So each process that
-// chooses its own threads (run.threads = 0) registers here, and its thread count follows the
-// cores divided by the Kiln processes registered now: a run shrinks when a second one starts and
-// grows back when it ends.
+// The cores of this machine, and the Kiln processes training on it. Two runs started side by side
+// on 2 cores, each with a thread per core, ran 7.7x slower per step than one alone (OpenMP's
+// spinning workers fight over cores they do not own: 0.26x the throughput of one run, added
+// together); with a thread each they give 1.2x (docs/benchmarks.md). Every run registers here, so
+// that one can say how many others train beside it; a run that asks to share
+// (run.share_cores = true) follows the cores divided by the Kiln processes registered now: it
+// shrinks when a second one starts and grows back when it ends. LibTorch splits its sums by
+// thread, so such a run's numerics depend on what else runs; by default a run keeps the count it
+// started with.
 //
 // The registry: one file per process in $XDG_RUNTIME_DIR/kiln/running (or /tmp/kiln-UID/running),
 // named by its pid and held under an exclusive flock for the process's life, so a process that
@@ -17,6 +19,10 @@
 #include <string>
 
 namespace kiln {
+
+// The CPUs this process may run on: its affinity mask, capped by its cgroup's CPU quota (cgroup
+// v2's cpu.max, as a container's limit appears), rounded up; at least 1.
+int usable_cpus();
 
 class CoreShare {
  public:

@@ -11,16 +11,20 @@
 #include <map>
 
 #include <fmt/format.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "core/util/error.h"
 #include "core/util/fs.h"
-#include "core/util/sha256.h"
 #include "core/util/text.h"
 
 namespace kiln {
 
 namespace {
 
+constexpr int64_t kWholeFileBytes = int64_t{256} << 20;  // checksummed whole up to this size
+constexpr int64_t kReadBytes = int64_t{1} << 20;         // a whole file is read in these
+constexpr const char* kChecksumPrefix = "xxh3:";
 constexpr int64_t kHeadBytes = 64 * 1024;
 constexpr int64_t kBlockBytes = 4 * 1024;
 constexpr int64_t kSampledBlocks = 16;
@@ -57,20 +61,34 @@ FileFingerprint fingerprint_file(const std::string& path) {
     return {path, 0, kNotAFile};  // what reads it says why it cannot
   }
   FileFingerprint print{path, static_cast<int64_t>(info.st_size), ""};
-  std::string sampled;
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  std::string bytes;
+  auto add = [&](int64_t offset, int64_t length) {
+    bytes.clear();
+    read_at(fd, offset, length, path, bytes);
+    XXH3_64bits_update(state, bytes.data(), bytes.size());
+  };
   try {
-    read_at(fd, 0, std::min(print.size, kHeadBytes), path, sampled);
-    const int64_t rest = print.size - kHeadBytes;
-    for (int64_t i = 0; rest > 0 && i < kSampledBlocks; ++i) {
-      const int64_t offset = kHeadBytes + rest * i / kSampledBlocks;
-      read_at(fd, offset, std::min(kBlockBytes, print.size - offset), path, sampled);
+    if (print.size <= kWholeFileBytes) {
+      for (int64_t offset = 0; offset < print.size; offset += kReadBytes)
+        add(offset, std::min(kReadBytes, print.size - offset));
+    } else {
+      add(0, kHeadBytes);
+      const int64_t rest = print.size - kHeadBytes;
+      for (int64_t i = 0; i < kSampledBlocks; ++i) {
+        const int64_t offset = kHeadBytes + rest * i / kSampledBlocks;
+        add(offset, std::min(kBlockBytes, print.size - offset));
+      }
     }
   } catch (...) {
+    XXH3_freeState(state);
     ::close(fd);
     throw;
   }
   ::close(fd);
-  print.checksum = sha256_hex(sampled).substr(0, 16);
+  print.checksum = fmt::format("{}{:016x}", kChecksumPrefix, XXH3_64bits_digest(state));
+  XXH3_freeState(state);
   return print;
 }
 
@@ -136,7 +154,8 @@ std::string fingerprint_difference(const std::vector<FileFingerprint>& before,
     } else if (was->second->size != is->second->size) {
       resized.push_back(
           fmt::format("{} {} -> {} bytes", name, was->second->size, is->second->size));
-    } else if (was->second->checksum != is->second->checksum) {
+    } else if (was->second->checksum != is->second->checksum &&
+               was->second->checksum.rfind(kChecksumPrefix, 0) == 0) {
       rewritten.push_back(name);
     }
   }

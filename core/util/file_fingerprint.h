@@ -1,9 +1,9 @@
-// What identifies the files an input key names (data.train = "data/kjv_char/train_*.bin"), cheaply
-// enough to take at every run start and resume: each file's path and size, and a checksum of its
-// first 64 KiB (a shard's header and first tokens) and of 16 blocks of 4 KiB spread evenly over
-// the rest. A file rewritten with other tokens almost always changes one of those; one that keeps
-// its size and changes only bytes between the blocks is not seen, which is the price of reading
-// 128 KiB of a file, not all of it.
+// What identifies the files an input key names (data.train = "data/kjv_char/train_*.bin"), taken at
+// every run start and resume: each file's path and size, and an XXH3-64 checksum of all of its
+// bytes up to 256 MiB (xxHash reads several GB/s: a fraction of a second per file). A larger file
+// is checksummed over its first 64 KiB (a shard's header and first tokens) and 16 blocks of 4 KiB
+// spread evenly over the rest, and an edit between those blocks that keeps its size is not seen:
+// the price of not reading gigabytes at every start.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +15,10 @@ namespace kiln {
 struct FileFingerprint {
   std::string path;  // as matched: absolute when the pattern is
   int64_t size = 0;
-  std::string checksum;  // 16 hex digits (the first 64 bits of a SHA-256); "not-a-file" for a
-                         // match that is not a regular file (a FIFO), which is never read
+  // "xxh3:" and 16 hex digits; "not-a-file" for a match that is not a regular file (a FIFO),
+  // which is never read. A fingerprint stored by an older Kiln holds 16 hex digits of a sampled
+  // SHA-256, which no checksum of today's equals: such a file is compared by its size alone.
+  std::string checksum;
 };
 
 // The files `pattern` matches (glob_files), each fingerprinted, in sorted order; a directory

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <glob.h>
+#include <stdio.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -159,6 +160,47 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
     fail_io("rename into place", path, err);
   }
   sync_dir(std::filesystem::path(path).parent_path().string());
+}
+
+void replace_folder(const std::string& dir, const std::function<bool(const std::string&)>& keep,
+                    const std::function<void(const std::string&)>& fill) {
+  namespace fs = std::filesystem;
+  const fs::path target = fs::path(dir).lexically_normal();
+  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const fs::path name =
+      target.filename().empty() ? target.parent_path().filename() : target.filename();
+  const std::string staging =
+      (parent / fmt::format("{}.{}.staging", name.string(), ::getpid())).string();
+  std::error_code ec;
+  fs::remove_all(staging, ec);  // one a killed export of this pid left
+  fs::create_directories(staging, ec);
+  if (ec) fail_io("create the folder", staging, ec.value());
+  try {
+    if (fs::is_directory(dir, ec)) {
+      for (const auto& entry : fs::directory_iterator(dir)) {
+        if (!keep(entry.path().filename().string())) continue;
+        fs::copy(entry.path(), fs::path(staging) / entry.path().filename(),
+                 fs::copy_options::recursive | fs::copy_options::create_hard_links);
+      }
+    }
+    fill(staging);
+  } catch (...) {
+    fs::remove_all(staging, ec);
+    throw;
+  }
+  if (!fs::exists(dir, ec)) {
+    if (::rename(staging.c_str(), dir.c_str()) != 0) {
+      const int err = errno;
+      fs::remove_all(staging, ec);
+      fail_io("rename into place", dir, err);
+    }
+  } else if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0) {
+    const int err = errno;
+    fs::remove_all(staging, ec);
+    fail_io("exchange the new folder with", dir, err);
+  }
+  fs::remove_all(staging, ec);  // now the old folder
+  sync_dir(parent.string());
 }
 
 ScratchDir::ScratchDir() {

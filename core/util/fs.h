@@ -1,6 +1,7 @@
 // File-system helpers: globbing, directories, and writes that survive a crash at any moment.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,14 @@ class SyncedFileWriter {
   int error_ = 0;                 // errno of the first failure
   const char* failed_ = nullptr;  // what failed: write, sync, close
 };
+
+// Replaces the folder `dir` as one step: a staging folder beside it (`dir.<pid>.staging`) gets
+// the entries of the old `dir` that `keep` accepts (files hard-linked, folders copied that way),
+// then `fill` writes the rest, then the two are exchanged (renameat2's RENAME_EXCHANGE; a rename
+// when `dir` is new) and the old one removed. A reader sees the old folder or the new one, never a
+// mix; a failure in `fill` leaves `dir` as it was.
+void replace_folder(const std::string& dir, const std::function<bool(const std::string&)>& keep,
+                    const std::function<void(const std::string&)>& fill);
 
 // fsync of a directory, so that a rename or a new entry in it survives a power loss.
 void sync_dir(const std::string& path);

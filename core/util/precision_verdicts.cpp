@@ -15,11 +15,19 @@
 namespace kiln {
 namespace {
 
-constexpr int kFormat = 1;  // "format" in the file; a newer Kiln's file is refused, not misread
+// "format" in the file; a newer Kiln's file is refused, not misread. Format 1 kept one verdict per
+// CPU class, whatever model was timed (a tiny model's 0.83x was overruled by a wide one's 2.88x):
+// it is read as empty, and the next measurement replaces it.
+constexpr int kFormat = 2;
+constexpr int kPerCpuClassFormat = 1;
+
+nlohmann::json empty_verdicts() {
+  return {{"format", kFormat}, {"verdicts", nlohmann::json::object()}};
+}
 
 nlohmann::json read_verdicts(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return {{"format", kFormat}, {"cpu_classes", nlohmann::json::object()}};
+  if (!in) return empty_verdicts();
   std::stringstream text;
   text << in.rdbuf();
   const auto refuse = [&](const std::string& why) {
@@ -31,11 +39,12 @@ nlohmann::json read_verdicts(const std::string& path) {
   };
   nlohmann::json file = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (file.is_discarded()) throw refuse("not valid JSON");
+  if (file.is_object() && file.value("format", 0) == kPerCpuClassFormat) return empty_verdicts();
   if (!file.is_object() || !file.contains("format") || file["format"] != kFormat ||
-      !file.contains("cpu_classes") || !file["cpu_classes"].is_object()) {
+      !file.contains("verdicts") || !file["verdicts"].is_object()) {
     throw refuse(fmt::format("not a format-{} precision verdict file", kFormat));
   }
-  for (const auto& [name, entry] : file["cpu_classes"].items()) {
+  for (const auto& [name, entry] : file["verdicts"].items()) {
     const bool valid = entry.is_object() && entry.contains("fp32_tokens_per_sec") &&
                        entry["fp32_tokens_per_sec"].is_number() &&
                        entry.contains("bf16_tokens_per_sec") &&
@@ -61,13 +70,17 @@ std::string precision_verdicts_path() {
   return "";
 }
 
-std::optional<PrecisionVerdict> find_precision_verdict(const std::string& cpu_class) {
+std::string precision_verdict_key(const std::string& cpu_class, const std::string& workload) {
+  return cpu_class + " || " + workload;
+}
+
+std::optional<PrecisionVerdict> find_precision_verdict(const std::string& key) {
   const std::string path = precision_verdicts_path();
   if (path.empty()) return std::nullopt;
   const nlohmann::json file = read_verdicts(path);
-  const auto& classes = file["cpu_classes"];
-  if (!classes.contains(cpu_class)) return std::nullopt;
-  const auto& e = classes[cpu_class];
+  const auto& verdicts = file["verdicts"];
+  if (!verdicts.contains(key)) return std::nullopt;
+  const auto& e = verdicts[key];
   PrecisionVerdict v;
   v.fp32_tokens_per_sec = e["fp32_tokens_per_sec"].get<double>();
   v.bf16_tokens_per_sec = e["bf16_tokens_per_sec"].get<double>();
@@ -77,18 +90,18 @@ std::optional<PrecisionVerdict> find_precision_verdict(const std::string& cpu_cl
   return v;
 }
 
-void record_precision_verdict(const std::string& cpu_class, const PrecisionVerdict& verdict) {
+void record_precision_verdict(const std::string& key, const PrecisionVerdict& verdict) {
   const std::string path = precision_verdicts_path();
   if (path.empty()) {
     throw UserError(
         "cannot keep the precision measurement: neither XDG_CACHE_HOME nor HOME is set");
   }
   nlohmann::json file = read_verdicts(path);
-  file["cpu_classes"][cpu_class] = {{"fp32_tokens_per_sec", verdict.fp32_tokens_per_sec},
-                                    {"bf16_tokens_per_sec", verdict.bf16_tokens_per_sec},
-                                    {"experiment", verdict.experiment},
-                                    {"threads", verdict.threads},
-                                    {"measured_at", verdict.measured_at}};
+  file["verdicts"][key] = {{"fp32_tokens_per_sec", verdict.fp32_tokens_per_sec},
+                           {"bf16_tokens_per_sec", verdict.bf16_tokens_per_sec},
+                           {"experiment", verdict.experiment},
+                           {"threads", verdict.threads},
+                           {"measured_at", verdict.measured_at}};
   ensure_parent_dir(path);
   write_file_atomic(path, file.dump(2) + "\n");
 }

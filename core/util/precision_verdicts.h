@@ -4,9 +4,12 @@
 // do as many FLOPs per cycle with bf16's dot-product instruction as with fp32's FMA, so bf16 GEMMs
 // only add the rounding (docs/benchmarks.md), while AMX does many times more.
 //
-// Kept per user and machine, not per run store, since it describes the CPU: a JSON file at
-// $XDG_CACHE_HOME/kiln/precision.json (~/.cache/kiln/precision.json), one entry per CPU class,
-// the newest measurement replacing the one before. Torch-free.
+// Whether bf16 pays also depends on the model's shapes and the threads (a tiny model measured at
+// 0.83x where a wide one gave 2.88x on one CPU): a verdict is kept per CPU class and workload (the
+// model's sizes, the micro-batch and the thread count), and a run uses only the verdict of its
+// own. Kept per user and machine, not per run store, since it describes the CPU: a JSON file at
+// $XDG_CACHE_HOME/kiln/precision.json (~/.cache/kiln/precision.json), one entry per key, the
+// newest measurement replacing the one before. Torch-free.
 #pragma once
 
 #include <optional>
@@ -19,7 +22,7 @@ namespace kiln {
 struct PrecisionVerdict {
   double fp32_tokens_per_sec = 0;
   double bf16_tokens_per_sec = 0;
-  std::string experiment;   // what was timed
+  std::string experiment;   // what was timed: the file and its --set overrides
   int threads = 0;          // LibTorch's CPU threads while it was
   std::string measured_at;  // ISO-8601 UTC
   bool bf16_faster() const { return bf16_tokens_per_sec > fp32_tokens_per_sec; }
@@ -32,12 +35,16 @@ std::string cpu_class(const CpuFeatures& cpu);
 // The file, as above; "" when neither XDG_CACHE_HOME nor HOME is set.
 std::string precision_verdicts_path();
 
-// The verdict for `cpu_class`; nullopt when there is none (no file, or no entry). A file that
-// is not what record_precision_verdict writes is a UserError naming it and how to fix it.
-std::optional<PrecisionVerdict> find_precision_verdict(const std::string& cpu_class);
+// A verdict's key: the CPU class and the workload (core/train/assemble.h: precision_workload).
+std::string precision_verdict_key(const std::string& cpu_class, const std::string& workload);
 
-// Adds or replaces the verdict for `cpu_class`, keeping the other classes' (atomically: a
-// reader sees the old file or the new one). A UserError when the file cannot be written.
-void record_precision_verdict(const std::string& cpu_class, const PrecisionVerdict& verdict);
+// The verdict for `key`; nullopt when there is none (no file, no entry, or a file of the format
+// that kept verdicts per CPU class alone). A file that is not what record_precision_verdict
+// writes is a UserError naming it and how to fix it.
+std::optional<PrecisionVerdict> find_precision_verdict(const std::string& key);
+
+// Adds or replaces the verdict for `key`, keeping the others (atomically: a reader sees the old
+// file or the new one). A UserError when the file cannot be written.
+void record_precision_verdict(const std::string& key, const PrecisionVerdict& verdict);
 
 }  // namespace kiln

@@ -79,7 +79,7 @@ Moments moments(const std::vector<double>& xs) {
 
 // F(t) of the noncentral t. A noncentrality far beyond t answers at once, before Boost's series,
 // which would take ~sqrt(delta^2 / 2) terms: a compare with one group's sd 0 and the other's 1e-6
-// made delta^2 / 2 ~1e10 (issue 39). F(t) = P(Z + delta <= t sqrt(V / dof)) <= P(Z <= -delta / 2)
+// made delta^2 / 2 ~1e10. F(t) = P(Z + delta <= t sqrt(V / dof)) <= P(Z <= -delta / 2)
 // + P(t^2 V / dof >= delta^2 / 4): the first below e^(-delta^2 / 8), the second below
 // (u e^(1 - u))^(dof / 2) for u = delta^2 / (4 t^2) >= 1 (Chernoff's bound on chi-squared). Both
 // below e^-745: F is 0 in double precision. For a negative delta, 1 - F(t) <= P(Z + delta > 0)

@@ -1,8 +1,13 @@
 #include "core/util/stop_signal.h"
 
+#include <dirent.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <ctime>
 
 namespace kiln {
@@ -41,6 +46,47 @@ void take_pending() {
     on_stop_signal(signal);
 }
 
+// Threads that existed before a kPolled StopSignal keep the mask they started with (a pthreads
+// OpenBLAS starts its workers when it loads, before main; OpenMP's pool may be up already), and
+// a signal the kernel gave one of them would run the handler there, inside whatever kernel it
+// runs. Each is asked, by a real-time signal of its own, to add the two to the mask it returns to
+// (its saved context's, which sigreturn restores).
+std::atomic<int> g_masked_threads{0};
+
+void add_stop_signals_to_saved_mask(int, siginfo_t*, void* context) {
+  auto* saved = static_cast<ucontext_t*>(context);
+  sigaddset(&saved->uc_sigmask, SIGINT);
+  sigaddset(&saved->uc_sigmask, SIGTERM);
+  g_masked_threads.fetch_add(1);
+}
+
+void block_in_existing_threads() {
+  const int ask = SIGRTMIN + 3;  // glibc keeps the first two for itself
+  struct sigaction action {
+  }, previous{};
+  action.sa_sigaction = add_stop_signals_to_saved_mask;
+  action.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  if (sigaction(ask, &action, &previous) != 0) return;
+  g_masked_threads = 0;
+  const pid_t self = static_cast<pid_t>(::syscall(SYS_gettid));
+  int asked = 0;
+  if (DIR* tasks = ::opendir("/proc/self/task")) {
+    while (const dirent* entry = ::readdir(tasks)) {
+      const pid_t tid = static_cast<pid_t>(std::atoi(entry->d_name));
+      if (tid <= 0 || tid == self) continue;
+      if (::syscall(SYS_tgkill, ::getpid(), tid, ask) == 0) ++asked;
+    }
+    ::closedir(tasks);
+  }
+  // A thread that ends before it takes the signal never answers: a second is enough for the rest.
+  for (int waited = 0; g_masked_threads.load() < asked && waited < 1000; ++waited) {
+    const timespec millisecond{0, 1000000};
+    ::nanosleep(&millisecond, nullptr);
+  }
+  sigaction(ask, &previous, nullptr);
+}
+
 }  // namespace
 
 StopSignal::StopSignal(Second second, Delivery delivery) : polled_(delivery == Delivery::kPolled) {
@@ -62,7 +108,10 @@ StopSignal::StopSignal(Second second, Delivery delivery) : polled_(delivery == D
   if (polled_) {
     const sigset_t set = stop_signals();
     pthread_sigmask(SIG_BLOCK, &set, &previous_mask_);
-    if (g_polled++ == 0) g_polling_thread = pthread_self();
+    if (g_polled++ == 0) {
+      g_polling_thread = pthread_self();
+      block_in_existing_threads();
+    }
   }
 }
 

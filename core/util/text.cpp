@@ -101,6 +101,11 @@ bool is_valid_utf8(const std::string& s) {
   return true;
 }
 
+std::string json_line_problem(const std::string& line, size_t byte) {
+  if (!is_valid_utf8(line)) return "not UTF-8 text: convert the file to UTF-8";
+  return fmt::format("not JSON (a syntax error at byte {})", byte);
+}
+
 std::string json_reason(const std::string& what) {
   const size_t code_end = what.find("] ");
   if (what.rfind("[json.exception.", 0) == 0 && code_end != std::string::npos) {

@@ -28,6 +28,10 @@ std::string format_bytes(double bytes);
 // code point past U+10FFFF.
 bool is_valid_utf8(const std::string& s);
 
+// Why a JSON Lines line did not parse, the parser having stopped at `byte`: "not UTF-8 (convert
+// the file to UTF-8)" when the line is not, else "not JSON (a syntax error at byte N)".
+std::string json_line_problem(const std::string& line, size_t byte);
+
 // A JSON library's message without its bracketed code ("[json.exception.out_of_range.406] ").
 std::string json_reason(const std::string& what);
 // A JSON library's error for `file` as Kiln reports one: "FILE:LINE:COL: why" for a syntax error

@@ -105,5 +105,19 @@ TEST_F(ConfigCommand, ARunKeepsItsFilesAndDiffSaysWhereEachValueCameFrom) {
       << diff.output;
 }
 
+// A store's password given in run.db is refused by `kiln config` as by `kiln run`, and neither
+// prints it: the same rule wherever a config is read.
+TEST_F(ConfigCommand, AStorePasswordIsRefusedAndNeverPrinted) {
+  for (const std::string& db : {std::string("host=db.example user=kiln password=hunter2"),
+                                std::string("postgresql://kiln:hunter2@db.example/runs")}) {
+    for (const std::string command : {"config", "run"}) {
+      const std::string args = command + " " + experiment() + " --set 'run.db=\"" + db + "\"'";
+      auto result = run_kiln(args);
+      testing::expect_one_error_line(result, args, "carries a password");
+      EXPECT_EQ(result.output.find("hunter2"), std::string::npos) << result.output;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -1,4 +1,4 @@
-// The files a run reads are the ones it started with (issue 39 #6), through the real binary: a
+// The files a run reads are the ones it started with, through the real binary: a
 // resume from another directory that has data of its own, a re-prepared corpus, `kiln eval
 // --data`, and a run whose init_from file is gone. Each compares with an uninterrupted twin's
 // curve, or with files the test prepared itself.

@@ -169,7 +169,8 @@ TEST_F(PrepareResume, AResumeOfOtherInputsOrOfNothingIsRefused) {
   auto other = run_kiln(
       fmt::format("prepare {} --tokenizer char --out {} --resume", corpus_, dir_ / "other"),
       KILN_SOURCE_DIR);
-  testing::expect_one_error_line(other, "prepare --resume (char)", "had other tokenizer");
+  testing::expect_one_error_line(other, "prepare --resume (char)",
+                                 "read other inputs: tokenizer: \"gpt2\" then, \"char\" now");
   EXPECT_TRUE(fs::exists(dir_ / "other/.prepare/state.json"));  // kept for the right resume
 }
 

@@ -84,7 +84,7 @@ std::vector<double> lrs(const std::string& db, const std::string& name) {
 }
 
 // A resume that raises train.steps under a cosine schedule would move the lr of the next step
-// (issue 39: 6.6e-4 became 3.9e-3 without a word): refused with the numbers and both choices;
+// (from 6.6e-4 to 3.9e-3, without a word): refused with the numbers and both choices;
 // --keep-schedule holds steps past the planned 8 at step 8's lr (read from the store, as the
 // run recorded it); --reschedule goes on with the new span and says what the lr became.
 TEST_F(Resume, ARaisedTrainStepsMovesTheScheduleOnlyWhenAsked) {
@@ -117,7 +117,7 @@ TEST_F(Resume, ARaisedTrainStepsMovesTheScheduleOnlyWhenAsked) {
   EXPECT_GT(moved[8], held[8]);  // the longer cosine is higher at step 9 than the held final lr
 }
 
-// Export reads only the snapshot's weights: the run's data may have moved (issue 39), and the
+// Export reads only the snapshot's weights: the run's data may have moved, and the
 // weights exported then are those exported before it moved, byte for byte.
 TEST_F(Resume, ExportNeedsNoData) {
   ASSERT_EQ(

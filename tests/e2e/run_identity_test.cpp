@@ -1,4 +1,4 @@
-// A run's files are its own (issue 25), through the real binary: a run of the same name in
+// A run's files are its own, through the real binary: a run of the same name in
 // another run store, a resume or `runs rm` from another working directory, and names that nest
 // (`a` and `a/b`, `x/snapshots/step_000002`, a plain run named like a sweep) never reach another
 // run's snapshots. Each test compares with what Kiln did not compute in the same breath: the loss
@@ -111,9 +111,9 @@ TEST_F(RunIdentity, ResumeAndRemoveFromAnotherDirectoryFindTheRunsOwnFolder) {
   EXPECT_TRUE(fs::is_empty(here + "/runs")) << fs::directory_iterator(here + "/runs")->path();
 }
 
-// Issue 39: an imported run keeps its uuid and folder, so `runs rm` in the importing store
-// deleted the folder the original store still listed, whose later eval said "the run took
-// none". Now the folder's marker lists both stores: rm in either keeps the folder for the other
+// An imported run keeps its uuid and folder, so `runs rm` in the importing store could delete
+// the folder the original store still lists, whose later eval would say "the run took none".
+// So the folder's marker lists both stores: rm in either keeps the folder for the other
 // (one warning line), rm in the last deletes it; an eval from the original reads the same loss
 // before and after.
 TEST_F(RunIdentity, RemovingAnImportedRunKeepsTheFolderTheOriginalStoreStillUses) {

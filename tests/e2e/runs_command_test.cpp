@@ -15,7 +15,7 @@ namespace {
 using testing::run_kiln;
 using RunsCommand = testing::FakeRuns;
 
-// Two things a first hour meets (issue 39): `kiln runs` alone lists the runs commands, as
+// Two things a first hour meets: `kiln runs` alone lists the runs commands, as
 // `kiln runs --help` does, and `kiln --version` names its commit (one git knows) and LibTorch.
 TEST_F(RunsCommand, RunsAloneShowsItsHelpAndVersionNamesTheCommit) {
   const auto alone = run_kiln("runs");
@@ -26,22 +26,20 @@ TEST_F(RunsCommand, RunsAloneShowsItsHelpAndVersionNamesTheCommit) {
   EXPECT_EQ(version.exit_code, 0) << version.output;
   EXPECT_EQ(version.output.rfind("kiln ", 0), 0u) << version.output;
   EXPECT_NE(version.output.find("(LibTorch "), std::string::npos) << version.output;
-  // The commit it names is one git knows in this checkout, HEAD or an ancestor of it (a commit
-  // made after the build leaves the binary one behind).
+  // The commit it names is HEAD's: the build asks git each time, so a commit made since the last
+  // configure is named too. (The test binary is built in the same build as kiln.)
   const size_t start = std::string("kiln ").size();
   const std::string named = version.output.substr(start, version.output.find(' ', start) - start);
   const std::string checkout = std::string(KILN_SOURCE_DIR);
-  if (std::system(("git -C '" + checkout + "' rev-parse HEAD >/dev/null 2>&1").c_str()) == 0) {
-    EXPECT_EQ(named.size(), 12u) << version.output;
-    EXPECT_EQ(std::system(("git -C '" + checkout + "' merge-base --is-ancestor '" + named +
-                           "' HEAD 2>/dev/null")
-                              .c_str()),
-              0)
-        << version.output;
+  const auto head = testing::run_shell("git -C '" + checkout + "' rev-parse --short=12 HEAD");
+  if (head.exit_code == 0) {
+    EXPECT_EQ(named + "\n", head.output) << version.output;
+  } else {
+    std::cout << "SKIP the commit check: this is no git checkout\n";
   }
 }
 
-// `kiln serve` without --db serves $KILN_DB, as every other --db does (issue 39).
+// `kiln serve` without --db serves $KILN_DB, as every other --db does.
 TEST_F(RunsCommand, ServeWithoutDbServesKilnDb) {
   add({"a1", 1e-3, 2, "ha", {4.0, 3.0}, {}, "completed", 1});
   ::setenv("KILN_DB", db_path().c_str(), 1);

@@ -1,5 +1,5 @@
 // The samples of a step are the same at any world size, and a resume on another number of ranks
-// reads the samples it would have read (issue 36). Each run traces what it read
+// reads the samples it would have read. Each run traces what it read
 // (KILN_TRACE_SAMPLES, core/train/sample_trace.h: a fingerprint of every row's tokens, per step);
 // the test gathers every rank's trace and compares step by step with one process's, and the loss
 // curves within 1e-4. For token shards, a blend of two sources, and fine-tuning records, padded

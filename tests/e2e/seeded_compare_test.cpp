@@ -1,5 +1,7 @@
 // Seeds grouped by config through the real binary: the table a sweep with seeds ends with, and
 // `kiln runs compare --group-by`, checked against the run store read with SQLite directly.
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <regex>
 
@@ -91,6 +93,44 @@ TEST_F(SeededCompare, ASweepWithSeedsEndsWithOneRowPerConfigAndCompareGroupsTheS
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   EXPECT_NE(plain.output.find("config keys that differ"), std::string::npos) << plain.output;
   EXPECT_EQ(plain.output.find("baseline"), std::string::npos) << plain.output;
+}
+
+// With run.threads = 0 a run takes the CPUs this process may use once, at its start, whatever
+// else runs: two seeds run side by side follow the curve the same config gives alone, bit for
+// bit, and each run records the thread count it ran with.
+TEST_F(SeededCompare, RunsSideBySideFollowTheCurveOfTheSameRunAlone) {
+  const std::string exp = experiment();
+  const std::vector<std::string> set = {"--set", "run.threads=0", "--set", "train.steps=20"};
+  auto alone = run_kiln("run " + exp + " --name alone --set run.threads=0 --set train.steps=20");
+  ASSERT_EQ(alone.exit_code, 0) << alone.output;
+  std::vector<pid_t> pids;
+  for (const std::string name : {"left", "right"}) {
+    std::vector<std::string> args = {"run", exp, "--name", name};
+    args.insert(args.end(), set.begin(), set.end());
+    pids.push_back(testing::start_kiln(args, dir_ / (name + ".log")));
+  }
+  for (const pid_t pid : pids) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << testing::read_file(dir_ / "left.log") << testing::read_file(dir_ / "right.log");
+  }
+  expect_same_curve("alone", "left", 20, 0.0);
+  expect_same_curve("alone", "right", 20, 0.0);
+  const std::string cpus = testing::run_shell("nproc").output;
+  for (const std::string name : {"alone", "left", "right"}) {
+    EXPECT_EQ(testing::scalar(db(),
+                              "select value from run_environment join runs on id = run_id "
+                              "where name = '" +
+                                  name + "' and key = 'threads'") +
+                  "\n",
+              cpus)
+        << name;
+  }
+  auto compared = run_kiln("runs compare alone left right --db " + db());
+  EXPECT_NE(compared.output.find("alone and left (config "), std::string::npos) << compared.output;
+  EXPECT_NE(compared.output.find("loss curves identical over 20 steps"), std::string::npos)
+      << compared.output;
 }
 
 }  // namespace

@@ -166,7 +166,7 @@ TEST_F(Stop, MostlySkippedUpdatesAreCountedInTheSummaryAndInRunsShow) {
 TEST_F(Stop, ARunWhoseEveryUpdateWasSkippedFailsWithExitCode4) {
   const std::string exp = experiment();
   // Every step's gradients get an inf (core/util/fault.h). NaN weights from model.init_from did
-  // this before they were refused at load (issue 39).
+  // this before they were refused at load.
   ::setenv("KILN_FAULT", "grad.nonfinite:1+", 1);
   auto run = run_kiln("run " + exp +
                       " --name none --set train.steps=5 --set eval.every=0 "

@@ -197,10 +197,29 @@ TEST_F(StoreAccess, AReadOnlyStoreIsReadAndEveryCommandThatWritesSaysItIsReadOnl
   expect_unchanged();
 }
 
+// A store in a folder this user may not enter is not "no run store": the error says it cannot be
+// read and why, for every command that opens one.
+TEST_F(StoreAccess, AStoreBehindAFolderThisUserMayNotEnterIsAPermissionError) {
+  const std::string user = as_unprivileged();
+  if (const std::string why = unprivileged_cannot_run(user, dir_.str()); !why.empty()) {
+    GTEST_SKIP() << "SKIP: " << why;
+  }
+  two_runs();
+  fs::create_directories(dir_ / "locked");
+  fs::copy_file(db(), dir_ / "locked/kiln.db");
+  fs::permissions(dir_ / "locked", fs::perms::owner_all);  // rwx------, root's
+  const std::string locked = dir_ / "locked/kiln.db";
+  for (const std::string& args :
+       {"runs list --db " + locked, "eval a --db " + locked, "resume a --db " + locked}) {
+    expect_one_error_line(run_kiln_as(user, args), args,
+                          "cannot read '" + locked + "': Permission denied");
+  }
+}
+
 // A copy of a store taken while a writer held it open: its last commits are still in the -wal
 // file beside it. Read in a folder the reader cannot write (where SQLite cannot make its shared
 // index), every committed run must be seen, as the sqlite3 shell sees them in a writable copy
-// (issue 39: an immutable read skipped the WAL and listed 1 run of 2).
+// (an immutable read would skip the WAL and list 1 run of 2).
 TEST_F(StoreAccess, AReadOnlyCopyWithItsWalShowsEveryCommittedRow) {
   const std::string user = as_unprivileged();
   if (const std::string why = unprivileged_cannot_run(user, dir_.str()); !why.empty()) {

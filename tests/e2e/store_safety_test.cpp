@@ -1,4 +1,4 @@
-// Issue 25's "no command writes over the store" and "limits instead of crashes", through the
+// "No command writes over the store" and "limits instead of crashes", through the
 // real binary: an output path that is the run store (or its -wal, by another path) is refused
 // and the store keeps its runs; a 50,000-part TOML key, 30,000 parentheses in --where and a
 // shard truncated under a running run each end in one error line and exit 2, not a signal; and
@@ -91,8 +91,8 @@ TEST_F(StoreOutputs, NoCommandWritesOverTheStoreOrItsLogByAnyPath) {
       "runs plot lr1 -o " + (dir_ / "store.svg") + " --db " + (dir_ / "sub/../store.svg"),
       "that is the run store");
 
-  // Issue 39: a store reached through a symlink keeps its -wal beside the file the link leads
-  // to, which `-o` reached under its own name; and the same files through a bind mount.
+  // A store reached through a symlink keeps its -wal beside the file the link leads to, which
+  // `-o` could reach under its own name; and the same files through a bind mount.
   fs::create_symlink(db, dir_ / "link.db");
   expect_one_error_line("runs export lr1 --format jsonl -o " + wal + " --db " + (dir_ / "link.db"),
                         "the write-ahead log of the run store");

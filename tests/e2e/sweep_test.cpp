@@ -1,4 +1,6 @@
 // Sweeps and reproducibility, through the real binary.
+#include <sys/wait.h>
+
 #include <filesystem>
 #include <set>
 #include <string>
@@ -45,8 +47,8 @@ TEST_F(Sweep, GridWithTwoJobsRecordsEveryMemberTaggedAndSkipsThemOnRerun) {
   EXPECT_NE(again.output.find("4 members, 0 to run"), std::string::npos) << again.output;
 }
 
-// A sweep run again after its file changed (train.steps 4 -> 6) no longer skips its members as
-// completed (issue 39): it is refused with the keys that changed, --keep-old keeps what they
+// A sweep run again after its file changed (train.steps 4 -> 6) does not skip its members as
+// completed: it is refused with the keys that changed, --keep-old keeps what they
 // ran, and --rerun-changed trains them again as new runs NAME:v2 with the new steps.
 TEST_F(Sweep, AChangedMemberIsRefusedOrKeptOrRerunAsANewVersion) {
   const std::string exp = experiment();
@@ -238,6 +240,64 @@ TEST_F(Sweep, RandomSearchRunsItsDrawsAndBestPrintsTheWinnersConfig) {
                                  "no sweep 'nope'");
   testing::expect_one_error_line(run_kiln("sweep best rs --by 'max(kjv.acc)' --db " + db()),
                                  "sweep best rs --by max(kjv.acc)", "unknown metric 'kjv.acc'");
+}
+
+// Two `kiln sweep` processes of one random search share its members through the store's claims:
+// each member trains once, in one folder, and both processes end with every member completed.
+TEST_F(Sweep, TwoProcessesOfOneRandomSearchSplitItsMembers) {
+  const std::string exp = experiment();
+  const std::string file = dir_ / "shared.toml";
+  testing::write_text(file, "base = \"" + exp +
+                                "\"\nname = \"sh\"\n[search]\ntype = \"random\"\ntrials = 4\n"
+                                "seed = 2\n[space]\n"
+                                "optimizer.lr = { log_uniform = [1e-4, 3e-2] }\n"
+                                "[set]\ntrain.steps = 10\n");
+  const pid_t first = testing::start_kiln({"sweep", file}, dir_ / "first.log");
+  const pid_t second = testing::start_kiln({"sweep", file}, dir_ / "second.log");
+  for (const pid_t pid : {first, second}) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << testing::read_file(dir_ / "first.log") << testing::read_file(dir_ / "second.log");
+  }
+  EXPECT_EQ(scalar(db(), "select count(*) from runs where sweep = 'sh' and status = 'completed'"),
+            "4");
+  EXPECT_EQ(scalar(db(), "select count(*) from runs where sweep = 'sh'"), "4");
+  // Each member started once, by one of the two (the claims' record of who ran what).
+  EXPECT_EQ(scalar(db(),
+                   "select count(distinct member) || ' ' || count(*) from sweep_decisions "
+                   "where sweep = 'sh'"),
+            "4 4");
+  // No second folder of a member holding only a loser's console.log: one folder each, its run's.
+  size_t folders = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_ / "runs/sh")) {
+    ++folders;
+    EXPECT_TRUE(std::filesystem::exists(entry.path() / "run.json")) << entry.path();
+  }
+  EXPECT_EQ(folders, 4u);
+}
+
+// A variant that switches the optimizer over a base with AdamW's own keys follows `kiln run
+// --set optimizer.type=sgd`'s rule: the keys SGD does not take are left out, with the same note,
+// in --dry-run as in `kiln run`.
+TEST_F(Sweep, AVariantSwitchingAPluginNotesWhatKilnRunNotes) {
+  const std::string exp = experiment();
+  std::string text = testing::read_file(exp);
+  text.replace(text.find("[optimizer]\n"), 12, "[optimizer]\nbeta1 = 0.8\n");
+  testing::write_text(exp, text);
+  const std::string file = dir_ / "variants.toml";
+  testing::write_text(file, "base = \"" + exp +
+                                "\"\nname = \"v\"\n[[variant]]\nname = \"sgd\"\n"
+                                "optimizer.type = \"sgd\"\n");
+  auto run = run_kiln("run " + exp + " --set optimizer.type=sgd --set train.steps=1 --name s");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const size_t at = run.output.find("note: --set optimizer.type=sgd");
+  ASSERT_NE(at, std::string::npos) << run.output;
+  const std::string note = run.output.substr(at, run.output.find('\n', at) - at);
+  EXPECT_NE(note.find("optimizer.beta1"), std::string::npos) << note;
+  auto dry = run_kiln("sweep " + file + " --dry-run");
+  ASSERT_EQ(dry.exit_code, 0) << dry.output;
+  EXPECT_NE(dry.output.find("sweep member 'v/sgd': " + note), std::string::npos) << dry.output;
 }
 
 // A tpe search runs its startup trials as a random search's draws, then proposes each later trial

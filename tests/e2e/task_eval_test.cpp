@@ -115,6 +115,53 @@ TEST_F(TaskEval, ScoresDuringTrainingLandInTheStoreAndEveryView) {
   EXPECT_EQ(testing::scalar(db(), "select count(*) from task_scores where checkpoint != ''"), "2");
 }
 
+// A run that names tasks and never evaluates its loss (eval.every = 0) still scores them, at its
+// last step: the tasks are what it asked to be measured on.
+TEST_F(TaskEval, TasksAreScoredAtTheLastStepEvenWithoutEvalEvery) {
+  auto run = run_kiln("run " + experiment() +
+                      " --name quiet --set eval.every=0 --set train.steps=12" + tasks());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(testing::scalar(db(), "select group_concat(distinct step) from task_scores"), "12");
+  EXPECT_EQ(testing::scalar(db(), "select count(*) from task_scores"), "3");
+}
+
+// A sweep ranked by a task's metric starts on a store that holds no score of it yet (its base's
+// eval.tasks declares it), ranks its members by it, and `kiln sweep status` and `kiln sweep best`
+// take the sweep file as well as the sweep's name, best ranking by the file's metric.
+TEST_F(TaskEval, ASweepRankedByATaskMetricStartsOnAFreshStore) {
+  const std::string file = dir_ / "by_task.toml";
+  testing::write_text(file, "base = \"" + experiment() +
+                                "\"\nname = \"bt\"\n[search]\ntype = \"random\"\ntrials = 2\n"
+                                "seed = 3\nmetric = \"words.acc\"\nmode = \"max\"\n[space]\n"
+                                "optimizer.lr = { log_uniform = [1e-3, 3e-2] }\n[set]\n"
+                                "train.steps = 10\neval.every = 10\neval.tasks = \"" +
+                                (dir_ / "tasks/words.toml") + "\"\n");
+  ASSERT_FALSE(std::filesystem::exists(db()));
+  auto ran = run_kiln("sweep " + file);
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_NE(ran.output.find("sorted by -max(words.acc)"), std::string::npos) << ran.output;
+  const std::string winner = testing::scalar(
+      db(),
+      "select name from runs join task_scores on runs.id = run_id where sweep = 'bt' and "
+      "metric = 'acc' order by value desc, runs.id limit 1");
+  for (const std::string& named : {file, std::string("bt")}) {
+    auto best = run_kiln("sweep best " + named + " --db " + db());
+    ASSERT_EQ(best.exit_code, 0) << best.output;
+    // A name carries no metric: best_val ranks unless --by says otherwise.
+    const std::string by = named == file ? "by -max(words.acc)" : "by best_val";
+    EXPECT_NE(best.output.find(by), std::string::npos) << named << best.output;
+    if (named == file) {
+      EXPECT_NE(best.output.find("#   " + winner + " (id "), std::string::npos) << best.output;
+    }
+    auto status = run_kiln("sweep status " + named + " --db " + db());
+    ASSERT_EQ(status.exit_code, 0) << status.output;
+    EXPECT_NE(status.output.find("sweep 'bt': 2 members, 2 completed"), std::string::npos)
+        << status.output;
+  }
+  testing::expect_one_error_line(run_kiln("sweep best bt --by nonsense --db " + db()),
+                                 "sweep best bt --by nonsense", "--by 'nonsense': ");
+}
+
 // One process, 2 ddp ranks, tp 2 and 2 fsdp ranks train the same curve; each scores the tasks
 // on its weights at step 20, and kiln eval of that step's snapshot (one process) gives the same
 // scores: the sharding over ranks changes nothing.

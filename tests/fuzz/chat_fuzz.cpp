@@ -2,8 +2,7 @@
 // (core/data/chat_records.h: prompt/response/history or messages, as JSON). Built and run by
 // tools/fuzz.sh with AddressSanitizer and UBSan. A BadRecord is the expected outcome of a bad
 // line, which the reader turns into FILE:LINE: why (or skips); anything else (another exception
-// type, nlohmann's own escaping the reader as in issue 39, a crash, a sanitizer report, a hang)
-// is a bug.
+// type, nlohmann's own escaping the reader, a crash, a sanitizer report, a hang) is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <string>

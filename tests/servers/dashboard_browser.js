@@ -142,7 +142,7 @@ async function main() {
     executablePath: process.env.KILN_CHROMIUM || "/usr/bin/chromium",
     headless: true,
     // Chromium's sandbox cannot start as root (a CI container), nor as a user where the kernel
-    // or AppArmor forbids unprivileged user namespaces (issue 41); the test browser only ever
+    // or AppArmor forbids unprivileged user namespaces; the test browser only ever
     // loads this test's own page on 127.0.0.1, which the sandbox would not protect anything from.
     args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
   });

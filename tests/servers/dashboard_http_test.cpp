@@ -346,7 +346,7 @@ TEST_F(DashboardHttp, NothingWritesAndOnlyLoopbackHostsAreAnswered) {
   EXPECT_EQ(http_request(server_->port(), "/api/runs", "GET", "localhost:1").status, 200);
 }
 
-// Request limits (issue 39): every other method is 405 saying GET is allowed, a compare of too
+// Request limits: every other method is 405 saying GET is allowed, a compare of too
 // many runs is 400 with its message, a long target 414, and a runs answer says when it is cut.
 TEST_F(DashboardHttp, OtherMethodsTooManyIdsAndLongTargetsAreRefusedWithAStatusAndAMessage) {
   for (const std::string method : {"POST", "PUT", "DELETE", "PATCH", "OPTIONS"}) {

@@ -1,4 +1,4 @@
-// The dashboard at the size the issue names: 100 runs of 10,000 steps. The table and every run's
+// The dashboard at the size it is built for: 100 runs of 10,000 steps. The table and every run's
 // rows must come back in well under the time a person would call a stall, and the numbers must be
 // the ones the test wrote.
 #include <gtest/gtest.h>

@@ -96,8 +96,8 @@ TEST_F(PostgresStore, FourRunsAndAReaderOnOneDatabaseLoseNoRow) {
   ::unsetenv("PGPASSWORD");
 }
 
-// Ordered reads order by key columns, never by physical order (issue 39: SQLite's rowid was
-// translated to PostgreSQL's ctid, which an UPDATE moves). Two resumes of one run, given the
+// Ordered reads order by key columns, never by physical order (not SQLite's rowid translated
+// to PostgreSQL's ctid, which an UPDATE moves). Two resumes of one run, given the
 // same time and the first then rewritten and the table vacuumed, still list in resume order.
 TEST_F(PostgresStore, ResumesListInTheirOrderAfterAnUpdateAndAVacuum) {
   const std::string url = server_.new_database("ordered");

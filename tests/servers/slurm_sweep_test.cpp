@@ -196,7 +196,7 @@ TEST_F(SlurmSweep, AMemberOfTwoRanksRunsThemUnderSrun) {
     EXPECT_NEAR(ranks[i], single[i], 1e-4) << "step " << i + 1;
 }
 
-// Paths Slurm must take whole (issue 39: the #SBATCH lines were written unquoted): the sweep
+// Paths Slurm must take whole (so the #SBATCH lines quote them): the sweep
 // is submitted from a folder whose name holds a space, quotes and a '#', into a store whose
 // path holds a space and a quote; its member runs there and completes. From a folder whose name
 // holds a line break, which would start a line of the script, it is refused in one line.

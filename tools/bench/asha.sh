@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sweeps that stop early (issue 35): on the default experiment's space (optimizer.lr log-uniform
+# Sweeps that stop early: on the default experiment's space (optimizer.lr log-uniform
 # over 1e-4..3e-2, schedule.warmup, optimizer.weight_decay), 27 trials of 400 steps, with
 # --jobs 2, for each sweep seed (default 1 2 3):
 #   random, full length   every trial trained to step 400

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GEMMs of a training step in every BLAS-like library installed (issue 40, item 1):
+# The GEMMs of a training step in every BLAS-like library installed:
 # builds build/tools/bench/kiln_gemm_bench (turning on KILN_BUILD_BENCH in build/ if it is off)
 # and runs it at 1 and 2 threads (ARGS replace that: --threads 1,4 --seconds 0.5). The libraries
 # come from Debian: OpenBLAS and oneDNN (libdnnl2) with LibTorch; BLIS (libblis4-openmp) and

@@ -1,6 +1,6 @@
-// The GEMMs of a training step, timed in every BLAS-like library installed here, side by side
-// (issue 40, item 1): OpenBLAS (what LibTorch calls on Debian), BLIS, oneDNN and libxsmm, and
-// oneDNN's bf16 GEMM beside them (item 2).
+// The GEMMs of a training step, timed in every BLAS-like library installed here, side by side:
+// OpenBLAS (what LibTorch calls on Debian), BLIS, oneDNN and libxsmm, and oneDNN's bf16 GEMM
+// beside them.
 //
 //   build/tools/bench/kiln_gemm_bench [--threads 1,2] [--seconds 0.3]
 //

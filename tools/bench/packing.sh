@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Packed rows against padded ones (issue 36, data.pack): for the fine-tuning example's records
+# Packed rows against padded ones (data.pack): for the fine-tuning example's records
 # and for a chat-shaped synthetic set (2,000 records whose prompt and response lengths are
 # log-normal, as chat data's are; seeded, written to a scratch folder), STEPS steps of each way,
 # then per way:

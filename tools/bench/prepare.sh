@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kiln prepare at scale (issue 36): the King James Bible repeated to SIZE_MB (default 1024) and
+# kiln prepare at scale: the King James Bible repeated to SIZE_MB (default 1024) and
 # to a quarter of that, through the GPT-2 tokenizer; per run the wall time, MB/s and peak
 # resident memory (/usr/bin/time's maximum RSS):
 #   kiln, 1 thread           --threads 1 on the whole corpus (the single-threaded path)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Task scoring against plain evaluation on the same weights (issue 37): one run of EXPERIMENT
+# Task scoring against plain evaluation on the same weights: one run of EXPERIMENT
 # (default: the default experiment, STEPS = 200 steps) trained into a scratch store, then
 #   1. kiln eval --split val: the loss over the validation split, tokens/s read;
 #   2. kiln eval --task kjv_cloze (300 items x 4 choices): items/s and tokens/s read, the context

@@ -10,6 +10,8 @@
 
 #include "core/app/history/provenance.h"
 #include "core/config/config.h"
+#include "core/config/options.h"
+#include "core/store/db/location.h"
 #include "core/util/error.h"
 #include "tools/kiln/commands.h"
 
@@ -34,6 +36,8 @@ ChosenCommand add_config_command(CLI::App& app) {
   return [config, args]() -> std::optional<int> {
     if (!*config) return std::nullopt;
     const ResolvedConfig config = load_config(args->experiment, args->overrides);
+    // As `kiln run` does: a store URL with a password is refused, and so never printed.
+    check_store_url(run_options(config).db);
     for (const auto& note : config.notes)
       std::cout << note << "\n";
     std::cout << describe_config(config);

@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/data/prepare.h"
+#include "core/store/runs/output_guard.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
 #include "tools/kiln/commands.h"
@@ -86,6 +87,7 @@ class ProgressView {
 };
 
 int prepare_command(const PrepareOptions& options) {
+  check_output_path(options.out_dir, "", "--out", OutputKind::kFolder);
   ProgressView view;
   PrepareReport report{[&](const std::string& text) { view.line(text); },
                        [&](const PrepareStatus& s) { view.status(s); }};

@@ -243,7 +243,7 @@ int import_command(const RunsCli& cli) {
 
 int runs_command(const RunsCli& cli) {
   if (*cli.import) return import_command(cli);
-  if (*cli.exporter || *cli.plot) refuse_output_over_store(cli.output, cli.db);
+  if (*cli.exporter || *cli.plot) check_output_path(cli.output, cli.db, "-o");
   HistoryDb db(cli.db);
   if (!*cli.rm) warn_if_newer(db);  // rm refuses such a store instead
   if (*cli.list) {
@@ -278,7 +278,7 @@ int runs_command(const RunsCli& cli) {
 // After parsing: the exit code when `report` or a `runs` command was chosen, nothing otherwise.
 std::optional<int> run_chosen(const RunsCli& cli) {
   if (*cli.report) {
-    refuse_output_over_store(cli.output, cli.db);
+    check_output_path(cli.output, cli.db, "-o");
     HistoryDb db(cli.db);
     warn_if_newer(db);
     write_file_atomic(cli.output, render_report(db, match_runs(db, cli.refs), join(cli.refs, " ")));

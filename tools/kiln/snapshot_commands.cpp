@@ -30,12 +30,13 @@ struct SnapshotArgs {
   SampleOptions sampling;
   std::string export_path;
   std::string max_shard_size;  // as save_pretrained spells it; empty = one file
+  bool force = false;          // export into a folder of other files
 };
 
 // `kiln eval RUN --task T`: a line per task, then where the time went.
 int task_command(const SnapshotArgs& args) {
   if (!args.tasks.details.empty()) {
-    refuse_output_over_store(args.tasks.details, args.request.db, "--details");
+    check_output_path(args.tasks.details, args.request.db, "--details");
     ensure_parent_dir(args.tasks.details);
   }
   restart_with_better_blas_kernels();
@@ -57,7 +58,7 @@ int task_command(const SnapshotArgs& args) {
 int eval_command(const SnapshotArgs& args) {
   if (!args.tasks.task.empty()) return task_command(args);
   if (!args.eval.logits.empty()) {
-    refuse_output_over_store(args.eval.logits, args.request.db, "--logits");
+    check_output_path(args.eval.logits, args.request.db, "--logits");
     ensure_parent_dir(args.eval.logits);  // a folder that cannot be made: refused before the eval
   }
   restart_with_better_blas_kernels();
@@ -80,13 +81,11 @@ int sample_command(const SnapshotArgs& args) {
 }
 
 int export_command(const SnapshotArgs& args) {
-  refuse_output_over_store(args.export_path, args.request.db);
-  if (exports_directory(args.export_path)) {
-    for (const char* file : {"/model.safetensors", "/config.json", "/generation_config.json",
-                             "/model.safetensors.index.json"})
-      refuse_output_over_store(args.export_path + file, args.request.db);
-  }
-  int64_t max_shard_bytes = 0;
+  const bool directory = exports_directory(args.export_path);
+  check_output_path(args.export_path, args.request.db, "-o",
+                    directory ? OutputKind::kFolder : OutputKind::kFile);
+  ExportOptions options;
+  options.force = args.force;
   if (!args.max_shard_size.empty()) {
     const std::optional<int64_t> size = parse_byte_size(args.max_shard_size);
     if (!size) {
@@ -95,9 +94,9 @@ int export_command(const SnapshotArgs& args) {
                       "save_pretrained does, e.g. 2GB, 500MB or 5GiB",
                       args.max_shard_size));
     }
-    max_shard_bytes = *size;
+    options.max_shard_bytes = *size;
   }
-  const int64_t tensors = export_snapshot(args.request, args.export_path, max_shard_bytes);
+  const int64_t tensors = export_snapshot(args.request, args.export_path, options);
   std::cout << fmt::format("wrote {} tensors to {}\n", tensors, args.export_path);
   return kExitOk;
 }
@@ -170,6 +169,9 @@ ChosenCommand add_snapshot_commands(CLI::App& app) {
                        "a directory's weights in files of at most SIZE (2GB, 500MB, 5GiB, as "
                        "save_pretrained spells it) with model.safetensors.index.json; default: "
                        "one file");
+  exporter->add_flag("--force", args->force,
+                     "export into a folder that holds other files: replace its config.json and "
+                     "weights, keep the rest");
 
   return [eval, sample, exporter, args]() -> std::optional<int> {
     if (*eval) return eval_command(*args);

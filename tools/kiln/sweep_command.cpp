@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "core/app/sweeps/asha_search.h"
 #include "core/app/sweeps/best.h"
 #include "core/app/sweeps/runner.h"
+#include "core/app/sweeps/search_space.h"
 #include "core/app/sweeps/spec.h"
 #include "core/config/config.h"
 #include "core/config/options.h"
@@ -100,23 +102,48 @@ int sweep_command(const SweepArgs& args) {
   return outcome.incomplete == 0 ? kExitOk : kExitSomeFailed;
 }
 
-// `kiln sweep status NAME`: a sweep submitted to Slurm; or a search's sweep file, run here, whose
-// ladder is read from --db (default: its base experiment's run.db).
-void sweep_status(const SweepArgs& args, bool db_given) {
-  if (!is_sweep_file(args.sweep_name)) {
-    print_sweep_status(args.store_db, args.sweep_name, print_line);
-    return;
-  }
-  const SweepSpec spec = load_sweep_file(args.sweep_name);
-  if (spec.search.type != SweepSearch::Type::kAsha) {
-    throw UserError(fmt::format(
-        "{}: status of a sweep run here shows an asha search's ladder; for the members of "
-        "another sweep, `kiln runs list --where \"sweep = '{}'\"`",
-        args.sweep_name, spec.name));
-  }
+// The sweep `status` and `best` mean: a sweep file's (its store: --db, else its base experiment's
+// run.db), or a sweep's name (its store: --db).
+struct NamedSweep {
+  std::optional<SweepSpec> spec;  // when a file named it
+  std::string name, db;
+};
+
+NamedSweep named_sweep(const SweepArgs& args, bool db_given) {
+  if (!is_sweep_file(args.sweep_name)) return {std::nullopt, args.sweep_name, args.store_db};
+  SweepSpec spec = load_sweep_file(args.sweep_name);
   const std::string db =
       db_given ? args.store_db : run_options(load_config(spec.base, spec.fixed)).db;
-  print_line(search_status(spec, db));
+  const std::string name = spec.name;
+  return {std::move(spec), name, db};
+}
+
+// `kiln sweep status NAME|FILE`: an asha search's ladder; a sweep submitted to Slurm, with
+// Slurm's states; or the members of a sweep run here.
+void sweep_status(const SweepArgs& args, bool db_given) {
+  const NamedSweep sweep = named_sweep(args, db_given);
+  if (sweep.spec && sweep.spec->search.type == SweepSearch::Type::kAsha) {
+    print_line(search_status(*sweep.spec, sweep.db));
+    return;
+  }
+  print_sweep_status(sweep.db, sweep.name, print_line);
+}
+
+// `kiln sweep best NAME|FILE`: by --by, else a file's search metric, else best_val.
+int sweep_best(const SweepArgs& args, bool db_given, bool by_given) {
+  const NamedSweep sweep = named_sweep(args, db_given);
+  if (!store_may_exist(sweep.db)) {
+    fail_no_store(sweep.db, "pass the --db the sweep ran with");
+  }
+  std::string by = args.best_by;
+  std::vector<std::string> declared;
+  if (sweep.spec && !sweep.spec->search.metric.empty()) {
+    if (!by_given) by = search_sort_key(sweep.spec->search);
+    declared = declared_task_metrics(sweep.spec->search);
+  }
+  HistoryDb db(sweep.db);
+  std::cout << best_member_toml(db, sweep.name, by, declared);
+  return kExitOk;
 }
 
 void add_slurm_options(CLI::App& sweep, SweepArgs& args) {
@@ -153,8 +180,7 @@ void add_slurm_options(CLI::App& sweep, SweepArgs& args) {
 CLI::App* add_follow_up(CLI::App& sweep, SweepArgs& args, const std::string& name,
                         const std::string& help) {
   CLI::App* sub = sweep.add_subcommand(name, help);
-  sub->add_option("name", args.sweep_name,
-                  "the sweep's name (status: or an asha sweep's file, run here)")
+  sub->add_option("name", args.sweep_name, "the sweep's name (status and best: or its sweep file)")
       ->required();
   sub->add_option("--db", args.store_db, "the run store it was submitted to")
       ->capture_default_str();
@@ -200,7 +226,8 @@ ChosenCommand add_sweep_command(CLI::App& app) {
       add_follow_up(*sweep, *args, "best", "the best completed member's config, as TOML to extend");
   best->add_option("--by", args->best_by,
                    "a `kiln runs list --sort` key: best_val, final_loss, last(val_loss), "
-                   "-max(TASK.METRIC), ... ('-' first: largest first)")
+                   "-max(TASK.METRIC), ... ('-' first: largest first); default: a sweep "
+                   "file's metric, else best_val")
       ->capture_default_str();
   CLI::App* task = add_follow_up(*sweep, *args, "task", "");  // no help: hidden
   task->group("");
@@ -210,19 +237,11 @@ ChosenCommand add_sweep_command(CLI::App& app) {
   return [=]() -> std::optional<int> {
     if (!*sweep) return std::nullopt;
     if (*status) sweep_status(*args, status->count("--db") > 0);
+    if (*best) return sweep_best(*args, best->count("--db") > 0, best->count("--by") > 0);
     if (*cancel) cancel_sweep(args->store_db, args->sweep_name, print_line);
     if (*resubmit) resubmit_sweep(args->store_db, args->sweep_name, print_line);
     if (*task) return run_sweep_task(args->store_db, args->sweep_name, print_line);
     if (*work) return run_sweep_worker(args->store_db, args->sweep_name, print_line);
-    if (*best) {
-      if (!store_may_exist(args->store_db)) {
-        throw UserError(
-            fmt::format("no run store at '{}': pass the --db the sweep ran with", args->store_db));
-      }
-      HistoryDb db(args->store_db);
-      std::cout << best_member_toml(db, args->sweep_name, args->best_by);
-      return kExitOk;
-    }
     if (*status || *cancel || *resubmit) return kExitOk;
     args->jobs_given = sweep->count("--jobs") > 0;
     args->sort_given = sweep->count("--sort") > 0;

@@ -5,10 +5,12 @@
 #include <iterator>
 #include <map>
 
+#include <ATen/Parallel.h>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include "core/config/config.h"
+#include "core/train/assemble.h"
 #include "core/util/blas_kernels.h"
 #include "core/util/error.h"
 #include "core/util/precision_verdicts.h"
@@ -17,6 +19,10 @@ namespace kiln {
 namespace {
 
 constexpr int kRounds = 2;
+// Rounds of one precision further apart than this say the machine's speed changed under the
+// measurement (another process took cores: fp32 once measured 1,140 ms/step against 26): its
+// verdict would decide later runs wrongly, so none is kept.
+constexpr double kMostRoundSpread = 0.25;
 
 std::string now_utc() {
   return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::chrono::system_clock::now()));
@@ -39,26 +45,44 @@ std::string run_precision_check(const std::string& experiment,
       "kiln bench {}: precision \"auto\" times fp32 and bf16 alternately, {} rounds of {} timed "
       "steps after {} warm-up, and keeps each one's best\n{}\n",
       experiment, kRounds, options.steps, options.warmup, blas_report().text());
-  std::map<std::string, double> best;
-  int threads = 0;
+  std::map<std::string, std::vector<double>> rounds;  // tokens/s by precision
+  std::string workload;
   for (int round = 1; round <= kRounds; ++round) {
     for (const char* precision : {"fp32", "bf16"}) {
       std::vector<std::string> set = base;
       set.push_back(std::string("precision.type=") + precision);
-      const BenchResult r = run_bench(load_config(experiment, set), options);
-      best[precision] = std::max(best[precision], r.record.tokens_per_sec);
-      threads = static_cast<int>(r.record.machine.threads);
+      const ResolvedConfig config = load_config(experiment, set);
+      const BenchResult r = run_bench(config, options);
+      workload = precision_workload(config);  // after the bench set the run's threads
+      rounds[precision].push_back(r.record.tokens_per_sec);
       out += fmt::format("round {} {}: {:.0f} tokens/s, {:.2f} ms/step\n", round, precision,
                          r.record.tokens_per_sec, r.record.ms.step);
     }
   }
-  const PrecisionVerdict verdict{best["fp32"], best["bf16"], experiment, threads, now_utc()};
+  for (const auto& [precision, figures] : rounds) {
+    const auto [low, high] = std::minmax_element(figures.begin(), figures.end());
+    if (*high > 0 && (*high - *low) / *high <= kMostRoundSpread) continue;
+    throw UserError(fmt::format(
+        "kiln bench: the {} rounds differ by {:.0f}% ({:.0f} and {:.0f} tokens/s), more than "
+        "{:.0f}%: the machine's speed changed while it measured (another process?), so no "
+        "verdict is kept; run it again on a quiet machine",
+        precision, 100 * (*high - *low) / std::max(*high, 1e-9), *low, *high,
+        100 * kMostRoundSpread));
+  }
+  const auto best = [&](const std::string& precision) {
+    return *std::max_element(rounds[precision].begin(), rounds[precision].end());
+  };
+  std::string timed = experiment;
+  for (const std::string& o : base)
+    timed += " --set " + o;
+  const PrecisionVerdict verdict{best("fp32"), best("bf16"), timed, at::get_num_threads(),
+                                 now_utc()};
   const std::string cpu = cpu_class(read_cpu_features());
-  record_precision_verdict(cpu, verdict);
+  record_precision_verdict(precision_verdict_key(cpu, workload), verdict);
   out += fmt::format(
-      "bf16 / fp32: {:.2f}x the tokens/s on this CPU class ({}): precision \"auto\" picks {} "
-      "here\nkept in {}\n",
-      verdict.bf16_tokens_per_sec / verdict.fp32_tokens_per_sec, cpu,
+      "bf16 / fp32: {:.2f}x the tokens/s for this workload ({}) on this CPU class ({}): "
+      "precision \"auto\" picks {} for it\nkept in {}\n",
+      verdict.bf16_tokens_per_sec / verdict.fp32_tokens_per_sec, workload, cpu,
       verdict.bf16_faster() ? "bf16" : "fp32", precision_verdicts_path());
   return out;
 }

@@ -33,7 +33,7 @@ constexpr int64_t kRowsPerReply = 50000;
 // A moving average wider than this is not a curve any more.
 constexpr int64_t kMaxSmoothing = 10000;
 // Runs one compare may name: 100 runs' curves already fill a chart; beyond that a request would
-// only make the server read every run's metrics (issue 39: runs= took any number of ids).
+// only make the server read every run's metrics.
 constexpr size_t kMaxCompareRuns = 200;
 
 // A run the page asked for by id that the store no longer has: the page says so (404).

@@ -7,6 +7,7 @@
 
 #include "core/app/history/run_tables.h"
 #include "core/store/runs/inputs.h"
+#include "core/store/runs/run_environment.h"
 #include "core/store/runs/sources.h"
 
 namespace kiln {
@@ -71,8 +72,13 @@ Table run_inputs_table(HistoryDb& db, int64_t run_id) {
 
 std::string diff_report(HistoryDb& db, const RunRecord& a, const RunRecord& b) {
   const auto differing = differing_config({a, b});
+  const std::string environment = environment_differences(
+      read_run_environment(db.connection(), a.id), read_run_environment(db.connection(), b.id));
+  const std::string ran_with =
+      environment.empty() ? "" : fmt::format("and they ran with {}\n", environment);
   if (differing.empty()) {
-    return fmt::format("{} and {}: no config key differs besides run.name\n", a.name, b.name);
+    return fmt::format("{} and {}: no config key differs besides run.name\n{}", a.name, b.name,
+                       ran_with);
   }
   const auto sources_a = read_key_sources(db.connection(), a.id);
   const auto sources_b = read_key_sources(db.connection(), b.id);
@@ -85,7 +91,7 @@ std::string diff_report(HistoryDb& db, const RunRecord& a, const RunRecord& b) {
     t.rows.push_back({key, values[0], source(sources_a, key), values[1], source(sources_b, key)});
   return fmt::format("{} and {}: {} config key{} differ{}\n", a.name, b.name, differing.size(),
                      differing.size() == 1 ? "" : "s", differing.size() == 1 ? "s" : "") +
-         render_text_table(t);
+         render_text_table(t) + ran_with;
 }
 
 }  // namespace kiln

@@ -12,6 +12,7 @@
 #include "core/app/history/provenance.h"
 #include "core/app/history/run_export.h"
 #include "core/config/canonical.h"
+#include "core/store/runs/run_environment.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
 
@@ -111,6 +112,14 @@ std::string identity_lines(const RunRecord& r) {
                      {"error", r.error}});
 }
 
+// "ran with: precision bf16, threads 2": what the run's config left to the machine.
+std::string environment_line(HistoryDb& db, const RunRecord& r) {
+  std::vector<std::string> parts;
+  for (const auto& [key, value] : read_run_environment(db.connection(), r.id))
+    parts.push_back(key + " " + value);
+  return key_values({{"ran with", join(parts, ", ")}});
+}
+
 std::string last_step_line(HistoryDb& db, const RunRecord& r) {
   const auto m = last_metrics(db, r.id);
   if (!m) return "none yet";
@@ -144,14 +153,20 @@ std::string metric_lines(HistoryDb& db, const RunRecord& r) {
        {"tokens/s", r.tokens_per_sec ? fixed(r.tokens_per_sec, 0) + " (mean after step 1)" : ""}});
 }
 
-std::string curve_line(const RunRecord& a, const RunRecord& b, const CurveComparison& c) {
+std::string curve_line(const RunRecord& a, const RunRecord& b, const CurveComparison& c,
+                       const std::string& environment) {
   const std::string pair = fmt::format("{} and {} (config {})", a.name, b.name, a.config_hash);
   if (c.identical) {
     return fmt::format("{}: loss curves identical over {} steps", pair, c.common_steps);
   }
   auto loss = [](const std::optional<double>& v) { return v ? fmt::format("{}", *v) : "no row"; };
-  return fmt::format("{}: loss curves first differ at step {} ({} vs {}), after {} identical steps",
-                     pair, c.first_difference, loss(c.loss_a), loss(c.loss_b), c.common_steps);
+  // One config, two curves: what the config left to the machine is the first suspect.
+  const std::string why = environment.empty()
+                              ? "; they ran with the same recorded threads and precision"
+                              : "; they ran with " + environment;
+  return fmt::format(
+      "{}: loss curves first differ at step {} ({} vs {}), after {} identical steps{}", pair,
+      c.first_difference, loss(c.loss_a), loss(c.loss_b), c.common_steps, why);
 }
 
 std::string curve_lines(HistoryDb& db, const std::vector<RunRecord>& runs) {
@@ -159,14 +174,27 @@ std::string curve_lines(HistoryDb& db, const std::vector<RunRecord>& runs) {
   for (size_t i = 0; i < runs.size(); ++i) {
     for (size_t j = i + 1; j < runs.size(); ++j) {
       if (runs[i].config_hash != runs[j].config_hash) continue;
-      out += "  " + curve_line(runs[i], runs[j], compare_loss_curves(db, runs[i].id, runs[j].id)) +
+      const RunEnvironment a = read_run_environment(db.connection(), runs[i].id);
+      const RunEnvironment b = read_run_environment(db.connection(), runs[j].id);
+      const std::string environment = environment_differences(a, b);
+      if (a.count("precision") && b.count("precision") && a.at("precision") != b.at("precision")) {
+        // precision "auto" chose differently: one hash, two configurations in effect.
+        out += fmt::format(
+            "  {} and {} (config {}): not one configuration in effect: they ran with {}; their "
+            "curves are not compared as one config's\n",
+            runs[i].name, runs[j].name, runs[i].config_hash, environment);
+        continue;
+      }
+      out += "  " +
+             curve_line(runs[i], runs[j], compare_loss_curves(db, runs[i].id, runs[j].id),
+                        environment) +
              "\n";
     }
   }
   return out.empty() ? "  no two of these runs share a config hash\n" : out;
 }
 
-Table summary_side_by_side(const std::vector<RunRecord>& runs) {
+Table summary_side_by_side(HistoryDb& db, const std::vector<RunRecord>& runs) {
   Table t;
   t.header.push_back("");
   for (const auto& r : runs)
@@ -187,6 +215,19 @@ Table summary_side_by_side(const std::vector<RunRecord>& runs) {
   row("tokens/s", [](const RunRecord& r) { return fixed(r.tokens_per_sec, 0); });
   row("duration", [](const RunRecord& r) { return duration_text(r.duration_s); });
   row("config hash", [](const RunRecord& r) { return r.config_hash; });
+  std::map<int64_t, RunEnvironment> environments;
+  std::set<std::string> keys;
+  for (const auto& r : runs) {
+    environments[r.id] = read_run_environment(db.connection(), r.id);
+    for (const auto& entry : environments[r.id])
+      keys.insert(entry.first);
+  }
+  for (const std::string& key : keys) {
+    row("ran with " + key, [&](const RunRecord& r) {
+      const auto found = environments[r.id].find(key);
+      return found == environments[r.id].end() ? std::string("-") : found->second;
+    });
+  }
   return t;
 }
 
@@ -253,7 +294,7 @@ std::string format_run_list(const std::vector<RunRecord>& runs, const std::strin
 
 std::string describe_run(HistoryDb& db, const RunRecord& run) {
   std::string out = fmt::format("run {} (id {}): {}\n", run.name, run.id, run.status);
-  out += identity_lines(run) + metric_lines(db, run);
+  out += identity_lines(run) + environment_line(db, run) + metric_lines(db, run);
   const Table files = run_files_table(db, run.id);
   out += files.rows.empty()
              ? "\nfiles: not recorded (the run is older than Kiln's record of them)\n"
@@ -316,7 +357,7 @@ std::string compare_report(HistoryDb& db, const std::vector<RunRecord>& runs) {
   std::string out = config.rows.empty()
                         ? "config keys that differ: none besides run.name\n"
                         : "config keys that differ\n" + indent(render_text_table(config));
-  out += "\nresults\n" + indent(render_text_table(summary_side_by_side(runs)));
+  out += "\nresults\n" + indent(render_text_table(summary_side_by_side(db, runs)));
   return out + "\nloss curves of runs sharing a config hash\n" + curve_lines(db, runs);
 }
 

@@ -195,7 +195,7 @@ struct Quantity {
 
 // A sample is a distinct (config hash, run.seed) pair: runs that share both are reruns of one
 // seed, which replay the same numbers (Kiln's runs are deterministic) and would count one
-// measurement as several (issue 39: n = 2, sd 0, p = 0 from one seed run twice). The first run
+// measurement as several (one seed run twice gave n = 2, sd 0, p = 0). The first run
 // of each pair counts; the others are named.
 Quantity quantity(const std::string& title, const std::vector<RunGroup>& groups,
                   const std::function<std::optional<double>(const RunRecord&)>& value) {

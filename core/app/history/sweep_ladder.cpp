@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <regex>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -34,7 +37,30 @@ std::string state_at(const std::vector<double>& values, size_t j, const RunRecor
   return ended ? "stopped" : "paused";
 }
 
+// NAME:vK -> {NAME, K}; a name without a version is version 1.
+std::pair<std::string, int64_t> name_and_version(const std::string& name) {
+  static const std::regex versioned("(.*):v([0-9]{1,9})");
+  std::smatch m;
+  if (std::regex_match(name, m, versioned)) return {m[1].str(), std::stoll(m[2].str())};
+  return {name, 1};
+}
+
 }  // namespace
+
+std::vector<RunRecord> latest_versions(std::vector<RunRecord> runs) {
+  std::map<std::string, int64_t> latest;
+  for (const RunRecord& run : runs) {
+    const auto [name, version] = name_and_version(run.name);
+    latest[name] = std::max(latest[name], version);
+  }
+  runs.erase(std::remove_if(runs.begin(), runs.end(),
+                            [&](const RunRecord& run) {
+                              const auto [name, version] = name_and_version(run.name);
+                              return version < latest[name];
+                            }),
+             runs.end());
+  return runs;
+}
 
 std::vector<double> rung_values(HistoryDb& db, const RunRecord& run, const LadderShape& shape) {
   const Curve curve = load_curve(db, run, shape.metric, "step");
@@ -49,7 +75,8 @@ std::vector<double> rung_values(HistoryDb& db, const RunRecord& run, const Ladde
 
 std::vector<LadderRung> read_sweep_ladder(HistoryDb& db, const std::string& sweep,
                                           const LadderShape& shape, bool ended) {
-  const std::vector<RunRecord> runs = list_runs(db, {"sweep = " + single_quoted(sweep), "id", 0});
+  const std::vector<RunRecord> runs =
+      latest_versions(list_runs(db, {"sweep = " + single_quoted(sweep), "id", 0}));
   std::vector<std::vector<double>> values;
   for (const auto& run : runs)
     values.push_back(rung_values(db, run, shape));

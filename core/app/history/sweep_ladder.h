@@ -36,6 +36,11 @@ struct LadderRung {
 // rung it has no value at (a run stopped before that rung's evaluation).
 std::vector<double> rung_values(HistoryDb& db, const RunRecord& run, const LadderShape& shape);
 
+// The sweep's runs without those a rerun replaced: `kiln sweep --rerun-changed` trains a member
+// whose config changed again as NAME:v2 (NAME:v3, ...), and the ladder and the member counts are
+// the latest version's alone. In the order given.
+std::vector<RunRecord> latest_versions(std::vector<RunRecord> runs);
+
 // Every rung of `sweep`'s ladder. `ended`: the search is over, so paused members are stopped.
 std::vector<LadderRung> read_sweep_ladder(HistoryDb& db, const std::string& sweep,
                                           const LadderShape& shape, bool ended);

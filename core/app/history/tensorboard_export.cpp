@@ -71,7 +71,7 @@ void check_run_folders(const std::vector<RunRecord>& runs, const std::string& di
           run.name, dir));
     }
     const std::string folder = tensorboard_run_folder(dir, run.name);
-    check_tensorboard_dir(folder, "-o", "", {});  // a file where the folder of a nested name goes
+    check_tensorboard_dir(folder, "-o", "");  // a file where the folder of a nested name goes
     if (holds_event_files(folder)) {
       throw UserError(fmt::format(
           "-o {}: '{}' holds event files already, and TensorBoard would show their points and run "
@@ -85,11 +85,7 @@ void check_run_folders(const std::vector<RunRecord>& runs, const std::string& di
 
 std::vector<std::string> export_tensorboard(HistoryDb& db, const std::vector<RunRecord>& runs,
                                             const std::string& dir) {
-  std::vector<std::string> snapshot_folders;
-  for (const auto& run : runs) {
-    if (auto paths = paths_of(run)) snapshot_folders.push_back(paths->snapshots());
-  }
-  check_tensorboard_dir(dir, "-o", db.path(), snapshot_folders);
+  check_tensorboard_dir(dir, "-o", db.path());
   check_run_folders(runs, dir);
   std::vector<std::string> written;
   for (const auto& run : runs) {

@@ -17,7 +17,7 @@ namespace kiln {
 
 void require_store_file(const std::string& db) {
   if (!store_may_exist(db)) {
-    throw UserError(fmt::format("no run store at '{}': pass --db PATH, the run.db of the run", db));
+    fail_no_store(db, "pass --db PATH, the run.db of the run");
   }
 }
 
@@ -36,7 +36,7 @@ OpenedSnapshot open_snapshot(const SnapshotRequest& request, Connection& db,
   const SnapshotOwner owner = snapshot_owner(db, info, info.config_hash);
   const RunSnapshots snapshots = owned_snapshots(dir, owner);
   // The store lists snapshots and the disk has none of them: they were deleted, not never taken
-  // (issue 39: after an import's rm took the folder, eval said "the run took none").
+  // (the error says so, not "the run took none").
   if (snapshots.own.empty() && snapshots.foreign.empty() && !owner.recorded.empty()) {
     std::error_code ec;
     throw UserError(fmt::format(

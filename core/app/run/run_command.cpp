@@ -15,6 +15,7 @@
 #include "core/config/toml_text.h"
 #include "core/store/history/queries.h"
 #include "core/store/runs/inputs.h"
+#include "core/store/runs/output_guard.h"
 #include "core/store/runs/paths.h"
 #include "core/store/runs/writer.h"
 #include "core/store/tensorboard/run_log.h"
@@ -52,8 +53,11 @@ void make_tensorboard_absolute(ResolvedConfig& config) {
 
 // Before the run's row changes: a folder that cannot take event files is refused up front.
 void check_tensorboard(const ResolvedConfig& config, const RunPaths& paths) {
-  check_tensorboard_dir(metrics_options(config).tensorboard, "metrics.tensorboard",
-                        run_options(config).db, {paths.snapshots()});
+  const std::string& dir = metrics_options(config).tensorboard;
+  check_tensorboard_dir(dir, "metrics.tensorboard", run_options(config).db);
+  // A new run's folder carries no marker yet, and a resumed one's does: one rule for both.
+  refuse_output_inside(dir, paths.folder(), "the run's own folder, which `kiln runs rm` deletes",
+                       "metrics.tensorboard");
 }
 
 // Snapshots are whole whatever the strategy, so a run may go on with another one (the global
@@ -132,8 +136,8 @@ ResolvedConfig resumed_config(const RunRecord& record, const std::vector<std::st
 
 // For a resume that changed train.steps: the line that gives the lr of the next update as the
 // run planned it and as it will be ("" when train.steps is unchanged); a UserError, before the
-// run's row changes, when the two differ by over 1% and `mode` is the default (issue 39: lr
-// jumped from 6.6e-4 to 3.9e-3 at the resume step without a word).
+// run's row changes, when the two differ by over 1% and `mode` is the default (else the lr can
+// jump, say from 6.6e-4 to 3.9e-3, at the resume step without a word).
 std::string check_schedule_change(const ResolvedConfig& stored, const AssembledRun& run,
                                   int64_t from_step, ScheduleOnResume mode) {
   const int64_t planned = train_options(stored).steps;
@@ -157,8 +161,8 @@ std::string check_schedule_change(const ResolvedConfig& stored, const AssembledR
 
 // Points `config` at the files the run's record names (so that a resume works from any
 // directory) and compares them with their fingerprints. A difference is a UserError, before
-// anything is built, or with `allow_change` one more entry of `changes` (issue 39: a resume
-// after re-preparing the data trained on other data without a word). Returns the inputs as
+// anything is built, or with `allow_change` one more entry of `changes` (else a resume after
+// re-preparing the data would train on other data without a word). Returns the inputs as
 // they are now, which the resume records: a run made before Kiln recorded them gets its
 // record here, from the directory it resumes in.
 std::vector<RunInput> check_inputs(Connection& db, const RunRecord& record, ResolvedConfig& config,
@@ -293,7 +297,7 @@ SessionOutcome run_experiment(ResolvedConfig config, bool restart, int64_t until
 SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
                           const std::vector<std::string>& overrides, const ResumeOptions& options) {
   if (!store_may_exist(db)) {
-    throw UserError(fmt::format("no run store at '{}': pass the --db that `kiln run` used", db));
+    fail_no_store(db, "pass the --db that `kiln run` used");
   }
   auto store = std::make_unique<RunStore>(db);
   const RunRecord record = store->require_run(name_or_id);

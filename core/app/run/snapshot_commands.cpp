@@ -1,5 +1,6 @@
 #include "core/app/run/snapshot_commands.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -231,8 +232,31 @@ bool exports_directory(const std::string& out_path) {
          out_path.compare(out_path.size() - suffix.size(), suffix.size(), suffix) != 0;
 }
 
+namespace {
+
+// An export into a folder that already holds files may replace a user's own config.json: only a
+// previous Kiln export, or --force, lets it.
+void check_export_folder(const std::string& dir, bool force) {
+  std::error_code ec;
+  if (force || !std::filesystem::is_directory(dir, ec) || holds_kiln_export(dir)) return;
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+    names.push_back(entry.path().filename().string());
+  if (names.empty()) return;
+  std::sort(names.begin(), names.end());
+  if (names.size() > 4) names.resize(4), names.back() = "...";
+  throw UserError(fmt::format(
+      "-o {}: the folder holds files that are not a Kiln export ({}): an export would replace "
+      "its model files; give a new or empty folder, or --force to replace config.json and the "
+      "weights and keep the rest",
+      dir, join(names, ", ")));
+}
+
+}  // namespace
+
 int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_path,
-                        int64_t max_shard_bytes) {
+                        const ExportOptions& options) {
+  const int64_t max_shard_bytes = options.max_shard_bytes;
   if (max_shard_bytes > 0 && !exports_directory(out_path)) {
     throw UserError(
         fmt::format("--max-shard-size shards a model directory, and -o {} names one "
@@ -247,6 +271,7 @@ int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_p
                     "names a model directory: give a directory or a .safetensors path",
                     out_path));
   }
+  if (exports_directory(out_path)) check_export_folder(out_path, options.force);
   OpenedSnapshot opened = open_snapshot_read_only(request, Assembly::kWeights);
   const std::string config = opened.run.model->interchange_config();
   if (exports_directory(out_path) && config.empty()) {
@@ -264,7 +289,11 @@ int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_p
       {"kiln_snapshot", opened.snapshot.label},
       {"kiln_config_hash", opened.info.config_hash}};
   if (exports_directory(out_path)) {
-    write_hf_directory(out_path, weights, config, special, metadata, max_shard_bytes);
+    replace_folder(
+        out_path, [](const std::string& name) { return !is_model_directory_file(name); },
+        [&](const std::string& staging) {
+          write_hf_directory(staging, weights, config, special, metadata, max_shard_bytes);
+        });
   } else {
     write_weights(out_path, weights, metadata);
   }

@@ -82,11 +82,20 @@ std::string sample_snapshot(const SnapshotRequest& request, const SampleOptions&
 // config.json in it) rather than one file: any path not ending in ".safetensors".
 bool exports_directory(const std::string& out_path);
 
+struct ExportOptions {
+  // > 0 (--max-shard-size): a directory's weights in shards of at most that many bytes, with
+  // model.safetensors.index.json (write_hf_directory); 0: one file.
+  int64_t max_shard_bytes = 0;
+  // --force: export into a folder that holds files of its own, replacing those an export writes.
+  bool force = false;
+};
+
 // Writes the model's weights in its interchange format: a .safetensors file, or a directory
 // (exports_directory) for a model with a Hugging Face config. Returns the tensor count.
-// `max_shard_bytes` > 0 (--max-shard-size): a directory's weights in shards of at most that
-// size, with model.safetensors.index.json (write_hf_directory).
+// A directory is replaced as one step (replace_folder): files a model directory holds
+// (is_model_directory_file) go, the folder's other files stay. A folder holding files that are
+// not a previous Kiln export (a user's own config.json) is refused unless `options.force`.
 int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_path,
-                        int64_t max_shard_bytes = 0);
+                        const ExportOptions& options = {});
 
 }  // namespace kiln

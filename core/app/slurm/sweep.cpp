@@ -5,12 +5,14 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "core/app/sweeps/asha_search.h"
 #include "core/app/sweeps/check.h"
+#include "core/app/sweeps/runner.h"
 #include "core/config/canonical.h"
 #include "core/config/config.h"
 #include "core/config/options.h"
@@ -175,9 +177,18 @@ void submit_sweep(const SweepSpec& spec, const SlurmOptions& slurm, const std::s
 }
 
 void print_sweep_status(const std::string& db, const std::string& name, const PrintLine& print) {
+  std::optional<SweepRecord> submitted;
+  if (is_database_url(db) || std::filesystem::exists(db)) {
+    RunStore store(db);
+    submitted = find_sweep(store, name);
+  }
+  if (!submitted) {  // a sweep run here
+    print(members_status(db, name));
+    return;
+  }
+  const SweepRecord& sweep = *submitted;
   const std::unique_ptr<RunStore> opened = submitted_store(db);
   RunStore& store = *opened;
-  const SweepRecord sweep = require_sweep(store, name);
   const std::map<int64_t, std::string> slurm = array_task_states(sweep.job_ids);
   if (!sweep.spec_file.empty()) {
     std::vector<std::string> workers;

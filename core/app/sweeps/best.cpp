@@ -25,9 +25,12 @@ std::string without_run_name(const std::string& config) {
 
 }  // namespace
 
-std::string best_member_toml(HistoryDb& db, const std::string& sweep, const std::string& by) {
+std::string best_member_toml(HistoryDb& db, const std::string& sweep, const std::string& by,
+                             const std::vector<std::string>& declared_task_metrics) {
   const std::string of_sweep = "sweep = " + single_quoted(sweep);
-  const std::vector<RunRecord> members = list_runs(db, {of_sweep, "id", 0});
+  // The key alone first: an error about it names --by, not the filter built from it below.
+  const std::vector<RunRecord> members =
+      list_runs(db, {of_sweep, by, 0, declared_task_metrics, "--by"});
   if (members.empty()) {
     throw UserError(
         fmt::format("no sweep '{}' in '{}': `kiln runs list --db {}` lists runs and "
@@ -37,7 +40,8 @@ std::string best_member_toml(HistoryDb& db, const std::string& sweep, const std:
   const std::string key = by.empty() || by[0] != '-' ? by : by.substr(1);
   // Only completed members with a value of the key: NULL compares false, every number passes.
   const std::vector<RunRecord> ranked =
-      list_runs(db, {of_sweep + " and status = completed and " + key + " >= -1e308", by, 0});
+      list_runs(db, {of_sweep + " and status = completed and " + key + " >= -1e308", by, 0,
+                     declared_task_metrics, "--by"});
   if (ranked.empty()) {
     throw UserError(fmt::format(
         "sweep '{}' has no completed member with a value of {} ({} member{}): pick another "

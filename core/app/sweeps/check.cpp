@@ -56,7 +56,7 @@ std::vector<MemberCheck> check_members(const SweepSpec& spec,
       const ResolvedConfig config = load_config(spec.base, member.overrides);
       const AssembledRun run = assemble(config, Assembly::kCheck);
       checks.push_back({member.name, flatten_config(config.to_toml()), run.model_plan->parameters,
-                        run.batch_tokens, run.train.steps, run.memory.total()});
+                        run.batch_tokens, run.train.steps, run.memory.total(), config.notes});
     } catch (const UserError& e) {
       throw UserError(fmt::format("sweep member '{}': {}", member.name, e.what()));
     }

@@ -22,6 +22,9 @@ struct MemberCheck {
   int64_t tokens_per_step = 0;  // over all ranks and micro-steps
   int64_t steps = 0;
   double memory = 0;  // bytes training needs at least (core/train/memory_check.h)
+  // What loading its config noted, as `kiln run` prints it: a variant's `type` that left out
+  // base keys its plugin does not take.
+  std::vector<std::string> notes;
 };
 
 // Every member assembled without training, in order; a UserError "sweep member 'NAME': ..." with

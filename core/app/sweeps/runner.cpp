@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <functional>
 #include <list>
+#include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <thread>
@@ -14,6 +17,7 @@
 
 #include "core/app/history/run_tables.h"
 #include "core/app/history/seed_groups.h"
+#include "core/app/history/sweep_ladder.h"
 #include "core/app/sweeps/asha_search.h"
 #include "core/app/sweeps/check.h"
 #include "core/app/sweeps/member.h"
@@ -22,6 +26,7 @@
 #include "core/config/canonical.h"
 #include "core/config/config.h"
 #include "core/config/options.h"
+#include "core/store/db/location.h"
 #include "core/store/history/queries.h"
 #include "core/store/runs/writer.h"
 #include "core/util/process.h"
@@ -57,7 +62,7 @@ std::vector<std::string> changed_keys(const RunRecord& stored, const std::string
 // The members to run, in order, a line for each one skipped; `members` itself as the sweep now
 // names them (a changed member rerun under a new name gets it here). A member whose run in the
 // store has none of the member's config hashes was made from another sweep file: matched by
-// name alone, it would have been skipped as completed or resumed on the old config (issue 39).
+// name alone, it would have been skipped as completed or resumed on the old config.
 std::vector<const SweepMember*> members_to_run(const MemberLaunch& launch,
                                                std::vector<SweepMember>& members,
                                                SweepOptions::Changed on_changed,
@@ -160,7 +165,8 @@ int print_summary(const SweepRun& sweep, const std::vector<SweepMember>& members
                   const std::function<bool(const std::string&)>& stopped) {
   HistoryDb history(sweep.launch.db);
   std::vector<RunRecord> records;
-  for (const auto& r : list_runs(history, ListQuery{"", sort, 0})) {
+  for (const auto& r :
+       list_runs(history, ListQuery{"", sort, 0, declared_task_metrics(sweep.spec.search)})) {
     if (r.sweep == sweep.spec.name) records.push_back(r);
   }
   int incomplete = 0;
@@ -176,12 +182,84 @@ int print_summary(const SweepRun& sweep, const std::vector<SweepMember>& members
   return incomplete;
 }
 
+// The hooks of a sweep whose members run in the queue's order: each job is the first member of
+// `queue` that no worker holds, that this worker has not started, and whose run no other worker
+// has moved on since this one read the store; `more` extends the queue when it is used up (a tpe
+// search's next trial), or gives nothing.
+JobHooks queue_hooks(SweepClaims& claims, RunStore& store, std::vector<const SweepMember*>& queue,
+                     std::function<std::vector<const SweepMember*>()> more) {
+  // The status of each member's run as this worker first saw it ("" for none yet).
+  auto seen = std::make_shared<std::map<std::string, std::string>>();
+  auto started = std::make_shared<std::set<std::string>>();
+  auto status_of = [&store](const std::string& name) {
+    const std::optional<RunRecord> run = store.find_run(name);
+    return run ? run->status : std::string();
+  };
+  JobHooks hooks;
+  hooks.next = [&claims, &queue, more, seen, started,
+                status_of](const std::vector<const SweepMember*>&) -> std::optional<MemberJob> {
+    for (;;) {
+      for (const SweepMember* m : queue) {
+        if (!seen->count(m->name)) seen->emplace(m->name, status_of(m->name));
+      }
+      const SweepMember* chosen = nullptr;
+      claims.claim_next([&](const std::set<std::string>& elsewhere)
+                            -> std::optional<SweepDecision> {
+        for (const SweepMember* m : queue) {
+          if (started->count(m->name) || elsewhere.count(m->name)) continue;
+          if (status_of(m->name) != seen->at(m->name)) continue;  // another worker ran it
+          chosen = m;
+          return SweepDecision{m->name, 0, "start", "the first member of the queue no one holds"};
+        }
+        return std::nullopt;
+      });
+      if (chosen) {
+        started->insert(chosen->name);
+        return MemberJob{chosen, 0};
+      }
+      const std::vector<const SweepMember*> added = more();
+      if (added.empty()) return std::nullopt;
+      queue.insert(queue.end(), added.begin(), added.end());
+    }
+  };
+  hooks.ended = [&claims](const SweepMember& m) { claims.release(m.name); };
+  hooks.tick = [&claims] { claims.heartbeat(); };
+  hooks.others_working = [&claims] { return claims.others_working(); };
+  return hooks;
+}
+
 }  // namespace
+
+std::string members_status(const std::string& db, const std::string& name) {
+  if (!store_may_exist(db)) {
+    fail_no_store(db, "pass the --db the sweep ran with");
+  }
+  HistoryDb history(db);
+  const std::vector<RunRecord> runs =
+      latest_versions(list_runs(history, ListQuery{"sweep = " + single_quoted(name), "id", 0}));
+  if (runs.empty()) {
+    throw UserError(
+        fmt::format("no sweep '{}' in '{}': `kiln runs list --db {}` lists runs and their sweeps",
+                    name, db, db));
+  }
+  std::map<std::string, int> counts;
+  for (const RunRecord& run : runs)
+    ++counts[run.status];
+  std::vector<std::string> summary;
+  for (const auto& [status, count] : counts)
+    summary.push_back(fmt::format("{} {}", count, status));
+  return fmt::format("sweep '{}': {} members, {}\n{}", name, runs.size(), join(summary, ", "),
+                     sweep_summary(runs, "id"));
+}
 
 SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
                        const std::function<void(const std::string&)>& print) {
   std::vector<SweepMember> members = expand_sweep(spec);
   const std::vector<MemberCheck> checks = check_members(spec, members);
+  for (const MemberCheck& check : checks) {
+    for (const std::string& note : check.notes)
+      print(fmt::format("sweep member '{}': {}", check.name, note));
+  }
   if (options.dry_run) {
     print(fmt::format("sweep '{}': {} members, each assembled without training; nothing run",
                       spec.name, members.size()));
@@ -227,7 +305,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
     // --sort orders the summary at the end: a key it cannot sort by is reported now, not after
     // every member has run.
     HistoryDb history(sweep.launch.db);
-    list_runs(history, ListQuery{"", options.sort, 1});
+    list_runs(history, ListQuery{"", options.sort, 1, declared_task_metrics(spec.search)});
   }
   print(
       fmt::format("sweep '{}': {} members, {} to run, {} at a time ({} CPU threads each); logs "
@@ -238,24 +316,25 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
                                      fmt::join(asha->rungs(), ", "), spec.search.reduction_factor)
                        : ""));
   std::list<std::vector<SweepMember>> proposed;  // stable: the queue points into them
-  size_t at = 0;
+  // Every job is claimed in the store before it starts, so that two `kiln sweep` processes of
+  // one sweep share its members (an asha search's ladder decides which; otherwise the queue's
+  // order), and neither runs a member the other holds or has finished.
+  RunStore store(launch.db);
+  SweepClaims claims(store, spec.name, worker_name(), claim_timeout());
   JobHooks hooks;
-  hooks.next = [&](const std::vector<const SweepMember*>&) -> std::optional<MemberJob> {
-    while (at == queue.size() && tpe && tpe->left() > 0) {
-      proposed.push_back(tpe->next());
-      const auto more = admit(proposed.back(), &*tpe);
-      queue.insert(queue.end(), more.begin(), more.end());
-    }
-    if (at == queue.size()) return std::nullopt;
-    return MemberJob{queue[at++], 0};
-  };
-  // An asha search's jobs are claimed in the store: other workers of the sweep share it.
-  std::optional<RunStore> store;
-  std::optional<SweepClaims> claims;
   if (asha) {
-    claims.emplace(store.emplace(launch.db), spec.name, worker_name(), claim_timeout());
-    claims->record_ladder_shape(asha->shape());  // for `kiln serve` and `kiln sweep status`
-    hooks = asha->hooks(*claims, print);
+    claims.record_ladder_shape(asha->shape());  // for `kiln serve` and `kiln sweep status`
+    hooks = asha->hooks(claims, print);
+  } else {
+    hooks = queue_hooks(claims, store, queue, [&]() -> std::vector<const SweepMember*> {
+      // A proposal whose members all ran before (a rerun) adds nothing: the next one is asked.
+      while (tpe && tpe->left() > 0) {
+        proposed.push_back(tpe->next());
+        std::vector<const SweepMember*> added = admit(proposed.back(), &*tpe);
+        if (!added.empty()) return added;
+      }
+      return {};
+    });
   }
   const size_t per_trial =
       members.size() /

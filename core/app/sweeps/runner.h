@@ -31,6 +31,10 @@ struct SweepOutcome {
   bool interrupted = false;  // a SIGINT or SIGTERM stopped the sweep
 };
 
+// The members of sweep `name` (one run here, not submitted to a scheduler) in the store at `db`:
+// a line of counts by status, then the members side by side. A UserError when it has none.
+std::string members_status(const std::string& db, const std::string& name);
+
 // Checks every member, then runs (or resumes) those not yet completed and prints a summary table;
 // with dry_run, prints the members table instead of running them.
 SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,

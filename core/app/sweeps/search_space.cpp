@@ -70,6 +70,12 @@ void check_metric(const SweepSpec& spec) {
                   at, metric, names.empty() ? "no task" : join(names, ", ")));
 }
 
+std::vector<std::string> declared_task_metrics(const SweepSearch& search) {
+  std::string task, score;
+  if (!split_task_metric(search.metric, task, score)) return {};
+  return {search.metric};
+}
+
 std::string search_sort_key(const SweepSearch& search) {
   if (search.metric.empty()) return "";
   return search.maximize ? "-max(" + search.metric + ")" : "min(" + search.metric + ")";

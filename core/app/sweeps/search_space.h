@@ -57,6 +57,9 @@ struct SweepSearch {
 // The `kiln runs list --sort` key of a search's metric: min(M), or -max(M) for mode = "max";
 // "" without a metric.
 std::string search_sort_key(const SweepSearch& search);
+// The search's metric when it is a task's (TASK.METRIC, checked by check_metric against the base's
+// eval.tasks), for a ListQuery's declared_task_metrics; empty otherwise.
+std::vector<std::string> declared_task_metrics(const SweepSearch& search);
 
 // The value `distribution` gives trial `trial` of a sweep seeded `seed`, as TOML text: a number
 // drawn from splitmix64 of (seed, trial, key) rounded to 4 significant digits (and kept in its

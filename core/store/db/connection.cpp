@@ -105,7 +105,7 @@ Connection::Connection(std::string path, OpenMode mode, const std::string& open_
 }
 
 // SQLite reads a WAL store through its index (-shm), which it cannot make here; an immutable
-// read skips the -wal with it, and so the commits still in it (issue 39). So a non-empty -wal is
+// read skips the -wal with it, and so the commits still in it. So a non-empty -wal is
 // read from a private copy of the two; without room for one, immutable, with a warning.
 void Connection::open_unwritable_folder(int flags, const std::string& open_hint) {
   std::error_code ec;

@@ -3,8 +3,11 @@
 // opened.
 #include "core/store/db/location.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <regex>
@@ -136,6 +139,19 @@ bool store_may_exist(const std::string& location) {
   check_store_url(location);
   std::error_code ec;
   return is_database_url(location) || std::filesystem::is_regular_file(location, ec);
+}
+
+void fail_no_store(const std::string& location, const std::string& fix) {
+  struct stat st {};
+  if (::stat(location.c_str(), &st) != 0 && errno != ENOENT && errno != ENOTDIR) {
+    throw UserError(
+        fmt::format("cannot read '{}': {}: give this user access to it and the folders above it",
+                    location, std::strerror(errno)));
+  }
+  if (::stat(location.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    throw UserError(fmt::format("'{}' is not a file, so not a run store: {}", location, fix));
+  }
+  throw UserError(fmt::format("no run store at '{}': {}", location, fix));
 }
 
 bool is_connection_string(const std::string& text) {

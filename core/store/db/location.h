@@ -21,6 +21,10 @@ std::string store_location(const std::string& location);
 // Whether a command that must not create a store may open `location`: an existing file, or a URL
 // (the server answers for it).
 bool store_may_exist(const std::string& location);
+// The UserError for a store that store_may_exist() did not find: "no run store at 'PATH': FIX",
+// or, when the path cannot be looked at, "cannot read 'PATH': permission denied: ..." (a store
+// there may well exist).
+[[noreturn]] void fail_no_store(const std::string& location, const std::string& fix);
 
 // A UserError for a URL (or libpq connection string) Kiln cannot use.
 void check_store_url(const std::string& location);

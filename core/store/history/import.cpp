@@ -2,15 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <optional>
 #include <set>
 #include <type_traits>
 
 #include <fmt/format.h>
 
+#include "core/store/db/location.h"
 #include "core/store/history/queries.h"
 #include "core/store/history/reader.h"
 #include "core/store/runs/paths.h"
+#include "core/store/runs/run_environment.h"
 #include "core/store/runs/writer.h"
 #include "core/util/error.h"
 
@@ -100,6 +103,7 @@ ImportedRun copy_rows(HistoryDb& source, RunStore& target, const RunRecord& run,
   target.flush();
   Connection& db = target.connection();
   write_task_scores(db, id, read_task_scores(source.connection(), run.id));
+  write_run_environment(db, id, read_run_environment(source.connection(), run.id));
   for (const SnapshotRecord& s : run_snapshots(source, run.id)) {
     Statement(
         db, "INSERT INTO snapshots (run_id, label, step, path, created_at) VALUES (?, ?, ?, ?, ?)",
@@ -219,6 +223,16 @@ std::string share_folder(const RunRecord& run, const std::string& source,
 
 std::vector<ImportedRun> import_runs(const std::string& source, const std::string& target,
                                      bool rename) {
+  std::error_code ec;
+  if (!is_database_url(source) && !is_database_url(target) &&
+      std::filesystem::equivalent(source, target, ec)) {
+    // One file by two names (a symlink, a hard link, `..`): the import would list the store in
+    // its own runs' markers a second time, under the other name, which no rm could clear.
+    throw UserError(fmt::format(
+        "'{}' and --db '{}' are the same run store (one file): nothing to import; give another "
+        "--db",
+        source, target));
+  }
   HistoryDb from(source);
   if (!from.warning().empty()) throw UserError(from.warning() + ": nothing imported");
   RunStore to(target);

@@ -51,8 +51,7 @@ void kiln_config_function(sqlite3_context* ctx, int, sqlite3_value** argv) {
 
 Connection open_existing(const std::string& path) {
   if (!store_may_exist(path)) {
-    throw UserError(
-        fmt::format("no run store at '{}': train a run first, or pass --db PATH", path));
+    fail_no_store(path, "train a run first, or pass --db PATH");
   }
   return Connection(path, OpenMode::kReadOnly, "check its permissions");
 }

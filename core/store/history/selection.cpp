@@ -25,7 +25,7 @@ namespace {
 // The keys --where and --sort can name besides config keys: the summary's columns, and the
 // metrics a point or an aggregate can name. The SQL is our text: the summary's column, the
 // metric's column, or the split of the eval.
-KeySpace summary_keys(HistoryDb& db) {
+KeySpace summary_keys(HistoryDb& db, const std::vector<std::string>& declared_task_metrics) {
   KeySpace keys{{{"id", "id"},
                  {"name", "name"},
                  {"status", "status"},
@@ -52,7 +52,10 @@ KeySpace summary_keys(HistoryDb& db) {
                  {"loss_scale", "loss_scale"}},
                 {{"val_loss", "'val'"}, {"test_loss", "'test'"}},
                 "summary.id"};
-  for (const std::string& name : task_metric_names(db.connection())) {
+  std::vector<std::string> task_metrics = task_metric_names(db.connection());
+  task_metrics.insert(task_metrics.end(), declared_task_metrics.begin(),
+                      declared_task_metrics.end());
+  for (const std::string& name : task_metrics) {
     std::string task, metric;
     split_task_metric(name, task, metric);
     keys.task_metrics[name] =
@@ -92,7 +95,7 @@ void check_config_keys(HistoryDb& db, const std::vector<KeyUse>& uses, const std
   }
   if (known.empty()) return;  // no run yet: nothing to match, nothing to check against
   for (const auto& use : uses) {
-    // A number key compared with a quoted text matches nothing, silently (issue 39).
+    // A number key compared with a quoted text would match nothing, silently: refused.
     if (known.count(use.key) && known.at(use.key).empty() && !use.text.empty()) {
       throw UserError(fmt::format(
           "{}: config key '{}' holds numbers (such as {}) but is compared with the text '{}'{}: "
@@ -115,7 +118,7 @@ void check_config_keys(HistoryDb& db, const std::vector<KeyUse>& uses, const std
 }  // namespace
 
 std::vector<RunRecord> list_runs(HistoryDb& db, const ListQuery& query) {
-  const KeySpace keys = summary_keys(db);
+  const KeySpace keys = summary_keys(db, query.declared_task_metrics);
   SqlFragment sql;
   if (query.where.find_first_not_of(" \t\n") != std::string::npos) {
     auto ast = parse_where(query.where, keys);
@@ -123,9 +126,10 @@ std::vector<RunRecord> list_runs(HistoryDb& db, const ListQuery& query) {
     sql = where_sql(*ast, keys);
     sql.sql = " WHERE " + sql.sql;
   }
-  const SortKey sort = parse_sort(query.sort, keys);
+  const SortKey sort = parse_sort(query.sort, keys, query.sort_option);
   if (sort.key.kind == WhereKey::Kind::kConfig) {
-    check_config_keys(db, {{sort.key.name, 0, ""}}, fmt::format("--sort '{}'", query.sort));
+    check_config_keys(db, {{sort.key.name, 0, ""}},
+                      fmt::format("{} '{}'", query.sort_option, query.sort));
   }
   SqlFragment order = sort_sql(sort, keys);
   sql.sql += " ORDER BY " + order.sql + ", id";

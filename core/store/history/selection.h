@@ -18,6 +18,10 @@ struct ListQuery {
   std::string where;        // core/store/where/expr.h; empty = every run
   std::string sort = "id";  // a key; '-' prefix = descending
   int64_t limit = 0;        // 0 = no limit
+  // TASK.METRIC names to accept before the store holds any score of them: a sweep's metric,
+  // which its base experiment's eval.tasks declares (else a fresh store refuses the sort).
+  std::vector<std::string> declared_task_metrics = {};
+  std::string sort_option = "--sort";  // how errors name `sort`
 };
 
 std::vector<RunRecord> list_runs(HistoryDb& db, const ListQuery& query);

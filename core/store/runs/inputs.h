@@ -1,5 +1,5 @@
-// The files a run reads, kept beside it in the run store (issue 39: a resume from another
-// directory, or after re-preparing the data, trained on other data without a word). For every
+// The files a run reads, kept beside it in the run store (else a resume from another
+// directory, or after re-preparing the data, trains on other data without a word). For every
 // key of its config that names files (ParamSpec::names_files: data.train, model.init_from, ...)
 // and has a value: the value as given, its absolute form when the run was made, and a
 // fingerprint of the files (core/util/file_fingerprint.h). resume, eval and sample read the

@@ -1,11 +1,16 @@
 #include "core/store/runs/output_guard.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <system_error>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "core/store/runs/paths.h"
 #include "core/util/error.h"
 
 namespace kiln {
@@ -43,14 +48,66 @@ bool same_file(const fs::path& a, const fs::path& b) {
   return resolved(a) == resolved(b);
 }
 
+// Whether `path` is a SQLite database: its header's first 16 bytes (sqlite.org/fileformat.html).
+bool is_sqlite_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  char header[16] = {};
+  return in.read(header, sizeof header) &&
+         std::string(header, sizeof header) == std::string("SQLite format 3\0", 16);
+}
+
+void refuse_run_folder(const std::string& output, const std::string& option) {
+  const std::optional<std::string> folder = run_folder_holding(output);
+  if (!folder) return;
+  throw UserError(fmt::format(
+      "{} {}: that is inside the run folder '{}', whose snapshots and marker Kiln keeps: writing "
+      "there could replace them; choose a path outside every run's folder",
+      option, output, *folder));
+}
+
+void refuse_shared_inode(const std::string& output, const std::string& option) {
+  struct stat st {};
+  if (::lstat(output.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink < 2) return;
+  throw UserError(fmt::format(
+      "{} {}: that file has {} hard links, and another of its names may be a run's snapshot or "
+      "store: remove it first or choose another name",
+      option, output, st.st_nlink));
+}
+
+// A folder an export or a prepare fills must not hold a store or a run: `-o runs` would mix
+// model files among them.
+void refuse_kiln_files_in(const std::string& folder, const std::string& option) {
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) return;
+  for (const auto& entry : fs::directory_iterator(folder, ec)) {
+    const fs::path path = entry.path();
+    const char* what = nullptr;
+    if (entry.is_regular_file(ec) && is_sqlite_file(path)) what = "a run store";
+    if (entry.is_directory(ec) && run_folder_holding(path.string()) == resolved(path).string())
+      what = "a run's folder";
+    if (!what) continue;
+    throw UserError(fmt::format("{} {}: that folder holds '{}', {}: choose a folder of its own",
+                                option, folder, path.string(), what));
+  }
+}
+
 }  // namespace
+
+void check_output_path(const std::string& output, const std::string& db, const std::string& option,
+                       OutputKind kind) {
+  if (output.empty()) return;
+  refuse_output_over_store(output, db, option);
+  refuse_run_folder(output, option);
+  refuse_shared_inode(output, option);
+  if (kind == OutputKind::kFolder) refuse_kiln_files_in(output, option);
+}
 
 void refuse_output_over_store(const std::string& output, const std::string& db,
                               const std::string& option) {
   if (output.empty() || db.empty()) return;  // stdout; no store named
   // SQLite keeps the side files beside the database file itself, a symlink to it resolved (its
   // unix VFS follows links): for a store named through `link.db`, the log is `main.db-wal`, which
-  // no path under the link's name reaches while it does not exist (issue 39).
+  // no path under the link's name reaches while it does not exist.
   const std::vector<std::string> names = {db, resolved(db).string()};
   for (const StoreFile& file : kStoreFiles) {
     std::string store_file;

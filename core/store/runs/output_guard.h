@@ -1,13 +1,25 @@
-// The check every command that reads a run store and writes a file (`kiln runs export`,
-// `kiln runs plot`, `kiln report`, `kiln export`) makes before it opens the store: the file it
-// writes must not be the store, nor one of the files SQLite keeps beside it (`-wal`, `-shm`,
-// `-journal`), by any path (`./x.db`, a symlink, a hard link). Writing there would replace
-// every run with a CSV or an HTML page.
+// The checks every output option of every command goes through before anything is computed
+// (`kiln eval --details/--logits`, `kiln export -o`, `kiln runs export/plot -o`, `kiln report
+// -o`, `kiln prepare --out`, tensorboard folders): what Kiln writes must not replace what Kiln
+// keeps. A run store and SQLite's files beside it (`-wal`, `-shm`, `-journal`), and every file of
+// a run's folder (its snapshots, marker, lock, log), by any path: `./x.db`, `..`, a symlink, a
+// hard link. Writing there would replace a store's runs with a CSV, or a snapshot with JSON.
 #pragma once
 
 #include <string>
 
 namespace kiln {
+
+// What an output option names: one file, or a folder the command fills.
+enum class OutputKind { kFile, kFolder };
+
+// A UserError "OPTION OUTPUT: ... : choose ..." when `output` is, or (for a folder) holds, one of
+// Kiln's own files: the run store at `db` ("" when the command has none) or one of its side
+// files; anything inside a run's folder (core/store/runs/paths.h: run_folder_holding); a file
+// with other hard links, which may be a run's; for a folder, a run store or a run's folder in it.
+// Nothing for "" (stdout) or a path clear of them.
+void check_output_path(const std::string& output, const std::string& db, const std::string& option,
+                       OutputKind kind = OutputKind::kFile);
 
 // A UserError "OPTION OUTPUT: that is the run store 'DB': ..." (or "that is 'DB-wal', the
 // write-ahead log of the run store 'DB'", ...) when `output` and the store at `db` (or one of its

@@ -111,6 +111,19 @@ std::string RunPaths::snapshot(const std::string& label) const {
   return (fs::path(snapshots()) / label).string();
 }
 
+std::optional<std::string> run_folder_holding(const std::string& path) {
+  std::error_code ec;
+  fs::path here = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  if (ec) return std::nullopt;
+  for (; !here.empty(); here = here.parent_path()) {
+    const RunPaths candidate = RunPaths::in_folder(here.string(), "");
+    if (fs::is_regular_file(candidate.marker(), ec) || fs::is_directory(candidate.snapshots(), ec))
+      return here.string();
+    if (here == here.root_path()) break;
+  }
+  return std::nullopt;
+}
+
 std::optional<RunPaths> paths_of(const RunRecord& run) {
   if (!run.folder.empty()) return RunPaths::in_folder(run.folder, run.name);
   const std::optional<toml::table> config = try_parse_toml(run.config);

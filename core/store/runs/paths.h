@@ -71,6 +71,11 @@ class RunPaths {
   std::string name_;
 };
 
+// The run folder `path` lies in or is, when one of its ancestors (itself included, symlinks
+// resolved) carries a run's marker or a snapshots folder (a run made before markers); none
+// otherwise. For the commands that write files: no option may reach into a run's files.
+std::optional<std::string> run_folder_holding(const std::string& path);
+
 // Where a run's files are: the folder its row names (runs.folder), or for a run made before run
 // identities its legacy folder from the stored run.out_dir; none for a legacy name that could
 // reach outside run.out_dir (never one `kiln run` accepts, but a store edited by hand could hold
@@ -81,8 +86,8 @@ RunPaths require_paths(const RunRecord& run);
 
 // The folder's marker (run.json): the run's uuid, and the run stores that list the run, the one
 // it was made in and each it was imported into, so that `kiln runs rm` deletes the folder only
-// when no other store still lists the run (issue 39: an import's rm deleted the original's
-// snapshots). A marker of a Kiln before that has no stores: the run's one store was its owner.
+// when no other store still lists the run (else removing an imported copy would delete the
+// original's snapshots). A marker without stores is older: the run's one store was its owner.
 struct RunMarker {
   std::string uuid;
   std::vector<std::string> stores;  // as store_location() keeps them: absolute paths or URLs

@@ -199,6 +199,15 @@ const char* const kMigrations[] = {
     // 13: the claims, decisions and proposals that workers share a search by
     // (core/store/runs/sweep_claims.h), and a submitted search's sweep file.
     kSweepClaimTablesSql,
+    // 14: what a run ran with beyond its config (core/store/runs/run_environment.h).
+    R"sql(
+    CREATE TABLE run_environment (
+      run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      key     TEXT NOT NULL,
+      value   TEXT NOT NULL,
+      PRIMARY KEY (run_id, key)
+    ) WITHOUT ROWID;
+    )sql",
 };
 
 const int64_t kKnownSchema = static_cast<int64_t>(std::size(kMigrations));

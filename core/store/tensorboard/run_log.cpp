@@ -94,14 +94,10 @@ std::string tensorboard_run_folder(const std::string& dir, const std::string& ru
   return (fs::path(dir) / run_name).string();
 }
 
-void check_tensorboard_dir(const std::string& dir, const std::string& option, const std::string& db,
-                           const std::vector<std::string>& snapshot_folders) {
+void check_tensorboard_dir(const std::string& dir, const std::string& option,
+                           const std::string& db) {
   if (dir.empty()) return;  // none written
-  refuse_output_over_store(dir, db, option);
-  for (const auto& folder : snapshot_folders) {
-    refuse_output_inside(dir, folder, "a run's snapshots folder, which Kiln prunes and deletes",
-                         option);
-  }
+  check_output_path(dir, db, option);
   if (auto file = file_in_the_way(dir)) {
     throw UserError(fmt::format(
         "{} {}: '{}' is a file, not a folder: name a folder for the event files (it is made "

@@ -42,12 +42,11 @@ std::string task_record(double wall_time, const TaskScoreRow& row);
 
 // DIR/<run name>.
 std::string tensorboard_run_folder(const std::string& dir, const std::string& run_name);
-// A UserError, naming `option` and `dir`, when `dir` cannot take event files: it is the run store
-// `db` or one of its side files (core/store/runs/output_guard.h), it lies inside one of
-// `snapshot_folders` (which Kiln prunes and deletes), or it or a folder above it is a file.
-// Nothing for an empty `dir`: no file is written there.
-void check_tensorboard_dir(const std::string& dir, const std::string& option, const std::string& db,
-                           const std::vector<std::string>& snapshot_folders);
+// A UserError, naming `option` and `dir`, when `dir` cannot take event files: it is one of Kiln's
+// own files, the run store `db` or a run's folder among them (core/store/runs/output_guard.h),
+// or it or a folder above it is a file. Nothing for an empty `dir`: no file is written there.
+void check_tensorboard_dir(const std::string& dir, const std::string& option,
+                           const std::string& db);
 
 // The event file of a run being trained: a new file in DIR/<run name>/ (made when missing)
 // opened with opening_records at `start_step`, then, while it lives, every row `store` is given

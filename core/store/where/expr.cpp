@@ -180,8 +180,8 @@ std::unique_ptr<WhereNode> parse_where(const std::string& expr, const KeySpace& 
   return Parser(expr, keys).parse();
 }
 
-SortKey parse_sort(const std::string& arg, const KeySpace& keys) {
-  WhereScanner in(arg, WhereScanner::Text::kSortKey);
+SortKey parse_sort(const std::string& arg, const KeySpace& keys, const std::string& option) {
+  WhereScanner in(arg, WhereScanner::Text::kSortKey, option);
   SortKey sort;
   sort.descending = in.accept("-");
   sort.key = parse_key(in, keys);

@@ -98,7 +98,9 @@ struct SortKey {
   WhereKey key;
   bool descending = false;
 };
-SortKey parse_sort(const std::string& arg, const KeySpace& keys);
+// `option` names the argument in errors: "--sort", or "--by" for `kiln sweep best`.
+SortKey parse_sort(const std::string& arg, const KeySpace& keys,
+                   const std::string& option = "--sort");
 // An ORDER BY term; runs lacking the value last.
 SqlFragment sort_sql(const SortKey& sort, const KeySpace& keys);
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "core/store/db/connection.h"  // SqlValue
 #include "core/store/where/expr.h"
@@ -17,7 +18,9 @@ class WhereScanner {
  public:
   // A --where filter, or a --sort key: what every error starts with.
   enum class Text { kFilter, kSortKey };
-  WhereScanner(const std::string& text, Text what) : text_(text), what_(what) {}
+  // `option`: how errors name a sort key's argument ("--sort", "--by").
+  WhereScanner(const std::string& text, Text what, std::string option = "--sort")
+      : text_(text), what_(what), option_(std::move(option)) {}
 
   bool sorting() const { return what_ == Text::kSortKey; }
   size_t pos() const { return pos_; }
@@ -52,6 +55,7 @@ class WhereScanner {
 
   const std::string& text_;
   Text what_;
+  std::string option_;
   size_t pos_ = 0;
 };
 

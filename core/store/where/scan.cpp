@@ -129,7 +129,8 @@ std::string WhereScanner::parse_quoted() {
 }
 
 std::string WhereScanner::context() const {
-  return sorting() ? fmt::format("--sort '{}'", text_) : fmt::format("--where \"{}\"", shown());
+  return sorting() ? fmt::format("{} '{}'", option_, text_)
+                   : fmt::format("--where \"{}\"", shown());
 }
 
 // Callers skip spaces first, so pos_ is where the unexpected token starts.

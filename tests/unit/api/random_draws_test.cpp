@@ -143,5 +143,26 @@ TEST(RandomDraws, DropoutScalesKeptElementsAndIsTheIdentityOutOfTraining) {
   EXPECT_THROW(dropout_mask(x, 0.1, 4, SliceOf{1, 30, 40}), std::invalid_argument);
 }
 
+// Dropout of a bf16 x keeps its dtype and scales each kept element by 1 / (1 - p) to fp32's
+// precision, rounded to bf16 once: 7 * 1.1111 = 7.78125 in bf16 (p = 0.1), not 7 * bf16(1.1111)
+// = 7 * 1.109375 = 7.75.
+// Checked against the definition computed in double from the kept elements.
+TEST(RandomDraws, ABf16DropoutScalesByTheExactKeepFactor) {
+  DrawScope scope(DrawKey{5, 1, 0});
+  const at::Tensor x = at::full({4, 256}, 7.0, at::kBFloat16);  // 7.78125, not 7.75
+  const at::Tensor out = dropout(x, 0.1, /*training=*/true, /*site=*/2);
+  ASSERT_EQ(out.scalar_type(), at::kBFloat16);
+  const at::Tensor kept = out.to(at::kDouble).ne(0);
+  ASSERT_GT(kept.sum().item<int64_t>(), 0);
+  const double want = static_cast<double>(
+      at::tensor(7.0 / 0.9, at::kDouble).to(at::kBFloat16).to(at::kDouble).item<double>());
+  EXPECT_EQ(out.to(at::kDouble).masked_select(kept).max().item<double>(), want);
+  EXPECT_EQ(out.to(at::kDouble).masked_select(kept).min().item<double>(), want);
+  // The mask itself is fp32 for a bf16 x, 1 / 0.9 to fp32's precision where kept.
+  const at::Tensor mask = dropout_mask(x, 0.1, 2);
+  EXPECT_EQ(mask.scalar_type(), at::kFloat);
+  EXPECT_FLOAT_EQ(mask.max().item<float>(), static_cast<float>(1 / 0.9));
+}
+
 }  // namespace
 }  // namespace kiln

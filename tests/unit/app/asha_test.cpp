@@ -9,10 +9,13 @@
 #include <iostream>
 #include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "core/app/history/sweep_ladder.h"
 #include "core/app/sweeps/asha.h"
 #include "core/app/sweeps/spec.h"
+#include "core/store/runs/lookup.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -130,6 +133,21 @@ TEST(Asha, ASimulatedSearchSpendsAFractionOfTheFullStepsAndFinishesTheBestTrial)
   EXPECT_GE(steps, 81);
   EXPECT_LE(steps, 729 / 3) << "at most a third of the full steps";
   std::cout << "ASHA spent " << steps << " of 729 steps (synchronous halving: 81)\n";
+}
+
+// `kiln sweep --rerun-changed` trains a changed member again as NAME:v2, NAME:v3: the ladder and
+// the member counts read the latest version of each member alone, never the one it replaced.
+TEST(Asha, TheLadderReadsTheLatestVersionOfEachMember) {
+  std::vector<RunRecord> runs;
+  for (const char* name : {"s/a", "s/b", "s/c:v2", "s/a:v2", "s/c:v3", "s/d:v10", "s/d:v9"}) {
+    RunRecord run;
+    run.name = name;
+    runs.push_back(run);
+  }
+  std::vector<std::string> kept;
+  for (const RunRecord& run : latest_versions(runs))
+    kept.push_back(run.name);
+  EXPECT_EQ(kept, (std::vector<std::string>{"s/b", "s/a:v2", "s/c:v3", "s/d:v10"}));
 }
 
 }  // namespace

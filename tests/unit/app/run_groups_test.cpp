@@ -114,7 +114,7 @@ TEST_F(RunGroups, AnUnknownKeyIsRefusedWithTheNearestOne) {
         << e.what();
   }
   EXPECT_THROW(group_runs(all_runs(), {"auto", "optimizer.lr"}), UserError);
-  // A key without its section names the one it stands for (issue 39: --group-by seed).
+  // A key without its section names the one it stands for (--group-by seed means run.seed).
   const std::string seed = testing::user_error_of([&] { group_runs(all_runs(), {"seed"}); });
   EXPECT_NE(seed.find("did you mean 'run.seed'?"), std::string::npos) << seed;
 }
@@ -162,7 +162,7 @@ TEST_F(RunGroups, MeansIntervalsAndTestsMatchTheClosedForms) {
   EXPECT_NEAR(cell(val, 3), 0.1, 1e-6);
 }
 
-// Zero and near-zero spreads answer at once (issue 39: sds 0 and ~1e-6 spun in the power
+// Zero and near-zero spreads answer at once (sds 0 and ~1e-6 once spun in the power
 // search): both groups without spread have no test; one without and one with a little get one.
 TEST_F(RunGroups, IdenticalRunsHaveNoSpreadToTestAndNearZeroSpreadsTerminate) {
   add({"z1", 1e-3, 2, "hz", {4.0, 2.0}, {{2, 2.0}}, "completed", 1});
@@ -186,7 +186,7 @@ TEST_F(RunGroups, IdenticalRunsHaveNoSpreadToTestAndNearZeroSpreadsTerminate) {
       << out;
 }
 
-// Reruns of one seed are one sample (issue 39: runs 1,1,6,6 made n = 2, sd 0, p = 0): two runs
+// Reruns of one seed are one sample (counted apart, runs 1,1,6,6 made n = 2, sd 0, p = 0): two runs
 // of seed 2 count once and are named, and a group left with one sample gets no test.
 TEST_F(RunGroups, RerunsOfOneSeedAreOneSampleAndNamed) {
   add({"a1", 1e-3, 2, "ha", {4.0, 2.0}, {}, "completed", 1});

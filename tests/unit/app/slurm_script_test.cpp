@@ -67,7 +67,8 @@ exec /bin/kiln sweep task 'it'\''s' --db '/a b/k.db'
 // Paths with a space, quotes, a backslash or '#' reach sbatch whole: each #SBATCH word below is
 // split the way Slurm's own reader does it (src/sbatch/opt.c, _get_argument: quotes of either
 // kind group, a backslash escapes the next character, an unquoted '#' ends the line), written
-// out here from that reading, not from Kiln's writer. A line break is refused (issue 39).
+// out here from that reading, not from Kiln's writer. A line break is refused: it would start
+// a new line of the script.
 std::string slurm_reads(const std::string& line) {
   std::string word;
   bool quoted = false, escaped = false;

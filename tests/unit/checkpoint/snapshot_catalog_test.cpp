@@ -1,4 +1,4 @@
-// Which snapshots are a run's own (core/checkpoint/snapshot_catalog.h, issue 25): a snapshot is
+// Which snapshots are a run's own (core/checkpoint/snapshot_catalog.h): a snapshot is
 // judged by what its manifest names, which this test writes by hand, so nothing here is what
 // Kiln computed itself.
 #include "core/checkpoint/snapshot_catalog.h"
@@ -94,7 +94,7 @@ TEST_F(SnapshotCatalog, NoneOfTheRunsOwnIsAClearErrorNamingTheOthers) {
 }
 
 // A run stopped after an evaluation and before its first regular snapshot has best ones only:
-// "latest" is the newest of them, said in one warning (issue 39: resume refused such a run).
+// "latest" is the newest of them, said in one warning (so that such a run resumes).
 // A snapshot that verifies: its three files, each listed in the manifest with its size and XXH3
 // (computed here with xxHash itself, as the snapshot format defines it).
 void make_intact(const std::string& dir, const std::string& run, const std::string& hash) {

@@ -48,8 +48,8 @@ TEST(Config, FillsDefaultsFromSectionsAndPlugins) {
 
 // --set section.type=OTHER over a file whose section holds the old plugin's keys: the keys the
 // new plugin does not take are left out with one note naming them, as a file that changes the
-// plugin already drops its base's (issue 39: the default experiment with --set
-// optimizer.type=muon was refused over optimizer.beta1). Keys both take stay.
+// plugin already drops its base's (else the default experiment with --set
+// optimizer.type=muon is refused over optimizer.beta1). Keys both take stay.
 TEST(Config, ASetThatSwitchesThePluginDropsTheFilesKeysItDoesNotTake) {
   const std::string file = with_model(
       "[optimizer]\ntype = \"adamw\"\nlr = 6e-3\nbeta1 = 0.9\nbeta2 = 0.99\nweight_decay = 0.1\n");

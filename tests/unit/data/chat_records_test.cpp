@@ -154,9 +154,8 @@ TEST_F(BadRecords, ALongRecordSplitsIntoPiecesThatLearnEveryTargetOnce) {
             tokenizer_->encode(" r\n\n"));  // the last context token, then the response
 }
 
-// A number past double's range, even in a field Kiln does not read, is this record's fault
-// (issue 39: it was "internal error: [json.exception.out_of_range.406]", exit 1, and skip did
-// not skip it).
+// A number past double's range, even in a field Kiln does not read, is this record's fault, not
+// "internal error: [json.exception.out_of_range.406]" with exit 1, which skip could not skip.
 TEST_F(BadRecords, ANumberOutOfRangeIsABadRecordThatSkipSkips) {
   const std::string huge = R"({"prompt": "p", "response": "r", "score": 1e999})";
   const std::string refused = refusal(huge);
@@ -189,7 +188,7 @@ TEST(JsonErrors, ASyntaxErrorIsFileLineColumnAndTheLibrarysCodeIsDropped) {
 }
 
 // A template byte the tokenizer lacks is the template's fault, said before any record is read
-// (issue 39: it was blamed on line 1 of the data). The tokenizer here has every printable
+// (not blamed on line 1 of the data). The tokenizer here has every printable
 // character but '<', '>' and '|', which chatml's markers are made of.
 TEST_F(BadRecords, ATemplateTheTokenizerCannotEncodeIsBlamedNotTheData) {
   write_text(path_, good_ + "\n");

@@ -166,6 +166,24 @@ TEST_F(HfTokenizerTest, AnNfcNormalizerComposesTheTextBetweenAddedTokens) {
             std::string::npos);
 }
 
+// DeepSeek-V3's tokenizer.json has {"type": "Sequence", "normalizers": []}: no step, the identity.
+// It encodes as with no normalizer at all; a Sequence holding a step Kiln lacks is refused.
+TEST_F(HfTokenizerTest, AnEmptySequenceOfNormalizersIsNoneAndAnUnknownStepIsRefused) {
+  Json file = gpt2_tokenizer_json(Shape::kByteLevel);
+  file["normalizer"] = {{"type", "Sequence"}, {"normalizers", Json::array()}};
+  write_text(dir_ / "empty.json", file.dump());
+  auto empty = new_tokenizer("hf", dir_ / "empty.json");
+  const std::string decomposed = "Cafe\u0301<|endoftext|>";
+  EXPECT_EQ(empty->encode(decomposed), hf(Shape::kByteLevel)->encode(decomposed));
+  file["normalizer"] = {{"type", "Sequence"},
+                        {"normalizers", Json::array({{{"type", "NFC"}}, {{"type", "NFKC"}}})}};
+  write_text(dir_ / "nfkc.json", file.dump());
+  EXPECT_NE(user_error_of([&] {
+              new_tokenizer("hf", dir_ / "nfkc.json");
+            }).find("its normalizer is NFKC, and Kiln applies only NFC"),
+            std::string::npos);
+}
+
 TEST_F(HfTokenizerTest, SavedInADatasetItLoadsBackIdentical) {
   auto tokenizer = hf(Shape::kListMerges);
   TempDir data;

@@ -132,11 +132,14 @@ TEST_F(TaskFile, BadFilesAndItemsAreNamedWithTheirPlace) {
           read_task_spec(task("kind = \"choice\"\nitems = \"items.jsonl\"\n" + extra, jsonl)));
     });
   };
-  EXPECT_EQ(item_error("{\"context\": \"a\", \"choices\": [\" b\"], \"label\": 0}\n"
+  EXPECT_EQ(item_error("{\"context\": \"a\", \"choices\": [\" b\", \" c\"], \"label\": 0}\n"
                        "{\"context\": \"a\", \"choices\": [\" b\", \" c\"], \"label\": 2}\n"),
             items + ":2: \"label\" is 2, and the item has 2 choices: use 0 to 1: fix the item");
   EXPECT_EQ(item_error("{\"context\": \"a\", \"choices\": [], \"label\": 0}\n"),
-            items + ":1: \"choices\" is empty: an item needs two or more: fix the item");
+            items + ":1: \"choices\" has none: an item needs two or more: fix the item");
+  // One choice is always right: an accuracy over such items says nothing.
+  EXPECT_EQ(item_error("{\"context\": \"a\", \"choices\": [\" b\"], \"label\": 0}\n"),
+            items + ":1: \"choices\" has one: an item needs two or more: fix the item");
   EXPECT_EQ(item_error("{\"choices\": [\" b\"], \"label\": 0}\n"),
             items + ":1: the item has no \"context\": fix the item");
   EXPECT_NE(item_error("{\"context\": \"a\", \"choices\": [\" b\"], \"label\": 0, \"x\": 1e999}\n")

@@ -225,10 +225,13 @@ TEST(EventFile, FoldersThatCannotTakeEventFilesAreRefused) {
   testing::write_text(dir / "a_file", "x");
   testing::write_text(dir / "kiln.db", "");
   const std::string db = dir / "kiln.db";
-  const std::string snapshots = dir / "runs/a@12345678/snapshots";
+  const std::string folder = dir / "runs/a@12345678";  // a run's folder, with its marker
+  const std::string snapshots = folder + "/snapshots";
+  std::filesystem::create_directories(snapshots);
+  testing::write_text(folder + "/run.json", "{}");
   auto error_of = [&](const std::string& folder) {
     try {
-      check_tensorboard_dir(folder, "metrics.tensorboard", db, {snapshots});
+      check_tensorboard_dir(folder, "metrics.tensorboard", db);
     } catch (const UserError& e) {
       return std::string(e.what());
     }
@@ -236,7 +239,9 @@ TEST(EventFile, FoldersThatCannotTakeEventFilesAreRefused) {
   };
   EXPECT_EQ(error_of(""), "");
   EXPECT_EQ(error_of(dir / "tb"), "");
-  EXPECT_EQ(error_of(dir / "runs/a@12345678"), "");
+  EXPECT_EQ(error_of(dir / "runs"), "");  // beside the runs' folders, in none of them
+  EXPECT_NE(error_of(folder).find("that is inside the run folder '" + folder + "'"),
+            std::string::npos);
   EXPECT_NE(error_of(dir / "a_file")
                 .find("metrics.tensorboard " + (dir / "a_file") + ": '" + (dir / "a_file") +
                       "' is a file, not a folder"),
@@ -245,7 +250,8 @@ TEST(EventFile, FoldersThatCannotTakeEventFilesAreRefused) {
   EXPECT_NE(error_of(dir / "a_file/tb/x").find("'" + (dir / "a_file") + "' is a file"),
             std::string::npos);
   EXPECT_NE(error_of(db).find("that is the run store"), std::string::npos);
-  EXPECT_NE(error_of(snapshots + "/../snapshots/tb").find("that is inside '" + snapshots + "'"),
+  EXPECT_NE(error_of(snapshots + "/../snapshots/tb")
+                .find("that is inside the run folder '" + folder + "'"),
             std::string::npos)
       << error_of(snapshots + "/../snapshots/tb");
   // A folder that cannot be made is refused when the log opens, with nothing left behind.

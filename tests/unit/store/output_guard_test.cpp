@@ -63,7 +63,7 @@ TEST(OutputGuard, SQLitesFilesBesideTheStoreAreRefusedWhetherTheyExistOrNot) {
 }
 
 // A store reached through a symlink keeps its -wal beside the file the link leads to, which is
-// where SQLite writes it (issue 39: `--db link.db -o main.db-wal` overwrote a live run's log).
+// where SQLite writes it (`--db link.db -o main.db-wal` must not overwrite a live run's log).
 // Checked with SQLite itself: the -wal it makes for a store opened through the link.
 TEST(OutputGuard, TheSideFilesOfAStoreReachedThroughASymlinkAreRefused) {
   testing::TempDir dir;

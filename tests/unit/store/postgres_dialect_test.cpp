@@ -87,8 +87,8 @@ TEST(PostgresDialect, APasswordInTheUrlIsRefusedAndNeverEchoed) {
   EXPECT_NO_THROW(refuse_password_in_url("postgresql://kiln@db:5432/runs?sslmode=require"));
 }
 
-// libpq's key/value form names a PostgreSQL store too (issue 39: it became a SQLite file of
-// that name, and the run's header printed its password).
+// libpq's key/value form names a PostgreSQL store too (not a SQLite file of that name, with
+// its password printed in the run's header).
 TEST(PostgresDialect, AKeyValueConnectionStringIsAStoreAndItsPasswordIsRefused) {
   for (const char* text : {"host=db1 dbname=runs user=kiln", "  dbname = runs", "service=kiln",
                            "sslmode=require host=db1"}) {

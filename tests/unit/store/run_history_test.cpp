@@ -180,7 +180,7 @@ TEST_F(RunHistory, BadExpressionsSayWhereAndWhatWasExpected) {
       {"model. = 3", "expected a key name after the '.' at column 7"},
       {"steps > 1 and optimizer.lrr < 1",
        "no run has the config key 'optimizer.lrr' (column 15): did you mean 'optimizer.lr'?"},
-      // A number key compared with a text matches nothing (issue 39): said instead.
+      // A number key compared with a text would match nothing, silently: said instead.
       {"optimizer.lr < 'abc'",
        "config key 'optimizer.lr' holds numbers (such as 0.001) but is compared with the text "
        "'abc' (column 1): write the number without quotes"},

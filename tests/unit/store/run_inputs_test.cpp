@@ -44,7 +44,8 @@ TEST_F(RunInputs, EveryKeyThatNamesFilesAndHasAValueIsRecordedWithItsFiles) {
   ASSERT_EQ(inputs[0].files.size(), 2u);
   EXPECT_EQ(inputs[0].files[0].size, 5);
   EXPECT_EQ(inputs[0].files[1].path, dir_ / "data/t_1.bin");
-  EXPECT_EQ(inputs[0].files[1].checksum, "ba7816bf8f01cfea");  // SHA-256 of "abc"
+  // XXH3-64 of "abc", as xxhsum -H3 prints it
+  EXPECT_EQ(inputs[0].files[1].checksum, "xxh3:78af5f94892f3950");
   EXPECT_EQ(inputs[1].key, "data.val");
 }
 

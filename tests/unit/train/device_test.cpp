@@ -1,5 +1,5 @@
 // run.device's resolution (core/train/assemble.cpp) and, on a GPU, the current CUDA device that
-// assembly sets: every CUDA call that takes no device must follow the run's (issue 32).
+// assembly sets: every CUDA call that takes no device must follow the run's.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

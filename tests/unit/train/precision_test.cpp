@@ -1,7 +1,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
 
@@ -86,15 +90,28 @@ TEST(Precision, Bf16AutocastsMatmulsOnTheCpuOnlyInsideItsScope) {
 }
 
 // precision "auto" on the CPU reads the verdict file under XDG_CACHE_HOME, written here by hand
-// in the format docs/speed.md describes, for this machine's CPU class.
+// in the format docs/speed.md describes, for this machine's CPU class and a workload.
 class PrecisionAuto : public ::testing::Test {
  protected:
-  void write_verdict(double fp32, double bf16) {
+  static std::string key(const std::string& workload) {
+    return precision_verdict_key(cpu_class(read_cpu_features()), workload);
+  }
+  void write_verdicts(const std::vector<std::pair<std::string, std::pair<double, double>>>& all) {
     std::filesystem::create_directories(cache_ / "kiln");
+    std::string entries;
+    for (const auto& [workload, figures] : all) {
+      entries += fmt::format(
+          "{}\"{}\": {{\"fp32_tokens_per_sec\": {}, \"bf16_tokens_per_sec\": {}, "
+          "\"experiment\": \"e.toml\", \"threads\": 2, \"measured_at\": \"then\"}}",
+          entries.empty() ? "" : ", ", key(workload), figures.first, figures.second);
+    }
     std::ofstream(cache_ / "kiln/precision.json")
-        << "{\"format\": 1, \"cpu_classes\": {\"" << cpu_class(read_cpu_features())
-        << "\": {\"fp32_tokens_per_sec\": " << fp32 << ", \"bf16_tokens_per_sec\": " << bf16
-        << ", \"experiment\": \"e.toml\", \"threads\": 2, \"measured_at\": \"then\"}}}";
+        << "{\"format\": 2, \"verdicts\": {" << entries << "}}";
+  }
+  static std::shared_ptr<PrecisionPolicy> auto_for(const std::string& workload) {
+    auto p = policy("auto");
+    p->set_workload(workload);
+    return p;
   }
   // What the policy's forward scope makes of a matmul: bf16 under autocast, fp32 without.
   static at::ScalarType forward_type(PrecisionPolicy& p) {
@@ -106,51 +123,68 @@ class PrecisionAuto : public ::testing::Test {
 };
 
 TEST_F(PrecisionAuto, WithoutAMeasurementItIsFp32AndSaysHowToMeasure) {
-  auto p = policy("auto");
+  auto p = auto_for("gpt n_embd=32 | micro_batch 8 x seq_len 32 | 2 threads");
   EXPECT_EQ(forward_type(*p), at::kFloat);
-  EXPECT_NE(p->describe().find("precision auto: fp32 (no measurement of bf16"), std::string::npos);
+  EXPECT_EQ(p->runs_as(), "fp32");
+  EXPECT_NE(p->describe().find("precision auto: fp32 (no measurement of bf16 for this workload"),
+            std::string::npos)
+      << p->describe();
 }
 
-TEST_F(PrecisionAuto, ItFollowsTheMeasurementOfThisCpuClass) {
-  write_verdict(1000, 1250);
-  auto faster = policy("auto");
-  EXPECT_EQ(forward_type(*faster), at::kBFloat16);
-  EXPECT_EQ(faster->compute_dtype(), at::kBFloat16);
-  EXPECT_NE(faster->describe().find("bf16 (kiln bench measured bf16 at 1.25x"), std::string::npos);
-  write_verdict(1000, 600);
-  auto slower = policy("auto");
-  EXPECT_EQ(forward_type(*slower), at::kFloat);
-  EXPECT_NE(slower->describe().find("fp32 (kiln bench measured bf16 at 0.60x"), std::string::npos);
+// One CPU, two workloads measured the other way round: each run follows its own workload's.
+TEST_F(PrecisionAuto, ItFollowsTheMeasurementOfItsOwnWorkload) {
+  write_verdicts({{"wide", {1000, 2880}}, {"tiny", {1000, 830}}});
+  auto wide = auto_for("wide");
+  EXPECT_EQ(forward_type(*wide), at::kBFloat16);
+  EXPECT_EQ(wide->compute_dtype(), at::kBFloat16);
+  EXPECT_EQ(wide->runs_as(), "bf16");
+  EXPECT_NE(wide->describe().find("bf16 (kiln bench measured bf16 at 2.88x"), std::string::npos);
+  auto tiny = auto_for("tiny");
+  EXPECT_EQ(forward_type(*tiny), at::kFloat);
+  EXPECT_NE(tiny->describe().find("fp32 (kiln bench measured bf16 at 0.83x"), std::string::npos);
+  auto other = auto_for("another");
+  EXPECT_EQ(forward_type(*other), at::kFloat);
+  EXPECT_NE(other->describe().find("no measurement"), std::string::npos);
 }
 
 TEST_F(PrecisionAuto, AResumedRunKeepsTheChoiceItStartedWith) {
-  write_verdict(1000, 1250);
-  const auto started = policy("auto")->state();
+  write_verdicts({{"w", {1000, 1250}}});
+  const auto started = auto_for("w")->state();
   EXPECT_EQ(started.at("auto_bf16"), 1.0);
-  write_verdict(1000, 600);  // measured again since
-  auto resumed = policy("auto");
+  write_verdicts({{"w", {1000, 600}}});  // measured again since
+  auto resumed = auto_for("w");
   resumed->load_state(started);
   EXPECT_EQ(forward_type(*resumed), at::kBFloat16);
   EXPECT_NE(resumed->describe().find("kept by its snapshot"), std::string::npos);
 }
 
-TEST_F(PrecisionAuto, AVerdictRecordedForOneClassKeepsTheOthers) {
-  write_verdict(1000, 1250);
-  record_precision_verdict("Other CPU | avx2", {10, 5, "x.toml", 1, "now"});
-  const auto mine = find_precision_verdict(cpu_class(read_cpu_features()));
+TEST_F(PrecisionAuto, AVerdictRecordedForOneKeyKeepsTheOthers) {
+  write_verdicts({{"w", {1000, 1250}}});
+  record_precision_verdict(precision_verdict_key("Other CPU | avx2", "w"),
+                           {10, 5, "x.toml", 1, "now"});
+  const auto mine = find_precision_verdict(key("w"));
   ASSERT_TRUE(mine.has_value());
   EXPECT_DOUBLE_EQ(mine->bf16_tokens_per_sec, 1250);
-  const auto other = find_precision_verdict("Other CPU | avx2");
+  const auto other = find_precision_verdict(precision_verdict_key("Other CPU | avx2", "w"));
   ASSERT_TRUE(other.has_value());
   EXPECT_FALSE(other->bf16_faster());
-  EXPECT_EQ(find_precision_verdict("Unseen CPU | none"), std::nullopt);
+  EXPECT_EQ(find_precision_verdict(key("unseen")), std::nullopt);
+}
+
+// A file of the format that kept one verdict per CPU class, whatever was timed, holds none now.
+TEST_F(PrecisionAuto, AVerdictPerCpuClassAloneIsNotTrusted) {
+  std::filesystem::create_directories(cache_ / "kiln");
+  std::ofstream(cache_ / "kiln/precision.json")
+      << "{\"format\": 1, \"cpu_classes\": {\"" << cpu_class(read_cpu_features())
+      << "\": {\"fp32_tokens_per_sec\": 1, \"bf16_tokens_per_sec\": 9}}}";
+  EXPECT_EQ(forward_type(*auto_for("w")), at::kFloat);
 }
 
 TEST_F(PrecisionAuto, AFileItCannotReadIsOneErrorNamingIt) {
   std::filesystem::create_directories(cache_ / "kiln");
   std::ofstream(cache_ / "kiln/precision.json") << "[1, 2";
   try {
-    policy("auto");
+    auto_for("w");
     FAIL() << "a broken file was read";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find(cache_ / "kiln/precision.json: not valid JSON"),

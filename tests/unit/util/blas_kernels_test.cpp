@@ -22,7 +22,7 @@ CpuFeatures avx512_cpu() {  // Skylake-SP
   return cpu;
 }
 
-CpuFeatures sapphire_rapids() {  // the cloud Xeon: AVX-512, AVX512-BF16, AMX
+CpuFeatures sapphire_rapids() {  // a cloud Xeon: AVX-512, AVX512-BF16, AMX
   CpuFeatures cpu = avx512_cpu();
   cpu.avx512_bf16 = cpu.amx_tile = cpu.amx_bf16 = true;
   return cpu;

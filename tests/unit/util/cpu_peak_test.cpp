@@ -45,7 +45,7 @@ vendor_id	: GenuineIntel
 model name	: the second block is never read
 )";
 
-// The CI machine of issue 41 (an Oxide VM): the kernel says "AMD EPYC" while cpuid's brand
+// A CI machine (an Oxide VM): the kernel says "AMD EPYC" while cpuid's brand
 // string is "Oxide Virtual Turin-like Processor".
 constexpr const char* kOxideVm = R"(processor	: 0
 vendor_id	: AuthenticAMD

@@ -199,7 +199,7 @@ TEST(StatisticsSeedsNeeded, EdgeCasesAndBadInput) {
   EXPECT_THROW(seeds_needed(1, 1, 1, 0.05, 1), UserError);
 }
 
-// Near-zero spreads answer at once (a compare with sds 0 and 1e-6 spun for minutes, issue 39).
+// Near-zero spreads answer at once (a compare with sds 0 and 1e-6 once spun for minutes).
 // The values follow from the tail bounds alone: with delta = 7e4 and t = 12.7 (dof 1), F is
 // below e^(-delta^2 / 8) + P(chi2_1 > (delta / 2t)^2), zero in double precision.
 TEST(NoncentralT, AFarNoncentralityIsZeroOrOneAtOnce) {

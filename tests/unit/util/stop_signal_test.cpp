@@ -1,0 +1,59 @@
+// StopSignal's polled delivery (core/util/stop_signal.h) reaches threads that were running before
+// it: their signal masks, as the kernel reports them in /proc/self/task/TID/status (SigBlk), hold
+// SIGINT and SIGTERM once it is made; and a SIGTERM sent to the process is then taken by the
+// polling thread between steps, never by a handler in another thread.
+#include "core/util/stop_signal.h"
+
+#include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <thread>
+
+namespace kiln {
+namespace {
+
+// The blocked-signal mask of thread `tid`, as /proc/self/task/TID/status prints it (hex).
+uint64_t blocked_signals_of(pid_t tid) {
+  std::ifstream status("/proc/self/task/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigBlk:", 0) == 0) return std::stoull(line.substr(7), nullptr, 16);
+  }
+  return 0;
+}
+
+bool blocks(uint64_t mask, int signal) {
+  return (mask >> (signal - 1)) & 1;
+}
+
+TEST(StopSignal, PolledDeliveryBlocksTheSignalsInThreadsThatWereAlreadyRunning) {
+  std::atomic<bool> done{false};
+  std::atomic<pid_t> worker_tid{0};
+  std::thread worker([&] {  // a library's worker started before the StopSignal
+    worker_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    while (!done)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  while (worker_tid == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_FALSE(blocks(blocked_signals_of(worker_tid), SIGTERM));
+  {
+    StopSignal stop(StopSignal::Second::kRecord, StopSignal::Delivery::kPolled);
+    const uint64_t mask = blocked_signals_of(worker_tid);
+    EXPECT_TRUE(blocks(mask, SIGINT)) << std::hex << mask;
+    EXPECT_TRUE(blocks(mask, SIGTERM)) << std::hex << mask;
+    ASSERT_EQ(::kill(::getpid(), SIGTERM), 0);
+    EXPECT_EQ(StopSignal::received(), SIGTERM);
+  }
+  done = true;
+  worker.join();
+}
+
+}  // namespace
+}  // namespace kiln
