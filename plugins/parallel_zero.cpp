@@ -19,12 +19,23 @@
 #include "core/api/model.h"
 #include "core/distributed/data_parallel.h"
 #include "core/distributed/reduce_to_owners.h"
+#include "core/util/error.h"
 
 namespace kiln {
 namespace {
 
 class ZeroRedundancy : public DataParallel {
  public:
+  // Each parameter's state lives on its owner alone, and an averaging optimizer turns the
+  // parameters into its averaged iterate from that state: the other ranks' copies would not.
+  void check_optimizer(const std::string& optimizer) const override {
+    if (optimizer == "schedule_free_adamw") {
+      throw UserError(
+          "optimizer 'schedule_free_adamw' keeps each parameter's training point in its state, "
+          "which parallel 'zero' gives only the parameter's owner: use parallel.type = \"ddp\"");
+    }
+  }
+
   ZeroRedundancy(const Params& p, c10::DeviceType device)
       : DataParallel(p, device), stage_(p.integer("stage")) {}
 

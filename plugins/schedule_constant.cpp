@@ -8,6 +8,7 @@ class Constant : public Schedule {
  public:
   Constant(double lr, int64_t warmup) : lr_(lr), warmup_(warmup) {}
   double lr(int64_t step) const override { return lr_ * warmup_factor(step, warmup_); }
+  bool decays() const override { return false; }
 
  private:
   double lr_;

@@ -1,6 +1,9 @@
 // schedule "wsd": warmup-stable-decay (MiniCPM, DeepSeek). Linear warmup, the peak lr held,
-// then for the last decay_fraction of the run a linear fall to min_lr_ratio x lr. Unlike a
-// cosine, the stable phase does not depend on the run length, so a run can be extended.
+// then for the last decay_fraction of the run a fall to min_lr_ratio x lr, linear, cosine or
+// 1-sqrt (Hägele et al. 2024: 1 - sqrt(progress), which matched a cosine run's loss with a
+// cooldown of 10-20% of the steps). Unlike a cosine, the stable phase does not depend on the run
+// length, so a run can be extended, and a branch of it cooled down at any step scores what a run
+// of that length would (kiln sweep's rung_cooldown).
 #include <algorithm>
 #include <cmath>
 
@@ -12,22 +15,35 @@
 namespace kiln {
 namespace {
 
+enum class DecayShape { kLinear, kCosine, kOneMinusSqrt };
+
 class WarmupStableDecay : public Schedule {
  public:
-  WarmupStableDecay(double lr, double min_ratio, int64_t warmup, int64_t decay_start, int64_t steps)
-      : lr_(lr), min_ratio_(min_ratio), warmup_(warmup), decay_start_(decay_start), steps_(steps) {}
+  WarmupStableDecay(double lr, double min_ratio, int64_t warmup, int64_t decay_start, int64_t steps,
+                    DecayShape shape)
+      : lr_(lr),
+        min_ratio_(min_ratio),
+        warmup_(warmup),
+        decay_start_(decay_start),
+        steps_(steps),
+        shape_(shape) {}
 
   double lr(int64_t step) const override {
     if (step < warmup_) return lr_ * warmup_factor(step, warmup_);
     if (step < decay_start_) return lr_;
     const double progress = std::min(
         1.0, static_cast<double>(step - decay_start_) / static_cast<double>(steps_ - decay_start_));
-    return lr_ * (1.0 - (1.0 - min_ratio_) * progress);
+    // The share of the way from the peak down to min_lr_ratio x lr still left.
+    const double left = shape_ == DecayShape::kLinear   ? 1.0 - progress
+                        : shape_ == DecayShape::kCosine ? 0.5 * (1.0 + std::cos(M_PI * progress))
+                                                        : 1.0 - std::sqrt(progress);
+    return lr_ * (min_ratio_ + (1.0 - min_ratio_) * left);
   }
 
  private:
   double lr_, min_ratio_;
   int64_t warmup_, decay_start_, steps_;
+  DecayShape shape_;
 };
 
 const bool registered = ScheduleRegistry::add(
@@ -39,7 +55,11 @@ const bool registered = ScheduleRegistry::add(
           .at_most(1),
       ParamSpec::real("min_lr_ratio", 0.0, "final lr as a fraction of the peak")
           .at_least(0)
-          .at_most(1)}},
+          .at_most(1),
+      ParamSpec::text("decay_shape", "linear",
+                      "the fall from the peak: linear, cosine or 1-sqrt (1 - sqrt(progress))")
+          .one_of({"linear", "cosine", "1-sqrt"})
+          .added_later()}},
     [](const Params& p, double base_lr, int64_t steps) -> std::shared_ptr<Schedule> {
       const int64_t warmup = p.integer("warmup");
       const auto decay_steps =
@@ -51,8 +71,12 @@ const bool registered = ScheduleRegistry::add(
                                   "{}: lower warmup or decay_fraction",
                                   warmup, decay_start));
       }
+      const std::string shape = p.text("decay_shape");
       return std::make_shared<WarmupStableDecay>(base_lr, p.real("min_lr_ratio"), warmup,
-                                                 decay_start, steps);
+                                                 decay_start, steps,
+                                                 shape == "cosine"   ? DecayShape::kCosine
+                                                 : shape == "1-sqrt" ? DecayShape::kOneMinusSqrt
+                                                                     : DecayShape::kLinear);
     });
 
 }  // namespace

@@ -164,7 +164,10 @@ async function showLadder(sweep) {
       if (!last && m.place === rung.keep) item.classList.add("cut");
       const link = element("a", m.name);
       link.href = "#run/" + m.run;
-      item.append(link, element("span", ` ${m.value === null ? "-" : m.value.toFixed(4)} `),
+      // A cooled score (an asha search with rung_cooldown) shows the trajectory's own beside it.
+      const uncooled = m.uncooled == null ? "" : ` (cooled; un-cooled ${m.uncooled.toFixed(4)})`;
+      item.append(link,
+                  element("span", ` ${m.value === null ? "-" : m.value.toFixed(4)}${uncooled} `),
                   element("span", m.state, "hint"));
       list.appendChild(item);
     }

@@ -75,6 +75,45 @@ std::vector<torch::Tensor*> parameter_state(torch::optim::Optimizer& optimizer,
 // The bytes of every state tensor `optimizer` holds.
 int64_t optimizer_state_bytes(torch::optim::Optimizer& optimizer);
 
+// An optimizer whose parameters hold, while it trains, a point that is not the one to evaluate:
+// schedule-free AdamW computes gradients at y and averages its iterates into x (Defazio et al.
+// 2024), and x is the model. Evaluation, task scores and a snapshot's model.pt (so eval, sample
+// and export) use x; training goes on at y, restored bit for bit (kept in the state meanwhile,
+// and in a snapshot's optimizer state).
+class AveragedIterate {
+ public:
+  virtual ~AveragedIterate() = default;
+  // x into the parameters, y kept in the state; false (nothing done) when they hold x already.
+  virtual bool use_average() = 0;
+  // y back into the parameters; nothing when they hold it.
+  virtual void use_training_point() = 0;
+};
+
+// While it lives, `optimizer`'s parameters hold its averaged iterate, for an optimizer that has
+// one (what it switched, it switches back); nothing for any other.
+class AveragedIterateScope {
+ public:
+  explicit AveragedIterateScope(torch::optim::Optimizer* optimizer)
+      : iterate_(dynamic_cast<AveragedIterate*>(optimizer)) {
+    switched_ = iterate_ && iterate_->use_average();
+  }
+  ~AveragedIterateScope() {
+    if (switched_) iterate_->use_training_point();
+  }
+  AveragedIterateScope(const AveragedIterateScope&) = delete;
+  AveragedIterateScope& operator=(const AveragedIterateScope&) = delete;
+
+ private:
+  AveragedIterate* iterate_;
+  bool switched_ = false;
+};
+
+// After a snapshot was loaded to train on: the training point back in the parameters (the
+// snapshot's model.pt holds the averaged iterate). Nothing for other optimizers.
+inline void use_training_point(torch::optim::Optimizer& optimizer) {
+  if (auto* iterate = dynamic_cast<AveragedIterate*>(&optimizer)) iterate->use_training_point();
+}
+
 struct OptimizerKind {
   static constexpr const char* name = "optimizer";
   using Product = torch::optim::Optimizer;

@@ -17,6 +17,9 @@ class Schedule {
   // trainer at the start of every update, on every rank; a resumed run starts at its snapshot's
   // step, so the value may depend on `step` and the factory's arguments only.
   virtual double lr(int64_t step) const = 0;
+  // Whether the lr falls after its warmup: an optimizer that averages its iterates instead
+  // (core/api/optimizer.h: AveragedIterate) refuses a schedule that does.
+  virtual bool decays() const { return true; }
 };
 
 struct ScheduleKind {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/api/model.h"
+#include "core/api/optimizer.h"
 #include "core/api/parallel.h"
 #include "core/store/runs/lookup.h"
 #include "core/store/runs/writer.h"
@@ -35,6 +36,7 @@ SnapshotState SnapshotPolicy::restore(const SnapshotRef& snapshot) {
   SnapshotState state =
       load_snapshot(snapshot, parts_.model, &parts_.optimizer, /*restore_rng=*/true, rank);
   parts_.parallel.shard_state(parts_.model, parts_.optimizer);
+  use_training_point(parts_.optimizer);  // model.pt holds an averaging optimizer's x
   best_val_ = state.best_val_loss;
   last_step_ = state.step;
   return state;
@@ -52,6 +54,9 @@ bool SnapshotPolicy::best_due(double val_loss) {
 }
 
 void SnapshotPolicy::save(int64_t step, bool best, SnapshotState run_state) {
+  // model.pt gets the model an optimizer averages (eval, sample and export read it), its
+  // training point kept in the optimizer's state.
+  const AveragedIterateScope averaged(&parts_.optimizer);
   gather_rank_states(run_state);
   // Ranks that hold a shard of the training state send it to rank 0 first.
   parts_.parallel.gather_state(parts_.model, parts_.optimizer);

@@ -264,10 +264,9 @@ class ConfigLoader {
     const Written* file_type = input.find("type");
     std::string files_plugin =
         file_type && file_type->value->is_string() ? file_type->value->value_or(std::string()) : "";
-    if (files_plugin.empty() && !input.keys.empty() && schema.is_plugin) {
-      if (const PluginSpec* fallback = Catalog::global().default_for(schema.name))
-        files_plugin = fallback->name;
-    }
+    const PluginSpec* fallback =
+        schema.is_plugin ? Catalog::global().default_for(schema.name) : nullptr;
+    if (files_plugin.empty() && !input.keys.empty() && fallback) files_plugin = fallback->name;
     for (const auto& s : sets_) {
       if (s.section != schema.name) continue;
       if (!input.written) input.header = s.at;  // a section only --sets name: errors point there

@@ -69,6 +69,7 @@ class HeldAfterSpan : public Schedule {
   HeldAfterSpan(std::shared_ptr<Schedule> inner, int64_t span)
       : inner_(std::move(inner)), last_(span - 1) {}
   double lr(int64_t step) const override { return inner_->lr(std::min(step, last_)); }
+  bool decays() const override { return inner_->decays(); }
 
  private:
   std::shared_ptr<Schedule> inner_;
@@ -226,6 +227,13 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
     });
   }
   a.schedule = make_schedule(config, configured_lr(*a.optimizer));
+  if (dynamic_cast<AveragedIterate*>(a.optimizer.get()) && a.schedule->decays()) {
+    throw UserError(fmt::format(
+        "{}: optimizer '{}' averages its iterates in place of a decaying learning rate, and "
+        "schedule '{}' decays it: set schedule.type = \"constant\" (its warmup is the "
+        "optimizer's warmup)",
+        config.where("schedule.type").str(), config.type("optimizer"), config.type("schedule")));
+  }
 
   if (a.train.pinned_batches == "on" && !a.device.is_cuda()) {
     throw UserError(

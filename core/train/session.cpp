@@ -10,8 +10,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/api/optimizer.h"
 #include "core/store/runs/run_environment.h"
+#include "core/store/runs/rung_probes.h"
 #include "core/store/tensorboard/run_log.h"
+#include "core/train/cooldown_probe.h"
 #include "core/train/memory_check.h"
 #include "core/train/run_header.h"
 #include "core/train/task_suite.h"
@@ -172,6 +175,27 @@ void Session::train_steps(SessionOutcome& outcome) {
   }
 }
 
+void Session::probe_cooldown(int64_t steps) {
+  const int64_t from = pause_at_;
+  if (!run_.val_data) {
+    throw UserError(
+        "a cooldown probe is scored on the val split, and this run's data has none: set data.val");
+  }
+  run_.schedule = cooldown_schedule(run_.config, configured_lr(*run_.optimizer), from, steps);
+  bool diverged = false;
+  for (int64_t step = from + 1; step <= from + steps && !diverged; ++step) {
+    diverged = trainer_.train_step(step).nonfinite;
+    if (StopSignal::requested()) return;
+  }
+  const double loss = diverged ? INFINITY : trainer_.evaluate(*run_.val_data, run_.eval.steps).loss;
+  if (!store_) return;
+  write_rung_probe(store_->connection(), run_id_, from, RungProbe{steps, loss});
+  console_.line(fmt::format(
+      "rung probe at step {}: val_loss {:.6f} after {} steps of cooldown (a branch, thrown "
+      "away: the run stays at step {})",
+      from, loss, steps, from));
+}
+
 void Session::pause_after(int64_t step) {
   pause_at_ = step;
   evals_ = EvalPolicy(run_.eval, run_.train.steps, step);
@@ -198,6 +222,7 @@ void Session::evaluate(int64_t step) {
 
 void Session::score_tasks(int64_t step) {
   if (!run_.tasks) return;
+  const AveragedIterateScope averaged(run_.optimizer.get());
   for (const TaskResult& result : run_.tasks->score(run_, {run_.eval.task_batch})) {
     if (!store_) continue;
     store_->add_task_scores(run_id_, task_score_rows(result, step, ""));

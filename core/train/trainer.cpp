@@ -10,6 +10,7 @@
 #include <torch/utils.h>
 
 #include "core/api/document_positions.h"
+#include "core/api/optimizer.h"
 #include "core/train/phase_clock.h"
 #include "core/train/run_device.h"
 #include "core/util/fault.h"
@@ -256,6 +257,7 @@ StepStats Trainer::train_step(int64_t step) {
 }
 
 EvalResult Trainer::evaluate(DataSource& data, int64_t batches) {
+  const AveragedIterateScope averaged(run_.optimizer.get());  // the model an optimizer averages
   if (data.masks_loss()) return masked_evaluate(data, batches);
   torch::NoGradGuard no_grad;
   run_.model->eval();

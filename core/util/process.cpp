@@ -2,16 +2,21 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <limits>
 #include <system_error>
 
 #include <fmt/format.h>
+
+#include "core/util/env.h"
 
 extern char** environ;
 
@@ -101,6 +106,26 @@ void open_output(const ProcessOptions& options, const std::string& what, OutputE
 
 }  // namespace
 
+namespace {
+
+// The parent a dies_with_parent child must outlive by no more than a signal: its pid.
+constexpr const char* kParentPid = "KILN_DIE_WITH_PARENT";
+
+}  // namespace
+
+void die_with_parent() {
+  const int64_t parent = env_integer(kParentPid, 0, 0, std::numeric_limits<pid_t>::max());
+  if (parent == 0) return;
+  ::unsetenv(kParentPid);  // its own children have another parent (and an exec keeps the request)
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  const pid_t now = ::getppid();
+  if (now == static_cast<pid_t>(parent)) return;
+  // Reparented to init: the parent died before the request took, and the signal will never come.
+  if (now == 1) ::raise(SIGTERM);
+  // Started by a wrapper the parent ran (srun's ranks): the wrapper is the one to answer to.
+  ::prctl(PR_SET_PDEATHSIG, 0);
+}
+
 Process Process::start(const ProcessOptions& options) {
   const std::string what = options.what.empty() ? options.argv.at(0) : options.what;
   OutputEnds ends;
@@ -122,7 +147,9 @@ Process Process::start(const ProcessOptions& options) {
   }
   posix_spawnattr_setflags(&setup.attributes, flags);
   const std::vector<char*> argv = pointers(options.argv);
-  const std::vector<std::string> env_strings = child_environment(options.extra_env);
+  std::vector<std::pair<std::string, std::string>> extra_env = options.extra_env;
+  if (options.dies_with_parent) extra_env.emplace_back(kParentPid, std::to_string(::getpid()));
+  const std::vector<std::string> env_strings = child_environment(extra_env);
   const std::vector<char*> env = pointers(env_strings);
   // A name without '/' is looked up on PATH, as a shell would.
   const bool on_path = options.program.find('/') == std::string::npos;

@@ -37,6 +37,10 @@ struct ProcessOptions {
   // Its own process group, so a terminal's Ctrl-C reaches only this process, which passes it
   // on once, instead of every child at the same moment.
   bool own_process_group = false;
+  // The child is sent SIGTERM when this process dies, however it dies (a SIGKILLed sweep worker
+  // must not leave its member training): a Kiln child asks the kernel for it itself, first thing
+  // (die_with_parent), since posix_spawn runs nothing between fork and exec.
+  bool dies_with_parent = false;
   std::string what;  // names the child in errors ("a sweep member"); argv[0] when empty
 };
 
@@ -103,5 +107,10 @@ class Process {
 
 // This machine's name (gethostname): recorded with each run, and part of TensorBoard file names.
 std::string host_name();
+
+// In a Kiln child started with dies_with_parent: asks the kernel for SIGTERM when the parent
+// dies (prctl's PR_SET_PDEATHSIG), and ends the process at once when it died already. Nothing
+// for any other process, nor for one a wrapper of the parent's started (srun's ranks).
+void die_with_parent();
 
 }  // namespace kiln

@@ -114,6 +114,10 @@ TEST_F(Asha, PromotedMembersContinueBitForBitAsAStraightRunAndTheRestStopAtARung
   auto again = run_kiln("sweep " + file + " --jobs 2");
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_EQ(ladder_of(db(), "a"), before) << again.output;
+  // By name alone, `sweep best` ranks by the search's own metric, which its workers recorded.
+  auto best = run_kiln("sweep best a --db " + db());
+  ASSERT_EQ(best.exit_code, 0) << best.output;
+  EXPECT_NE(best.output.find("by min(val_loss)"), std::string::npos) << best.output;
 }
 
 TEST_F(Asha, ASweepKilledWithItsMemberAndRunAgainEndsWithTheUninterruptedLadder) {
@@ -126,8 +130,13 @@ TEST_F(Asha, ASweepKilledWithItsMemberAndRunAgainEndsWithTheUninterruptedLadder)
     return scalar(db(), "select count(*) from runs where sweep = 'k'") == "4";
   });
   ASSERT_TRUE(killed.killed) << testing::read_file(log);
-  // The member it was running is killed too (a member runs in its own process group).
-  testing::run_shell("pkill -KILL -f 'k/trial=' ; sleep 0.2");
+  // The member it was running stops by itself: it asked for SIGTERM at its worker's death (its
+  // own process group keeps it from the worker's other signals), and takes it as a Ctrl-C.
+  // Within 5 s no member process is left.
+  EXPECT_TRUE(
+      testing::wait_for([] { return testing::run_shell("pgrep -f 'k/tria[l]='").exit_code != 0; },
+                        std::chrono::seconds(5)))
+      << testing::run_shell("ps -ef | grep 'k/trial=' | grep -v grep").output;
   auto again = run_kiln("sweep " + file);
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_EQ(ladder_of(db(), "k"), ladder_of(db(), "u")) << again.output;
@@ -149,6 +158,110 @@ TEST_F(Asha, TpeProposesTheTrialsAfterTheStartupOnesAndAshaStopsThem) {
                              "'completed'")),
             1)
       << ran.output;
+}
+
+// A wsd schedule whose stable phase the rungs lie in (its decay: the last 20% of the steps).
+const char* const kWsd =
+    "[schedule]\ntype = \"wsd\"\ndecay_fraction = 0.2\ndecay_shape = \"1-sqrt\"\n";
+
+std::string val_at(const std::string& db, const std::string& run, int64_t step) {
+  return scalar(db,
+                "select printf('%.17g', e.loss) from evals e join runs r on r.id = e.run_id where "
+                "e.split = 'val' and r.name = '" +
+                    run + "' and e.step = " + std::to_string(step));
+}
+
+// A cooldown probe at step 9 of 2 steps scores exactly what a straight wsd run of 11 steps, its
+// decay those 2 steps, scores at its end; and the probed run, resumed, follows the curve of the
+// same run paused without a probe, bit for bit: the branch is thrown away.
+TEST_F(Asha, ACooldownProbeScoresWhatAStraightWsdRunScoresAndLeavesTheTrunkAsItWas) {
+  const std::string exp = experiment(kWsd);
+  auto probed = run_kiln("run " + exp + " --name trunk --set train.steps=27 --until 9 " +
+                         "--probe-cooldown 2");
+  ASSERT_EQ(probed.exit_code, 0) << probed.output;
+  EXPECT_NE(probed.output.find("rung probe at step 9: val_loss "), std::string::npos)
+      << probed.output;
+  const std::string probe =
+      scalar(db(),
+             "select cooldown_steps || ' ' || printf('%.17g', val_loss) from rung_probes join "
+             "runs on runs.id = run_id where name = 'trunk' and step = 9");
+  auto straight = run_kiln(fmt::format(
+      "run {} --name straight --set train.steps=11 --set schedule.decay_fraction={:.17g}", exp,
+      2.0 / 11.0));
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  EXPECT_EQ(probe, "2 " + val_at(db(), "straight", 11));
+  // The trunk goes on from its step-9 snapshot as if no branch had been trained.
+  ASSERT_EQ(run_kiln("resume trunk --db " + db()).exit_code, 0);
+  ASSERT_EQ(run_kiln("run " + exp + " --name plain --set train.steps=27 --until 9").exit_code, 0);
+  ASSERT_EQ(run_kiln("resume plain --db " + db()).exit_code, 0);
+  EXPECT_EQ(curve_of(db(), "trunk"), curve_of(db(), "plain"));
+  EXPECT_EQ(val_at(db(), "trunk", 27), val_at(db(), "plain", 27));
+}
+
+// An asha sweep with rung_cooldown scores each member at rungs 3 and 9 by a probe of 1 and 2
+// steps (0.2 of the rung, at least 1): the ladder ranks by the probe's val loss, shows the
+// trajectory's own beside it, and counts the probes' steps in what the search cost.
+TEST_F(Asha, RungCooldownScoresTheRungsByTheirProbes) {
+  const std::string file = asha_file(dir_ / "", experiment(kWsd), "c", 5, "rung_cooldown = 0.2\n");
+  auto ran = run_kiln("sweep " + file + " --jobs 2");
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_EQ(scalar(db(),
+                   "select count(*) from rung_probes p join runs r on r.id = p.run_id "
+                   "where r.sweep = 'c' and p.step = 3 and p.cooldown_steps = 1"),
+            "5")
+      << ran.output;
+  EXPECT_NE(scalar(db(), "select count(*) from rung_probes where step = 9 and cooldown_steps = 2"),
+            "0");
+  EXPECT_NE(ran.output.find("(cooled; un-cooled "), std::string::npos) << ran.output;
+  // Each rung-3 score in the ladder is that member's probe, not its own val_loss at step 3.
+  const std::string best_probe =
+      scalar(db(),
+             "select printf('%.4f', min(p.val_loss)) from rung_probes p join runs r on r.id = "
+             "p.run_id where r.sweep = 'c' and p.step = 3");
+  EXPECT_NE(ran.output.find("1. "), std::string::npos);
+  EXPECT_NE(ran.output.find("val_loss " + best_probe + " (cooled"), std::string::npos)
+      << ran.output;
+  const std::string members =
+      scalar(db(),
+             "select sum((select max(step) from metrics m where m.run_id = runs.id)) from runs "
+             "where sweep = 'c'");
+  const std::string probes = scalar(db(), "select sum(cooldown_steps) from rung_probes");
+  EXPECT_NE(ran.output.find(fmt::format("steps trained: {} by the members' runs + {} by "
+                                        "cooldown probes = {}",
+                                        members, probes, std::stoll(members) + std::stoll(probes))),
+            std::string::npos)
+      << ran.output;
+}
+
+// Schedule-free AdamW through the binary: a run paused and resumed follows the run that never
+// stopped bit for bit (its snapshot holds the averaged iterate as the model, the training point in
+// the optimizer's state); the val loss it logged at step 10 is what `kiln eval` of the step-10
+// snapshot computes from model.pt alone, the averaged iterate; and an asha sweep of it scores its
+// rungs without probes.
+TEST_F(Asha, ScheduleFreeAdamWResumesExactlyAndEvaluatesItsAveragedIterate) {
+  const std::string exp = experiment("[schedule]\ntype = \"constant\"\nwarmup = 3\n");
+  std::string text = testing::read_file(exp);  // the tiny experiment's [optimizer] is AdamW's
+  text.replace(text.find("[optimizer]\n"), 12, "[optimizer]\ntype = \"schedule_free_adamw\"\n");
+  testing::write_text(exp, text);
+  auto whole =
+      run_kiln("run " + exp + " --name sf --set checkpoint.every=10 --set checkpoint.keep=3");
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  ASSERT_EQ(run_kiln("run " + exp + " --name sf_paused --until 10").exit_code, 0);
+  auto resumed = run_kiln("resume sf_paused --db " + db());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(curve_of(db(), "sf"), curve_of(db(), "sf_paused"));
+  EXPECT_EQ(val_at(db(), "sf", 30), val_at(db(), "sf_paused", 30));
+  auto evaluated = run_kiln("eval sf --checkpoint 10 --split val --steps 2 --db " + db());
+  ASSERT_EQ(evaluated.exit_code, 0) << evaluated.output;
+  const std::string logged = val_at(db(), "sf", 10);
+  EXPECT_NE(evaluated.output.find(fmt::format("loss {:.6f}", std::stod(logged))), std::string::npos)
+      << logged << "\n"
+      << evaluated.output;
+  auto sweep = run_kiln("sweep " + asha_file(dir_ / "", exp, "s", 4));
+  ASSERT_EQ(sweep.exit_code, 0) << sweep.output;
+  EXPECT_EQ(scalar(db(), "select count(*) from rung_probes"), "0");
+  EXPECT_NE(sweep.output.find("rung 1 of 3: step 3, 4 member(s)"), std::string::npos)
+      << sweep.output;
 }
 
 }  // namespace

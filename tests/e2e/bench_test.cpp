@@ -122,10 +122,12 @@ TEST_F(Bench, TheBlasLineNamesTheKernelsOpenBlasReports) {
   EXPECT_NE(result.output.find("1 thread;"), std::string::npos) << result.output;  // threads = 1
 }
 
-// Kiln processes on one machine share its cores (core/util/core_share.h): with a run training,
-// `kiln bench` of another experiment starts with half the cores' threads, and none is left
-// registered once both are gone. Its own registry, so that tests beside it count for nothing.
-TEST_F(Bench, ASecondKilnProcessStartsWithItsShareOfTheCores) {
+// Kiln processes on one machine share its cores when asked (run.share_cores, core/util/
+// core_share.h): with a run training, `kiln bench` of another experiment with share_cores starts
+// with half the cores' threads; without it, with all of them, as it would alone (a rerun's count
+// does not depend on what else runs); and none is left registered once both are gone. Its own
+// registry, so that tests beside it count for nothing.
+TEST_F(Bench, ASecondKilnProcessStartsWithItsShareOfTheCoresWhenItAsks) {
   testing::TempDir runtime;
   testing::ScopedEnv registry("XDG_RUNTIME_DIR", runtime.str().c_str());
   testing::ScopedEnv shared("OMP_NUM_THREADS",
@@ -142,7 +144,9 @@ TEST_F(Bench, ASecondKilnProcessStartsWithItsShareOfTheCores) {
                testing::read_file(dir_ / "long.log").find("step") != std::string::npos;
       },
       std::chrono::seconds(120));
-  auto second = run_kiln("bench " + exp + " --steps 1 --warmup 0 --set run.threads=0");
+  auto second = run_kiln("bench " + exp +
+                         " --steps 1 --warmup 0 --set run.threads=0 --set run.share_cores=true");
+  auto unshared = run_kiln("bench " + exp + " --steps 1 --warmup 0 --set run.threads=0");
   // OMP_NUM_THREADS fixes the count as run.threads does: nothing is shared.
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   auto pinned = [&] {
@@ -157,6 +161,10 @@ TEST_F(Bench, ASecondKilnProcessStartsWithItsShareOfTheCores) {
   EXPECT_NE(second.output.find(fmt::format("{} thread{};", share, share == 1 ? "" : "s")),
             std::string::npos)
       << second.output;
+  ASSERT_EQ(unshared.exit_code, 0) << unshared.output;
+  EXPECT_NE(unshared.output.find(fmt::format("{} thread{};", cores, cores == 1 ? "" : "s")),
+            std::string::npos)
+      << unshared.output;
   ASSERT_EQ(pinned.exit_code, 0) << pinned.output;
   EXPECT_NE(pinned.output.find(fmt::format("{} thread{};", cores, cores == 1 ? "" : "s")),
             std::string::npos)

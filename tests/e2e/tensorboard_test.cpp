@@ -189,13 +189,11 @@ TEST_F(TensorBoard, TrainingWritesTheStoresRowsAndExportWritesThemAgain) {
   testing::expect_one_error_line(
       run_kiln("runs export 'l*' --format tensorboard -o " + db() + " --db " + db()), "over db",
       "that is the run store");
-  const std::string snapshots = testing::scalar(db(),
-                                                "select folder from runs where name = "
-                                                "'live'") +
-                                "/snapshots";
+  const std::string folder = testing::scalar(db(), "select folder from runs where name = 'live'");
+  const std::string snapshots = folder + "/snapshots";
   testing::expect_one_error_line(
       run_kiln("runs export live --format tensorboard -o " + snapshots + "/tb --db " + db()),
-      "into snapshots", "that is inside '" + snapshots + "'");
+      "into snapshots", "that is inside the run folder '" + folder + "'");
   EXPECT_FALSE(fs::exists(snapshots + "/tb"));
 }
 

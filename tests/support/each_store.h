@@ -1,4 +1,4 @@
-// A fixture for tests run on both run stores (the parameter: "sqlite" or "postgresql"): the
+// A fixture for tests run on both run stores (the parameter: "sqlite" or "postgresql..."): the
 // TinyRun corpus, and store_, this test's store: the SQLite file db(), or a new database on a
 // PostgreSQL server that the suite starts (tests/support/postgres_server.h), SKIP without one.
 #pragma once
@@ -30,7 +30,8 @@ class EachStore : public TinyRun, public ::testing::WithParamInterface<std::stri
     store_ = postgres() ? server_->new_database(fmt::format("store{}", ++databases_)) : db();
   }
 
-  bool postgres() const { return GetParam() == "postgresql"; }
+  // "postgresql", or a variant of it ("postgresql_repeatable_read": a server setting a test adds).
+  bool postgres() const { return GetParam().rfind("postgresql", 0) == 0; }
   std::string sql(const std::string& query) { return store_scalar(store_, query); }
 
   inline static PostgresServer* server_ = nullptr;

@@ -18,6 +18,7 @@
 #include "core/util/blas_kernels.h"
 #include "core/util/build_info.h"
 #include "core/util/error.h"
+#include "core/util/process.h"
 #include "core/util/torch_compat.h"
 #include "tools/kiln/commands.h"
 
@@ -151,6 +152,7 @@ int main(int argc, char** argv) {
   // this CPU. The commands that compute execute themselves again with it; every kiln this one
   // starts inherits it.
   kiln::choose_better_blas_kernels(argv);
+  kiln::die_with_parent();  // a sweep's member whose worker is gone stops (snapshots) at once
   // glibc serves blocks above a dynamic threshold with fresh mmaps and trims freed memory, so
   // each step's activation-sized tensors were page-faulted in anew: ~10k faults and ~10 ms per
   // step of the default experiment (perf stat). Keeping them in the heap removes that.

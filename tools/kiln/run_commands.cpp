@@ -28,7 +28,8 @@ struct RunArgs {
   std::string db = default_run_db();
   std::vector<std::string> overrides;
   bool restart = false;
-  int64_t until = 0;  // kiln run --until (kiln resume's is in `resume`)
+  int64_t until = 0;           // kiln run --until (kiln resume's is in `resume`)
+  int64_t probe_cooldown = 0;  // kiln run --probe-cooldown (likewise)
   ResumeOptions resume;
 };
 
@@ -54,7 +55,7 @@ int run_command(const RunArgs& args) {
   for (const auto& note : config.notes)
     std::cout << note << "\n";
   StopSignal stop(StopSignal::Second::kAbandon, StopSignal::Delivery::kPolled);
-  return finish(run_experiment(std::move(config), args.restart, args.until));
+  return finish(run_experiment(std::move(config), args.restart, args.until, args.probe_cooldown));
 }
 
 int resume_command(const RunArgs& args) {
@@ -76,6 +77,11 @@ ChosenCommand add_run_commands(CLI::App& app) {
       "pause after this step, evaluated and snapshotted, with the schedule still planned over "
       "train.steps: `kiln resume` continues as if it had not stopped";
   run->add_option("--until", args->until, until_help)->check(at_least(1));
+  const char* probe_help =
+      "with --until: then train a branch this many steps more with a wsd schedule's decay "
+      "ending there, and record its val loss as the run's probe at that step (an asha rung's "
+      "score); the branch is thrown away";
+  run->add_option("--probe-cooldown", args->probe_cooldown, probe_help)->check(at_least(1));
 
   CLI::App* resume = app.add_subcommand("resume", "continue a run from its latest intact snapshot");
   resume->add_option("run", args->run_ref, "run name or id")->required();
@@ -90,6 +96,8 @@ ChosenCommand add_run_commands(CLI::App& app) {
       "final lr");
   reschedule->excludes(keep);
   resume->add_option("--until", args->resume.until, until_help)->check(at_least(1));
+  resume->add_option("--probe-cooldown", args->resume.probe_cooldown, probe_help)
+      ->check(at_least(1));
   resume->add_flag("--allow-data-change", args->resume.allow_data_change,
                    "go on when the files the run reads differ from those it started with (the "
                    "resume records what changed)");

@@ -27,6 +27,7 @@
 #include "core/config/options.h"
 #include "core/config/schema.h"
 #include "core/store/history/reader.h"
+#include "core/store/runs/sweep_claims.h"
 #include "core/util/error.h"
 #include "tools/kiln/commands.h"
 
@@ -129,19 +130,29 @@ void sweep_status(const SweepArgs& args, bool db_given) {
   print_sweep_status(sweep.db, sweep.name, print_line);
 }
 
-// `kiln sweep best NAME|FILE`: by --by, else a file's search metric, else best_val.
+// `kiln sweep best NAME|FILE`: by --by, else the search's own metric and mode (a file's, or the
+// one an asha search's workers recorded in the store), else best_val.
 int sweep_best(const SweepArgs& args, bool db_given, bool by_given) {
   const NamedSweep sweep = named_sweep(args, db_given);
   if (!store_may_exist(sweep.db)) {
     fail_no_store(sweep.db, "pass the --db the sweep ran with");
   }
+  HistoryDb db(sweep.db);
+  std::optional<SweepSearch> search;
+  if (sweep.spec && !sweep.spec->search.metric.empty()) search = sweep.spec->search;
+  if (!sweep.spec) {
+    if (const auto shape = find_ladder_shape(db.connection(), sweep.name)) {
+      search = SweepSearch{};
+      search->metric = shape->metric;
+      search->maximize = shape->maximize;
+    }
+  }
   std::string by = args.best_by;
   std::vector<std::string> declared;
-  if (sweep.spec && !sweep.spec->search.metric.empty()) {
-    if (!by_given) by = search_sort_key(sweep.spec->search);
-    declared = declared_task_metrics(sweep.spec->search);
+  if (search) {
+    if (!by_given) by = search_sort_key(*search);
+    declared = declared_task_metrics(*search);
   }
-  HistoryDb db(sweep.db);
   std::cout << best_member_toml(db, sweep.name, by, declared);
   return kExitOk;
 }

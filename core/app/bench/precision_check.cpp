@@ -13,6 +13,7 @@
 #include "core/train/assemble.h"
 #include "core/util/blas_kernels.h"
 #include "core/util/error.h"
+#include "core/util/fs.h"
 #include "core/util/precision_verdicts.h"
 
 namespace kiln {
@@ -38,6 +39,8 @@ std::string run_precision_check(const std::string& experiment,
         "kiln bench: --record and --against keep and compare one precision's result, and "
         "precision.type = \"auto\" times two: set precision.type to \"fp32\" or \"bf16\" for them");
   }
+  // Where the verdict goes is checked before minutes of measuring, not after.
+  if (const std::string path = precision_verdicts_path(); !path.empty()) ensure_parent_dir(path);
   std::vector<std::string> base;
   std::copy_if(overrides.begin(), overrides.end(), std::back_inserter(base),
                [](const std::string& o) { return o.rfind("precision.type=", 0) != 0; });

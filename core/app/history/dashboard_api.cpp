@@ -311,6 +311,7 @@ Json ladder_view(HistoryDb& db, const DashboardParams& params) {
       members.push_back({{"run", e.run_id},
                          {"name", e.name},
                          {"value", chart_value(e.value)},
+                         {"uncooled", e.uncooled ? chart_value(*e.uncooled) : Json()},
                          {"place", e.place},
                          {"state", e.state}});
     }

@@ -11,6 +11,7 @@
 #include "core/store/history/queries.h"
 #include "core/store/history/reader.h"
 #include "core/store/history/selection.h"
+#include "core/store/runs/rung_probes.h"
 #include "core/util/text.h"
 
 namespace kiln {
@@ -62,13 +63,19 @@ std::vector<RunRecord> latest_versions(std::vector<RunRecord> runs) {
   return runs;
 }
 
-std::vector<double> rung_values(HistoryDb& db, const RunRecord& run, const LadderShape& shape) {
+std::vector<double> rung_values(HistoryDb& db, const RunRecord& run, const LadderShape& shape,
+                                std::vector<double>* uncooled) {
   const Curve curve = load_curve(db, run, shape.metric, "step");
+  const std::map<int64_t, RungProbe> probes = read_rung_probes(db.connection(), run.id);
   std::vector<double> values;
   for (size_t j = 0; j < shape.rungs.size() && shape.rungs[j] <= run.steps; ++j) {
     const auto at = std::find(curve.x.begin(), curve.x.end(), static_cast<double>(shape.rungs[j]));
     if (at == curve.x.end()) break;
-    values.push_back(curve.y[static_cast<size_t>(at - curve.x.begin())]);
+    const double own = curve.y[static_cast<size_t>(at - curve.x.begin())];
+    const auto probe = probes.find(shape.rungs[j]);
+    const bool cooled = probe != probes.end() && j + 1 < shape.rungs.size();
+    values.push_back(cooled ? probe->second.val_loss : own);
+    if (uncooled) uncooled->push_back(own);
   }
   return values;
 }
@@ -77,9 +84,11 @@ std::vector<LadderRung> read_sweep_ladder(HistoryDb& db, const std::string& swee
                                           const LadderShape& shape, bool ended) {
   const std::vector<RunRecord> runs =
       latest_versions(list_runs(db, {"sweep = " + single_quoted(sweep), "id", 0}));
-  std::vector<std::vector<double>> values;
-  for (const auto& run : runs)
-    values.push_back(rung_values(db, run, shape));
+  std::vector<std::vector<double>> values, own;
+  for (const auto& run : runs) {
+    own.emplace_back();
+    values.push_back(rung_values(db, run, shape, &own.back()));
+  }
   std::vector<LadderRung> rungs;
   for (size_t j = 0; j < shape.rungs.size(); ++j) {
     LadderRung rung{shape.rungs[j], 0, {}};
@@ -91,7 +100,10 @@ std::vector<LadderRung> read_sweep_ladder(HistoryDb& db, const std::string& swee
     });
     for (size_t k = 0; k < at.size(); ++k) {
       const RunRecord& run = runs[at[k]];
-      rung.entries.push_back({run.id, run.name, values[at[k]][j], k + 1,
+      const double score = values[at[k]][j], trajectory = own[at[k]][j];
+      const bool cooled = score != trajectory && !(std::isnan(score) && std::isnan(trajectory));
+      rung.entries.push_back({run.id, run.name, score,
+                              cooled ? std::optional<double>(trajectory) : std::nullopt, k + 1,
                               state_at(values[at[k]], j, run, shape, ended)});
     }
     const bool last = j + 1 == shape.rungs.size();
@@ -114,11 +126,26 @@ std::string ladder_text(const std::vector<LadderRung>& rungs, const LadderShape&
         fmt::format("rung {} of {}: step {}, {} member(s){}\n", j + 1, rungs.size(), rung.step,
                     rung.entries.size(), last ? "" : fmt::format(", the best {} go on", rung.keep));
     for (const auto& e : rung.entries) {
-      out += fmt::format("  {:>3}. {:<{}}  {} {}  {}\n", e.place, e.name, width, shape.metric,
-                         std::isfinite(e.value) ? fmt::format("{:.4f}", e.value) : "-", e.state);
+      const std::string uncooled =
+          e.uncooled ? fmt::format(" (cooled; un-cooled {:.4f})", *e.uncooled) : "";
+      out += fmt::format("  {:>3}. {:<{}}  {} {}{}  {}\n", e.place, e.name, width, shape.metric,
+                         std::isfinite(e.value) ? fmt::format("{:.4f}", e.value) : "-", uncooled,
+                         e.state);
     }
   }
   return out;
+}
+
+std::string sweep_steps_line(HistoryDb& db, const std::string& sweep) {
+  int64_t members = 0, probes = 0;
+  for (const RunRecord& run :
+       latest_versions(list_runs(db, {"sweep = " + single_quoted(sweep), "id", 0}))) {
+    members += run.steps;
+    for (const auto& [step, probe] : read_rung_probes(db.connection(), run.id))
+      probes += probe.steps;
+  }
+  return fmt::format("steps trained: {} by the members' runs + {} by cooldown probes = {}\n",
+                     members, probes, members + probes);
 }
 
 }  // namespace kiln

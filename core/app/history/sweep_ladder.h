@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,11 @@ struct RunRecord;
 struct LadderEntry {
   int64_t run_id = 0;
   std::string name;
-  double value = 0;   // the metric at the rung's step, as logged (NaN: not finite)
-  size_t place = 0;   // 1 = the best at this rung
+  double value = 0;  // its score at the rung: a cooldown probe's val loss where the member has
+                     // one (core/store/runs/rung_probes.h), else the metric at the rung's step
+                     // as logged (NaN: not finite)
+  std::optional<double> uncooled;  // with a probe: the trajectory's own value there
+  size_t place = 0;                // 1 = the best at this rung
   std::string state;  // promoted, "promoted (on its way)", paused (stopped once the sweep
                       // ended), failed; at the last rung the run's status
 };
@@ -32,9 +36,12 @@ struct LadderRung {
   std::vector<LadderEntry> entries;
 };
 
-// The run's values of `shape.metric` at the rungs' steps it reached, in order, up to the first
-// rung it has no value at (a run stopped before that rung's evaluation).
-std::vector<double> rung_values(HistoryDb& db, const RunRecord& run, const LadderShape& shape);
+// The run's scores at the rungs' steps it reached, in order, up to the first rung it has no value
+// at (a run stopped before that rung's evaluation): at a rung below the last, its cooldown
+// probe's val loss where it has one (an asha search with rung_cooldown), else its value of
+// `shape.metric` there. `uncooled`, when given, gets the metric's own values.
+std::vector<double> rung_values(HistoryDb& db, const RunRecord& run, const LadderShape& shape,
+                                std::vector<double>* uncooled = nullptr);
 
 // The sweep's runs without those a rerun replaced: `kiln sweep --rerun-changed` trains a member
 // whose config changed again as NAME:v2 (NAME:v3, ...), and the ladder and the member counts are
@@ -47,5 +54,9 @@ std::vector<LadderRung> read_sweep_ladder(HistoryDb& db, const std::string& swee
 
 // "rung 1 of 3: step 3, 9 member(s), the best 3 go on" and a line per member.
 std::string ladder_text(const std::vector<LadderRung>& rungs, const LadderShape& shape);
+
+// "steps trained: 1,134 by the members' runs + 96 by cooldown probes = 1,230": what the sweep's
+// search cost, its probes' steps (trained and thrown away) counted with its members'.
+std::string sweep_steps_line(HistoryDb& db, const std::string& sweep);
 
 }  // namespace kiln

@@ -11,8 +11,10 @@
 
 #include "core/api/optimizer.h"
 #include "core/app/run/new_run.h"
+#include "core/app/run/resume_checks.h"
 #include "core/config/canonical.h"
 #include "core/config/toml_text.h"
+#include "core/distributed/distributed.h"
 #include "core/store/history/queries.h"
 #include "core/store/runs/inputs.h"
 #include "core/store/runs/output_guard.h"
@@ -20,6 +22,7 @@
 #include "core/store/runs/writer.h"
 #include "core/store/tensorboard/run_log.h"
 #include "core/train/assemble.h"
+#include "core/train/cooldown_probe.h"
 #include "core/train/session.h"
 #include "core/util/env.h"
 #include "core/util/error.h"
@@ -134,55 +137,6 @@ ResolvedConfig resumed_config(const RunRecord& record, const std::vector<std::st
   return config;
 }
 
-// For a resume that changed train.steps: the line that gives the lr of the next update as the
-// run planned it and as it will be ("" when train.steps is unchanged); a UserError, before the
-// run's row changes, when the two differ by over 1% and `mode` is the default (else the lr can
-// jump, say from 6.6e-4 to 3.9e-3, at the resume step without a word).
-std::string check_schedule_change(const ResolvedConfig& stored, const AssembledRun& run,
-                                  int64_t from_step, ScheduleOnResume mode) {
-  const int64_t planned = train_options(stored).steps;
-  if (planned == run.train.steps) return "";
-  const double base_lr = configured_lr(*run.optimizer);
-  const double before = make_schedule(stored, base_lr)->lr(from_step);
-  const double after = run.schedule->lr(from_step);
-  const double moved =
-      before != 0 ? std::fabs(after - before) / std::fabs(before) : (after != 0 ? 1.0 : 0.0);
-  if (mode == ScheduleOnResume::kRefuseJump && moved > 0.01) {
-    throw UserError(fmt::format(
-        "train.steps {} -> {} moves the lr of step {} from {:.4g} (as planned) to {:.4g} "
-        "({:+.1f}%): pass --keep-schedule (the schedule keeps its {} steps; the added ones stay at "
-        "its final lr) or --reschedule (the new total applies from step {} on)",
-        planned, run.train.steps, from_step + 1, before, after, 100.0 * (after - before) / before,
-        schedule_span(stored), from_step + 1));
-  }
-  return fmt::format("lr of step {}: {:.4g} as planned over {} steps, {:.4g} now", from_step + 1,
-                     before, schedule_span(stored), after);
-}
-
-// Points `config` at the files the run's record names (so that a resume works from any
-// directory) and compares them with their fingerprints. A difference is a UserError, before
-// anything is built, or with `allow_change` one more entry of `changes` (else a resume after
-// re-preparing the data would train on other data without a word). Returns the inputs as
-// they are now, which the resume records: a run made before Kiln recorded them gets its
-// record here, from the directory it resumes in.
-std::vector<RunInput> check_inputs(Connection& db, const RunRecord& record, ResolvedConfig& config,
-                                   bool allow_change, std::vector<std::string>& changes) {
-  const std::vector<RunInput> recorded = read_inputs(db, record.id);
-  use_recorded_inputs(config, recorded);
-  std::vector<RunInput> now = inputs_of(config);
-  const std::vector<std::string> changed = changed_inputs(recorded, now);
-  if (!changed.empty() && !allow_change) {
-    throw UserError(fmt::format(
-        "run '{}' would resume on other files than it trained on: {}: put the files back as "
-        "they were, or pass --allow-data-change to go on with them as they are (the run's "
-        "resumes record it)",
-        record.name, join(changed, "; ")));
-  }
-  for (const auto& line : changed)
-    changes.push_back("files changed: " + line);
-  return now;
-}
-
 // A worker that torchrun or kiln launch started again after a failure continues its run.
 bool restarted_worker() {
   return env_integer("TORCHELASTIC_RESTART_COUNT", 0, 0, INT32_MAX) > 0;
@@ -249,9 +203,27 @@ void check_pause_step(int64_t step, int64_t start_step, int64_t total_steps) {
       total_steps));
 }
 
+// --probe-cooldown: only where a run pauses, and only of a schedule it can branch there.
+void check_probe(const AssembledRun& run, int64_t until, int64_t probe_steps) {
+  if (probe_steps <= 0) return;
+  if (until <= 0) {
+    throw UserError(
+        "--probe-cooldown branches the run where --until pauses it: give --until STEP too");
+  }
+  cooldown_schedule(run.config, 1.0, until, probe_steps);
+}
+
+// train(), then, paused with a probe asked for, the cooldown branch.
+SessionOutcome train_then_probe(Session& session, int64_t probe_steps) {
+  const SessionOutcome outcome = session.train();
+  if (probe_steps > 0 && outcome.status == "paused") session.probe_cooldown(probe_steps);
+  return outcome;
+}
+
 }  // namespace
 
-SessionOutcome run_experiment(ResolvedConfig config, bool restart, int64_t until) {
+SessionOutcome run_experiment(ResolvedConfig config, bool restart, int64_t until,
+                              int64_t probe_cooldown) {
   std::string name = run_options(config).name;
   if (name.empty()) name = default_run_name(config.experiment);
   check_run_name(name);
@@ -272,6 +244,7 @@ SessionOutcome run_experiment(ResolvedConfig config, bool restart, int64_t until
 
   AssembledRun run = assemble(config);
   if (until > 0) check_pause_step(until, 0, run.train.steps);
+  check_probe(run, until, probe_cooldown);
   const std::string uuid = new_identity(run.options.out_dir, name);
   const RunPaths paths = RunPaths::for_new_run(run.options.out_dir, name, uuid);
   const SnapshotOwner owner{uuid, {config.hash()}, /*legacy=*/false, {}};
@@ -279,7 +252,7 @@ SessionOutcome run_experiment(ResolvedConfig config, bool restart, int64_t until
   if (run.parallel->rank() != 0) {
     Session session(run, paths, owner, nullptr, 0);
     if (until > 0) session.pause_after(until);
-    return session.train();
+    return train_then_probe(session, probe_cooldown);
   }
   check_tensorboard(config, paths);
   RunStore store(run.options.db);
@@ -291,7 +264,7 @@ SessionOutcome run_experiment(ResolvedConfig config, bool restart, int64_t until
   for (const auto& note : notes)
     session.console().line(note);
   session.print_header();
-  return session.train();
+  return train_then_probe(session, probe_cooldown);
 }
 
 SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
@@ -318,13 +291,16 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
   const std::vector<RunInput> inputs =
       check_inputs(store->connection(), record, config, options.allow_data_change, changes);
 
-  AssembledRun run = assemble(config);
   const RunPaths paths = require_paths(record);
+  // The lock first, before anything is assembled: a second resume of a run that is training (a
+  // killed sweep's member, resumed again by its rerun) is refused at once, not after it built the
+  // model. Rank 0 holds it; a rank knows its number from the environment before its group exists.
+  std::unique_ptr<FileLock> lock = read_world_env().rank == 0 ? lock_run(paths) : nullptr;
+  AssembledRun run = assemble(config);
   const SnapshotOwner owner = snapshot_owner(store->connection(), record, config.hash());
   const bool main_rank = run.parallel->rank() == 0;
   if (main_rank) check_tensorboard(config, paths);
   if (!main_rank) store.reset();  // only rank 0 records
-  std::unique_ptr<FileLock> lock = main_rank ? lock_run(paths) : nullptr;
   Session session(run, paths, owner, store.get(), record.id);
   const int64_t from_step =
       restore_snapshot(session, paths, owner, run, main_rank, options.checkpoint);
@@ -333,6 +309,7 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
     check_pause_step(options.until, from_step, run.train.steps);
     session.pause_after(options.until);
   }
+  check_probe(run, options.until, options.probe_cooldown);
   if (store) {
     store->reopen_run(record.id, from_step, join(changes, "; "), config.to_toml(), config.hash(),
                       run.train.steps,
@@ -343,7 +320,7 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
   }
   if (main_rank && !lr_line.empty()) session.console().line(lr_line);
   session.print_header();
-  return session.train();
+  return train_then_probe(session, options.probe_cooldown);
 }
 
 }  // namespace kiln

@@ -20,8 +20,11 @@ namespace kiln {
 // otherwise an existing name is refused (with a hint to resume an unfinished run). run.out_dir
 // and run.db are stored absolute (core/store/runs/paths.h).
 // `until` > 0: the run pauses after that step (Session::pause_after), refused before the run is
-// created unless it lies below train.steps.
-SessionOutcome run_experiment(ResolvedConfig config, bool restart, int64_t until = 0);
+// created unless it lies below train.steps. `probe_cooldown` > 0 (with `until`): then the
+// cooldown branch of that many steps is scored there (Session::probe_cooldown), refused up front
+// when the run's schedule cannot be branched (core/train/cooldown_probe.h).
+SessionOutcome run_experiment(ResolvedConfig config, bool restart, int64_t until = 0,
+                              int64_t probe_cooldown = 0);
 
 // How a resume that changes train.steps treats the learning-rate schedule, whose shape most
 // plugins draw over train.steps (cosine, linear and wsd decay to their end at it).
@@ -43,6 +46,8 @@ struct ResumeOptions {
   // > 0: pause after this step (Session::pause_after), refused before the run is reopened
   // unless it lies between the snapshot's step and train.steps.
   int64_t until = 0;
+  // > 0: at the pause, the cooldown branch of this many steps, as run_experiment's.
+  int64_t probe_cooldown = 0;
 };
 
 // Continues a run, in the folder its row names, from its snapshot `options.checkpoint` of its

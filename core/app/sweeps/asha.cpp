@@ -1,6 +1,7 @@
 #include "core/app/sweeps/asha.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <string>
 
@@ -46,6 +47,54 @@ std::vector<int64_t> asha_rungs(const SweepSpec& spec) {
   }
   rungs.push_back(last);
   return rungs;
+}
+
+int64_t rung_cooldown_steps(const SweepSpec& spec, int64_t rung_step) {
+  const double fraction = spec.search.rung_cooldown;
+  if (fraction <= 0) return 0;
+  return std::max<int64_t>(1, std::llround(fraction * static_cast<double>(rung_step)));
+}
+
+void check_rung_cooldown(const SweepSpec& spec) {
+  const SweepSearch& search = spec.search;
+  if (search.rung_cooldown <= 0) return;
+  const std::string& at = search.rung_cooldown_where;
+  if (search.type != SweepSearch::Type::kAsha) {
+    throw UserError(fmt::format(
+        "{}: rung_cooldown scores an asha search's rungs: set [search] type = \"asha\", or "
+        "leave rung_cooldown out",
+        at));
+  }
+  if (search.metric != "val_loss") {
+    throw UserError(fmt::format(
+        "{}: rung_cooldown scores a rung by the val loss of its cooldown branch, and metric is "
+        "'{}': set metric = \"val_loss\"",
+        at, search.metric));
+  }
+  const ResolvedConfig base = load_config(spec.base, spec.fixed);
+  if (base.type("schedule") != "wsd") {
+    throw UserError(fmt::format(
+        "{}: rung_cooldown branches a wsd schedule's stable phase, and the base's schedule is "
+        "'{}', which decays from the start (no branch of it scores what a shorter run would): "
+        "set schedule.type = \"wsd\" (under [set]); wsd is the one schedule it allows",
+        at, base.type("schedule")));
+  }
+  const std::vector<int64_t> rungs = asha_rungs(spec);
+  const Params& schedule = base.params("schedule");
+  const int64_t last = rungs.back();
+  const int64_t decay_start =
+      last - std::llround(schedule.real("decay_fraction") * static_cast<double>(last));
+  const int64_t warmup = schedule.integer("warmup");
+  for (size_t i = 0; i + 1 < rungs.size(); ++i) {
+    if (rungs[i] >= warmup && rungs[i] <= decay_start) continue;
+    throw UserError(fmt::format(
+        "{}: the rung at step {} lies {} (the wsd schedule warms up for {} steps and decays from "
+        "step {} of {}): a branch there cannot be cooled from the stable lr; {}",
+        at, rungs[i], rungs[i] < warmup ? "in the warmup" : "in the decay", warmup, decay_start,
+        last,
+        rungs[i] < warmup ? "raise min_steps or grace above the warmup"
+                          : "lower schedule.decay_fraction"));
+  }
 }
 
 std::optional<AshaPromotion> asha_promotion(const std::vector<AshaMember>& members, size_t rungs,

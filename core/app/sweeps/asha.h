@@ -26,6 +26,15 @@ struct SweepSpec;
 // max_steps that [set] or another part of the file contradicts.
 std::vector<int64_t> asha_rungs(const SweepSpec& spec);
 
+// With rung_cooldown = F: the cooldown branch that scores a member at rung step S, max(1, F x S)
+// steps (core/train/cooldown_probe.h); 0 without.
+int64_t rung_cooldown_steps(const SweepSpec& spec, int64_t rung_step);
+// rung_cooldown's conditions, a UserError naming the [search] key and the fix for each: an asha
+// search, scored by val_loss, whose base schedule is wsd (a cosine or linear one decays from the
+// start: no branch of it scores what a shorter run would) with every rung below the last after
+// its warmup and before its decay starts. Nothing without rung_cooldown.
+void check_rung_cooldown(const SweepSpec& spec);
+
 // A member as the ladder sees it.
 struct AshaMember {
   std::vector<double> results;  // its score at each rung it reached, in order; lower is better

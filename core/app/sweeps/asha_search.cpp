@@ -176,6 +176,9 @@ JobHooks AshaSearch::hooks(SweepClaims& claims,
     for (;;) {
       const std::optional<SweepDecision> decision =
           claims.claim_next([&](const std::set<std::string>& elsewhere) {
+            // The whole ladder: the trials other workers proposed (or this sweep before a
+            // restart) count in every rank, not only when nothing else is left to do.
+            adopt_recorded(claims);
             std::set<std::string> running = elsewhere;
             for (const SweepMember* m : here)
               running.insert(m->name);
@@ -186,7 +189,9 @@ JobHooks AshaSearch::hooks(SweepClaims& claims,
         if (decision->action != "start") {
           print(fmt::format("{} {}: {}", decision->action, decision->member, decision->reason));
         }
-        return std::optional<MemberJob>(MemberJob{member(decision->member), decision->until});
+        return std::optional<MemberJob>(
+            MemberJob{member(decision->member), decision->until,
+                      decision->until > 0 ? rung_cooldown_steps(spec_, decision->until) : 0});
       }
       if (!propose(claims)) return std::optional<MemberJob>();
     }
@@ -210,7 +215,8 @@ std::set<std::string> AshaSearch::stopped_members() {
 
 std::string AshaSearch::ladder(bool ended) {
   HistoryDb db(db_);
-  return ladder_text(read_sweep_ladder(db, spec_.name, shape(), ended), shape());
+  return ladder_text(read_sweep_ladder(db, spec_.name, shape(), ended), shape()) +
+         sweep_steps_line(db, spec_.name);
 }
 
 std::string search_status(const SweepSpec& spec, const std::string& db) {

@@ -58,8 +58,8 @@ class AshaSearch {
   // and a worker with nothing to do waits while other workers' members run. Promotions and
   // resumes are printed with their reasons.
   JobHooks hooks(SweepClaims& claims, const std::function<void(const std::string&)>& print);
-  // The trials a tpe sampler proposed in other processes, from the store, as propose() adopts
-  // them (for a view of the search).
+  // The trials a tpe sampler proposed in other processes (or before a restart), from the store,
+  // as propose() adopts them: before every decision, so that the ladder it reads is whole.
   void adopt_recorded(SweepClaims& claims);
   // The member of that name, among those made so far; null when none.
   const SweepMember* member(const std::string& name) const;

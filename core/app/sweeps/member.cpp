@@ -34,7 +34,8 @@ std::vector<std::string> threads_setting(const MemberLaunch& launch) {
 
 // `kiln resume` for a member with a run row (interrupted or failed), `kiln run` otherwise.
 std::vector<std::string> member_command(const MemberLaunch& launch, const SweepMember& m,
-                                        bool exists, int64_t until) {
+                                        bool exists, const MemberJob& job) {
+  const int64_t until = job.until;
   std::vector<std::string> args;
   if (exists) {
     args = {"resume", m.name, "--db", launch.db};
@@ -46,6 +47,8 @@ std::vector<std::string> member_command(const MemberLaunch& launch, const SweepM
       args.insert(args.end(), {"--set", o});
   }
   if (until > 0) args.insert(args.end(), {"--until", std::to_string(until)});
+  if (until > 0 && job.probe_cooldown > 0)
+    args.insert(args.end(), {"--probe-cooldown", std::to_string(job.probe_cooldown)});
   const std::vector<std::string> threads = threads_setting(launch);
   args.insert(args.end(), threads.begin(), threads.end());
   return args;
@@ -94,10 +97,11 @@ MemberProcess start_member(const MemberLaunch& launch, const MemberJob& job,
     write_run_marker(*paths, uuid, store_location(launch.db));
     options.extra_env.emplace_back(kChosenRunUuid, uuid);
   }
-  set_program(launch, member_command(launch, m, exists, job.until), options);
+  set_program(launch, member_command(launch, m, exists, job), options);
   options.output = ProcessOptions::Output::kFile;
   options.output_file = paths->console_log();
   options.own_process_group = true;
+  options.dies_with_parent = true;  // a worker SIGKILLed leaves no member training on its own
   options.what = "a sweep member";
   ensure_parent_dir(options.output_file);
   MemberProcess child{

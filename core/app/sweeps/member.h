@@ -35,6 +35,9 @@ struct MemberLaunch {
 struct MemberJob {
   const SweepMember* member = nullptr;
   int64_t until = 0;  // 0: to the run's end
+  // > 0: at `until`, the cooldown branch of this many steps that scores the rung
+  // (`--probe-cooldown`, an asha search's rung_cooldown).
+  int64_t probe_cooldown = 0;
 };
 
 struct MemberProcess {

@@ -155,11 +155,21 @@ void read_search(const toml::table& table, SweepSearch& out) {
   out.where = where(table.source());
   static const std::vector<std::string> keys = {
       "type",    "trials",    "seed",      "startup",          "metric", "mode",
-      "sampler", "min_steps", "max_steps", "reduction_factor", "grace"};
+      "sampler", "min_steps", "max_steps", "reduction_factor", "grace",  "rung_cooldown"};
   for (auto&& [key, node] : table) {
     const std::string k(key.str());
     if (k == "type" || k == "sampler" || k == "metric" || k == "mode") {
       read_word(node, k, out);
+    } else if (k == "rung_cooldown") {
+      const std::optional<double> fraction = node.value<double>();
+      if (!fraction || !(*fraction > 0 && *fraction < 1)) {
+        throw UserError(fmt::format(
+            "{}: rung_cooldown must be a number above 0 and below 1, the share of a rung's steps "
+            "its cooldown branch trains (0.2: 20%, as Hägele et al. 2024 found enough)",
+            where(node.source())));
+      }
+      out.rung_cooldown = *fraction;
+      out.rung_cooldown_where = where(node.source());
     } else if (std::find(keys.begin(), keys.end(), k) != keys.end()) {
       const int64_t least = k == "seed" || k == "grace" ? 0 : k == "reduction_factor" ? 2 : 1;
       const int64_t value = whole_number(node, k, least);

@@ -24,10 +24,13 @@ namespace kiln {
 namespace {
 
 // A uniform draw in [0, 1) for (seed, trial, key): keyed by the key's name, so that adding a key
-// to [space] leaves the others' draws as they were.
+// to [space] leaves the others' draws as they were. The three go in as a chain (the seed makes a
+// stream, the trial picks its output, the key that output's), not combined by a symmetric xor,
+// under which trial t of seed s was trial s of seed t and sweeps of seeds 1-3 shared trials.
 double draw(int64_t seed, int64_t trial, const std::string& key) {
-  return unit_interval(splitmix64(splitmix64(static_cast<uint64_t>(seed)) ^
-                                  splitmix64(static_cast<uint64_t>(trial)) ^ fnv1a64(key)));
+  const uint64_t stream = splitmix64(static_cast<uint64_t>(seed));
+  const uint64_t of_trial = splitmix64_output(stream, static_cast<uint64_t>(trial));
+  return unit_interval(splitmix64_output(of_trial, fnv1a64(key)));
 }
 
 }  // namespace

@@ -44,6 +44,10 @@ struct SweepSearch {
   int64_t max_steps = 0;
   int64_t reduction_factor = 3;
   int64_t grace = 0;
+  // asha: each rung below the last is scored by a cooldown branch of rung_cooldown x the rung's
+  // steps (core/app/sweeps/asha.h: check_rung_cooldown); 0: by the trajectory's own value.
+  double rung_cooldown = 0;
+  std::string rung_cooldown_where;  // file:line:col, for errors
   // What the search is judged by: a metric the members log (loss, lr, grad_norm,
   // tokens_per_sec, val_loss, or a task's TASK.METRIC) and whether lower or higher is better;
   // the members' summary is sorted by its best value. "" = none.

@@ -126,6 +126,7 @@ void check_search(const SweepSpec& spec) {
                         : "its rungs keep the trials with the best values of it"));
   }
   if (search.type == SweepSearch::Type::kAsha) check_asha_steps(spec);
+  check_rung_cooldown(spec);
   for (const auto& d : spec.space) {
     if (const char* other = other_place_of(spec, d.key, /*variants=*/true)) {
       throw UserError(fmt::format("{}: [space] draws '{}', which {} too: give it in one place",

@@ -18,9 +18,13 @@ using Kind = SweepDistribution::Kind;
 // draws are, so that each key's proposals do not depend on the other keys'.
 class Draws {
  public:
+  // As the random search's draws, (seed, trial, key) go in as a chain, not a symmetric xor; the
+  // stream is apart from the random search's by its own constant.
   Draws(int64_t seed, int64_t trial, const std::string& key)
-      : state_(splitmix64(splitmix64(static_cast<uint64_t>(seed) ^ 0x7e5eULL) ^
-                          splitmix64(static_cast<uint64_t>(trial)) ^ fnv1a64(key))) {}
+      : state_(
+            splitmix64_output(splitmix64_output(splitmix64(static_cast<uint64_t>(seed) ^ 0x7e5eULL),
+                                                static_cast<uint64_t>(trial)),
+                              fnv1a64(key))) {}
   double uniform() { return unit_interval(splitmix64_output(state_, next_++)); }
   double normal() {  // Box-Muller
     const double u = std::max(uniform(), 1e-300), v = uniform();
@@ -148,9 +152,12 @@ std::optional<size_t> choice_index(const SweepDistribution& d, const std::string
 std::vector<std::string> tpe_propose(const std::vector<SweepDistribution>& space,
                                      const std::vector<TpeTrial>& finished, int64_t seed,
                                      int64_t trial, const TpeOptions& options) {
-  std::vector<const TpeTrial*> usable;  // trials of this space (one value per key)
+  // Trials of this space (one value per key) with a score: a failed or diverged trial says where
+  // not to go, but as a density it would be counted good whenever fewer than gamma's share of the
+  // trials scored (Optuna and Hyperopt leave them out too).
+  std::vector<const TpeTrial*> usable;
   for (const auto& t : finished) {
-    if (t.values.size() == space.size() && !std::isnan(t.score)) usable.push_back(&t);
+    if (t.values.size() == space.size() && std::isfinite(t.score)) usable.push_back(&t);
   }
   std::vector<std::string> values;
   if (static_cast<int64_t>(usable.size()) < options.startup) {

@@ -26,8 +26,9 @@ struct TpeOptions {
 };
 
 // A finished trial: its value of each [space] key (TOML text, in [space] order) and its score,
-// lower better (a metric with mode = "max" negated; +infinity for a trial that failed, which
-// ranks it last).
+// lower better (a metric with mode = "max" negated; +infinity for a trial that failed or
+// diverged, which tpe_propose leaves out of both densities, as Optuna does, and counts towards
+// no startup trial).
 struct TpeTrial {
   std::vector<std::string> values;
   double score = 0;

@@ -127,9 +127,11 @@ std::string Statement::text(int column) const {
 }
 
 Transaction::Transaction(Connection& db) : db_(db) {
-  db_.exec(db_.dialect() == SqlDialect::kSqlite
-               ? std::string("BEGIN IMMEDIATE")
-               : fmt::format("BEGIN; SELECT pg_advisory_xact_lock({})", kPostgresWriteLock));
+  db_.exec(
+      db_.dialect() == SqlDialect::kSqlite
+          ? std::string("BEGIN IMMEDIATE")
+          : fmt::format("BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({})",
+                        kPostgresWriteLock));
 }
 
 Transaction::~Transaction() {

@@ -67,9 +67,12 @@ class Statement {
 };
 
 // BEGIN IMMEDIATE now (the write lock taken up front, so two writers never deadlock upgrading a
-// read; on PostgreSQL: BEGIN and the store's advisory write lock, so writers take turns there
-// too, and each migration is applied once however many processes start together); ROLLBACK
-// when destroyed without commit(), as when an exception passes through.
+// read; on PostgreSQL: BEGIN ISOLATION LEVEL READ COMMITTED and the store's advisory write lock,
+// so writers take turns there too, and each migration is applied once however many processes
+// start together); ROLLBACK when destroyed without commit(), as when an exception passes through.
+// The isolation is stated, not left to the server's default: under 'repeatable read' the
+// snapshot is taken by the lock's own statement, so a writer that waited read what the one
+// before it had not committed yet, and a sweep worker's claim hit a key conflict and died.
 class Transaction {
  public:
   explicit Transaction(Connection& db);

@@ -208,6 +208,16 @@ const char* const kMigrations[] = {
       PRIMARY KEY (run_id, key)
     ) WITHOUT ROWID;
     )sql",
+    // 15: the cooldown probes of an asha sweep's rungs (core/store/runs/rung_probes.h).
+    R"sql(
+    CREATE TABLE rung_probes (
+      run_id          INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      step            INTEGER NOT NULL,
+      cooldown_steps  INTEGER NOT NULL,
+      val_loss        REAL NOT NULL,
+      PRIMARY KEY (run_id, step)
+    ) WITHOUT ROWID;
+    )sql",
 };
 
 const int64_t kKnownSchema = static_cast<int64_t>(std::size(kMigrations));

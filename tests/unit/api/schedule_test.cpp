@@ -1,4 +1,8 @@
 #include <cmath>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -85,6 +89,27 @@ TEST(Schedule, WsdWarmsUpHoldsThenDecays) {
   }
   EXPECT_THROW(make("wsd", {"schedule.warmup=90", "schedule.decay_fraction=0.2"}, 1.0, 100),
                std::exception);
+}
+
+// The three decay shapes from the peak (2.0) to min_lr_ratio x peak (0.2) over steps 80-100, as
+// their formulas give them: linear, half a cosine, and Hägele et al.'s 1 - sqrt(progress).
+TEST(Schedule, WsdDecaysLinearlyAlongACosineOrAsOneMinusTheSquareRoot) {
+  const double pi = std::acos(-1.0);
+  const std::vector<std::pair<std::string, std::function<double(double)>>> shapes = {
+      {"linear", [](double p) { return 1.0 - p; }},
+      {"cosine", [pi](double p) { return (1.0 + std::cos(pi * p)) / 2.0; }},
+      {"1-sqrt", [](double p) { return 1.0 - std::sqrt(p); }}};
+  for (const auto& [shape, left] : shapes) {
+    auto s = make("wsd",
+                  {"schedule.decay_fraction=0.2", "schedule.min_lr_ratio=0.1",
+                   "schedule.decay_shape=\"" + shape + "\""},
+                  2.0, 100);
+    EXPECT_DOUBLE_EQ(s->lr(79), 2.0) << shape;
+    for (int64_t step = 80; step <= 100; ++step) {
+      const double progress = (step - 80) / 20.0;
+      EXPECT_NEAR(s->lr(step), 0.2 + 1.8 * left(progress), 1e-14) << shape << " step " << step;
+    }
+  }
 }
 
 TEST(Schedule, InverseSqrtIsContinuousAfterWarmup) {

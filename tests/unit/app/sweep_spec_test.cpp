@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -241,6 +242,24 @@ TEST_F(SweepSpecTest, RandomSearchDrawsEachKeyFromItsDistributionByTheSeed) {
                            "optimizer.weight_decay = { uniform = [0.0, 0.2] }\n")));
   for (size_t i = 0; i < 400; i += 37)
     EXPECT_EQ(value_of(wider[i], "optimizer.lr"), value_of(members[i], "optimizer.lr")) << i;
+}
+
+// Sweeps of seeds 1, 2 and 3 draw 27 trials each, and no trial of one is a trial of another: the
+// draws hash (seed, trial, key) as a chain, not as a symmetric combination (where trial t of seed
+// s was trial s of seed t).
+TEST_F(SweepSpecTest, SweepSeedsOneTwoAndThreeShareNoTrial) {
+  SweepDistribution wide;  // a trillion values: two draws that differ land apart
+  wide.key = "train.seed";
+  wide.kind = SweepDistribution::Kind::kIntUniform;
+  wide.low = 0;
+  wide.high = 1e12;
+  std::set<std::string> seen;
+  for (int64_t seed = 1; seed <= 3; ++seed) {
+    for (int64_t trial = 0; trial < 27; ++trial)
+      EXPECT_TRUE(seen.insert(sample_value(wide, seed, trial)).second)
+          << "seed " << seed << " trial " << trial << " repeats a draw";
+  }
+  EXPECT_NE(sample_value(wide, 1, 2), sample_value(wide, 2, 1));
 }
 
 TEST_F(SweepSpecTest, RandomTrialsAreCrossedWithSeedsAndVariants) {

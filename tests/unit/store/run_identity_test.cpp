@@ -151,24 +151,25 @@ TEST(RunIds, AStoreFromBeforeGetsUuidsNoFolderAndNoReusedIds) {
   }
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(db_path.c_str(), &raw), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(
-                raw,
-                "DELETE FROM runs WHERE name = 'c'; DROP TABLE run_ids; "
-                "DROP TABLE task_scores; DROP TABLE run_input_files; DROP TABLE run_inputs; "
-                "DROP TABLE bench_results; DROP TABLE run_files; "
-                "DROP TABLE run_key_sources; DROP TABLE sweep_members; "
-                "DROP TABLE sweeps; DROP TABLE sweep_claims; DROP TABLE sweep_decisions; "
-                "DROP TABLE sweep_proposals; DROP TABLE sweep_ladders; DROP TABLE run_environment; "
-                "ALTER TABLE runs DROP "
-                "COLUMN config_json; "
-                "ALTER TABLE metrics DROP COLUMN counted_tokens; "
-                "ALTER TABLE metrics DROP COLUMN source_tokens; "
-                "ALTER TABLE evals DROP COLUMN counted_tokens; "
-                "DROP TABLE run_config_hashes; DROP INDEX runs_by_uuid; "
-                "ALTER TABLE runs DROP COLUMN uuid; ALTER TABLE runs DROP COLUMN folder; "
-                "PRAGMA user_version = 3",
-                nullptr, nullptr, nullptr),
-            SQLITE_OK)
+  ASSERT_EQ(
+      sqlite3_exec(raw,
+                   "DELETE FROM runs WHERE name = 'c'; DROP TABLE run_ids; "
+                   "DROP TABLE task_scores; DROP TABLE run_input_files; DROP TABLE run_inputs; "
+                   "DROP TABLE bench_results; DROP TABLE run_files; "
+                   "DROP TABLE run_key_sources; DROP TABLE sweep_members; "
+                   "DROP TABLE sweeps; DROP TABLE sweep_claims; DROP TABLE sweep_decisions; "
+                   "DROP TABLE sweep_proposals; DROP TABLE sweep_ladders; DROP TABLE "
+                   "run_environment; DROP TABLE rung_probes; "
+                   "ALTER TABLE runs DROP "
+                   "COLUMN config_json; "
+                   "ALTER TABLE metrics DROP COLUMN counted_tokens; "
+                   "ALTER TABLE metrics DROP COLUMN source_tokens; "
+                   "ALTER TABLE evals DROP COLUMN counted_tokens; "
+                   "DROP TABLE run_config_hashes; DROP INDEX runs_by_uuid; "
+                   "ALTER TABLE runs DROP COLUMN uuid; ALTER TABLE runs DROP COLUMN folder; "
+                   "PRAGMA user_version = 3",
+                   nullptr, nullptr, nullptr),
+      SQLITE_OK)
       << sqlite3_errmsg(raw);
   sqlite3_close(raw);
   {
