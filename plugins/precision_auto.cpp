@@ -75,8 +75,9 @@ class Auto : public PrecisionPolicy {
 
 const bool registered = PrecisionRegistry::add(
     {"auto",
-     "bf16 where `kiln bench --set precision.type=auto` measured it faster on this CPU class "
-     "(and on CUDA), fp32 elsewhere; the run header says which",
+     "bf16 where `kiln bench --set precision.type=auto` measured it faster for this workload "
+     "(model, micro-batch, threads) on this CPU class (and on CUDA), fp32 elsewhere; the run "
+     "header says which and the run store records it",
      {}},
     [](const Params& p, c10::DeviceType device) { return std::make_shared<Auto>(p, device); });
 

@@ -48,7 +48,8 @@ class WarmupStableDecay : public Schedule {
 
 const bool registered = ScheduleRegistry::add(
     {"wsd",
-     "warmup, stable at lr, then linear decay over the last decay_fraction of the steps",
+     "warmup, stable at lr, then a decay (linear, cosine or 1-sqrt) over the last "
+     "decay_fraction of the steps",
      {ParamSpec::integer("warmup", 0, "steps of linear warmup from lr/warmup to lr").at_least(0),
       ParamSpec::real("decay_fraction", 0.2, "share of train.steps spent decaying")
           .at_least(0)

@@ -182,8 +182,6 @@ void ChatRecords::add(const TokenizedRecord& record) {
   starts.push_back(static_cast<int64_t>(tokens.size()));
 }
 
-// The template's own text must encode before any record is blamed for it (else a marker byte
-// the tokenizer lacks is reported as line 1 of the data).
 void check_template_encodes(const ChatTemplate& chat, const Tokenizer& tokenizer) {
   for (const std::string* piece :
        {&chat.system_prefix, &chat.system_suffix, &chat.user_prefix, &chat.user_suffix,

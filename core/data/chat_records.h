@@ -33,6 +33,9 @@ struct ChatTemplate {
 //   chatml  "<|im_start|>system\n{text}<|im_end|>\n", the same for user and assistant (Qwen's and
 //           SmolLM's markers; a tokenizer without them as special tokens spells them in pieces)
 ChatTemplate chat_template(const std::string& name);
+// A UserError naming the template's text and how to fix it when some of its markers do not
+// encode with `tokenizer`: checked before any record or task item is blamed for them.
+void check_template_encodes(const ChatTemplate& chat, const Tokenizer& tokenizer);
 const std::vector<std::string>& chat_template_names();
 
 enum class Role { kSystem, kUser, kAssistant };

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "core/api/tokenizer.h"
+#include "core/data/chat_records.h"
 #include "core/train/assemble.h"
 #include "core/train/task_batches.h"
 #include "core/train/task_generation.h"
@@ -126,6 +127,15 @@ PreparedTask prepare_task(Task task, const Tokenizer& tokenizer, int64_t context
                           int64_t vocab_size) {
   PreparedTask prepared{std::move(task), {}, {}, 0};
   const Task& t = prepared.task;
+  // The template's own markers first: else the first item is blamed for a byte it never had.
+  if (t.spec.chat_template != "none") {
+    try {
+      check_template_encodes(chat_template(t.spec.chat_template), tokenizer);
+    } catch (const UserError& e) {
+      throw UserError(
+          fmt::format("{}: template = \"{}\": {}", t.spec.file, t.spec.chat_template, e.what()));
+    }
+  }
   // An id past the model's rows would index outside its embedding.
   auto check_ids = [&](const std::vector<uint32_t>& ids, const TaskRequest& request) {
     for (uint32_t id : ids) {

@@ -137,5 +137,27 @@ TEST_F(OutputSafety, AnExportKeepsAUsersFilesAndLeavesNoStaleShards) {
     EXPECT_EQ(name.find(".staging"), std::string::npos) << name << " was left behind";
 }
 
+// A prepare that fails (an empty input) leaves no --out folder it made: nothing half-written.
+TEST_F(OutputSafety, AFailedPrepareLeavesNoFolderItMade) {
+  testing::write_text(dir_ / "empty.txt", "");
+  auto prepared = run_kiln(fmt::format("prepare {} --out {}", dir_ / "empty.txt", dir_ / "made"));
+  EXPECT_EQ(prepared.exit_code, 2) << prepared.output;
+  EXPECT_NE(prepared.output.find("kiln: error: the input text is empty"), std::string::npos)
+      << prepared.output;
+  EXPECT_FALSE(fs::exists(dir_ / "made"));
+}
+
+// A store imported into itself through a symlink is one file by two names: refused, and the
+// run's marker still lists one store, the one it was made in.
+TEST_F(OutputSafety, AStoreImportedIntoItselfThroughASymlinkIsRefused) {
+  train("self");
+  const std::string marker = folder_of("self") + "/run.json";
+  const std::string before = read_file(marker);
+  fs::create_symlink(db(), dir_ / "link.db");
+  testing::expect_one_error_line(run_kiln("runs import " + (dir_ / "link.db") + " --db " + db()),
+                                 "runs import link.db", "are the same run store (one file)");
+  EXPECT_EQ(read_file(marker), before);
+}
+
 }  // namespace
 }  // namespace kiln

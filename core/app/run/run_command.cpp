@@ -210,6 +210,11 @@ void check_probe(const AssembledRun& run, int64_t until, int64_t probe_steps) {
     throw UserError(
         "--probe-cooldown branches the run where --until pauses it: give --until STEP too");
   }
+  if (!run.val_data) {
+    throw UserError(
+        "--probe-cooldown scores the branch on the val split, and this run's data has none: set "
+        "data.val");
+  }
   cooldown_schedule(run.config, 1.0, until, probe_steps);
 }
 

@@ -174,11 +174,13 @@ JobHooks AshaSearch::hooks(SweepClaims& claims,
   JobHooks hooks;
   hooks.next = [this, &claims, print](const std::vector<const SweepMember*>& here) {
     for (;;) {
+      // The whole ladder: the trials other workers proposed (or this sweep before a restart)
+      // count in every rank, not only when nothing else is left to do. Adopted before the
+      // decision's transaction: adopting checks each trial against the store through a
+      // connection of its own, which would wait on that transaction's lock.
+      adopt_recorded(claims);
       const std::optional<SweepDecision> decision =
           claims.claim_next([&](const std::set<std::string>& elsewhere) {
-            // The whole ladder: the trials other workers proposed (or this sweep before a
-            // restart) count in every rank, not only when nothing else is left to do.
-            adopt_recorded(claims);
             std::set<std::string> running = elsewhere;
             for (const SweepMember* m : here)
               running.insert(m->name);

@@ -149,7 +149,8 @@ void fail_no_store(const std::string& location, const std::string& fix) {
                     location, std::strerror(errno)));
   }
   if (::stat(location.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    throw UserError(fmt::format("'{}' is not a file, so not a run store: {}", location, fix));
+    throw UserError(
+        fmt::format("no run store at '{}': that is a folder, not a file: {}", location, fix));
   }
   throw UserError(fmt::format("no run store at '{}': {}", location, fix));
 }

@@ -14,6 +14,7 @@
 #include "core/store/history/reader.h"
 #include "core/store/runs/paths.h"
 #include "core/store/runs/run_environment.h"
+#include "core/store/runs/rung_probes.h"
 #include "core/store/runs/writer.h"
 #include "core/util/error.h"
 
@@ -104,6 +105,8 @@ ImportedRun copy_rows(HistoryDb& source, RunStore& target, const RunRecord& run,
   Connection& db = target.connection();
   write_task_scores(db, id, read_task_scores(source.connection(), run.id));
   write_run_environment(db, id, read_run_environment(source.connection(), run.id));
+  for (const auto& [step, probe] : read_rung_probes(source.connection(), run.id))
+    write_rung_probe(db, id, step, probe);
   for (const SnapshotRecord& s : run_snapshots(source, run.id)) {
     Statement(
         db, "INSERT INTO snapshots (run_id, label, step, path, created_at) VALUES (?, ?, ?, ?, ?)",
