@@ -173,13 +173,10 @@ void write_weight_files(const std::string& dir,
                         const std::map<std::string, std::string>& metadata,
                         int64_t max_shard_bytes) {
   const auto shards = shards_of(weights, max_shard_bytes);
-  std::error_code ec;
   if (shards.size() == 1) {
-    fs::remove(dir + "/" + kIndexFile, ec);
     write_weights(dir + "/" + kWeightsFile, weights, metadata);
     return;
   }
-  fs::remove(dir + "/" + kWeightsFile, ec);
   Json weight_map = Json::object();
   int64_t total = 0;
   for (size_t i = 0; i < shards.size(); ++i) {
@@ -207,7 +204,7 @@ bool holds_kiln_export(const std::string& dir) {
   if (!fs::exists(fs::path(dir) / kConfigFile, ec)) return false;
   try {
     for (const auto& entry : weight_files(dir)) {
-      if (!SafetensorsFile(entry.first).metadata().count("kiln_run")) return false;
+      if (!SafetensorsFile(entry.first).metadata().count(kExportRunKey)) return false;
     }
     return true;
   } catch (const UserError&) {

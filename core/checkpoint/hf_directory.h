@@ -28,13 +28,17 @@ struct SpecialTokenIds {
 // (those ids, which generate() reads from there), creating DIR. With `max_shard_bytes` > 0 and
 // weights larger than that, the weights go instead to DIR/model-0000K-of-0000N.safetensors, in
 // order, each at most that size (a larger tensor alone in its shard, as save_pretrained does),
-// named in DIR/model.safetensors.index.json; the other form's files there are removed, since
-// from_pretrained would read them first.
+// named in DIR/model.safetensors.index.json. DIR is new or empty (`kiln export` fills a staging
+// folder, core/util/fs.h: replace_folder): no file of the other form can be left for
+// from_pretrained to read first.
 void write_hf_directory(const std::string& dir,
                         const std::vector<std::pair<std::string, at::Tensor>>& weights,
                         const std::string& config, const SpecialTokenIds& special,
                         const std::map<std::string, std::string>& metadata,
                         int64_t max_shard_bytes = 0);
+
+// The weights' metadata key `kiln export` names the run in; holds_kiln_export looks for it.
+constexpr const char* kExportRunKey = "kiln_run";
 
 // Whether a file of this name is one write_hf_directory writes, in either form: config.json,
 // generation_config.json, model.safetensors, its index, model-0000K-of-0000N.safetensors.

@@ -285,7 +285,7 @@ int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_p
   auto weights = opened.run.model->export_weights();
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"},
-      {"kiln_run", opened.info.name},
+      {kExportRunKey, opened.info.name},
       {"kiln_snapshot", opened.snapshot.label},
       {"kiln_config_hash", opened.info.config_hash}};
   if (exports_directory(out_path)) {

@@ -177,18 +177,12 @@ void submit_sweep(const SweepSpec& spec, const SlurmOptions& slurm, const std::s
 }
 
 void print_sweep_status(const std::string& db, const std::string& name, const PrintLine& print) {
-  std::optional<SweepRecord> submitted;
-  if (is_database_url(db) || std::filesystem::exists(db)) {
-    RunStore store(db);
-    submitted = find_sweep(store, name);
-  }
-  if (!submitted) {  // a sweep run here
-    print(members_status(db, name));
-    return;
-  }
+  // A sweep run here is in no sweeps table; without a store, members_status says so.
+  if (!is_database_url(db) && !std::filesystem::exists(db)) return print(members_status(db, name));
+  RunStore store(db);
+  const std::optional<SweepRecord> submitted = find_sweep(store, name);
+  if (!submitted) return print(members_status(db, name));
   const SweepRecord& sweep = *submitted;
-  const std::unique_ptr<RunStore> opened = submitted_store(db);
-  RunStore& store = *opened;
   const std::map<int64_t, std::string> slurm = array_task_states(sweep.job_ids);
   if (!sweep.spec_file.empty()) {
     std::vector<std::string> workers;

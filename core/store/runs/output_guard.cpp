@@ -83,8 +83,7 @@ void refuse_kiln_files_in(const std::string& folder, const std::string& option) 
     const fs::path path = entry.path();
     const char* what = nullptr;
     if (entry.is_regular_file(ec) && is_sqlite_file(path)) what = "a run store";
-    if (entry.is_directory(ec) && run_folder_holding(path.string()) == resolved(path).string())
-      what = "a run's folder";
+    if (entry.is_directory(ec) && is_run_folder(path.string())) what = "a run's folder";
     if (!what) continue;
     throw UserError(fmt::format("{} {}: that folder holds '{}', {}: choose a folder of its own",
                                 option, folder, path.string(), what));

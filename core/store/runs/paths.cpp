@@ -111,14 +111,18 @@ std::string RunPaths::snapshot(const std::string& label) const {
   return (fs::path(snapshots()) / label).string();
 }
 
+bool is_run_folder(const std::string& path) {
+  const RunPaths candidate = RunPaths::in_folder(path, "");
+  std::error_code ec;
+  return fs::is_regular_file(candidate.marker(), ec) || fs::is_directory(candidate.snapshots(), ec);
+}
+
 std::optional<std::string> run_folder_holding(const std::string& path) {
   std::error_code ec;
   fs::path here = fs::weakly_canonical(fs::absolute(path, ec), ec);
   if (ec) return std::nullopt;
   for (; !here.empty(); here = here.parent_path()) {
-    const RunPaths candidate = RunPaths::in_folder(here.string(), "");
-    if (fs::is_regular_file(candidate.marker(), ec) || fs::is_directory(candidate.snapshots(), ec))
-      return here.string();
+    if (is_run_folder(here.string())) return here.string();
     if (here == here.root_path()) break;
   }
   return std::nullopt;

@@ -71,9 +71,11 @@ class RunPaths {
   std::string name_;
 };
 
-// The run folder `path` lies in or is, when one of its ancestors (itself included, symlinks
-// resolved) carries a run's marker or a snapshots folder (a run made before markers); none
-// otherwise. For the commands that write files: no option may reach into a run's files.
+// Whether the folder `path` is a run's: it carries a run's marker, or a snapshots folder (a run
+// made before markers).
+bool is_run_folder(const std::string& path);
+// The run folder `path` lies in or is (is_run_folder of it or an ancestor, symlinks resolved);
+// none otherwise. For the commands that write files: no option may reach into a run's files.
 std::optional<std::string> run_folder_holding(const std::string& path);
 
 // Where a run's files are: the folder its row names (runs.folder), or for a run made before run

@@ -47,9 +47,10 @@ bool have_xxhsum() {
   return testing::run_shell("command -v xxhsum").exit_code == 0;
 }
 
-#define SKIP_WITHOUT_XXHSUM()                                                                     \
-  if (!have_xxhsum()) GTEST_SKIP() << "xxhsum is not installed (tools/setup.sh --tests installs " \
-                                      "it)"
+#define SKIP_WITHOUT_XXHSUM()                                                 \
+  if (!have_xxhsum())                                                         \
+  GTEST_SKIP() << "xxhsum is not installed (tools/setup.sh --tests installs " \
+                  "it)"
 
 TEST(FileFingerprint, AFileUpTo256MiBIsTheXxh3OfAllItsBytes) {
   SKIP_WITHOUT_XXHSUM();
