@@ -4,7 +4,8 @@
 - kjv_cloze.jsonl: 300 multiple-choice cloze items from the King James Bible's held-out part
   (the last 5% of data/kjv.txt's verses, the test split `tools/setup.sh` prepares): the verse
   without its last word is the context; the choices are that word and three other verses' last
-  words, each with the true word's closing punctuation and a leading space.
+  words, each with the true word's closing punctuation, written without the space before it
+  (the task's target_delimiter, " ", puts it there).
 - arithmetic.jsonl: 300 generation items, sums and differences of numbers spelled in words
   (KJV's character set has no digits, so the default character tokenizer encodes them too).
 
@@ -36,7 +37,7 @@ def cloze(lines, rng):
     for m in rng.sample(verses, 300):
         context, word, punctuation = m.group(1), m.group(2), m.group(3)
         others = rng.sample([w for w in endings if w != word], 3)
-        choices = [" " + w + punctuation for w in [word] + others]
+        choices = [w + punctuation for w in [word] + others]
         order = list(range(4))
         rng.shuffle(order)
         items.append({"context": context, "choices": [choices[i] for i in order],
@@ -54,8 +55,7 @@ def arithmetic(rng):
             question, answer = f"What is {spelled(a)} less {spelled(b)}?", a - b
         else:
             continue
-        items.append({"prompt": f"Question: {question}\nAnswer:", "answer": " " + spelled(answer),
-                      "stop": ["\n"]})
+        items.append({"prompt": f"Question: {question}\nAnswer:", "answer": spelled(answer)})
     return items
 
 

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <clocale>
+#include <cwctype>
 #include <fstream>
+#include <regex>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -25,12 +28,9 @@ std::string field_text(const json& record, const char* key) {
   return it->get<std::string>();
 }
 
-std::vector<std::string> field_texts(const json& record, const char* key, bool required) {
+std::vector<std::string> field_texts(const json& record, const char* key) {
   auto it = record.find(key);
-  if (it == record.end()) {
-    if (required) throw BadRecord(fmt::format("the item has no \"{}\"", key));
-    return {};
-  }
+  if (it == record.end()) throw BadRecord(fmt::format("the item has no \"{}\"", key));
   if (!it->is_array()) throw BadRecord(fmt::format("\"{}\" is not a list of strings", key));
   std::vector<std::string> out;
   for (const json& element : *it) {
@@ -53,11 +53,10 @@ TaskItem parse_item(const std::string& line, TaskKind kind) {
   if (kind == TaskKind::kGenerate) {
     item.context = field_text(record, "prompt");
     item.answer = field_text(record, "answer");
-    item.stop = field_texts(record, "stop", false);
     return item;
   }
   item.context = field_text(record, "context");
-  item.choices = field_texts(record, "choices", true);
+  item.choices = field_texts(record, "choices");
   // One choice is always right: its accuracy would say nothing about the model.
   if (item.choices.size() < 2) {
     throw BadRecord(fmt::format("\"choices\" has {}: an item needs two or more",
@@ -77,7 +76,24 @@ TaskItem parse_item(const std::string& line, TaskKind kind) {
   return item;
 }
 
-std::vector<TaskItem> read_items(const std::string& path, TaskKind kind, int64_t limit) {
+// The harness warns when a choice or answer starts with whitespace and target_delimiter ends
+// with it: the continuation would hold both, a text the model never saw in training.
+void check_no_double_space(const TaskSpec& spec, const TaskItem& item) {
+  if (python_rstrip(spec.target_delimiter) == spec.target_delimiter) return;
+  const std::vector<std::string> targets =
+      item.choices.empty() ? std::vector<std::string>{item.answer} : item.choices;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const std::u32string points = utf8_code_points(targets[i]);
+    if (points.empty() || !is_python_space(points.front())) continue;
+    throw BadRecord(fmt::format(
+        "{} {} starts with whitespace, and target_delimiter {} ends with it: write it as {} (the "
+        "delimiter comes before it), or set target_delimiter = \"\" in the task file",
+        item.choices.empty() ? "the answer" : fmt::format("choice {}", i), json(targets[i]).dump(),
+        json(spec.target_delimiter).dump(), json(python_strip(targets[i])).dump()));
+  }
+}
+
+std::vector<TaskItem> read_items(const TaskSpec& spec, const std::string& path, int64_t limit) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(fmt::format("cannot read the task items '{}': check the path", path));
   std::vector<TaskItem> items;
@@ -85,7 +101,8 @@ std::vector<TaskItem> read_items(const std::string& path, TaskKind kind, int64_t
   for (int64_t number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
-      TaskItem item = parse_item(line, kind);
+      TaskItem item = parse_item(line, spec.kind);
+      check_no_double_space(spec, item);
       item.line = number;
       items.push_back(std::move(item));
     } catch (const BadRecord& e) {
@@ -118,6 +135,21 @@ std::string answer_of(const TaskItem& item) {
   return item.choices.empty() ? item.answer : item.choices[static_cast<size_t>(item.label)];
 }
 
+bool same_item(const TaskItem& a, const TaskItem& b) {
+  return a.context == b.context && a.choices == b.choices && a.label == b.label &&
+         a.answer == b.answer;
+}
+
+// The harness's first_n sampler: the pool's first num_fewshot items, the pool being the task's
+// own items less every one equal to the item asked (it compares documents, not places).
+std::vector<const TaskItem*> first_shots(const std::vector<TaskItem>& pool, int64_t count,
+                                         const TaskItem* asked) {
+  std::vector<const TaskItem*> shots;
+  for (size_t i = 0; i < pool.size() && static_cast<int64_t>(shots.size()) < count; ++i)
+    if (!asked || !same_item(pool[i], *asked)) shots.push_back(&pool[i]);
+  return shots;
+}
+
 // The text asked: examples then the item, as the template lays them out.
 std::string lay_out(const TaskSpec& spec, const std::vector<const TaskItem*>& shots,
                     const TaskItem& item) {
@@ -132,7 +164,7 @@ std::string lay_out(const TaskSpec& spec, const std::vector<const TaskItem*>& sh
   }
   std::string text;
   for (const TaskItem* shot : shots)
-    text += shot->context + answer_of(*shot) + spec.delimiter;
+    text += shot->context + spec.target_delimiter + answer_of(*shot) + spec.fewshot_delimiter;
   return text + item.context;
 }
 
@@ -140,70 +172,95 @@ std::string lay_out(const TaskSpec& spec, const std::vector<const TaskItem*>& sh
 
 Task load_task(const TaskSpec& spec) {
   Task task{spec, {}};
-  const std::vector<TaskItem> items = read_items(spec.items, spec.kind, spec.limit);
-  std::vector<TaskItem> separate_pool;
-  if (!spec.few_shot.empty() && spec.num_fewshot > 0) {
-    separate_pool = read_items(spec.few_shot, spec.kind, 0);
-  }
-  // Without a pool of its own an item's examples are the task's other items.
-  const std::vector<TaskItem>& pool = spec.few_shot.empty() ? items : separate_pool;
-  const bool same = spec.few_shot.empty();
+  // Without a file of its own the pool is the task's items, all of them whatever `limit` says
+  // (the harness's pool is the whole split).
+  const bool same = spec.fewshot_file.empty();
+  const bool whole_file = same && spec.num_fewshot > 0;
+  std::vector<TaskItem> items = read_items(spec, spec.items, whole_file ? 0 : spec.limit);
+  const std::vector<TaskItem> pool =
+      whole_file ? items
+                 : (!same && spec.num_fewshot > 0 ? read_items(spec, spec.fewshot_file, 0)
+                                                  : std::vector<TaskItem>{});
+  if (spec.limit > 0 && spec.limit < static_cast<int64_t>(items.size()))
+    items.resize(static_cast<size_t>(spec.limit));
   const int64_t available = static_cast<int64_t>(pool.size()) - (same ? 1 : 0);
-  if (spec.num_fewshot > available) {
+  if (spec.num_fewshot > 0 && spec.num_fewshot > available) {
     throw UserError(fmt::format(
         "{}: num_fewshot = {} but the pool ({}) has {} item{} to draw from: lower num_fewshot, or "
-        "give a larger few_shot file",
-        spec.file, spec.num_fewshot, same ? spec.items + ", less the item asked" : spec.few_shot,
-        available, available == 1 ? "" : "s"));
+        "give a larger fewshot_file",
+        spec.file, spec.num_fewshot,
+        same ? spec.items + ", less the item asked" : spec.fewshot_file, available,
+        available == 1 ? "" : "s"));
   }
+  // The harness stops at the fewshot delimiter (its generation_kwargs' default `until`).
+  const std::vector<std::string> until =
+      spec.until.empty() ? std::vector<std::string>{spec.fewshot_delimiter} : spec.until;
   for (size_t i = 0; i < items.size(); ++i) {
     const auto index = static_cast<int64_t>(i);
-    const uint64_t seed =
-        splitmix64(static_cast<uint64_t>(spec.seed) ^ splitmix64(static_cast<uint64_t>(index)));
-    std::vector<const TaskItem*> shots;
-    for (int64_t k :
-         draw(static_cast<int64_t>(pool.size()), spec.num_fewshot, same ? index : -1, seed)) {
-      shots.push_back(&pool[static_cast<size_t>(k)]);
-    }
     const TaskItem& item = items[i];
-    TaskRequest request{index,
-                        item.line,
-                        lay_out(spec, shots, item),
-                        item.choices,
-                        item.label,
-                        item.answer,
-                        item.stop.empty() ? spec.stop : item.stop};
+    std::vector<const TaskItem*> shots;
+    if (spec.fewshot_sampler == FewshotSampler::kFirstN) {
+      shots = first_shots(pool, spec.num_fewshot, same ? &item : nullptr);
+    } else {
+      const uint64_t seed =
+          splitmix64(static_cast<uint64_t>(spec.seed) ^ splitmix64(static_cast<uint64_t>(index)));
+      for (int64_t k :
+           draw(static_cast<int64_t>(pool.size()), spec.num_fewshot, same ? index : -1, seed)) {
+        shots.push_back(&pool[static_cast<size_t>(k)]);
+      }
+    }
+    TaskRequest request{index,        item.line, lay_out(spec, shots, item),
+                        item.choices, {},        item.label,
+                        item.answer,  until};
+    for (const std::string& choice : item.choices)
+      request.continuations.push_back(spec.target_delimiter + choice);
     task.requests.push_back(std::move(request));
   }
   return task;
 }
 
-std::string normalize_answer(const std::string& text, const std::vector<std::string>& steps) {
-  std::string out = text;
-  for (const auto& step : steps) {
-    if (step == "lower") {
-      for (char& c : out)
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    } else if (step == "punctuation") {
-      out.erase(std::remove_if(out.begin(), out.end(),
-                               [](char c) { return std::ispunct(static_cast<unsigned char>(c)); }),
-                out.end());
-    } else if (step == "collapse") {
-      std::string collapsed;
-      for (char c : out) {
-        const bool space = std::isspace(static_cast<unsigned char>(c));
-        if (space && !collapsed.empty() && collapsed.back() == ' ') continue;
-        collapsed += space ? ' ' : c;
-      }
-      out = collapsed;
-    }
-    if (step == "strip" || step == "collapse") {
-      const size_t begin = out.find_first_not_of(" \t\r\n");
-      const size_t end = out.find_last_not_of(" \t\r\n");
-      out = begin == std::string::npos ? "" : out.substr(begin, end - begin + 1);
-    }
+namespace {
+
+// Python's str.lower() by code point (simple case mapping: the few characters whose lower case
+// is two code points, as U+0130, map to one here).
+std::string lower_case(const std::string& text) {
+  static const locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", nullptr);
+  std::u32string points = utf8_code_points(text);
+  for (char32_t& cp : points) {
+    cp = utf8 ? static_cast<char32_t>(towlower_l(static_cast<wint_t>(cp), utf8))
+              : (cp < 0x80 ? static_cast<char32_t>(std::tolower(static_cast<int>(cp))) : cp);
   }
-  return out;
+  return utf8_from_code_points(points);
+}
+
+// Python's string.punctuation: the ASCII punctuation characters, as the C locale's ispunct.
+std::string without_punctuation(std::string text) {
+  text.erase(
+      std::remove_if(text.begin(), text.end(),
+                     [](char c) { return c > 0 && std::ispunct(static_cast<unsigned char>(c)); }),
+      text.end());
+  return text;
+}
+
+}  // namespace
+
+bool exact_match(const TaskSpec& spec, const std::string& generated, const std::string& answer) {
+  std::string prediction = generated, gold = answer;
+  if (spec.remove_whitespace) prediction = python_strip(prediction);
+  for (const std::string& pattern : spec.regexes_to_ignore) {
+    const std::regex ignored(pattern);
+    prediction = std::regex_replace(prediction, ignored, "");
+    gold = std::regex_replace(gold, ignored, "");
+  }
+  if (spec.ignore_case) {
+    prediction = lower_case(prediction);
+    gold = lower_case(gold);
+  }
+  if (spec.ignore_punctuation) {
+    prediction = without_punctuation(prediction);
+    gold = without_punctuation(gold);
+  }
+  return prediction == gold;
 }
 
 std::string cut_at_stop(const std::string& text, const std::vector<std::string>& stop) {

@@ -22,15 +22,44 @@ namespace kiln {
 namespace {
 
 const std::vector<std::string>& task_keys() {
-  static const std::vector<std::string> keys = {
-      "name",  "kind",     "items", "few_shot",   "num_fewshot", "seed",     "delimiter",
-      "limit", "template", "stop",  "max_tokens", "temperature", "normalize"};
+  static const std::vector<std::string> keys = {"name",
+                                                "kind",
+                                                "items",
+                                                "target_delimiter",
+                                                "fewshot_delimiter",
+                                                "fewshot_file",
+                                                "num_fewshot",
+                                                "seed",
+                                                "fewshot_sampler",
+                                                "limit",
+                                                "template",
+                                                "until",
+                                                "max_gen_toks",
+                                                "temperature",
+                                                "filter",
+                                                "ignore_case",
+                                                "ignore_punctuation",
+                                                "regexes_to_ignore"};
   return keys;
 }
 
-const std::vector<std::string>& normalize_steps() {
-  static const std::vector<std::string> steps = {"strip", "lower", "collapse", "punctuation"};
-  return steps;
+// Keys only a generate task reads: on a choice task they would be ignored without a word.
+const std::vector<std::string>& generate_keys() {
+  static const std::vector<std::string> keys = {
+      "until",       "max_gen_toks",       "temperature",      "filter",
+      "ignore_case", "ignore_punctuation", "regexes_to_ignore"};
+  return keys;
+}
+
+// Keys of task files before they followed the harness's names, and what replaced each.
+const std::vector<std::pair<std::string, std::string>>& renamed_keys() {
+  static const std::vector<std::pair<std::string, std::string>> keys = {
+      {"delimiter", "fewshot_delimiter"},
+      {"few_shot", "fewshot_file"},
+      {"stop", "until"},
+      {"max_tokens", "max_gen_toks"},
+      {"normalize", "filter, ignore_case, ignore_punctuation and regexes_to_ignore"}};
+  return keys;
 }
 
 // Reads one task file's keys, each error at the key's line and column.
@@ -73,9 +102,28 @@ class SpecReader {
     return value;
   }
 
-  std::vector<std::string> texts(const std::string& key, std::vector<std::string> fallback) const {
+  bool flag(const std::string& key) const {
     const toml::node* node = find(key);
-    if (!node) return fallback;
+    if (!node) return false;
+    if (!node->is_boolean()) fail(*node, fmt::format("{} must be true or false", key));
+    return node->value_or(false);
+  }
+
+  // One of `allowed`, else an error naming them.
+  std::string choice(const std::string& key, const std::vector<std::string>& allowed) const {
+    const std::string value = text(key, allowed.front());
+    if (std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
+      fail(*find(key),
+           fmt::format("{} '{}' is not one: use {}", key, value, join(allowed, " or ")));
+    }
+    return value;
+  }
+
+  // Each element checked by `check`, which returns what is wrong with it ("" when nothing).
+  template <class Check>
+  std::vector<std::string> texts(const std::string& key, Check check) const {
+    const toml::node* node = find(key);
+    if (!node) return {};
     const toml::array* array = node->as_array();
     if (!array) fail(*node, fmt::format("{} must be a list of strings, e.g. [\"\\n\"]", key));
     std::vector<std::string> out;
@@ -83,6 +131,8 @@ class SpecReader {
       if (!element.is_string())
         fail(element, fmt::format("{} holds a value that is not a string", key));
       out.push_back(element.value_or(std::string()));
+      const std::string wrong = check(out.back());
+      if (!wrong.empty()) fail(element, fmt::format("{}: {}", key, wrong));
     }
     return out;
   }
@@ -106,6 +156,12 @@ void check_keys(const SpecReader& reader, const toml::table& table) {
     const std::string name(key.str());
     const auto& keys = task_keys();
     if (std::find(keys.begin(), keys.end(), name) != keys.end()) continue;
+    for (const auto& [old, now] : renamed_keys()) {
+      if (name != old) continue;
+      reader.fail(key.source(), fmt::format("task key '{}' is now {} (lm-evaluation-harness's "
+                                            "names; docs/tasks.md): rename it",
+                                            name, now));
+    }
     const std::string guess = nearest(name, keys);
     reader.fail(key.source(), fmt::format("unknown task key '{}': {}", name,
                                           guess.empty() ? "keys are " + join(keys, ", ")
@@ -153,11 +209,15 @@ TaskSpec read_task_spec(const std::string& given) {
   if (spec.items.empty()) {
     throw UserError(given + ": no items: set items = \"FILE.jsonl\" (relative to the task file)");
   }
-  spec.few_shot = reader.path("few_shot");
+  spec.target_delimiter = reader.text("target_delimiter", spec.target_delimiter);
+  spec.fewshot_delimiter = reader.text("fewshot_delimiter", spec.fewshot_delimiter);
+  spec.fewshot_file = reader.path("fewshot_file");
   spec.num_fewshot = reader.whole("num_fewshot", 0, 0);
   spec.seed = reader.whole("seed", 0, 0);
+  spec.fewshot_sampler = reader.choice("fewshot_sampler", {"random", "first_n"}) == "first_n"
+                             ? FewshotSampler::kFirstN
+                             : FewshotSampler::kRandom;
   spec.limit = reader.whole("limit", 0, 0);
-  spec.delimiter = reader.text("delimiter", spec.delimiter);
   spec.chat_template = reader.text("template", "none");
   if (spec.chat_template != "none") {
     const auto& names = chat_template_names();
@@ -165,18 +225,42 @@ TaskSpec read_task_spec(const std::string& given) {
       reader.fail(*reader.find("template"), fmt::format("no template named '{}': use none, {}",
                                                         spec.chat_template, join(names, " or ")));
     }
-  }
-  spec.stop = reader.texts("stop", spec.stop);
-  spec.max_tokens = reader.whole("max_tokens", spec.max_tokens, 1);
-  spec.temperature = reader.real("temperature", 0);
-  spec.normalize = reader.texts("normalize", spec.normalize);
-  for (const auto& step : spec.normalize) {
-    const auto& steps = normalize_steps();
-    if (std::find(steps.begin(), steps.end(), step) == steps.end()) {
-      reader.fail(*reader.find("normalize"),
-                  fmt::format("normalize step '{}' is not one: use {}", step, join(steps, ", ")));
+    // As the harness under a chat template: the answer is the assistant's turn, right after
+    // the turn's opening.
+    if (const toml::node* node = reader.find("target_delimiter")) {
+      reader.fail(*node,
+                  "target_delimiter does not apply under a template (the choice or answer "
+                  "starts the assistant's turn): remove it, or set template = \"none\"");
     }
+    spec.target_delimiter = "";
   }
+  if (spec.kind == TaskKind::kChoice) {
+    for (const auto& key : generate_keys()) {
+      if (const toml::node* node = reader.find(key)) {
+        reader.fail(*node, fmt::format("{} is a generate task's key: remove it, or set kind = "
+                                       "\"generate\"",
+                                       key));
+      }
+    }
+    return spec;
+  }
+  spec.until = reader.texts("until", [](const std::string& stop) -> std::string {
+    return stop.empty() ? "a stop string is empty: give each at least one character" : "";
+  });
+  spec.max_gen_toks = reader.whole("max_gen_toks", spec.max_gen_toks, 1);
+  spec.temperature = reader.real("temperature", 0);
+  spec.remove_whitespace = reader.choice("filter", {"none", "remove_whitespace"}) != "none";
+  spec.ignore_case = reader.flag("ignore_case");
+  spec.ignore_punctuation = reader.flag("ignore_punctuation");
+  spec.regexes_to_ignore = reader.texts("regexes_to_ignore", [](const std::string& pattern) {
+    try {
+      std::regex compiled(pattern);
+      return std::string();
+    } catch (const std::regex_error& e) {
+      return fmt::format("'{}' is not a regular expression ({}): fix the pattern", pattern,
+                         e.what());
+    }
+  });
   return spec;
 }
 

@@ -38,16 +38,16 @@ uint32_t next_token(const torch::Tensor& logits, const TaskSpec& spec, int64_t i
 std::vector<std::vector<uint32_t>> generation_prompts(const Task& task, const Tokenizer& tokenizer,
                                                       int64_t block, int64_t& truncated) {
   const TaskSpec& spec = task.spec;
-  if (spec.max_tokens >= block) {
+  if (spec.max_gen_toks >= block) {
     throw UserError(fmt::format(
-        "{}: max_tokens = {} leaves no room for the prompt in the model's context ({}): lower "
-        "max_tokens",
-        spec.file, spec.max_tokens, block));
+        "{}: max_gen_toks = {} leaves no room for the prompt in the model's context ({}): lower "
+        "max_gen_toks",
+        spec.file, spec.max_gen_toks, block));
   }
   std::vector<std::vector<uint32_t>> prompts;
   for (const TaskRequest& request : task.requests) {
     std::vector<uint32_t> ids = context_ids(tokenizer, request.context, where_of(task, request));
-    const auto room = static_cast<size_t>(block - spec.max_tokens);
+    const auto room = static_cast<size_t>(block - spec.max_gen_toks);
     if (ids.size() > room) {
       ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(room));
       ++truncated;
@@ -62,6 +62,15 @@ void score_generations(AssembledRun& run, const Tokenizer& tokenizer, const Prep
   const Task& task = prepared.task;
   const TaskSpec& spec = task.spec;
   const auto end_of_text = tokenizer.end_of_text();
+  // The harness adds the end-of-text token's text to every request's stop strings.
+  std::vector<std::vector<std::string>> until;
+  for (const TaskRequest& request : task.requests) {
+    until.push_back(request.until);
+    const std::string eos = end_of_text ? tokenizer.decode({*end_of_text}) : "";
+    if (!eos.empty() &&
+        std::find(until.back().begin(), until.back().end(), eos) == until.back().end())
+      until.back().push_back(eos);
+  }
   const std::vector<std::vector<uint32_t>>& prompts = prepared.prompts;
   const auto order = longest_first(prompts.size(), [&](size_t i) { return prompts[i].size(); });
   const Shard mine =
@@ -74,7 +83,7 @@ void score_generations(AssembledRun& run, const Tokenizer& tokenizer, const Prep
     for (size_t i : batch)
       rows.push_back(prompts[i]);
     std::vector<bool> done(batch.size(), false);
-    for (int64_t t = 0; t < spec.max_tokens; ++t) {
+    for (int64_t t = 0; t < spec.max_gen_toks; ++t) {
       int64_t active = 0;
       for (size_t r = 0; r < batch.size(); ++r)
         active += done[r] ? 0 : 1;
@@ -102,18 +111,15 @@ void score_generations(AssembledRun& run, const Tokenizer& tokenizer, const Prep
         out.push_back(token);
         rows[r].push_back(token);
         const std::string text = tokenizer.decode(out);
-        done[r] = cut_at_stop(text, request.stop).size() < text.size();
+        done[r] = cut_at_stop(text, until[batch[r]]).size() < text.size();
       }
     }
     if (b >= mine.owned) continue;
     for (size_t r = 0; r < batch.size(); ++r) {
       const size_t i = batch[r];
       const TaskRequest& request = task.requests[i];
-      const std::string text = cut_at_stop(tokenizer.decode(generated[i]), request.stop);
-      local[i * 2] =
-          normalize_answer(text, spec.normalize) == normalize_answer(request.answer, spec.normalize)
-              ? 1.0
-              : 0.0;
+      const std::string text = cut_at_stop(tokenizer.decode(generated[i]), until[i]);
+      local[i * 2] = exact_match(spec, text, request.answer) ? 1.0 : 0.0;
       local[i * 2 + 1] = static_cast<double>(prompts[i].size() + generated[i].size());
     }
   }
@@ -125,7 +131,7 @@ void score_generations(AssembledRun& run, const Tokenizer& tokenizer, const Prep
     d.item = task.requests[i].item;
     d.context = prompts[i];
     d.generated = generated[i];  // only on the rank that generated it
-    d.text = cut_at_stop(tokenizer.decode(generated[i]), task.requests[i].stop);
+    d.text = cut_at_stop(tokenizer.decode(generated[i]), until[i]);
     d.score = all[i * 2];
     matches.push_back(d.score);
     result.tokens += static_cast<int64_t>(std::llround(all[i * 2 + 1]));

@@ -12,6 +12,7 @@
 #include "core/train/task_batches.h"
 #include "core/train/task_generation.h"
 #include "core/util/error.h"
+#include "core/util/text.h"
 
 namespace kiln {
 
@@ -25,13 +26,13 @@ std::vector<TaskSequence> choice_sequences(const Task& task, const Tokenizer& to
     const TaskRequest& request = task.requests[r];
     const std::string where = where_of(task, request);
     std::string context = request.context;
-    const size_t kept = context.find_last_not_of(' ');
-    const std::string moved = kept == std::string::npos ? context : context.substr(kept + 1);
+    const std::string moved = context.substr(python_rstrip(context).size());
     context.resize(context.size() - moved.size());
     const std::vector<uint32_t> ctx = context_ids(tokenizer, context, where);
     bool cut = false;
-    for (size_t c = 0; c < request.choices.size(); ++c) {
-      std::vector<uint32_t> whole = encode(tokenizer, context + moved + request.choices[c], where);
+    for (size_t c = 0; c < request.continuations.size(); ++c) {
+      std::vector<uint32_t> whole =
+          encode(tokenizer, context + moved + request.continuations[c], where);
       const size_t from = context.empty() ? 0 : ctx.size();
       if (whole.size() <= from) {
         throw UserError(
@@ -96,7 +97,7 @@ void score_choices(AssembledRun& run, const PreparedTask& prepared, const TaskSc
     }
   }
   const std::vector<double> all = summed(run, local);
-  std::vector<double> acc, acc_norm;
+  std::vector<double> acc, acc_norm, acc_bytes;
   result.details.resize(task.requests.size());
   for (size_t i = 0; i < sequences.size(); ++i) {
     const TaskSequence& s = sequences[i];
@@ -110,15 +111,22 @@ void score_choices(AssembledRun& run, const PreparedTask& prepared, const TaskSc
   for (size_t r = 0; r < task.requests.size(); ++r) {
     const TaskRequest& request = task.requests[r];
     TaskDetail& d = result.details[r];
-    std::vector<double> per_byte;
-    for (size_t c = 0; c < d.loglik.size(); ++c)
-      per_byte.push_back(d.loglik[c] / static_cast<double>(request.choices[c].size()));
+    // The bare choice's length, without the delimiter: in characters (Python's len) for
+    // acc_norm, in UTF-8 bytes for acc_bytes.
+    std::vector<double> per_char, per_byte;
+    for (size_t c = 0; c < d.loglik.size(); ++c) {
+      const std::string& choice = request.choices[c];
+      per_char.push_back(d.loglik[c] / static_cast<double>(utf8_code_points(choice).size()));
+      per_byte.push_back(d.loglik[c] / static_cast<double>(choice.size()));
+    }
     const auto label = static_cast<size_t>(request.label);
     d.score = best_of(d.loglik) == label ? 1.0 : 0.0;
     acc.push_back(d.score);
-    acc_norm.push_back(best_of(per_byte) == label ? 1.0 : 0.0);
+    acc_norm.push_back(best_of(per_char) == label ? 1.0 : 0.0);
+    acc_bytes.push_back(best_of(per_byte) == label ? 1.0 : 0.0);
   }
-  result.metrics = {mean_metric("acc", acc), mean_metric("acc_norm", acc_norm)};
+  result.metrics = {mean_metric("acc", acc), mean_metric("acc_norm", acc_norm),
+                    mean_metric("acc_bytes", acc_bytes)};
 }
 
 }  // namespace

@@ -101,6 +101,58 @@ bool is_valid_utf8(const std::string& s) {
   return true;
 }
 
+std::u32string utf8_code_points(const std::string& s) {
+  std::u32string out;
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : 4;
+    char32_t cp = len == 1 ? c : c & (0xFF >> (len + 1));
+    for (size_t k = 1; k < len && i + k < s.size(); ++k)
+      cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    out.push_back(cp);
+    i += len;
+  }
+  return out;
+}
+
+std::string utf8_from_code_points(const std::u32string& points) {
+  std::string out;
+  for (char32_t cp : points) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+      continue;
+    }
+    const int len = cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    const unsigned lead[] = {0, 0, 0xC0, 0xE0, 0xF0};
+    out += static_cast<char>(lead[len] | (cp >> (6 * (len - 1))));
+    for (int k = len - 2; k >= 0; --k)
+      out += static_cast<char>(0x80 | ((cp >> (6 * k)) & 0x3F));
+  }
+  return out;
+}
+
+bool is_python_space(char32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 ||
+         cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+         cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+std::string python_rstrip(const std::string& text) {
+  const std::u32string points = utf8_code_points(text);
+  size_t end = points.size();
+  while (end > 0 && is_python_space(points[end - 1]))
+    --end;
+  return utf8_from_code_points(points.substr(0, end));
+}
+
+std::string python_strip(const std::string& text) {
+  const std::u32string points = utf8_code_points(python_rstrip(text));
+  size_t begin = 0;
+  while (begin < points.size() && is_python_space(points[begin]))
+    ++begin;
+  return utf8_from_code_points(points.substr(begin));
+}
+
 std::string json_line_problem(const std::string& line, size_t byte) {
   if (!is_valid_utf8(line)) return "not UTF-8 text: convert the file to UTF-8";
   return fmt::format("not JSON (a syntax error at byte {})", byte);

@@ -27,6 +27,14 @@ std::string format_bytes(double bytes);
 // Whether `s` is well-formed UTF-8: no stray continuation byte, overlong form, surrogate or
 // code point past U+10FFFF.
 bool is_valid_utf8(const std::string& s);
+// Well-formed UTF-8 `s` as code points (what Python's len() counts), and back.
+std::u32string utf8_code_points(const std::string& s);
+std::string utf8_from_code_points(const std::u32string& points);
+// Whether `cp` is whitespace to Python's str.isspace(), what str.strip() and rstrip() remove.
+bool is_python_space(char32_t cp);
+// Python's text.rstrip() and text.strip() of well-formed UTF-8.
+std::string python_rstrip(const std::string& text);
+std::string python_strip(const std::string& text);
 
 // Why a JSON Lines line did not parse, the parser having stopped at `byte`: "not UTF-8 (convert
 // the file to UTF-8)" when the line is not, else "not JSON (a syntax error at byte N)".

@@ -23,18 +23,18 @@ class TaskEval : public testing::TinyRun {
     for (int i = 0; i < 70; ++i) {  // 5 batches of 16: one rank of two gets a third
       choices += fmt::format(
           "{{\"context\": \"In the beginning was the word number {}, and the word was\", "
-          "\"choices\": [\" light.\", \" good.\"], \"label\": {}}}\n",
+          "\"choices\": [\"light.\", \"good.\"], \"label\": {}}}\n",
           i, i % 7 == 0 ? 0 : 1);
       said += fmt::format(
-          "{{\"prompt\": \"the word number {}, and the word\", \"answer\": \" was {}\"}}\n", i,
+          "{{\"prompt\": \"the word number {}, and the word\", \"answer\": \"was {}\"}}\n", i,
           i % 7 == 0 ? "light" : "good");
     }
     testing::write_text(dir_ / "tasks/words.jsonl", choices);
     testing::write_text(dir_ / "tasks/words.toml", "kind = \"choice\"\nitems = \"words.jsonl\"\n");
     testing::write_text(dir_ / "tasks/said.jsonl", said);
     testing::write_text(dir_ / "tasks/said.toml",
-                        "kind = \"generate\"\nitems = \"said.jsonl\"\nstop = [\".\"]\n"
-                        "max_tokens = 10\nnormalize = [\"strip\"]\nlimit = 20\n");
+                        "kind = \"generate\"\nitems = \"said.jsonl\"\nuntil = [\".\"]\n"
+                        "max_gen_toks = 10\nfilter = \"remove_whitespace\"\nlimit = 20\n");
   }
 
   std::string tasks() const { return " --set 'eval.tasks=" + (dir_ / "tasks/*.toml") + "'"; }
@@ -59,8 +59,9 @@ TEST_F(TaskEval, ScoresDuringTrainingLandInTheStoreAndEveryView) {
     EXPECT_NE(run.output.find("step 30: task words: acc "), std::string::npos) << run.output;
     EXPECT_NE(run.output.find("step 10: task said: exact_match "), std::string::npos);
   }
-  // Steps 10, 20, 30: words acc and acc_norm, said exact_match.
-  EXPECT_EQ(testing::scalar(db(), "select count(*) from task_scores"), "18");
+  // Steps 10, 20, 30: words acc, acc_norm and acc_bytes, said exact_match; by the rules now.
+  EXPECT_EQ(testing::scalar(db(), "select count(*) from task_scores"), "24");
+  EXPECT_EQ(testing::scalar(db(), "select count(*) from task_scores where rules = 2"), "24");
   // By step 30 the model tells light from good better than chance.
   EXPECT_GT(std::stod(testing::scalar(
                 db(),
@@ -80,6 +81,25 @@ TEST_F(TaskEval, ScoresDuringTrainingLandInTheStoreAndEveryView) {
       << compared.output;
   auto shown = run_kiln("runs show s1 --db " + db());
   EXPECT_NE(shown.output.find("task scores"), std::string::npos) << shown.output;
+  EXPECT_EQ(shown.output.find("note: "), std::string::npos) << shown.output;
+  // Scores computed by older rules beside today's: both views say so.
+  const std::string of_s1 = " where run_id = (select id from runs where name = 's1')";
+  auto set_rules = [&](int rules) {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(db().c_str(), &raw), SQLITE_OK);
+    const std::string sql = "update task_scores set rules = " + std::to_string(rules) + of_s1;
+    EXPECT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(raw);
+  };
+  set_rules(1);
+  const std::string note =
+      "note: the words scores of s1 were computed by Kiln's scoring rules before version 2";
+  auto mixed =
+      run_kiln("runs compare s1 s2 --group-by run.seed --metric words.acc@step=30 --db " + db());
+  EXPECT_NE(mixed.output.find(note), std::string::npos) << mixed.output;
+  EXPECT_NE(run_kiln("runs show s1 --db " + db()).output.find("note: the said, words scores of s1"),
+            std::string::npos);
+  set_rules(2);
   auto plotted = run_kiln("runs plot s1 s2 --metric said.exact_match -o " + (dir_ / "said.svg") +
                           " --db " + db());
   EXPECT_EQ(plotted.exit_code, 0) << plotted.output;
@@ -111,8 +131,8 @@ TEST_F(TaskEval, ScoresDuringTrainingLandInTheStoreAndEveryView) {
   EXPECT_EQ(testing::scalar(db(),
                             "select count(*) from task_scores join runs on runs.id = run_id "
                             "where name = 's2' and checkpoint = ''"),
-            "9");
-  EXPECT_EQ(testing::scalar(db(), "select count(*) from task_scores where checkpoint != ''"), "2");
+            "12");
+  EXPECT_EQ(testing::scalar(db(), "select count(*) from task_scores where checkpoint != ''"), "3");
 }
 
 // A run that names tasks and never evaluates its loss (eval.every = 0) still scores them, at its
@@ -122,7 +142,7 @@ TEST_F(TaskEval, TasksAreScoredAtTheLastStepEvenWithoutEvalEvery) {
                       " --name quiet --set eval.every=0 --set train.steps=12" + tasks());
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(testing::scalar(db(), "select group_concat(distinct step) from task_scores"), "12");
-  EXPECT_EQ(testing::scalar(db(), "select count(*) from task_scores"), "3");
+  EXPECT_EQ(testing::scalar(db(), "select count(*) from task_scores"), "4");
 }
 
 // A sweep ranked by a task's metric starts on a store that holds no score of it yet (its base's

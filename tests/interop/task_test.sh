@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # Interop: evaluation tasks scored by the kiln under test (`kiln eval --task --details`) and by
-# transformers on the same run's export, in the sid chroot (tests/interop/task_check.py says what
-# is compared): the shipped KJV cloze (multiple choice) and arithmetic (generation) tasks.
+# lm-evaluation-harness's rules applied with transformers to the same run's export, in the sid
+# chroot (tests/interop/task_check.py says what is compared): the shipped KJV cloze (multiple
+# choice) and arithmetic (generation, one example) tasks, choices whose characters are not their
+# bytes (tests/interop/tasks/accents), and those in ChatML turns.
 #   tests/interop/task_test.sh KILN
 # Exit 77: skipped (the chroot cannot be made here; tools/interop.sh).
 set -euo pipefail
 kiln=$1
 source "$(dirname "$0")/common.sh"
 
-# A corpus of the tasks' own text, so that the character tokenizer covers every item.
+mkdir "$scratch/tasks"
+cp experiments/tasks/kjv_cloze.{toml,jsonl} experiments/tasks/arithmetic.jsonl \
+  tests/interop/tasks/accents{.jsonl,.toml,_chat.toml} "$scratch/tasks/"
+# A corpus of the tasks' own text and ChatML's markers, so that the character tokenizer covers
+# every item.
 for _ in 1 2 3; do
-  sed 's/[{}"\[]//g; s/\\n/\n/g; s/]//g' experiments/tasks/kjv_cloze.jsonl experiments/tasks/arithmetic.jsonl
+  sed 's/[{}"\[]//g; s/\\n/\n/g; s/]//g' "$scratch"/tasks/*.jsonl
+  printf '<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n'
 done >"$scratch/corpus.txt"
 "$kiln" prepare "$scratch/corpus.txt" --out "$scratch/data" --val-fraction 0.1 >/dev/null
 cat >"$scratch/exp.toml" <<TOML
@@ -21,8 +28,8 @@ type = "gpt"
 n_layer = 2
 n_head = 2
 n_embd = 32
-block_size = 64
-vocab_size = 96
+block_size = 128
+vocab_size = 160
 
 [data]
 train = "$scratch/data/train_*.bin"
@@ -31,7 +38,7 @@ val = "$scratch/data/val_*.bin"
 [train]
 steps = 60
 micro_batch = 8
-seq_len = 64
+seq_len = 128
 
 [optimizer]
 lr = 1e-2
@@ -41,25 +48,15 @@ every = 60
 TOML
 "$kiln" run "$scratch/exp.toml" --name m >/dev/null
 "$kiln" export m -o "$scratch/hf" --db "$scratch/kiln.db" 2>/dev/null
-# The shipped tasks as they are, less their few-shot examples for arithmetic (transformers' side
-# lays out the prompt itself) and fewer items.
-cat >"$scratch/cloze.toml" <<TOML
-name = "kjv_cloze"
-kind = "choice"
-items = "$PWD/experiments/tasks/kjv_cloze.jsonl"
-TOML
-cat >"$scratch/arithmetic.toml" <<TOML
-name = "arithmetic"
-kind = "generate"
-items = "$PWD/experiments/tasks/arithmetic.jsonl"
-limit = 100
-max_tokens = 16
-normalize = ["strip", "lower"]
-TOML
-"$kiln" eval m --task "$scratch/cloze.toml" --details "$scratch/cloze_kiln.jsonl" --batch 7 \
-  --db "$scratch/kiln.db"
-"$kiln" eval m --task "$scratch/arithmetic.toml" --details "$scratch/arithmetic_kiln.jsonl" \
-  --db "$scratch/kiln.db"
+# The shipped arithmetic task with its example taken by the harness's first_n sampler (the
+# harness's random one is Python's generator), on fewer items.
+sed 's/^num_fewshot = 1$/num_fewshot = 1\nfewshot_sampler = "first_n"\nlimit = 100/' \
+  experiments/tasks/arithmetic.toml >"$scratch/tasks/arithmetic.toml"
+checks=()
+for task in kjv_cloze arithmetic accents accents_chat; do
+  "$kiln" eval m --task "$scratch/tasks/$task.toml" --details "$scratch/$task.kiln.jsonl" \
+    --batch 7 --db "$scratch/kiln.db"
+  checks+=("$scratch/tasks/$task.toml=$scratch/$task.kiln.jsonl")
+done
 tools/interop.sh "$scratch" python3 /kiln/tests/interop/task_check.py "$scratch/hf" \
-  "$scratch/data/tokenizer.json" "$scratch/kiln.db" /kiln/experiments/tasks \
-  "$scratch/cloze_kiln.jsonl" "$scratch/arithmetic_kiln.jsonl" 100 16
+  "$scratch/data/tokenizer.json" "$scratch/kiln.db" "${checks[@]}"

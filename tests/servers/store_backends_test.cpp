@@ -95,8 +95,8 @@ TEST_P(StoreBackends, TaskScoresDuringTrainingAndOfASnapshot) {
   std::string items;
   for (int i = 0; i < 14; ++i) {
     items += fmt::format(
-        "{{\"context\": \"the word number {}, and the word was\", \"choices\": [\" light.\", "
-        "\" good.\"], \"label\": {}}}\n",
+        "{{\"context\": \"the word number {}, and the word was\", \"choices\": [\"light.\", "
+        "\"good.\"], \"label\": {}}}\n",
         i, i % 7 == 0 ? 0 : 1);
   }
   write_text(dir_ / "words.jsonl", items);
@@ -104,10 +104,10 @@ TEST_P(StoreBackends, TaskScoresDuringTrainingAndOfASnapshot) {
   const std::string e = exp("\n[checkpoint]\nevery = 30\n");
   auto a = run_kiln("run " + e + " --name a --set eval.tasks=" + (dir_ / "words.toml"));
   ASSERT_EQ(a.exit_code, 0) << a.output;
-  EXPECT_EQ(rows_of("a", "task_scores"), "6");  // acc and acc_norm at steps 10, 20, 30
+  EXPECT_EQ(rows_of("a", "task_scores"), "9");  // acc, acc_norm, acc_bytes at steps 10, 20, 30
   auto scored = kiln("eval a --task words");
   ASSERT_EQ(scored.exit_code, 0) << scored.output;
-  EXPECT_EQ(sql("SELECT count(*) FROM task_scores WHERE checkpoint = 'step_000030'"), "2");
+  EXPECT_EQ(sql("SELECT count(*) FROM task_scores WHERE checkpoint = 'step_000030'"), "3");
   auto listed =
       kiln("runs list --format csv --where 'words.acc@step=30 >= 0 and max(words.acc_norm) >= 0'");
   ASSERT_EQ(listed.exit_code, 0) << listed.output;

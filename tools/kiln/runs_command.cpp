@@ -19,6 +19,7 @@
 #include "core/store/history/import.h"
 #include "core/store/history/removal.h"
 #include "core/store/runs/output_guard.h"
+#include "core/store/runs/task_scores.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
 #include "core/util/text.h"
@@ -54,6 +55,22 @@ struct RunsCli {
 };
 
 namespace {
+
+// A note per task metric compared whose scores some of `runs` computed by older rules.
+std::string older_rules_notes(HistoryDb& db, const std::vector<RunRecord>& runs,
+                              const std::vector<std::string>& metrics) {
+  std::vector<int64_t> ids;
+  for (const RunRecord& run : runs)
+    ids.push_back(run.id);
+  std::string notes;
+  for (const std::string& metric : metrics) {
+    std::string task, name;
+    if (!split_task_metric(metric.substr(0, metric.find('@')), task, name)) continue;
+    const std::string note = older_rules_note(db.connection(), ids, task);
+    if (!note.empty()) notes += note + "\n";
+  }
+  return notes;
+}
 
 void add_db_option(CLI::App* sub, RunsCli& cli) {
   sub->add_option("--db", cli.db, "run store")->capture_default_str();
@@ -258,6 +275,7 @@ int runs_command(const RunsCli& cli) {
           "or a glob of names",
           join(cli.refs, " "), runs[0].name));
     }
+    if (!cli.group_by.empty()) std::cout << older_rules_notes(db, runs, cli.grouped.metrics);
     std::cout << (cli.group_by.empty()
                       ? compare_report(db, runs)
                       : grouped_report(db, group_runs(runs, cli.group_by), cli.grouped));

@@ -86,7 +86,8 @@ std::string export_jsonl(HistoryDb& db, const RunRecord& run) {
                                   {"stderr", json_number(s.stderr_)},
                                   {"items", s.items},
                                   {"truncated", s.truncated},
-                                  {"checkpoint", s.checkpoint}};
+                                  {"checkpoint", s.checkpoint},
+                                  {"rules", s.rules}};
     out += row.dump() + "\n";
   }
   return out;

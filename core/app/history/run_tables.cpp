@@ -67,13 +67,13 @@ Table evals_table(HistoryDb& db, int64_t run_id) {
 }
 
 Table tasks_table(HistoryDb& db, int64_t run_id) {
-  Table t{{"step", "task", "metric", "checkpoint", "value", "stderr", "items", "cut"},
+  Table t{{"step", "task", "metric", "checkpoint", "value", "stderr", "items", "cut", "rules"},
           {},
-          {true, false, false, false, true, true, true, true}};
+          {true, false, false, false, true, true, true, true, true}};
   for (const auto& s : read_task_scores(db.connection(), run_id)) {
     t.rows.push_back({std::to_string(s.step), s.task, s.metric, or_dash(s.checkpoint),
                       fixed(s.value, 4), fixed(s.stderr_, 4), std::to_string(s.items),
-                      std::to_string(s.truncated)});
+                      std::to_string(s.truncated), std::to_string(s.rules)});
   }
   return t;
 }
@@ -310,7 +310,12 @@ std::string describe_run(HistoryDb& db, const RunRecord& run) {
   }
   out += block("evals", evals_table(db, run.id));
   const Table tasks = tasks_table(db, run.id);
-  if (!tasks.rows.empty()) out += block("task scores (stderr: of the mean over items)", tasks);
+  if (!tasks.rows.empty()) {
+    out += block("task scores (stderr: of the mean over items; rules: the scoring rules' version)",
+                 tasks);
+    const std::string note = older_rules_note(db.connection(), {run.id}, "");
+    if (!note.empty()) out += note + "\n";
+  }
   out += block("snapshots", snapshots_table(db, run.id));
   out += block("resumes", resumes_table(db, run.id));
   return out + "\nconfig\n" + indent(run.config);

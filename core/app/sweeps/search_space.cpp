@@ -63,9 +63,12 @@ void check_metric(const SweepSpec& spec) {
     names.push_back(t.name);
     if (t.name != task) continue;
     const bool choice = t.kind == TaskKind::kChoice;
-    if (choice ? score == "acc" || score == "acc_norm" : score == "exact_match") return;
+    if (choice ? score == "acc" || score == "acc_norm" || score == "acc_bytes"
+               : score == "exact_match") {
+      return;
+    }
     throw UserError(fmt::format("{}: task '{}' scores {}, not {}", at, task,
-                                choice ? "acc and acc_norm" : "exact_match", score));
+                                choice ? "acc, acc_norm and acc_bytes" : "exact_match", score));
   }
   throw UserError(
       fmt::format("{}: metric '{}' is never logged: the base experiment's eval.tasks "

@@ -132,6 +132,13 @@ bool has_table(Connection& db, const std::string& name) {
   return table.integer(0) > 0;
 }
 
+bool has_column(Connection& db, const std::string& table, const std::string& column) {
+  Statement info(db, "SELECT name FROM pragma_table_info('" + table + "')");
+  while (info.step())
+    if (info.text(0) == column) return true;
+  return false;
+}
+
 std::vector<std::string> run_config_hashes(Connection& db, const RunRecord& run) {
   if (!has_table(db, "run_config_hashes")) return {run.config_hash};
   return first_column(

@@ -40,6 +40,8 @@ RunColumns run_columns(Connection& db);
 // Whether the store has table `name`: one opened without upgrading it (HistoryDb) may be older
 // than a table its readers look in.
 bool has_table(Connection& db, const std::string& name);
+// Whether `table` (which exists) has `column`: a store read without upgrading may predate it.
+bool has_column(Connection& db, const std::string& table, const std::string& column);
 
 // Every run with its summary, as a query the caller extends with WHERE / ORDER BY / LIMIT on the
 // RunRecord field names (duration for duration_s). A column the store lacks reads as "".

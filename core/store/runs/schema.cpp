@@ -218,6 +218,9 @@ const char* const kMigrations[] = {
       PRIMARY KEY (run_id, step)
     ) WITHOUT ROWID;
     )sql",
+    // 16: the scoring rules' version of each task score (core/store/runs/task_scores.h); the
+    // scores before it were computed by version 1.
+    "ALTER TABLE task_scores ADD COLUMN rules INTEGER NOT NULL DEFAULT 1;",
 };
 
 const int64_t kKnownSchema = static_cast<int64_t>(std::size(kMigrations));

@@ -13,6 +13,12 @@
 
 namespace kiln {
 
+// The version of the rules a score was computed by (column `rules`, migration 16): 1, Kiln's
+// first rules (acc_norm per byte of the choice with its leading space, only trailing spaces of
+// the context moved); 2, lm-evaluation-harness's (docs/tasks.md). Scores of two versions are not
+// comparable: `runs compare` and `runs show` say so.
+constexpr int64_t kTaskScoringRules = 2;
+
 struct TaskScoreRow {
   int64_t step = 0;
   std::string task, metric;  // "kjv_cloze", "acc_norm"
@@ -21,6 +27,7 @@ struct TaskScoreRow {
   double stderr_ = 0;
   int64_t items = 0;
   int64_t truncated = 0;
+  int64_t rules = kTaskScoringRules;
 };
 
 // Inside the caller's transaction; a row with the same key replaces the old one.
@@ -31,5 +38,9 @@ std::vector<TaskScoreRow> read_task_scores(Connection& db, int64_t run_id);
 std::vector<std::string> task_metric_names(Connection& db);
 // "kjv_cloze.acc_norm" -> {"kjv_cloze", "acc_norm"}; nothing for a name without one '.'.
 bool split_task_metric(const std::string& name, std::string& task, std::string& metric);
+// A line saying which of `run_ids`' scores of `task` (all tasks: "") were computed by older
+// rules than kTaskScoringRules, with how to rescore them; "" when none were.
+std::string older_rules_note(Connection& db, const std::vector<int64_t>& run_ids,
+                             const std::string& task);
 
 }  // namespace kiln

@@ -302,7 +302,7 @@ TEST_F(SweepSpecTest, TheSearchMetricIsOneTheMembersLog) {
   EXPECT_EQ(expand("\"cloze.acc_norm\"\nmode = \"max\"\n" + tasks).size(), 2u);
   EXPECT_NE(error_of([&] {
               expand("\"cloze.exact_match\"\n" + tasks);
-            }).find("task 'cloze' scores acc and acc_norm, not exact_match"),
+            }).find("task 'cloze' scores acc, acc_norm and acc_bytes, not exact_match"),
             std::string::npos);
 
   SweepSearch search;

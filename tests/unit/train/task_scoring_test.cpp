@@ -1,8 +1,10 @@
 // Task scoring (core/train/task_scoring.h) against the same quantities computed here one request
 // at a time, without batches or padding: each choice's log-likelihood by lm-evaluation-harness's
-// recipe spelled out (trailing spaces of the context moved to the choice, the sequence cut from
-// the left to the model's context), acc and acc_norm from those, the standard error by the
-// binomial formula, and greedy generation with stop strings. The batch size changes nothing.
+// recipe spelled out (lm_eval/api/model.py _encode_pair: the continuation is " " + the choice,
+// the context's trailing whitespace moved to it; the sequence cut from the left to the model's
+// context), acc, acc_norm (per character of the bare choice) and acc_bytes (per UTF-8 byte) from
+// those, the standard error by the binomial formula, and greedy generation with stop strings and
+// the harness's exact_match options. The batch size changes nothing.
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
@@ -10,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -19,6 +22,7 @@
 #include "core/data/prepare.h"
 #include "core/train/assemble.h"
 #include "core/train/task_suite.h"
+#include "core/util/text.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -28,13 +32,22 @@ using testing::write_text;
 
 constexpr int64_t kBlock = 16;
 
-// The char tokenizer fitted on "\n" and printable ASCII (sorted bytes): "\n" is 0, byte
-// b >= 0x20 is b - 0x1f.
+// The char tokenizer fitted on "\n", printable ASCII and "é" (sorted bytes): "\n" is 0, byte
+// b in 0x20..0x7e is b - 0x1f, and é's bytes 0xA9 and 0xC3 are 96 and 97.
 std::vector<int64_t> ids_of(const std::string& text) {
   std::vector<int64_t> ids;
-  for (char c : text)
-    ids.push_back(c == '\n' ? 0 : c - 0x20 + 1);
+  for (char c : text) {
+    const auto b = static_cast<unsigned char>(c);
+    ids.push_back(b == '\n' ? 0 : b == 0xA9 ? 96 : b == 0xC3 ? 97 : b - 0x20 + 1);
+  }
   return ids;
+}
+
+// Python's len(): UTF-8 bytes that do not continue a character.
+double characters(const std::string& text) {
+  return static_cast<double>(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
 }
 
 class TaskScoring : public ::testing::Test {
@@ -45,6 +58,7 @@ class TaskScoring : public ::testing::Test {
       corpus += "\n";
       for (char c = 0x20; c < 0x7f; ++c)
         corpus += c;
+      corpus += "é";
     }
     write_text(dir_ / "corpus.txt", corpus);
     PrepareOptions prepare;
@@ -84,12 +98,13 @@ seq_len = {1}
                         run_->model->vocab_size());
   }
 
-  // log p(continuation | context) for one unpadded row.
+  // log p(" " + choice | context) for one unpadded row (the context's trailing whitespace, all
+  // of it, moved to the continuation).
   double loglik(const std::string& context_text, const std::string& choice) {
     std::string context = context_text;
-    std::string continuation = choice;
-    while (!context.empty() && context.back() == ' ') {
-      continuation.insert(continuation.begin(), ' ');
+    std::string continuation = " " + choice;
+    while (!context.empty() && std::isspace(static_cast<unsigned char>(context.back()))) {
+      continuation.insert(continuation.begin(), context.back());
       context.pop_back();
     }
     std::vector<int64_t> seq = ids_of(context);
@@ -145,59 +160,62 @@ struct Item {
 };
 
 const std::vector<Item> kItems = {
-    {"The cat sat on the", {" mat", " hat", " dog"}, 0},
-    {"ab", {" c", " dd", " eee"}, 2},
-    {"hello there, how are you today my friend", {" well", " ill"}, 1},  // cut to the block
-    {"x ", {"y", "zz"}, 0},                                              // a trailing space
-    {"Q", {" a long choice", " b"}, 1},
-    {"one two three", {" four", " five", " six", " seven"}, 3},
+    {"The cat sat on the", {"mat", "hat", "dog"}, 0},
+    {"ab", {"c", "dd", "eee"}, 2},
+    {"hello there, how are you today my friend", {"well", "ill"}, 1},  // cut to the block
+    {"x ", {"y", "zz"}, 0},                                            // a trailing space
+    {"Q:\n", {"a long choice", "b"}, 1},                               // a trailing newline
+    {"one two three", {"four", "five", "six", "seven"}, 3},
     {"z", {"!", "?"}, 0},
+    {"caf", {"é", "ée", "ez"}, 0},  // characters and bytes differ
+    {"d", {"ééé", "eeee", "éa"}, 1},
+    {"r\u00e9", {"sum\u00e9", "e", "ss\u00e9s"}, 2},
 };
 
 TEST_F(TaskScoring, ChoiceLogLikelihoodsAccAndStandardErrorsMatchOneRowAtATime) {
   std::string jsonl;
   for (const Item& item : kItems) {
-    std::string choices;
-    for (const auto& c : item.choices)
-      choices += (choices.empty() ? "\"" : ", \"") + c + "\"";
-    jsonl += fmt::format("{{\"context\": \"{}\", \"choices\": [{}], \"label\": {}}}\n",
-                         item.context, choices, item.label);
+    jsonl +=
+        nlohmann::json{{"context", item.context}, {"choices", item.choices}, {"label", item.label}}
+            .dump() +
+        "\n";
   }
   const PreparedTask t = task("kind = \"choice\"\n", jsonl);
   const TaskResult result = score_task(*run_, *tokenizer_, t, {3});
   ASSERT_EQ(result.details.size(), kItems.size());
-  double acc = 0, acc_norm = 0;
+  std::vector<double> expected(3, 0.0);  // acc, acc_norm, acc_bytes
   int64_t cut = 0;
   for (size_t i = 0; i < kItems.size(); ++i) {
     const Item& item = kItems[i];
-    bool longer = false;  // context + choice, less the last token, over the block
+    bool longer = false;  // context + " " + choice, less the last token, over the block
     for (const auto& choice : item.choices)
-      longer = longer || static_cast<int64_t>(item.context.size() + choice.size()) - 1 > kBlock;
+      longer = longer || static_cast<int64_t>(item.context.size() + choice.size()) > kBlock;
     cut += longer;
-    std::vector<double> ll, per_byte;
+    std::vector<double> ll, per_char, per_byte;
     for (size_t c = 0; c < item.choices.size(); ++c) {
       ll.push_back(loglik(item.context, item.choices[c]));
+      per_char.push_back(ll.back() / characters(item.choices[c]));
       per_byte.push_back(ll.back() / static_cast<double>(item.choices[c].size()));
       EXPECT_NEAR(result.details[i].loglik[c], ll.back(), 1e-4) << "item " << i << " choice " << c;
     }
-    const auto best = std::max_element(ll.begin(), ll.end()) - ll.begin();
-    const auto best_norm = std::max_element(per_byte.begin(), per_byte.end()) - per_byte.begin();
-    acc += best == item.label;
-    acc_norm += best_norm == item.label;
+    int k = 0;
+    for (const auto* scores : {&ll, &per_char, &per_byte}) {
+      const auto best = std::max_element(scores->begin(), scores->end()) - scores->begin();
+      expected[static_cast<size_t>(k++)] += best == item.label;
+    }
   }
   const double n = static_cast<double>(kItems.size());
-  acc /= n;
-  acc_norm /= n;
-  ASSERT_EQ(result.metrics.size(), 2u);
-  EXPECT_EQ(result.metrics[0].name, "acc");
-  EXPECT_DOUBLE_EQ(result.metrics[0].value, acc);
-  EXPECT_NEAR(result.metrics[0].stderr_, std::sqrt(acc * (1 - acc) / (n - 1)), 1e-12);
-  EXPECT_EQ(result.metrics[1].name, "acc_norm");
-  EXPECT_DOUBLE_EQ(result.metrics[1].value, acc_norm);
-  EXPECT_NEAR(result.metrics[1].stderr_, std::sqrt(acc_norm * (1 - acc_norm) / (n - 1)), 1e-12);
+  const char* names[] = {"acc", "acc_norm", "acc_bytes"};
+  ASSERT_EQ(result.metrics.size(), 3u);
+  for (size_t m = 0; m < 3; ++m) {
+    const double p = expected[m] / n;
+    EXPECT_EQ(result.metrics[m].name, names[m]);
+    EXPECT_DOUBLE_EQ(result.metrics[m].value, p) << names[m];
+    EXPECT_NEAR(result.metrics[m].stderr_, std::sqrt(p * (1 - p) / (n - 1)), 1e-12) << names[m];
+  }
   EXPECT_EQ(result.truncated, cut);
   EXPECT_GT(cut, 0);
-  EXPECT_EQ(result.items, 7);
+  EXPECT_EQ(result.items, static_cast<int64_t>(kItems.size()));
 
   const TaskResult one_by_one = score_task(*run_, *tokenizer_, t, {1});
   for (size_t i = 0; i < kItems.size(); ++i)
@@ -205,22 +223,25 @@ TEST_F(TaskScoring, ChoiceLogLikelihoodsAccAndStandardErrorsMatchOneRowAtATime) 
       EXPECT_NEAR(one_by_one.details[i].loglik[c], result.details[i].loglik[c], 1e-5);
 }
 
-TEST_F(TaskScoring, GreedyGenerationStopsAndMatchesAfterNormalizing) {
+TEST_F(TaskScoring, GreedyGenerationStopsAndMatchesByTheHarnesssExactMatch) {
   const std::vector<std::string> prompts = {"abc", "Hello, w", "a much longer prompt than fits",
                                             "xyz", "0123"};
-  // Two answers are what greedy generation gives (in upper case, with spaces), three are not.
-  const std::string first = greedy(prompts[0], 6, "o");
-  const std::string second = greedy(prompts[1], 6, "o");
+  // Two answers are what greedy generation gives (in upper case, the first with a digit that
+  // regexes_to_ignore drops), three are not. The output's whitespace is stripped by the
+  // filter, the answer's is not: an answer is written without any.
+  const std::string first = python_strip(greedy(prompts[0], 6, "o"));
+  const std::string second = python_strip(greedy(prompts[1], 6, "o"));
   std::string jsonl;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    std::string answer = i == 0 ? "  " + first : i == 1 ? second : "no such answer";
+    std::string answer = i == 0 ? first + "7" : i == 1 ? second : "no such answer";
     for (char& c : answer)
       c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     nlohmann::json item = {{"prompt", prompts[i]}, {"answer", answer}};
     jsonl += item.dump() + "\n";
   }
   const PreparedTask t = task(
-      "kind = \"generate\"\nmax_tokens = 6\nstop = [\"o\"]\nnormalize = [\"strip\", \"lower\"]\n",
+      "kind = \"generate\"\nmax_gen_toks = 6\nuntil = [\"o\"]\nfilter = \"remove_whitespace\"\n"
+      "ignore_case = true\nregexes_to_ignore = [\"[0-9]\"]\n",
       jsonl);
   const TaskResult result = score_task(*run_, *tokenizer_, t, {2});
   for (size_t i = 0; i < prompts.size(); ++i)
@@ -240,7 +261,7 @@ TEST_F(TaskScoring, GreedyGenerationStopsAndMatchesAfterNormalizing) {
 TEST_F(TaskScoring, AChoiceLongerThanTheContextIsRefusedBeforeAnyIsScored) {
   EXPECT_EQ(testing::user_error_of([&] {
               task("kind = \"choice\"\n",
-                   "{\"context\": \"a\", \"choices\": [\" b\", \" this choice is far too "
+                   "{\"context\": \"a\", \"choices\": [\"b\", \"this choice is far too "
                    "long\"], \"label\": 0}\n");
             }),
             dir_ / "items.jsonl" +
@@ -251,7 +272,8 @@ TEST_F(TaskScoring, AChoiceLongerThanTheContextIsRefusedBeforeAnyIsScored) {
 // The tokenizer's ids run to 95 ('~'); a model of 64 ids has no row for most of them.
 TEST_F(TaskScoring, ATokenIdPastTheModelsVocabularyIsRefused) {
   write_text(dir_ / "items.jsonl", "{\"prompt\": \"AB~\", \"answer\": \"c\"}\n");
-  write_text(dir_ / "task.toml", "kind = \"generate\"\nmax_tokens = 4\nitems = \"items.jsonl\"\n");
+  write_text(dir_ / "task.toml",
+             "kind = \"generate\"\nmax_gen_toks = 4\nitems = \"items.jsonl\"\n");
   const Task t = load_task(read_task_spec(dir_ / "task.toml"));
   EXPECT_EQ(testing::user_error_of([&] { prepare_task(t, *tokenizer_, kBlock, 64); }),
             dir_ / "items.jsonl" +
