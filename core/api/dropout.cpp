@@ -6,6 +6,7 @@
 #include <ATen/TensorOperators.h>
 
 #include "core/api/document_positions.h"
+#include "core/api/kv_cache.h"
 #include "core/util/torch_compat.h"
 
 namespace kiln {
@@ -29,6 +30,7 @@ at::Tensor LayerDropout::operator()(const at::Tensor& x, DropoutPlace place, boo
 
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double p,
                             bool training, int64_t site, const SliceOf& heads) {
+  if (KvCache* cache = active_kv_cache()) return cache->attend(q, k, v);
   const at::Tensor positions = current_positions();
   const at::Tensor visible = positions.defined() ? document_causal_mask(positions) : at::Tensor();
   if (!training || p == 0) {

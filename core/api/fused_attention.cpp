@@ -6,6 +6,7 @@
 #include "core/api/attention_kernel.h"
 #include "core/api/document_positions.h"
 #include "core/api/dropout.h"
+#include "core/api/kv_cache.h"
 #include "core/api/rotary.h"
 #include "core/util/torch_compat.h"
 
@@ -181,7 +182,8 @@ at::Tensor fused_rotary_attention(const at::Tensor& q, const at::Tensor& k, cons
 
 at::Tensor causal_self_attention(const at::Tensor& qkv, int64_t n_head, double dropout,
                                  bool training, bool fused, int64_t site, const SliceOf& heads) {
-  if (fused && fused_attention_applies(qkv, dropout, training))
+  // Kiln's kernel reads no cache: with one, the unfused path's causal_attention reads it.
+  if (fused && fused_attention_applies(qkv, dropout, training) && !active_kv_cache())
     return fused_causal_attention(qkv, n_head, current_positions());
   const int64_t b = qkv.size(0), t = qkv.size(1), c = qkv.size(2) / 3;
   auto split = [&](const at::Tensor& m) {
@@ -197,8 +199,9 @@ at::Tensor rotary_self_attention(const at::Tensor& q, const at::Tensor& k, const
                                  int64_t n_head, const at::Tensor& inv_freq, double dropout,
                                  bool training, bool fused, int64_t site, const SliceOf& heads) {
   const at::Tensor positions = current_positions();  // packed rows: each record from 0
+  KvCache* cache = active_kv_cache();
   if (fused && fused_attention_applies(q, dropout, training) &&
-      inv_freq.scalar_type() == at::kFloat)
+      inv_freq.scalar_type() == at::kFloat && !cache)
     return fused_rotary_attention(q, k, v, n_head, inv_freq, positions);
   const int64_t b = q.size(0), t = q.size(1), head_dim = q.size(2) / n_head;
   auto split = [&](const at::Tensor& m) {  // [b, heads, t, head_dim]
@@ -207,6 +210,12 @@ at::Tensor rotary_self_attention(const at::Tensor& q, const at::Tensor& k, const
   auto rotated_q = apply_rotary(split(q), inv_freq, positions);
   auto rotated_k = apply_rotary(split(k), inv_freq, positions);
   auto values = split(v);
+  if (cache) {  // it keeps the key/value heads as they are, not repeated
+    return cache->attend(rotated_q, rotated_k, values)
+        .transpose(1, 2)
+        .contiguous()
+        .view({b, t, n_head * head_dim});
+  }
   // Grouped-query attention: query head j reads key/value head j / (n_head / n_kv_head).
   const int64_t group = n_head / rotated_k.size(1);
   if (group > 1) {

@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <clocale>
-#include <cwctype>
 #include <fstream>
 #include <regex>
 
 #include <fmt/format.h>
+#include <utf8proc.h>
 #include <nlohmann/json.hpp>
 
 #include "core/data/chat_records.h"
@@ -221,15 +220,12 @@ Task load_task(const TaskSpec& spec) {
 
 namespace {
 
-// Python's str.lower() by code point (simple case mapping: the few characters whose lower case
-// is two code points, as U+0130, map to one here).
+// Python's str.lower() by code point, by utf8proc's Unicode tables (simple case mapping: the
+// few characters whose lower case is two code points, as U+0130, map to one here).
 std::string lower_case(const std::string& text) {
-  static const locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", nullptr);
   std::u32string points = utf8_code_points(text);
-  for (char32_t& cp : points) {
-    cp = utf8 ? static_cast<char32_t>(towlower_l(static_cast<wint_t>(cp), utf8))
-              : (cp < 0x80 ? static_cast<char32_t>(std::tolower(static_cast<int>(cp))) : cp);
-  }
+  for (char32_t& cp : points)
+    cp = static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp)));
   return utf8_from_code_points(points);
 }
 

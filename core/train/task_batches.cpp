@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "core/api/kv_cache.h"
 #include "core/api/tokenizer.h"
 #include "core/train/assemble.h"
 #include "core/util/error.h"
@@ -75,10 +76,32 @@ torch::Tensor padded(const std::vector<const std::vector<uint32_t>*>& rows, torc
   return tokens.to(device);
 }
 
+torch::Tensor left_padded(const std::vector<const std::vector<uint32_t>*>& rows,
+                          torch::Device device, std::vector<int64_t>& pad) {
+  size_t width = 0;
+  for (const auto* row : rows)
+    width = std::max(width, row->size());
+  torch::Tensor tokens =
+      torch::zeros({static_cast<int64_t>(rows.size()), static_cast<int64_t>(width)}, torch::kLong);
+  auto access = tokens.accessor<int64_t, 2>();
+  pad.clear();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    pad.push_back(static_cast<int64_t>(width - rows[r]->size()));
+    for (size_t t = 0; t < rows[r]->size(); ++t)
+      access[static_cast<int64_t>(r)][pad.back() + static_cast<int64_t>(t)] = (*rows[r])[t];
+  }
+  return tokens.to(device);
+}
+
 torch::Tensor logits_of(AssembledRun& run, const torch::Tensor& tokens) {
   auto scope = run.precision->forward_scope();
   const int64_t vocab = run.model->vocab_size();
   return run.model->forward(tokens).narrow(-1, 0, vocab).to(torch::kFloat);
+}
+
+torch::Tensor logits_of(AssembledRun& run, KvCache& cache, const torch::Tensor& tokens) {
+  KvCacheScope reads(cache, tokens.size(1), run.device);
+  return logits_of(run, tokens);
 }
 
 std::vector<double> summed(AssembledRun& run, const std::vector<double>& local) {

@@ -20,6 +20,7 @@
 namespace kiln {
 
 struct AssembledRun;
+class KvCache;
 class Tokenizer;
 
 // "ITEMS_FILE:LINE" of a request, for its errors.
@@ -56,9 +57,15 @@ std::vector<size_t> longest_first(size_t count, Length length) {
 
 // Rows right-padded with 0 (a causal model's real positions never see the padding).
 torch::Tensor padded(const std::vector<const std::vector<uint32_t>*>& rows, torch::Device device);
+// Rows left-padded with 0, so that each ends at the last column, as a KvCache reads a prompt;
+// `pad` gets each row's padding.
+torch::Tensor left_padded(const std::vector<const std::vector<uint32_t>*>& rows,
+                          torch::Device device, std::vector<int64_t>& pad);
 
 // The model's logits for `tokens`, its vocabulary's columns only, in float.
 torch::Tensor logits_of(AssembledRun& run, const torch::Tensor& tokens);
+// The same for `tokens` that follow what `cache` holds (core/api/kv_cache.h), which keeps them.
+torch::Tensor logits_of(AssembledRun& run, KvCache& cache, const torch::Tensor& tokens);
 
 // This rank's results summed with the other data ranks' (tensor-parallel peers hold the same
 // ones, so each adds its share).

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "core/api/kv_cache.h"
 #include "core/api/tokenizer.h"
 #include "core/train/assemble.h"
 #include "core/train/task_batches.h"
@@ -79,9 +80,14 @@ void score_generations(AssembledRun& run, const Tokenizer& tokenizer, const Prep
   std::vector<double> local(prompts.size() * 2, 0.0);  // per request: match, tokens read
   for (size_t b = 0; b < mine.batches.size(); ++b) {
     const std::vector<size_t>& batch = mine.batches[b];
-    std::vector<std::vector<uint32_t>> rows;
+    // The prompts read once into a cache, then one new token per row at a time.
+    std::vector<const std::vector<uint32_t>*> rows;
     for (size_t i : batch)
-      rows.push_back(prompts[i]);
+      rows.push_back(&prompts[i]);
+    std::vector<int64_t> pad;
+    const torch::Tensor prompt = left_padded(rows, run.device, pad);
+    KvCache cache(pad, prompt.size(1) + spec.max_gen_toks);
+    torch::Tensor last = logits_of(run, cache, prompt).select(1, prompt.size(1) - 1).cpu();
     std::vector<bool> done(batch.size(), false);
     for (int64_t t = 0; t < spec.max_gen_toks; ++t) {
       int64_t active = 0;
@@ -93,26 +99,23 @@ void score_generations(AssembledRun& run, const Tokenizer& tokenizer, const Prep
               .item<double>() == 0) {
         break;
       }
-      std::vector<const std::vector<uint32_t>*> pointers;
-      for (const auto& row : rows)
-        pointers.push_back(&row);
-      const torch::Tensor logits = logits_of(run, padded(pointers, run.device)).cpu();
+      torch::Tensor next = torch::zeros({static_cast<int64_t>(batch.size()), 1}, torch::kLong);
       for (size_t r = 0; r < batch.size(); ++r) {
         if (done[r]) continue;
-        const auto at = static_cast<int64_t>(rows[r].size()) - 1;
         const TaskRequest& request = task.requests[batch[r]];
-        const uint32_t token =
-            next_token(logits[static_cast<int64_t>(r)][at], spec, request.item, t);
+        const uint32_t token = next_token(last[static_cast<int64_t>(r)], spec, request.item, t);
         std::vector<uint32_t>& out = generated[batch[r]];
         if (end_of_text && token == *end_of_text) {
           done[r] = true;
           continue;
         }
         out.push_back(token);
-        rows[r].push_back(token);
+        next[static_cast<int64_t>(r)][0] = static_cast<int64_t>(token);
         const std::string text = tokenizer.decode(out);
         done[r] = cut_at_stop(text, until[batch[r]]).size() < text.size();
       }
+      if (t + 1 < spec.max_gen_toks)
+        last = logits_of(run, cache, next.to(run.device)).select(1, 0).cpu();
     }
     if (b >= mine.owned) continue;
     for (size_t r = 0; r < batch.size(); ++r) {

@@ -1,6 +1,7 @@
-// Scoring a generate task (exact_match): the prompts cut to leave max_tokens of room, then
-// generated token by token (greedy, or sampled by a draw that is the same in any batch or shard)
-// until a stop string, the end-of-text token or max_tokens. Apart from task_scoring.cpp, which
+// Scoring a generate task (exact_match): the prompts cut to leave max_gen_toks of room, read
+// once into a key/value cache (left-padded in batches, core/api/kv_cache.h), then continued
+// token by token (greedy, or sampled by a draw that is the same in any batch or shard) until a
+// stop string, the end-of-text token or max_gen_toks. Apart from task_scoring.cpp, which
 // prepares and scores choice tasks and calls these for generate ones (the scoring itself is
 // described in task_scoring.h).
 #pragma once
@@ -16,7 +17,7 @@ namespace kiln {
 struct AssembledRun;
 class Tokenizer;
 
-// The prompts of a generate task, cut from the left to leave max_tokens of room.
+// The prompts of a generate task, cut from the left to leave max_gen_toks of room.
 std::vector<std::vector<uint32_t>> generation_prompts(const Task& task, const Tokenizer& tokenizer,
                                                       int64_t block, int64_t& truncated);
 

@@ -9,6 +9,7 @@
 #include "core/api/tokenizer.h"
 #include "core/data/chat_records.h"
 #include "core/train/assemble.h"
+#include "core/train/cached_choices.h"
 #include "core/train/task_batches.h"
 #include "core/train/task_generation.h"
 #include "core/util/error.h"
@@ -40,8 +41,8 @@ std::vector<TaskSequence> choice_sequences(const Task& task, const Tokenizer& to
                         "give it text of its own",
                         where, c));
       }
-      TaskSequence s{
-          r, c, ctx, {whole.begin() + static_cast<std::ptrdiff_t>(from), whole.end()}, 0};
+      TaskSequence s{r, c, ctx, {whole.begin() + static_cast<std::ptrdiff_t>(from), whole.end()},
+                     0, {}};
       if (static_cast<int64_t>(s.target.size()) > block) {
         throw UserError(fmt::format(
             "{}: choice {} is {} tokens, longer than the model's context ({}) even with the "
@@ -59,6 +60,10 @@ std::vector<TaskSequence> choice_sequences(const Task& task, const Tokenizer& to
       out.push_back(std::move(s));
     }
     truncated += cut ? 1 : 0;
+    if (!cut) {
+      for (size_t c = 0; c < request.continuations.size(); ++c)
+        out[out.size() - 1 - c].context = ctx;
+    }
   }
   return out;
 }
@@ -71,12 +76,24 @@ void score_choices(AssembledRun& run, const PreparedTask& prepared, const TaskSc
                    TaskResult& result) {
   const Task& task = prepared.task;
   const std::vector<TaskSequence>& sequences = prepared.sequences;
-  const auto order =
-      longest_first(sequences.size(), [&](size_t i) { return sequences[i].input.size(); });
-  const Shard mine =
-      shard(order, scoring.batch, run.parallel->data_rank(), run.parallel->data_world());
   // Per sequence: its log-likelihood, and the tokens read (on the rank that scored it).
   std::vector<double> local(sequences.size() * 2, 0.0);
+  // A request whose choices each read its whole context reads it once, from a cache; the
+  // sequences of a request cut to fit are read whole.
+  std::vector<size_t> cached;
+  for (const TaskSequence& s : sequences)
+    if (s.choice == 0 && !s.context.empty()) cached.push_back(s.request);
+  score_cached_choices(run, prepared, cached, scoring, local);
+  std::vector<size_t> cut;
+  for (size_t s = 0; s < sequences.size(); ++s)
+    if (sequences[s].context.empty()) cut.push_back(s);
+  const auto by_length =
+      longest_first(cut.size(), [&](size_t i) { return sequences[cut[i]].input.size(); });
+  std::vector<size_t> order;
+  for (size_t i : by_length)
+    order.push_back(cut[i]);
+  const Shard mine =
+      shard(order, scoring.batch, run.parallel->data_rank(), run.parallel->data_world());
   for (size_t b = 0; b < mine.batches.size(); ++b) {
     std::vector<const std::vector<uint32_t>*> rows;
     for (size_t i : mine.batches[b])

@@ -1,13 +1,15 @@
 // Scoring an evaluation task (core/data/task_file.h) on an assembled run's model, as
 // lm-evaluation-harness scores it:
-// - choice: each choice's summed log-likelihood given the text asked. The context is encoded
-//   alone and the continuation is what encoding context + choice adds after it (a trailing
-//   space of the context moves to the choice first); the model reads context + continuation, cut
-//   from the left to its context length when longer. acc: the highest log-likelihood is the
-//   label's; acc_norm: the same after dividing each by its choice's length in bytes.
-// - generate: the continuation of the prompt (cut from the left to leave max_tokens of room),
-//   token by token until a stop string, the end-of-text token or max_tokens; exact_match: the
-//   text before the stop, normalized, equals the normalized answer.
+// - choice: each choice's summed log-likelihood given the text asked. The continuation is
+//   target_delimiter + the choice, the context's trailing whitespace moved to its front; the
+//   context is encoded alone and the continuation's tokens are what encoding context +
+//   continuation adds after it; the model reads context + continuation, cut from the left to its
+//   context length when longer. A request none of whose choices was cut reads its context once
+//   (core/train/cached_choices.h). acc: the highest log-likelihood is the label's; acc_norm: the
+//   same after dividing each by its choice's length in characters; acc_bytes: in UTF-8 bytes.
+// - generate: the continuation of the prompt (cut from the left to leave max_gen_toks of room),
+//   token by token until a stop string, the end-of-text token or max_gen_toks; exact_match: the
+//   text before the stop equals the answer, by the task's exact_match options.
 // Each metric's standard error is the harness's: the sample standard deviation of the per-item
 // scores over sqrt(items) (for 0/1 scores, sqrt(p(1-p)/(n-1))).
 // Requests run in batches of similar length (longest first). Under data parallelism each data
@@ -57,10 +59,14 @@ struct TaskResult {
 
 // One sequence a choice request has the model read: `input` (already cut to the context), the
 // continuation `target`, and the position of `input` whose logits predict target[0].
+// `context`: the request's context tokens, with which every choice's input starts, when no
+// choice of the request was cut to fit (core/train/cached_choices.h reads them once); empty
+// when one was.
 struct TaskSequence {
   size_t request = 0, choice = 0;
   std::vector<uint32_t> input, target;
   size_t first = 0;
+  std::vector<uint32_t> context;
 };
 
 // A task's requests encoded and cut to the model's context, so that every request the model
@@ -74,7 +80,7 @@ struct PreparedTask {
 
 // A UserError "FILE:LINE: what: how to fix" for a text the tokenizer cannot encode or encodes to
 // ids the model has no row for (`vocab_size`), a choice longer than the context, a choice that
-// adds no token, or max_tokens that leaves the prompt no room.
+// adds no token, or max_gen_toks that leaves the prompt no room.
 PreparedTask prepare_task(Task task, const Tokenizer& tokenizer, int64_t context_length,
                           int64_t vocab_size);
 

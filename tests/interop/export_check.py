@@ -2,6 +2,7 @@
 
 Run in the sid chroot (tools/interop.sh) against files the host's kiln wrote:
     export_check.py HF_DIR DATA_DIR KILN_LOSS SAMPLE_FILE PROMPT MICRO_BATCH SEQ_LEN LOGITS
+                    GENERATED
 
 Checks, each against what transformers computes itself:
   - AutoModelForCausalLM.from_pretrained loads every tensor: no missing, unexpected or
@@ -12,7 +13,11 @@ Checks, each against what transformers computes itself:
     (llm.c's: consecutive windows of MICRO_BATCH x SEQ_LEN + 1 tokens), equals `kiln eval
     --data`'s within 1e-4, and the logits of its first window equal those `kiln eval --logits`
     wrote (LOGITS, a .npy file) within 1e-4;
-  - a greedy generate() of 32 tokens after PROMPT equals `kiln sample --temperature 0`.
+  - a greedy generate() of 32 tokens after PROMPT equals `kiln sample --temperature 0`;
+  - greedy generate() of 32 tokens after each of 16 prompts, one at a time, gives the tokens
+    Kiln generated for them in one left-padded batch with its key/value cache (GENERATED: the
+    details of `kiln eval --task` on a generate task of those prompts), up to Kiln's stop at the
+    end-of-text token.
 Prints one line per check; exits 1 at the first that fails.
 """
 import glob
@@ -28,6 +33,7 @@ from transformers import AutoModelForCausalLM
 
 hf_dir, data_dir, kiln_loss, sample_file, prompt = sys.argv[1:6]
 micro_batch, seq_len, logits_file = int(sys.argv[6]), int(sys.argv[7]), sys.argv[8]
+generated_file = sys.argv[9]
 
 
 def fail(why):
@@ -112,3 +118,19 @@ if encode is not None:
     if text != kiln_text:
         fail(f"greedy generate gives {text!r}, kiln sample {kiln_text!r}")
     print(f"ok: greedy generate of 32 tokens equals kiln sample: {text!r}")
+
+kiln_rows = [json.loads(line) for line in open(generated_file)]
+if len(kiln_rows) != 16:
+    fail(f"kiln generated for {len(kiln_rows)} prompts, not 16")
+eot = model.config.eos_token_id
+for k in kiln_rows:
+    ids = torch.tensor([k["context"]])
+    with torch.no_grad():
+        out = model.generate(ids, max_new_tokens=32, do_sample=False, eos_token_id=None,
+                             pad_token_id=None)[0, ids.size(1):].tolist()
+    ours, theirs = k["generated"], out[:len(k["generated"])]
+    stopped = len(ours) == 32 or (eot is not None and out[len(ours)] == eot)
+    if ours != theirs or not stopped:
+        fail(f"prompt {k['item']}: greedy generate gives {out}, kiln generated {ours}")
+print(f"ok: 16 prompts x 32 greedy tokens, batched with kiln's cache, equal generate()'s "
+      f"token for token ({sum(len(k['generated']) for k in kiln_rows)} tokens)")

@@ -81,5 +81,15 @@ loss=$("$kiln" eval m --data "$scratch/data/val_*.bin" --logits "$scratch/logits
 prompt="In the beginning"
 "$kiln" sample m --prompt "$prompt" --tokens 32 --temperature 0 --db "$scratch/kiln.db" \
   2>/dev/null >"$scratch/sample.txt"
+# 16 prompts of different lengths, generated in one batch (left-padded, with the cache).
+for i in $(seq 16); do
+  words=$(head -c $((8 + i * 2)) <<<"In the beginning was the word number $((i * 37)), and the word")
+  printf '{"prompt": "%s", "answer": ""}\n' "$words"
+done >"$scratch/prompts.jsonl"
+printf 'name = "gen"\nkind = "generate"\nitems = "prompts.jsonl"\nmax_gen_toks = 32\nuntil = ["@"]\n' \
+  >"$scratch/gen.toml"
+"$kiln" eval m --task "$scratch/gen.toml" --batch 16 --details "$scratch/generated.jsonl" \
+  --db "$scratch/kiln.db" 2>/dev/null >/dev/null
 tools/interop.sh "$scratch" python3 /kiln/tests/interop/export_check.py "$scratch/hf" \
-  "$scratch/data" "$loss" "$scratch/sample.txt" "$prompt" 4 32 "$scratch/logits.npy"
+  "$scratch/data" "$loss" "$scratch/sample.txt" "$prompt" 4 32 "$scratch/logits.npy" \
+  "$scratch/generated.jsonl"

@@ -4,11 +4,14 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <iostream>
+#include <memory>
 
 #include <fmt/format.h>
 #include <torch/utils.h>
 #include <nlohmann/json.hpp>
 
+#include "core/api/kv_cache.h"
 #include "core/api/tokenizer.h"
 #include "core/app/run/opened_snapshot.h"
 #include "core/checkpoint/hf_directory.h"
@@ -19,6 +22,7 @@
 #include "core/train/assemble.h"
 #include "core/train/task_suite.h"
 #include "core/train/trainer.h"
+#include "core/util/allocation_meter.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
 #include "core/util/npy.h"
@@ -179,6 +183,7 @@ std::string sample_snapshot(const SnapshotRequest& request, const SampleOptions&
   if (options.tokens < 1) throw UserError("--tokens must be at least 1");
   if (options.temperature < 0) throw UserError("--temperature must be >= 0");
   if (options.top_k < 0) throw UserError("--top-k must be >= 0 (0 = no cut)");
+  install_allocation_meter();  // to print what the key/value cache takes
   OpenedSnapshot opened = open_snapshot_read_only(request, Assembly::kLoad);
   auto tokenizer = load_tokenizer(opened.run.train_data->tokenizer_dir());
   std::vector<uint32_t> ids = tokenizer->encode(options.prompt);
@@ -199,16 +204,30 @@ std::string sample_snapshot(const SnapshotRequest& request, const SampleOptions&
   announce(request, opened);
   torch::manual_seed(static_cast<uint64_t>(options.seed));
   torch::NoGradGuard no_grad;
-  auto context = torch::tensor(std::vector<int64_t>(ids.begin(), ids.end()), torch::kLong)
-                     .unsqueeze(0)
-                     .to(opened.run.device);
+  // The prompt is read once into a key/value cache, then each new token alone. A full context
+  // is read again from its last half (positions cannot run past the model's context).
+  const int64_t room = model.context_length();
+  std::vector<int64_t> tokens(ids.begin(), ids.end());
+  std::unique_ptr<KvCache> cache;
+  auto read = [&](int64_t count) {
+    const torch::Tensor in =
+        torch::tensor(std::vector<int64_t>(tokens.end() - count, tokens.end()), torch::kLong)
+            .unsqueeze(0)
+            .to(opened.run.device);
+    KvCacheScope reads(*cache, count, opened.run.device);
+    auto scope = opened.run.precision->forward_scope();
+    return model.forward(in).select(1, count - 1).narrow(-1, 0, vocab).to(torch::kFloat);
+  };
+  const int64_t live = allocation_counts(opened.run.device).live;
+  cache = std::make_unique<KvCache>(std::vector<int64_t>{0}, room);
+  torch::Tensor logits = read(std::min<int64_t>(static_cast<int64_t>(tokens.size()), room));
+  const auto measured =
+      allocation_counts(opened.run.device).live - live - static_cast<int64_t>(logits.nbytes());
+  std::cerr << fmt::format("kiln: key/value cache: {} for {} tokens of context ({} allocated)\n",
+                           format_bytes(static_cast<double>(cache->bytes())), room,
+                           format_bytes(static_cast<double>(measured)));
   std::vector<uint32_t> generated;
   for (int64_t i = 0; i < options.tokens; ++i) {
-    const int64_t t = std::min(context.size(1), model.context_length());
-    auto logits = model.forward(context.narrow(1, context.size(1) - t, t))
-                      .select(1, t - 1)
-                      .narrow(-1, 0, vocab)
-                      .to(torch::kFloat);
     torch::Tensor next;
     if (options.temperature == 0) {
       next = logits.argmax(-1, /*keepdim=*/true);
@@ -220,8 +239,15 @@ std::string sample_snapshot(const SnapshotRequest& request, const SampleOptions&
       }
       next = torch::multinomial(torch::softmax(logits, -1), 1);
     }
-    context = torch::cat({context, next}, 1);
-    generated.push_back(static_cast<uint32_t>(next.item<int64_t>()));
+    tokens.push_back(next.item<int64_t>());
+    generated.push_back(static_cast<uint32_t>(tokens.back()));
+    if (i + 1 == options.tokens) break;
+    if (cache->length() < room) {
+      logits = read(1);
+    } else {
+      cache = std::make_unique<KvCache>(std::vector<int64_t>{0}, room);
+      logits = read(room / 2);
+    }
   }
   return options.prompt + tokenizer->decode(generated);
 }
