@@ -15,8 +15,8 @@ thread_local KvCache* active_cache = nullptr;
 
 }  // namespace
 
-KvCache::KvCache(std::vector<int64_t> pad, int64_t capacity)
-    : pad_(std::move(pad)), capacity_(capacity) {}
+KvCache::KvCache(std::vector<int64_t> pad, int64_t capacity, int64_t context_length)
+    : pad_(std::move(pad)), capacity_(capacity), context_length_(context_length) {}
 
 int64_t KvCache::bytes() const {
   int64_t total = 0;
@@ -30,7 +30,7 @@ KvCache KvCache::select(const std::vector<int64_t>& rows) const {
   std::vector<int64_t> pad;
   for (int64_t r : rows)
     pad.push_back(pad_.at(static_cast<size_t>(r)));
-  KvCache out(std::move(pad), capacity_);
+  KvCache out(std::move(pad), capacity_, context_length_);
   out.length_ = length_;
   for (size_t layer = 0; layer < keys_.size(); ++layer) {
     const at::Tensor index = at::tensor(rows, at::kLong).to(keys_[layer].device());
@@ -44,7 +44,7 @@ at::Tensor KvCache::positions(int64_t time, c10::Device device) const {
   // Row b's real tokens count from 0 at index pad[b]; its padding reads position 0.
   const at::Tensor index = at::arange(length_, length_ + time, at::kLong).view({1, time});
   const at::Tensor pad = at::tensor(pad_, at::kLong).view({rows(), 1});
-  return (index - pad).clamp_min(0).to(device);
+  return (index - pad).clamp(0, context_length_ - 1).to(device);
 }
 
 void KvCache::begin(int64_t time) {

@@ -27,8 +27,10 @@ namespace kiln {
 
 class KvCache {
  public:
-  // Room for `capacity` tokens per row (padding included); `pad`: each row's left padding.
-  KvCache(std::vector<int64_t> pad, int64_t capacity);
+  // Room for `capacity` tokens per row (padding included); `pad`: each row's left padding;
+  // `context_length`: the model's, past which no position is given (a padding token at the end
+  // of a row shorter than its batch's longest reads the last one; its output is never used).
+  KvCache(std::vector<int64_t> pad, int64_t capacity, int64_t context_length);
 
   int64_t rows() const { return static_cast<int64_t>(pad_.size()); }
   // Tokens per row kept so far, padding included.
@@ -53,6 +55,7 @@ class KvCache {
 
   std::vector<int64_t> pad_;
   int64_t capacity_ = 0;
+  int64_t context_length_ = 0;
   int64_t length_ = 0;
   int64_t adding_ = 0;                     // the new tokens of the forward pass in progress
   size_t layer_ = 0;                       // the next attention layer of that pass

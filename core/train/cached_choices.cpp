@@ -61,7 +61,8 @@ void score_cached_choices(AssembledRun& run, const PreparedTask& prepared,
     }
     std::vector<int64_t> pad;
     const torch::Tensor read = left_padded(contexts, run.device, pad);
-    KvCache cache(pad, read.size(1) + static_cast<int64_t>(longest_choice));
+    KvCache cache(pad, read.size(1) + static_cast<int64_t>(longest_choice),
+                  run.model->context_length());
     const torch::Tensor first =
         torch::log_softmax(logits_of(run, cache, read).select(1, read.size(1) - 1), -1).cpu();
     // Each choice less its last token, right-padded: a padding token comes after every token

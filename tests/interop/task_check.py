@@ -49,17 +49,25 @@ def fail(why):
     sys.exit(1)
 
 
-# The character tokenizer: one token per byte of its table.
-table = json.load(open(tokenizer_json))["bytes"]
-id_of = {b: i for i, b in enumerate(table)}
+saved = json.load(open(tokenizer_json))
+if "bytes" in saved:  # Kiln's character tokenizer: one token per byte of its table
+    table = saved["bytes"]
+    id_of = {b: i for i, b in enumerate(table)}
 
+    def encode(text):
+        return [id_of[b] for b in text.encode("utf-8")]
 
-def encode(text):
-    return [id_of[b] for b in text.encode("utf-8")]
+    def decode(ids):
+        return bytes(table[i] for i in ids).decode("utf-8", errors="replace")
+else:  # a Hugging Face tokenizer.json, by the tokenizers library, as the harness's HFLM encodes
+    from tokenizers import Tokenizer
+    hf_tokenizer = Tokenizer.from_file(tokenizer_json)
 
+    def encode(text):
+        return hf_tokenizer.encode(text, add_special_tokens=False).ids
 
-def decode(ids):
-    return bytes(table[i] for i in ids).decode("utf-8", errors="replace")
+    def decode(ids):
+        return hf_tokenizer.decode(ids)
 
 
 def stored(task, metric):
@@ -133,7 +141,7 @@ def exact_match(spec, prediction, gold):
 
 model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)
 model.eval()
-max_length = model.config.n_positions
+max_length = getattr(model.config, "n_positions", None) or model.config.max_position_embeddings
 
 
 def score_choice(spec, docs, pool, kiln):

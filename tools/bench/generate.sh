@@ -33,7 +33,7 @@ max_gen_toks = $new
 until = ["\u0001never\u0001"]
 TOML
 for experiment in gpt2_124m llama_kjv; do
-  build/kiln run "experiments/$experiment.toml" --name "$experiment" --set train.steps=1 \
+  build/kiln run "experiments/$experiment.toml" --name "$experiment" --set train.steps=1 --set schedule.type=constant --set schedule.warmup=0 \
     --set train.micro_batch=1 --set train.seq_len=64 --set train.batch_tokens=64 \
     --set 'data.train=data/kjv_gpt2/train_*.bin' --set 'data.val=data/kjv_gpt2/val_*.bin' \
     --set eval.every=0 --set checkpoint.every=1 --set run.threads="$threads" \

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "core/app/run/sampling.h"
 #include "core/app/run/snapshot_commands.h"
 #include "core/store/runs/output_guard.h"
 #include "core/train/task_suite.h"
@@ -55,7 +56,20 @@ int task_command(const SnapshotArgs& args) {
   return kExitOk;
 }
 
+// A run's name, or --hf's directory: one of them.
+void check_source(const SnapshotArgs& args, const char* command) {
+  if (args.request.run.empty() == args.request.hf.empty()) {
+    throw UserError(fmt::format(
+        "kiln {} takes a run or --hf DIR (a Hugging Face model directory), one of them", command));
+  }
+}
+
 int eval_command(const SnapshotArgs& args) {
+  check_source(args, "eval");
+  if (!args.request.hf.empty() && args.tasks.task.empty()) {
+    throw UserError("--hf " + args.request.hf +
+                    ": kiln eval scores a Hugging Face directory on tasks: add --task FILE");
+  }
   if (!args.tasks.task.empty()) return task_command(args);
   if (!args.eval.logits.empty()) {
     check_output_path(args.eval.logits, args.request.db, "--logits");
@@ -75,6 +89,7 @@ int eval_command(const SnapshotArgs& args) {
 }
 
 int sample_command(const SnapshotArgs& args) {
+  check_source(args, "sample");
   restart_with_better_blas_kernels();
   std::cout << sample_snapshot(args.request, args.sampling) << std::endl;
   return kExitOk;
@@ -107,14 +122,23 @@ ChosenCommand add_snapshot_commands(CLI::App& app) {
   auto args = std::make_shared<SnapshotArgs>();
   args->request.note = [](const std::string& line) { std::cerr << "kiln: " << line << "\n"; };
   auto add_snapshot_options = [&](CLI::App* sub) {
-    sub->add_option("run", args->request.run, "run name or id")->required();
-    sub->add_option("--checkpoint", args->request.checkpoint, "latest, best or a step number")
-        ->capture_default_str();
+    CLI::Option* run = sub->add_option("run", args->request.run, "run name or id");
+    CLI::Option* checkpoint =
+        sub->add_option("--checkpoint", args->request.checkpoint, "latest, best or a step number")
+            ->capture_default_str();
     sub->add_option("--db", args->request.db, "run store")->capture_default_str();
+    return std::make_pair(run, checkpoint);
   };
   CLI::App* eval = app.add_subcommand(
       "eval", "a snapshot's loss on a data split, or its scores on evaluation tasks");
-  add_snapshot_options(eval);
+  // A Hugging Face directory instead of a run (no snapshot to choose).
+  auto add_hf_option = [&](CLI::App* sub, CLI::Option* checkpoint) {
+    sub->add_option("--hf", args->request.hf,
+                    "instead of a run: a Hugging Face model directory (config.json, safetensors "
+                    "weights, tokenizer.json) Kiln did not train")
+        ->excludes(checkpoint);
+  };
+  add_hf_option(eval, add_snapshot_options(eval).second);
   CLI::Option* split =
       eval->add_option("--split", args->eval.split, "val, test or train")->capture_default_str();
   CLI::Option* data =
@@ -148,7 +172,7 @@ ChosenCommand add_snapshot_commands(CLI::App& app) {
       ->needs(task);
 
   CLI::App* sample = app.add_subcommand("sample", "generate text from a snapshot");
-  add_snapshot_options(sample);
+  add_hf_option(sample, add_snapshot_options(sample).second);
   SampleOptions& sampling = args->sampling;
   sample->add_option("--prompt", sampling.prompt, "text to continue")->capture_default_str();
   sample->add_option("--tokens", sampling.tokens, "tokens to generate")->capture_default_str();
@@ -159,7 +183,7 @@ ChosenCommand add_snapshot_commands(CLI::App& app) {
 
   CLI::App* exporter = app.add_subcommand(
       "export", "write a snapshot's weights as a Hugging Face model directory or safetensors file");
-  add_snapshot_options(exporter);
+  add_snapshot_options(exporter).first->required();
   exporter
       ->add_option("-o,--output", args->export_path,
                    "a directory (model.safetensors + config.json, as Hugging Face's "

@@ -13,6 +13,7 @@
 
 #include "core/api/kv_cache.h"
 #include "core/api/tokenizer.h"
+#include "core/app/run/hf_checkpoint.h"
 #include "core/app/run/opened_snapshot.h"
 #include "core/checkpoint/hf_directory.h"
 #include "core/checkpoint/weights_io.h"
@@ -137,6 +138,8 @@ std::vector<Task> tasks_named(const std::string& given, const AssembledRun& run,
       names.empty() ? "it has no eval.tasks" : "its tasks are " + join(names, ", ")));
 }
 
+}  // namespace
+
 std::string details_lines(const std::vector<TaskResult>& results) {
   std::string out;
   for (const TaskResult& result : results) {
@@ -157,10 +160,9 @@ std::string details_lines(const std::vector<TaskResult>& results) {
   return out;
 }
 
-}  // namespace
-
 TaskReport evaluate_tasks(const SnapshotRequest& request, const TaskEvalOn& on) {
   if (on.batch < 0) throw UserError("--batch must be at least 1 (0 = the run's eval.task_batch)");
+  if (!request.hf.empty()) return evaluate_hf_tasks(request, on);
   require_store_file(request.db);
   RunStore store(request.db);  // it records rows: a store it cannot write is refused first
   OpenedSnapshot opened = open_snapshot(request, store.connection(), RunColumns{}, Assembly::kLoad);
@@ -177,79 +179,6 @@ TaskReport evaluate_tasks(const SnapshotRequest& request, const TaskEvalOn& on) 
     store.add_task_scores(opened.info.id, task_score_rows(result, report.step, report.checkpoint));
   if (!on.details.empty()) write_file_atomic(on.details, details_lines(report.results));
   return report;
-}
-
-std::string sample_snapshot(const SnapshotRequest& request, const SampleOptions& options) {
-  if (options.tokens < 1) throw UserError("--tokens must be at least 1");
-  if (options.temperature < 0) throw UserError("--temperature must be >= 0");
-  if (options.top_k < 0) throw UserError("--top-k must be >= 0 (0 = no cut)");
-  install_allocation_meter();  // to print what the key/value cache takes
-  OpenedSnapshot opened = open_snapshot_read_only(request, Assembly::kLoad);
-  auto tokenizer = load_tokenizer(opened.run.train_data->tokenizer_dir());
-  std::vector<uint32_t> ids = tokenizer->encode(options.prompt);
-  if (ids.empty()) {
-    auto start = tokenizer->end_of_text();
-    ids = start ? std::vector<uint32_t>{*start} : tokenizer->encode("\n");
-  }
-  Model& model = *opened.run.model;
-  const int64_t vocab = model.vocab_size();
-  for (uint32_t id : ids) {
-    if (static_cast<int64_t>(id) >= vocab) {
-      throw UserError(fmt::format(
-          "the prompt encodes to token id {}, but the model of run '{}' has {} ids: use a "
-          "prompt in the text the run was trained on",
-          id, opened.info.name, vocab));
-    }
-  }
-  announce(request, opened);
-  torch::manual_seed(static_cast<uint64_t>(options.seed));
-  torch::NoGradGuard no_grad;
-  // The prompt is read once into a key/value cache, then each new token alone. A full context
-  // is read again from its last half (positions cannot run past the model's context).
-  const int64_t room = model.context_length();
-  std::vector<int64_t> tokens(ids.begin(), ids.end());
-  std::unique_ptr<KvCache> cache;
-  auto read = [&](int64_t count) {
-    const torch::Tensor in =
-        torch::tensor(std::vector<int64_t>(tokens.end() - count, tokens.end()), torch::kLong)
-            .unsqueeze(0)
-            .to(opened.run.device);
-    KvCacheScope reads(*cache, count, opened.run.device);
-    auto scope = opened.run.precision->forward_scope();
-    return model.forward(in).select(1, count - 1).narrow(-1, 0, vocab).to(torch::kFloat);
-  };
-  const int64_t live = allocation_counts(opened.run.device).live;
-  cache = std::make_unique<KvCache>(std::vector<int64_t>{0}, room);
-  torch::Tensor logits = read(std::min<int64_t>(static_cast<int64_t>(tokens.size()), room));
-  const auto measured =
-      allocation_counts(opened.run.device).live - live - static_cast<int64_t>(logits.nbytes());
-  std::cerr << fmt::format("kiln: key/value cache: {} for {} tokens of context ({} allocated)\n",
-                           format_bytes(static_cast<double>(cache->bytes())), room,
-                           format_bytes(static_cast<double>(measured)));
-  std::vector<uint32_t> generated;
-  for (int64_t i = 0; i < options.tokens; ++i) {
-    torch::Tensor next;
-    if (options.temperature == 0) {
-      next = logits.argmax(-1, /*keepdim=*/true);
-    } else {
-      logits = logits / options.temperature;
-      if (options.top_k > 0 && options.top_k < vocab) {
-        auto kth = std::get<0>(logits.topk(options.top_k, -1)).narrow(-1, options.top_k - 1, 1);
-        logits = logits.masked_fill(logits < kth, -INFINITY);
-      }
-      next = torch::multinomial(torch::softmax(logits, -1), 1);
-    }
-    tokens.push_back(next.item<int64_t>());
-    generated.push_back(static_cast<uint32_t>(tokens.back()));
-    if (i + 1 == options.tokens) break;
-    if (cache->length() < room) {
-      logits = read(1);
-    } else {
-      cache = std::make_unique<KvCache>(std::vector<int64_t>{0}, room);
-      logits = read(room / 2);
-    }
-  }
-  return options.prompt + tokenizer->decode(generated);
 }
 
 bool exports_directory(const std::string& out_path) {

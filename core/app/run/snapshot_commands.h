@@ -15,7 +15,9 @@ namespace kiln {
 
 struct SnapshotRequest {
   std::string db = default_run_db();
-  std::string run;                               // name or id
+  std::string run;  // name or id
+  std::string
+      hf;  // instead of a run: a Hugging Face model directory (core/app/run/hf_checkpoint.h)
   std::string checkpoint = "latest";             // latest | best | a step number
   std::function<void(const std::string&)> note;  // progress and warnings, one line each
 };
@@ -64,19 +66,12 @@ struct TaskReport {
   double seconds = 0;  // scoring, all tasks
 };
 
-// The tasks' scores, recorded in task_scores under the snapshot's label.
+// The tasks' scores, recorded in task_scores under the snapshot's label; of request.hf's
+// directory when it is set (evaluate_hf_tasks).
 TaskReport evaluate_tasks(const SnapshotRequest& request, const TaskEvalOn& on);
 
-struct SampleOptions {
-  std::string prompt;
-  int64_t tokens = 200;
-  double temperature = 1.0;  // 0 = always the most likely token
-  int64_t top_k = 0;         // 0 = no cut
-  int64_t seed = 1337;
-};
-
-// The prompt followed by the generated text.
-std::string sample_snapshot(const SnapshotRequest& request, const SampleOptions& options);
+// What --details writes: per request, its token ids, log-likelihoods or generation.
+std::string details_lines(const std::vector<TaskResult>& results);
 
 // Whether `kiln export -o out_path` writes a Hugging Face model directory (model.safetensors and
 // config.json in it) rather than one file: any path not ending in ".safetensors".

@@ -84,7 +84,7 @@ TEST_P(KvCacheModels, PrefillThenOneTokenAtATimeEqualsTheWholeForwardPass) {
     for (int64_t t = 0; t < lengths[b]; ++t)
       prompt[b][pad.back() + t] = rows[b][t];
   }
-  KvCache cache(pad, longest + continued);
+  KvCache cache(pad, longest + continued, model->context_length());
   torch::Tensor logits;
   {
     KvCacheScope scope(cache, longest, torch::kCPU);
@@ -125,7 +125,7 @@ TEST_P(KvCacheModels, SelectedRowsContinueApart) {
     prompt[0][3 + t] = rows[0][t];
   for (int64_t t = 0; t < 7; ++t)
     prompt[1][t] = rows[1][t];
-  KvCache context({3, 0}, 10);
+  KvCache context({3, 0}, 10, model->context_length());
   {
     KvCacheScope scope(context, 7, torch::kCPU);
     model->forward(prompt);
@@ -159,7 +159,7 @@ TEST(KvCache, ItsBytesAreWhatTheAllocatorGaveIt) {
   torch::NoGradGuard no_grad;
   auto model = model_of("llama", kCases[2].sets);
   const int64_t before = allocation_counts(torch::kCPU).live;
-  KvCache cache({0, 2}, 20);
+  KvCache cache({0, 2}, 20, model->context_length());
   {
     KvCacheScope scope(cache, 6, torch::kCPU);
     model->forward(torch::ones({2, 6}, torch::kLong));

@@ -170,6 +170,7 @@ const std::vector<Item> kItems = {
     {"caf", {"é", "ée", "ez"}, 0},  // characters and bytes differ
     {"d", {"ééé", "eeee", "éa"}, 1},
     {"r\u00e9", {"sum\u00e9", "e", "ss\u00e9s"}, 2},
+    {"abcdefghijklm", {"x", "y"}, 0},  // a batch of it and "Q:\n" reaches past the block
 };
 
 TEST_F(TaskScoring, ChoiceLogLikelihoodsAccAndStandardErrorsMatchOneRowAtATime) {
@@ -181,7 +182,7 @@ TEST_F(TaskScoring, ChoiceLogLikelihoodsAccAndStandardErrorsMatchOneRowAtATime) 
         "\n";
   }
   const PreparedTask t = task("kind = \"choice\"\n", jsonl);
-  const TaskResult result = score_task(*run_, *tokenizer_, t, {3});
+  const TaskResult result = score_task(*run_, *tokenizer_, t, {16});
   ASSERT_EQ(result.details.size(), kItems.size());
   std::vector<double> expected(3, 0.0);  // acc, acc_norm, acc_bytes
   int64_t cut = 0;

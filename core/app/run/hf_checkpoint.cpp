@@ -1,0 +1,188 @@
+#include "core/app/run/hf_checkpoint.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#define XXH_INLINE_ALL
+#include <fmt/format.h>
+#include <torch/torch.h>
+#include <xxhash.h>
+#include <nlohmann/json.hpp>
+
+#include "core/api/tokenizer.h"
+#include "core/checkpoint/hf_directory.h"
+#include "core/config/config.h"
+#include "core/store/runs/lookup.h"
+#include "core/store/runs/writer.h"
+#include "core/train/task_suite.h"
+#include "core/util/error.h"
+#include "core/util/file_fingerprint.h"
+#include "core/util/fs.h"
+#include "core/util/process.h"
+#include "core/util/text.h"
+
+namespace kiln {
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+json read_json(const std::string& path, const std::string& dir) {
+  std::ifstream in(path);
+  if (!in) {
+    throw UserError(
+        fmt::format("{}: no {}: give a Hugging Face model directory (config.json, "
+                    "tokenizer.json and safetensors weights)",
+                    dir, fs::path(path).filename().string()));
+  }
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    throw UserError(json_error_text(path, e.what()) + ": not valid JSON: fix or replace the file");
+  }
+}
+
+// A field of config.json, or a UserError naming it.
+template <class T>
+T field(const json& config, const char* key, const std::string& dir) {
+  const auto it = config.find(key);
+  if (it == config.end() || it->is_null()) {
+    throw UserError(fmt::format("{}/config.json has no \"{}\": a model needs it", dir, key));
+  }
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    throw UserError(
+        fmt::format("{}/config.json: \"{}\" is {}, not a number", dir, key, it->dump()));
+  }
+}
+
+// The [model] section config.json describes, as TOML lines.
+std::string model_section(const json& c, const std::string& dir) {
+  const std::string type = c.value("model_type", "");
+  if (type == "gpt2") {
+    return fmt::format(
+        "type = \"gpt\"\nn_layer = {}\nn_head = {}\nn_embd = {}\nblock_size = {}\nvocab_size = "
+        "{}\nbias = true\ndropout = 0.0\n",
+        field<int64_t>(c, "n_layer", dir), field<int64_t>(c, "n_head", dir),
+        field<int64_t>(c, "n_embd", dir), field<int64_t>(c, "n_positions", dir),
+        field<int64_t>(c, "vocab_size", dir));
+  }
+  if (type != "llama") {
+    throw UserError(fmt::format(
+        "{}/config.json: model_type \"{}\" has no Kiln model: Kiln reads gpt2 (as gpt) and "
+        "llama (as llama) directories",
+        dir, type));
+  }
+  // transformers 5 keeps rope_theta and the Llama 3 scaling in rope_parameters; 4 at the top.
+  const json rope = c.contains("rope_parameters") && c["rope_parameters"].is_object()
+                        ? c["rope_parameters"]
+                        : c.value("rope_scaling", json::object());
+  const double theta = c.contains("rope_theta") ? field<double>(c, "rope_theta", dir)
+                                                : rope.value("rope_theta", 10000.0);
+  std::string section = fmt::format(
+      "type = \"llama\"\nn_layer = {}\nn_head = {}\nn_kv_head = {}\nn_embd = {}\nffn_dim = {}\n"
+      "block_size = {}\nvocab_size = {}\nnorm_eps = {:.17g}\nrope_theta = {:.17g}\n"
+      "tie_embeddings = {}\ndropout = 0.0\n",
+      field<int64_t>(c, "num_hidden_layers", dir), field<int64_t>(c, "num_attention_heads", dir),
+      c.value("num_key_value_heads", field<int64_t>(c, "num_attention_heads", dir)),
+      field<int64_t>(c, "hidden_size", dir), field<int64_t>(c, "intermediate_size", dir),
+      field<int64_t>(c, "max_position_embeddings", dir), field<int64_t>(c, "vocab_size", dir),
+      c.value("rms_norm_eps", 1e-6), theta, c.value("tie_word_embeddings", false));
+  if (rope.is_object() && rope.value("rope_type", "") == "llama3") {
+    section += fmt::format(
+        "rope_scaling_factor = {:.17g}\nrope_low_freq_factor = {:.17g}\nrope_high_freq_factor = "
+        "{:.17g}\nrope_original_context = {}\n",
+        rope.value("factor", 8.0), rope.value("low_freq_factor", 1.0),
+        rope.value("high_freq_factor", 4.0), rope.value("original_max_position_embeddings", 8192));
+  }
+  return section;
+}
+
+// XXH3 over each file's own checksum, in name order.
+std::string fingerprint_of(const std::string& dir) {
+  std::string checksums;
+  for (const char* pattern : {"/config.json", "/tokenizer.json", "/*.safetensors"}) {
+    for (const FileFingerprint& f : fingerprint_files(dir + pattern))
+      checksums += fs::path(f.path).filename().string() + " " + f.checksum + "\n";
+  }
+  return fmt::format("hf:{:016x}", XXH3_64bits(checksums.data(), checksums.size()));
+}
+
+}  // namespace
+
+HfCheckpoint open_hf_checkpoint(const std::string& given) {
+  HfCheckpoint out;
+  out.dir = absolute_path(given);
+  if (!fs::is_directory(out.dir)) {
+    throw UserError(
+        fmt::format("--hf {}: not a directory: give a Hugging Face model directory", given));
+  }
+  const json config = read_json(out.dir + "/config.json", given);
+  const std::string section = model_section(config, given);
+  if (!fs::exists(out.dir + "/model.safetensors") &&
+      !fs::exists(out.dir + "/model.safetensors.index.json")) {
+    throw UserError(fmt::format(
+        "{}: no weights (model.safetensors, or model.safetensors.index.json and its shards): "
+        "save the model with save_pretrained(..., safe_serialization=True)",
+        given));
+  }
+  if (!fs::exists(out.dir + "/tokenizer.json")) {
+    throw UserError(fmt::format(
+        "{}: no tokenizer.json: save the tokenizer beside the model (tokenizer.save_pretrained)",
+        given));
+  }
+  out.tokenizer = TokenizerRegistry::create("hf", json{{"file", out.dir + "/tokenizer.json"}});
+  out.name = "hf-" + fs::path(out.dir).filename().string();
+  out.fingerprint = fingerprint_of(out.dir);
+  // In float32, as the harness scores a float32 checkpoint: no precision chosen by measurement.
+  // Nothing trains: train.seq_len only has to fit the model's context.
+  const ResolvedConfig resolved = load_config_text(
+      "[model]\n" + section + "\n[precision]\ntype = \"fp32\"\n\n[train]\nseq_len = 1\n",
+      out.dir + "/config.json", {});
+  out.run = assemble(resolved, Assembly::kWeights);
+  torch::NoGradGuard no_grad;
+  out.run.model->import_weights(read_model_weights(out.dir, out.run.model->interchange_config()));
+  out.run.model->eval();
+  return out;
+}
+
+TaskReport evaluate_hf_tasks(const SnapshotRequest& request, const TaskEvalOn& on) {
+  HfCheckpoint checkpoint = open_hf_checkpoint(request.hf);
+  const TaskSuite suite(load_tasks(absolute_path(on.task), "--task"), checkpoint.tokenizer,
+                        checkpoint.run.model->context_length(), checkpoint.run.model->vocab_size());
+  RunStore store(request.db);
+  int64_t id = 0;
+  if (const auto known = lookup_run(store.connection(), checkpoint.name, RunColumns{})) {
+    if (known->experiment != checkpoint.dir) {
+      throw UserError(fmt::format(
+          "--hf {}: the run store's run '{}' holds the scores of {}, another directory: rename "
+          "this folder, or use another --db",
+          request.hf, checkpoint.name, known->experiment));
+    }
+    id = known->id;
+  } else {
+    const ResolvedConfig& config = checkpoint.run.config;
+    id = store.create_run(NewRun{checkpoint.name, checkpoint.dir, config.to_toml(), config.hash(),
+                                 0, 1, 0, "", host_name(), "", "", ""});
+    store.finish_run(id, "completed");
+  }
+  if (request.note) {
+    request.note(fmt::format("{}: {} ({}), run '{}'", request.hf, checkpoint.fingerprint,
+                             checkpoint.run.config.type("model"), checkpoint.name));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const TaskScoring scoring{on.batch > 0 ? on.batch : checkpoint.run.eval.task_batch};
+  TaskReport report{checkpoint.name, checkpoint.fingerprint, 0,
+                    suite.score(checkpoint.run, scoring), 0};
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const TaskResult& result : report.results)
+    store.add_task_scores(id, task_score_rows(result, 0, checkpoint.fingerprint));
+  if (!on.details.empty()) write_file_atomic(on.details, details_lines(report.results));
+  return report;
+}
+
+}  // namespace kiln

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Interop: `kiln eval --hf` on a model directory transformers made and Kiln never trained
+# (tests/interop/hf_eval_make.py), scored again in the sid chroot by lm-evaluation-harness's
+# rules with transformers and the tokenizers library on the same directory
+# (tests/interop/task_check.py): choices whose characters are not their bytes, the same in
+# ChatML turns, and a generation task with one first_n example.
+#   tests/interop/hf_eval_test.sh KILN VARIANT      (VARIANT: llama | gpt2)
+# Exit 77: skipped (the chroot cannot be made here; tools/interop.sh).
+set -euo pipefail
+kiln=$1 variant=$2
+source "$(dirname "$0")/common.sh"
+mkdir "$scratch/model" "$scratch/tasks"
+tools/interop.sh "$scratch" python3 /kiln/tests/interop/hf_eval_make.py "$scratch/model" \
+  "$variant" /kiln
+cp tests/interop/tasks/accents{.jsonl,.toml,_chat.toml} experiments/tasks/arithmetic.jsonl \
+  "$scratch/tasks/"
+sed 's/^num_fewshot = 1$/num_fewshot = 1\nfewshot_sampler = "first_n"\nlimit = 24/;
+     s/^max_gen_toks = 16$/max_gen_toks = 8/' \
+  experiments/tasks/arithmetic.toml >"$scratch/tasks/arithmetic.toml"
+checks=()
+for task in accents accents_chat arithmetic; do
+  "$kiln" eval --hf "$scratch/model" --task "$scratch/tasks/$task.toml" \
+    --details "$scratch/$task.kiln.jsonl" --batch 8 --db "$scratch/kiln.db"
+  checks+=("$scratch/tasks/$task.toml=$scratch/$task.kiln.jsonl")
+done
+# The directory is a run of the store, beside any other: listed, and its scores shown.
+"$kiln" runs show "hf-model" --db "$scratch/kiln.db" | grep -q "accents" ||
+  { echo "FAIL: runs show hf-model lists no accents score"; exit 1; }
+tools/interop.sh "$scratch" python3 /kiln/tests/interop/task_check.py "$scratch/model" \
+  "$scratch/model/tokenizer.json" "$scratch/kiln.db" "${checks[@]}"
