@@ -47,18 +47,20 @@ at::Tensor KvCache::positions(int64_t time, c10::Device device) const {
   return (index - pad).clamp(0, context_length_ - 1).to(device);
 }
 
-void KvCache::begin(int64_t time) {
+void KvCache::begin(int64_t time, bool last_only) {
   if (length_ + time > capacity_) {
     throw std::logic_error("KvCache: " + std::to_string(length_ + time) +
                            " tokens per row, past its capacity of " + std::to_string(capacity_));
   }
   adding_ = time;
   layer_ = 0;
+  last_only_ = last_only;
 }
 
 void KvCache::end() {
   length_ += adding_;
   adding_ = 0;
+  last_only_ = false;
 }
 
 at::Tensor KvCache::attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
@@ -91,9 +93,9 @@ at::Tensor KvCache::attend(const at::Tensor& q, const at::Tensor& k, const at::T
   return at::matmul(weights, values.unsqueeze(2)).view({batch, heads, time, dim});
 }
 
-KvCacheScope::KvCacheScope(KvCache& cache, int64_t time, c10::Device device)
+KvCacheScope::KvCacheScope(KvCache& cache, int64_t time, c10::Device device, CachedLogits logits)
     : cache_(cache), previous_(active_cache), positions_(cache.positions(time, device)) {
-  cache_.begin(time);
+  cache_.begin(time, logits == CachedLogits::kLast);
   active_cache = &cache_;
 }
 

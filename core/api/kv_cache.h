@@ -33,6 +33,8 @@ class KvCache {
   KvCache(std::vector<int64_t> pad, int64_t capacity, int64_t context_length);
 
   int64_t rows() const { return static_cast<int64_t>(pad_.size()); }
+  // Whether the forward pass in progress wants the last position's logits only.
+  bool last_logits_only() const { return last_only_; }
   // Tokens per row kept so far, padding included.
   int64_t length() const { return length_; }
   // Bytes the cache's tensors hold (allocated in full at the first forward pass).
@@ -50,7 +52,7 @@ class KvCache {
  private:
   friend class KvCacheScope;
   at::Tensor positions(int64_t time, c10::Device device) const;
-  void begin(int64_t time);
+  void begin(int64_t time, bool last_only);
   void end();
 
   std::vector<int64_t> pad_;
@@ -59,13 +61,22 @@ class KvCache {
   int64_t length_ = 0;
   int64_t adding_ = 0;                     // the new tokens of the forward pass in progress
   size_t layer_ = 0;                       // the next attention layer of that pass
+  bool last_only_ = false;                 // that pass wants the last position's logits only
   std::vector<at::Tensor> keys_, values_;  // per attention layer: [batch, kv_heads, capacity, d]
+};
+
+// What a forward pass in a KvCacheScope returns.
+enum class CachedLogits {
+  kEvery,  // the logits of every new token
+  kLast,   // of the last one only: Model::forward runs its last layer (the output head, which
+           // works on each position alone) on the last position, [batch, 1, vocab]
 };
 
 // One forward pass over `time` new tokens per row reads and extends `cache` (on this thread).
 class KvCacheScope {
  public:
-  KvCacheScope(KvCache& cache, int64_t time, c10::Device device);
+  KvCacheScope(KvCache& cache, int64_t time, c10::Device device,
+               CachedLogits logits = CachedLogits::kEvery);
   ~KvCacheScope();
   KvCacheScope(const KvCacheScope&) = delete;
   KvCacheScope& operator=(const KvCacheScope&) = delete;

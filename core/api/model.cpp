@@ -5,14 +5,20 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include "core/api/kv_cache.h"
 #include "core/util/error.h"
 
 namespace kiln {
 
 torch::Tensor Model::forward(const torch::Tensor& tokens) {
   torch::Tensor x = tokens;
-  for (size_t i = 0; i < layers_.size(); ++i)
+  const KvCache* cache = active_kv_cache();
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    // A cached read that wants the last position's logits: the head reads that position alone.
+    if (cache && cache->last_logits_only() && i + 1 == layers_.size() && x.size(1) > 1)
+      x = x.narrow(1, x.size(1) - 1, 1);
     x = runner_ ? runner_(i, *layers_[i], x) : layers_[i]->forward(x);
+  }
   return x;
 }
 

@@ -74,7 +74,9 @@ class Model : public torch::nn::Module {
   virtual std::vector<ParameterSplit> split_for_tensor_parallel(const TensorParallelGroup& group);
 
   const std::vector<std::shared_ptr<Layer>>& layers() const { return layers_; }
-  // Runs every layer in order through the layer runner (by default layer.forward(x)).
+  // Runs every layer in order through the layer runner (by default layer.forward(x)). Inside a
+  // KvCacheScope that asks for the last position's logits (core/api/kv_cache.h), the last layer,
+  // the head, gets the last position alone: a head works on each position by itself.
   torch::Tensor forward(const torch::Tensor& tokens);
   // How forward() runs layer `index`: a strategy that keeps a layer's weights elsewhere between
   // uses (fsdp) installs one that fetches them first. Set at most once, by attach().

@@ -64,7 +64,7 @@ void score_cached_choices(AssembledRun& run, const PreparedTask& prepared,
     KvCache cache(pad, read.size(1) + static_cast<int64_t>(longest_choice),
                   run.model->context_length());
     const torch::Tensor first =
-        torch::log_softmax(logits_of(run, cache, read).select(1, read.size(1) - 1), -1).cpu();
+        torch::log_softmax(logits_of(run, cache, read, /*last=*/true).select(1, 0), -1).cpu();
     // Each choice less its last token, right-padded: a padding token comes after every token
     // that is scored, which never sees it. At least one column, so that every rank forwards.
     std::vector<std::vector<uint32_t>> tails;

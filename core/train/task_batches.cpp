@@ -99,8 +99,9 @@ torch::Tensor logits_of(AssembledRun& run, const torch::Tensor& tokens) {
   return run.model->forward(tokens).narrow(-1, 0, vocab).to(torch::kFloat);
 }
 
-torch::Tensor logits_of(AssembledRun& run, KvCache& cache, const torch::Tensor& tokens) {
-  KvCacheScope reads(cache, tokens.size(1), run.device);
+torch::Tensor logits_of(AssembledRun& run, KvCache& cache, const torch::Tensor& tokens, bool last) {
+  KvCacheScope reads(cache, tokens.size(1), run.device,
+                     last ? CachedLogits::kLast : CachedLogits::kEvery);
   return logits_of(run, tokens);
 }
 

@@ -87,7 +87,7 @@ void score_generations(AssembledRun& run, const Tokenizer& tokenizer, const Prep
     std::vector<int64_t> pad;
     const torch::Tensor prompt = left_padded(rows, run.device, pad);
     KvCache cache(pad, prompt.size(1) + spec.max_gen_toks, run.model->context_length());
-    torch::Tensor last = logits_of(run, cache, prompt).select(1, prompt.size(1) - 1).cpu();
+    torch::Tensor last = logits_of(run, cache, prompt, /*last=*/true).select(1, 0).cpu();
     std::vector<bool> done(batch.size(), false);
     for (int64_t t = 0; t < spec.max_gen_toks; ++t) {
       int64_t active = 0;

@@ -4,7 +4,8 @@
 # rules with transformers and the tokenizers library on the same directory
 # (tests/interop/task_check.py): choices whose characters are not their bytes, the same in
 # ChatML turns, and a generation task with one first_n example.
-#   tests/interop/hf_eval_test.sh KILN VARIANT      (VARIANT: llama | gpt2)
+# Then `kiln sample --hf` against generate() and the tokenizers library's decode.
+#   tests/interop/hf_eval_test.sh KILN VARIANT   (VARIANT: llama | qwen_tokenizer | gpt2)
 # Exit 77: skipped (the chroot cannot be made here; tools/interop.sh).
 set -euo pipefail
 kiln=$1 variant=$2
@@ -28,3 +29,11 @@ done
   { echo "FAIL: runs show hf-model lists no accents score"; exit 1; }
 tools/interop.sh "$scratch" python3 /kiln/tests/interop/task_check.py "$scratch/model" \
   "$scratch/model/tokenizer.json" "$scratch/kiln.db" "${checks[@]}"
+# kiln sample --hf: greedy tokens, decoded by Kiln, as transformers and tokenizers give them.
+prompt="Déjà vu: the café's crème brûlée"
+"$kiln" sample --hf "$scratch/model" --prompt "$prompt" --tokens 24 --temperature 0 \
+  >"$scratch/sample.txt" 2>"$scratch/sample.err"
+grep -q "key/value cache: .* allocated" "$scratch/sample.err" ||
+  { echo "FAIL: kiln sample printed no key/value cache line: $(cat "$scratch/sample.err")"; exit 1; }
+tools/interop.sh "$scratch" python3 /kiln/tests/interop/hf_sample_check.py "$scratch/model" \
+  "$prompt" "$scratch/sample.txt" 24

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <vector>
@@ -22,9 +23,11 @@ namespace kiln {
 
 namespace {
 
-// The prompt continued by `run`'s model; `source` names it in errors.
+// The prompt continued by `run`'s model; `source` names it in errors. `checked` is called once
+// the prompt is known to fit the model, before anything is generated.
 std::string continue_prompt(AssembledRun& run, const Tokenizer& tokenizer,
-                            const SampleOptions& options, const std::string& source) {
+                            const SampleOptions& options, const std::string& source,
+                            const std::function<void()>& checked) {
   std::vector<uint32_t> ids = tokenizer.encode(options.prompt);
   if (ids.empty()) {
     auto start = tokenizer.end_of_text();
@@ -40,6 +43,7 @@ std::string continue_prompt(AssembledRun& run, const Tokenizer& tokenizer,
                       id, source, vocab));
     }
   }
+  checked();
   torch::manual_seed(static_cast<uint64_t>(options.seed));
   torch::NoGradGuard no_grad;
   // The prompt is read once into a key/value cache, then each new token alone. A full context
@@ -52,9 +56,9 @@ std::string continue_prompt(AssembledRun& run, const Tokenizer& tokenizer,
         torch::tensor(std::vector<int64_t>(tokens.end() - count, tokens.end()), torch::kLong)
             .unsqueeze(0)
             .to(run.device);
-    KvCacheScope reads(*cache, count, run.device);
+    KvCacheScope reads(*cache, count, run.device, CachedLogits::kLast);
     auto scope = run.precision->forward_scope();
-    return model.forward(in).select(1, count - 1).narrow(-1, 0, vocab).to(torch::kFloat);
+    return model.forward(in).select(1, 0).narrow(-1, 0, vocab).to(torch::kFloat);
   };
   const int64_t live = allocation_counts(run.device).live;
   cache = std::make_unique<KvCache>(std::vector<int64_t>{0}, room, room);
@@ -99,12 +103,12 @@ std::string sample_snapshot(const SnapshotRequest& request, const SampleOptions&
   install_allocation_meter();  // to print what the key/value cache takes
   if (!request.hf.empty()) {
     HfCheckpoint checkpoint = open_hf_checkpoint(request.hf);
-    return continue_prompt(checkpoint.run, *checkpoint.tokenizer, options, request.hf);
+    return continue_prompt(checkpoint.run, *checkpoint.tokenizer, options, request.hf, [] {});
   }
   OpenedSnapshot opened = open_snapshot_read_only(request, Assembly::kLoad);
   auto tokenizer = load_tokenizer(opened.run.train_data->tokenizer_dir());
-  announce(request, opened);
-  return continue_prompt(opened.run, *tokenizer, options, "run '" + opened.info.name + "'");
+  return continue_prompt(opened.run, *tokenizer, options, "run '" + opened.info.name + "'",
+                         [&] { announce(request, opened); });
 }
 
 }  // namespace kiln

@@ -151,6 +151,35 @@ TEST_P(KvCacheModels, SelectedRowsContinueApart) {
   }
 }
 
+TEST_P(KvCacheModels, AReadForTheLastLogitsKeepsTheSameCache) {
+  torch::NoGradGuard no_grad;
+  auto model = model_of(GetParam().type, GetParam().sets);
+  const auto prompt = torch::randint(model->vocab_size(), {2, 6}, torch::kLong);
+  KvCache every({0, 2}, 7, model->context_length()), last({0, 2}, 7, model->context_length());
+  torch::Tensor all, one;
+  {
+    KvCacheScope scope(every, 6, torch::kCPU);
+    all = model->forward(prompt);
+  }
+  {
+    KvCacheScope scope(last, 6, torch::kCPU, CachedLogits::kLast);
+    one = model->forward(prompt);
+  }
+  ASSERT_EQ(one.size(1), 1);
+  EXPECT_TRUE(torch::allclose(one.select(1, 0), all.select(1, 5), 1e-5, 1e-5)) << GetParam().name;
+  const auto next = torch::ones({2, 1}, torch::kLong);
+  torch::Tensor after_every, after_last;
+  {
+    KvCacheScope scope(every, 1, torch::kCPU);
+    after_every = model->forward(next);
+  }
+  {
+    KvCacheScope scope(last, 1, torch::kCPU);
+    after_last = model->forward(next);
+  }
+  EXPECT_TRUE(torch::allclose(after_every, after_last, 1e-6, 1e-6)) << GetParam().name;
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, KvCacheModels, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return info.param.name; });
 
