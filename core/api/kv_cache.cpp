@@ -1,6 +1,7 @@
 #include "core/api/kv_cache.h"
 
 #include <cmath>
+#include <exception>
 #include <stdexcept>
 #include <utility>
 
@@ -57,8 +58,8 @@ void KvCache::begin(int64_t time, bool last_only) {
   last_only_ = last_only;
 }
 
-void KvCache::end() {
-  length_ += adding_;
+void KvCache::end(bool completed) {
+  if (completed) length_ += adding_;
   adding_ = 0;
   last_only_ = false;
 }
@@ -94,13 +95,16 @@ at::Tensor KvCache::attend(const at::Tensor& q, const at::Tensor& k, const at::T
 }
 
 KvCacheScope::KvCacheScope(KvCache& cache, int64_t time, c10::Device device, CachedLogits logits)
-    : cache_(cache), previous_(active_cache), positions_(cache.positions(time, device)) {
+    : cache_(cache),
+      previous_(active_cache),
+      exceptions_(std::uncaught_exceptions()),
+      positions_(cache.positions(time, device)) {
   cache_.begin(time, logits == CachedLogits::kLast);
   active_cache = &cache_;
 }
 
 KvCacheScope::~KvCacheScope() {
-  cache_.end();
+  cache_.end(std::uncaught_exceptions() == exceptions_);
   active_cache = previous_;
 }
 

@@ -53,7 +53,7 @@ class KvCache {
   friend class KvCacheScope;
   at::Tensor positions(int64_t time, c10::Device device) const;
   void begin(int64_t time, bool last_only);
-  void end();
+  void end(bool completed);
 
   std::vector<int64_t> pad_;
   int64_t capacity_ = 0;
@@ -84,6 +84,7 @@ class KvCacheScope {
  private:
   KvCache& cache_;
   KvCache* previous_;
+  int exceptions_;  // in flight at the start: a pass that throws adds nothing to the cache
   PositionScope positions_;
 };
 

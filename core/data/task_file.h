@@ -20,7 +20,7 @@
 //   until = []                  # generate: stop strings; [] = [fewshot_delimiter]
 //   max_gen_toks = 256          # generate: the most tokens generated
 //   temperature = 0.0           # generate: 0 = greedy; else sampled with `seed`
-//   filter = "none"             # generate: remove_whitespace drops the output's leading spaces
+//   filter = "none"             # generate: remove_whitespace strips the output's whitespace
 //   ignore_case = false         # generate: exact match after lower-casing both
 //   ignore_punctuation = false  # generate: ... after dropping ASCII punctuation from both
 //   regexes_to_ignore = []      # generate: ... after deleting each pattern's matches from both

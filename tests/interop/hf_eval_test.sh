@@ -19,8 +19,10 @@ sed 's/^num_fewshot = 1$/num_fewshot = 1\nfewshot_sampler = "first_n"\nlimit = 2
      s/^max_gen_toks = 16$/max_gen_toks = 8/' \
   experiments/tasks/arithmetic.toml >"$scratch/tasks/arithmetic.toml"
 checks=()
+# The directory given with and without its trailing slash is one run.
 for task in accents accents_chat arithmetic; do
-  "$kiln" eval --hf "$scratch/model" --task "$scratch/tasks/$task.toml" \
+  "$kiln" eval --hf "$scratch/model$([[ $task == accents_chat ]] && echo /)" \
+    --task "$scratch/tasks/$task.toml" \
     --details "$scratch/$task.kiln.jsonl" --batch 8 --db "$scratch/kiln.db"
   checks+=("$scratch/tasks/$task.toml=$scratch/$task.kiln.jsonl")
 done

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,10 +63,13 @@ std::string older_rules_notes(HistoryDb& db, const std::vector<RunRecord>& runs,
   std::vector<int64_t> ids;
   for (const RunRecord& run : runs)
     ids.push_back(run.id);
-  std::string notes;
+  std::set<std::string> tasks;
   for (const std::string& metric : metrics) {
     std::string task, name;
-    if (!split_task_metric(metric.substr(0, metric.find('@')), task, name)) continue;
+    if (split_task_metric(metric.substr(0, metric.find('@')), task, name)) tasks.insert(task);
+  }
+  std::string notes;
+  for (const std::string& task : tasks) {
     const std::string note = older_rules_note(db.connection(), ids, task);
     if (!note.empty()) notes += note + "\n";
   }

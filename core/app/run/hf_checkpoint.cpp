@@ -78,21 +78,26 @@ std::string model_section(const json& c, const std::string& dir) {
         dir, type));
   }
   // transformers 5 keeps rope_theta and the Llama 3 scaling in rope_parameters; 4 at the top.
+  auto object_at = [&](const char* key) {  // null (many Llama configs) reads as absent
+    return c.contains(key) && c[key].is_object() ? c[key] : json::object();
+  };
   const json rope = c.contains("rope_parameters") && c["rope_parameters"].is_object()
-                        ? c["rope_parameters"]
-                        : c.value("rope_scaling", json::object());
-  const double theta = c.contains("rope_theta") ? field<double>(c, "rope_theta", dir)
-                                                : rope.value("rope_theta", 10000.0);
+                        ? object_at("rope_parameters")
+                        : object_at("rope_scaling");
+  const double theta = c.contains("rope_theta") && !c["rope_theta"].is_null()
+                           ? field<double>(c, "rope_theta", dir)
+                           : rope.value("rope_theta", 10000.0);
+  const bool grouped = c.contains("num_key_value_heads") && !c["num_key_value_heads"].is_null();
   std::string section = fmt::format(
       "type = \"llama\"\nn_layer = {}\nn_head = {}\nn_kv_head = {}\nn_embd = {}\nffn_dim = {}\n"
       "block_size = {}\nvocab_size = {}\nnorm_eps = {:.17g}\nrope_theta = {:.17g}\n"
       "tie_embeddings = {}\ndropout = 0.0\n",
       field<int64_t>(c, "num_hidden_layers", dir), field<int64_t>(c, "num_attention_heads", dir),
-      c.value("num_key_value_heads", field<int64_t>(c, "num_attention_heads", dir)),
+      field<int64_t>(c, grouped ? "num_key_value_heads" : "num_attention_heads", dir),
       field<int64_t>(c, "hidden_size", dir), field<int64_t>(c, "intermediate_size", dir),
       field<int64_t>(c, "max_position_embeddings", dir), field<int64_t>(c, "vocab_size", dir),
       c.value("rms_norm_eps", 1e-6), theta, c.value("tie_word_embeddings", false));
-  if (rope.is_object() && rope.value("rope_type", "") == "llama3") {
+  if (rope.value("rope_type", "") == "llama3") {
     section += fmt::format(
         "rope_scaling_factor = {:.17g}\nrope_low_freq_factor = {:.17g}\nrope_high_freq_factor = "
         "{:.17g}\nrope_original_context = {}\n",
@@ -116,7 +121,10 @@ std::string fingerprint_of(const std::string& dir) {
 
 HfCheckpoint open_hf_checkpoint(const std::string& given) {
   HfCheckpoint out;
-  out.dir = absolute_path(given);
+  // "model/" and "." name their folder: the run is named after it.
+  fs::path dir = fs::path(absolute_path(given)).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();
+  out.dir = dir.string();
   if (!fs::is_directory(out.dir)) {
     throw UserError(
         fmt::format("--hf {}: not a directory: give a Hugging Face model directory", given));

@@ -60,13 +60,17 @@ std::string continue_prompt(AssembledRun& run, const Tokenizer& tokenizer,
     auto scope = run.precision->forward_scope();
     return model.forward(in).select(1, 0).narrow(-1, 0, vocab).to(torch::kFloat);
   };
+  // Room for what this call reads and adds, not the whole context: a 128k-token model would
+  // otherwise hold gigabytes of zeros for a short prompt.
+  const auto prompt = std::min<int64_t>(static_cast<int64_t>(tokens.size()), room);
+  const int64_t capacity = std::min<int64_t>(room, prompt + options.tokens);
   const int64_t live = allocation_counts(run.device).live;
-  cache = std::make_unique<KvCache>(std::vector<int64_t>{0}, room, room);
-  torch::Tensor logits = read(std::min<int64_t>(static_cast<int64_t>(tokens.size()), room));
+  cache = std::make_unique<KvCache>(std::vector<int64_t>{0}, capacity, room);
+  torch::Tensor logits = read(prompt);
   const auto measured =
       allocation_counts(run.device).live - live - static_cast<int64_t>(logits.nbytes());
-  std::cerr << fmt::format("kiln: key/value cache: {} for {} tokens of context ({} allocated)\n",
-                           format_bytes(static_cast<double>(cache->bytes())), room,
+  std::cerr << fmt::format("kiln: key/value cache: {} for {} tokens ({} allocated)\n",
+                           format_bytes(static_cast<double>(cache->bytes())), capacity,
                            format_bytes(static_cast<double>(measured)));
   std::vector<uint32_t> generated;
   for (int64_t i = 0; i < options.tokens; ++i) {
@@ -84,11 +88,11 @@ std::string continue_prompt(AssembledRun& run, const Tokenizer& tokenizer,
     tokens.push_back(next.item<int64_t>());
     generated.push_back(static_cast<uint32_t>(tokens.back()));
     if (i + 1 == options.tokens) break;
-    if (cache->length() < room) {
+    if (cache->length() < capacity) {
       logits = read(1);
     } else {
       cache = std::make_unique<KvCache>(std::vector<int64_t>{0}, room, room);
-      logits = read(room / 2);
+      logits = read(std::max<int64_t>(1, room / 2));
     }
   }
   return options.prompt + tokenizer.decode(generated);
