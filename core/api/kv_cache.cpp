@@ -48,7 +48,7 @@ at::Tensor KvCache::positions(int64_t time, c10::Device device) const {
   return (index - pad).clamp(0, context_length_ - 1).to(device);
 }
 
-void KvCache::begin(int64_t time, bool last_only) {
+void KvCache::begin(int64_t time, bool last_only, c10::Device device) {
   if (length_ + time > capacity_) {
     throw std::logic_error("KvCache: " + std::to_string(length_ + time) +
                            " tokens per row, past its capacity of " + std::to_string(capacity_));
@@ -56,12 +56,20 @@ void KvCache::begin(int64_t time, bool last_only) {
   adding_ = time;
   layer_ = 0;
   last_only_ = last_only;
+  // Query i (index length_ + i) sees keys up to itself that hold text; a padding query sees
+  // itself alone, so that its (unused) row stays finite. The same for every attention layer.
+  const int64_t total = length_ + time;
+  const at::Tensor query = at::arange(length_, total, at::kLong).to(device).view({1, time, 1});
+  const at::Tensor key = at::arange(total, at::kLong).to(device).view({1, 1, total});
+  const at::Tensor first = at::tensor(pad_, at::kLong).to(device).view({rows(), 1, 1});
+  hidden_ = key.le(query).logical_and(key.ge(first).logical_or(key.eq(query))).logical_not();
 }
 
 void KvCache::end(bool completed) {
   if (completed) length_ += adding_;
   adding_ = 0;
   last_only_ = false;
+  hidden_ = at::Tensor();
 }
 
 at::Tensor KvCache::attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
@@ -82,14 +90,7 @@ at::Tensor KvCache::attend(const at::Tensor& q, const at::Tensor& k, const at::T
   const at::Tensor grouped = q.reshape({batch, kv_heads, group, time, dim});
   at::Tensor scores = at::matmul(grouped, keys.unsqueeze(2).transpose(-2, -1)) *
                       (1.0 / std::sqrt(static_cast<double>(dim)));
-  // Query i (index length_ + i) sees keys up to itself that hold text; a padding query sees
-  // itself alone, so that its (unused) row stays finite.
-  const auto device = q.device();
-  const at::Tensor query = at::arange(length_, total, at::kLong).to(device).view({1, time, 1});
-  const at::Tensor key = at::arange(total, at::kLong).to(device).view({1, 1, total});
-  const at::Tensor first = at::tensor(pad_, at::kLong).to(device).view({batch, 1, 1});
-  const at::Tensor visible = key.le(query).logical_and(key.ge(first).logical_or(key.eq(query)));
-  scores = scores.masked_fill(visible.logical_not().view({batch, 1, 1, time, total}), -INFINITY);
+  scores = scores.masked_fill(hidden_.view({batch, 1, 1, time, total}), -INFINITY);
   const at::Tensor weights = at::softmax(scores, -1);
   return at::matmul(weights, values.unsqueeze(2)).view({batch, heads, time, dim});
 }
@@ -99,7 +100,7 @@ KvCacheScope::KvCacheScope(KvCache& cache, int64_t time, c10::Device device, Cac
       previous_(active_cache),
       exceptions_(std::uncaught_exceptions()),
       positions_(cache.positions(time, device)) {
-  cache_.begin(time, logits == CachedLogits::kLast);
+  cache_.begin(time, logits == CachedLogits::kLast, device);
   active_cache = &cache_;
 }
 

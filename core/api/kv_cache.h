@@ -52,16 +52,17 @@ class KvCache {
  private:
   friend class KvCacheScope;
   at::Tensor positions(int64_t time, c10::Device device) const;
-  void begin(int64_t time, bool last_only);
+  void begin(int64_t time, bool last_only, c10::Device device);
   void end(bool completed);
 
   std::vector<int64_t> pad_;
   int64_t capacity_ = 0;
   int64_t context_length_ = 0;
   int64_t length_ = 0;
-  int64_t adding_ = 0;                     // the new tokens of the forward pass in progress
-  size_t layer_ = 0;                       // the next attention layer of that pass
-  bool last_only_ = false;                 // that pass wants the last position's logits only
+  int64_t adding_ = 0;      // the new tokens of the forward pass in progress
+  size_t layer_ = 0;        // the next attention layer of that pass
+  bool last_only_ = false;  // that pass wants the last position's logits only
+  at::Tensor hidden_;  // that pass's keys each query may not see: bool [batch, new, kept + new]
   std::vector<at::Tensor> keys_, values_;  // per attention layer: [batch, kv_heads, capacity, d]
 };
 

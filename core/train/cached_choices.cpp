@@ -42,17 +42,20 @@ void score_cached_choices(AssembledRun& run, const PreparedTask& prepared,
   // A batch holds about `scoring.batch` choices, as the whole path's holds that many sequences.
   const auto per_batch =
       static_cast<int64_t>(std::max<size_t>(1, static_cast<size_t>(scoring.batch) / most_choices));
+  // By context length: a request's context is its first choice's input up to `first`.
   const auto order = longest_first(
-      requests.size(), [&](size_t i) { return sequences[of[requests[i]].begin].context.size(); });
+      requests.size(), [&](size_t i) { return sequences[of[requests[i]].begin].first + 1; });
   const Shard mine = shard(order, per_batch, run.parallel->data_rank(), run.parallel->data_world());
   for (size_t b = 0; b < mine.batches.size(); ++b) {
-    std::vector<const std::vector<uint32_t>*> contexts;
-    std::vector<int64_t> rows;  // per choice: its context's row
+    std::vector<std::vector<uint32_t>> contexts;  // each the front of its first choice's input
+    std::vector<int64_t> rows;                    // per choice: its context's row
     std::vector<size_t> members;
     size_t longest_choice = 1;
     for (size_t i : mine.batches[b]) {
       const RequestSequences& r = of[requests[i]];
-      contexts.push_back(&sequences[r.begin].context);
+      const TaskSequence& opening = sequences[r.begin];
+      contexts.emplace_back(opening.input.begin(),
+                            opening.input.begin() + static_cast<std::ptrdiff_t>(opening.first + 1));
       for (size_t s = r.begin; s < r.end; ++s) {
         rows.push_back(static_cast<int64_t>(contexts.size()) - 1);
         members.push_back(s);
@@ -60,7 +63,10 @@ void score_cached_choices(AssembledRun& run, const PreparedTask& prepared,
       }
     }
     std::vector<int64_t> pad;
-    const torch::Tensor read = left_padded(contexts, run.device, pad);
+    std::vector<const std::vector<uint32_t>*> context_rows;
+    for (const auto& context : contexts)
+      context_rows.push_back(&context);
+    const torch::Tensor read = left_padded(context_rows, run.device, pad);
     KvCache cache(pad, read.size(1) + static_cast<int64_t>(longest_choice),
                   run.model->context_length());
     const torch::Tensor first =
@@ -91,7 +97,7 @@ void score_cached_choices(AssembledRun& run, const PreparedTask& prepared,
       local[members[k] * 2] = loglik;
       const bool opens = members[k] == of[s.request].begin;
       local[members[k] * 2 + 1] =
-          static_cast<double>((opens ? s.context.size() : 0) + s.target.size() - 1);
+          static_cast<double>((opens ? s.first + 1 : 0) + s.target.size() - 1);
     }
   }
 }

@@ -63,34 +63,36 @@ Shard shard(const std::vector<size_t>& order, int64_t size, int rank, int world)
   return out;
 }
 
-torch::Tensor padded(const std::vector<const std::vector<uint32_t>*>& rows, torch::Device device) {
+namespace {
+
+// Rows padded with 0 to the longest, on the right or (`pad` given: each row's padding) the left.
+torch::Tensor padded_rows(const std::vector<const std::vector<uint32_t>*>& rows,
+                          torch::Device device, std::vector<int64_t>* pad) {
   size_t width = 0;
   for (const auto* row : rows)
     width = std::max(width, row->size());
   torch::Tensor tokens =
       torch::zeros({static_cast<int64_t>(rows.size()), static_cast<int64_t>(width)}, torch::kLong);
   auto access = tokens.accessor<int64_t, 2>();
-  for (size_t r = 0; r < rows.size(); ++r)
+  if (pad) pad->clear();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const auto first = static_cast<int64_t>(pad ? width - rows[r]->size() : 0);
+    if (pad) pad->push_back(first);
     for (size_t t = 0; t < rows[r]->size(); ++t)
-      access[static_cast<int64_t>(r)][static_cast<int64_t>(t)] = (*rows[r])[t];
+      access[static_cast<int64_t>(r)][first + static_cast<int64_t>(t)] = (*rows[r])[t];
+  }
   return tokens.to(device);
+}
+
+}  // namespace
+
+torch::Tensor padded(const std::vector<const std::vector<uint32_t>*>& rows, torch::Device device) {
+  return padded_rows(rows, device, nullptr);
 }
 
 torch::Tensor left_padded(const std::vector<const std::vector<uint32_t>*>& rows,
                           torch::Device device, std::vector<int64_t>& pad) {
-  size_t width = 0;
-  for (const auto* row : rows)
-    width = std::max(width, row->size());
-  torch::Tensor tokens =
-      torch::zeros({static_cast<int64_t>(rows.size()), static_cast<int64_t>(width)}, torch::kLong);
-  auto access = tokens.accessor<int64_t, 2>();
-  pad.clear();
-  for (size_t r = 0; r < rows.size(); ++r) {
-    pad.push_back(static_cast<int64_t>(width - rows[r]->size()));
-    for (size_t t = 0; t < rows[r]->size(); ++t)
-      access[static_cast<int64_t>(r)][pad.back() + static_cast<int64_t>(t)] = (*rows[r])[t];
-  }
-  return tokens.to(device);
+  return padded_rows(rows, device, &pad);
 }
 
 torch::Tensor logits_of(AssembledRun& run, const torch::Tensor& tokens) {

@@ -41,8 +41,8 @@ std::vector<TaskSequence> choice_sequences(const Task& task, const Tokenizer& to
                         "give it text of its own",
                         where, c));
       }
-      TaskSequence s{r, c, ctx, {whole.begin() + static_cast<std::ptrdiff_t>(from), whole.end()},
-                     0, {}};
+      TaskSequence s{r, c,   ctx, {whole.begin() + static_cast<std::ptrdiff_t>(from), whole.end()},
+                     0, true};
       if (static_cast<int64_t>(s.target.size()) > block) {
         throw UserError(fmt::format(
             "{}: choice {} is {} tokens, longer than the model's context ({}) even with the "
@@ -60,9 +60,9 @@ std::vector<TaskSequence> choice_sequences(const Task& task, const Tokenizer& to
       out.push_back(std::move(s));
     }
     truncated += cut ? 1 : 0;
-    if (!cut) {
+    if (cut) {
       for (size_t c = 0; c < request.continuations.size(); ++c)
-        out[out.size() - 1 - c].context = ctx;
+        out[out.size() - 1 - c].whole = false;
     }
   }
   return out;
@@ -82,11 +82,11 @@ void score_choices(AssembledRun& run, const PreparedTask& prepared, const TaskSc
   // sequences of a request cut to fit are read whole.
   std::vector<size_t> cached;
   for (const TaskSequence& s : sequences)
-    if (s.choice == 0 && !s.context.empty()) cached.push_back(s.request);
+    if (s.choice == 0 && s.whole) cached.push_back(s.request);
   score_cached_choices(run, prepared, cached, scoring, local);
   std::vector<size_t> cut;
   for (size_t s = 0; s < sequences.size(); ++s)
-    if (sequences[s].context.empty()) cut.push_back(s);
+    if (!sequences[s].whole) cut.push_back(s);
   const auto by_length =
       longest_first(cut.size(), [&](size_t i) { return sequences[cut[i]].input.size(); });
   std::vector<size_t> order;

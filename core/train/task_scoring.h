@@ -59,14 +59,14 @@ struct TaskResult {
 
 // One sequence a choice request has the model read: `input` (already cut to the context), the
 // continuation `target`, and the position of `input` whose logits predict target[0].
-// `context`: the request's context tokens, with which every choice's input starts, when no
-// choice of the request was cut to fit (core/train/cached_choices.h reads them once); empty
-// when one was.
+// `whole`: no choice of the request was cut to fit, so every choice's input is the same context
+// (input[0, first]) then target less its last token (core/train/cached_choices.h reads the
+// context once).
 struct TaskSequence {
   size_t request = 0, choice = 0;
   std::vector<uint32_t> input, target;
   size_t first = 0;
-  std::vector<uint32_t> context;
+  bool whole = true;
 };
 
 // A task's requests encoded and cut to the model's context, so that every request the model

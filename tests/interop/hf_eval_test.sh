@@ -12,7 +12,17 @@ kiln=$1 variant=$2
 source "$(dirname "$0")/common.sh"
 mkdir "$scratch/model" "$scratch/tasks"
 tools/interop.sh "$scratch" python3 /kiln/tests/interop/hf_eval_make.py "$scratch/model" \
-  "$variant" /kiln
+  "$variant"
+# Its tokenizer.json: GPT-2's built by tokenizers (as tokenizer_test.sh builds it), or the
+# published file tools/setup.sh --tests fetched.
+case $variant in
+  gpt2) tools/interop.sh "$scratch" python3 /kiln/tests/interop/tokenizer_check.py gpt2-json \
+    "$scratch/model" ;;
+  llama | qwen_tokenizer)
+    file=$PWD/data/tokenizers/$([[ $variant == llama ]] && echo llama3 || echo qwen2_5)/tokenizer.json
+    [[ -s $file ]] || { echo "FAIL: no $file: run tools/setup.sh --tests"; exit 1; }
+    cp "$file" "$scratch/model/" ;;
+esac
 cp tests/interop/tasks/accents{.jsonl,.toml,_chat.toml} experiments/tasks/arithmetic.jsonl \
   "$scratch/tasks/"
 sed 's/^num_fewshot = 1$/num_fewshot = 1\nfewshot_sampler = "first_n"\nlimit = 24/;
