@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The real client libraries a user opens Kiln's files with, run against files the host's kiln
-# wrote: Hugging Face transformers 5.12, tokenizers 0.23 and safetensors, with PyTorch 2.14, from
-# Debian sid's packages, in the chroot tools/torch2.sh --sid makes (/var/cache/kiln/sid; no PyPI).
+# wrote: Hugging Face transformers 5.12, tokenizers 0.23 and safetensors, with PyTorch 2.14 (and
+# Optuna 4.1 with SciPy, which Kiln's TPE is measured against), from Debian sid's packages, in
+# the chroot tools/torch2.sh --sid makes (/var/cache/kiln/sid; no PyPI).
 # Only Python runs there; nothing of Kiln is built in it.
 #   tools/interop.sh --prepare        make the chroot (if missing) and add the Python packages
 #   tools/interop.sh DIR CMD ARGS...  run CMD in the chroot, with DIR (a scratch folder of the
@@ -13,7 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=${KILN_TORCH2_ROOT:-/var/cache/kiln/sid}
-packages=(python3-transformers python3-tokenizers python3-safetensors python3-torch python3-numpy)
+packages=(python3-transformers python3-tokenizers python3-safetensors python3-torch python3-numpy
+  python3-optuna python3-scipy)
 cannot() {
   if [[ "${CI:-}" == "true" ]]; then echo "interop: error: $1" >&2; exit 2; fi
   echo "SKIP: interop: $1"

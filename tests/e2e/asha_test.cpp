@@ -2,6 +2,7 @@
 // pause at the rungs and are promoted by resuming them, so a member that went all the way has
 // the curve of the same config run straight, bit for bit; and a sweep killed with its member, and
 // run again, ends with the ladder an uninterrupted sweep of the same file ends with.
+#include <algorithm>
 #include <csignal>
 #include <map>
 #include <string>
@@ -15,6 +16,7 @@ namespace kiln {
 namespace {
 
 using testing::query;
+using testing::query_doubles;
 using testing::run_kiln;
 using testing::scalar;
 using Asha = testing::TinyRun;
@@ -120,26 +122,34 @@ TEST_F(Asha, PromotedMembersContinueBitForBitAsAStraightRunAndTheRestStopAtARung
   EXPECT_NE(best.output.find("by min(val_loss)"), std::string::npos) << best.output;
 }
 
+// Random and TPE proposals alike: a rerun proposes nothing twice (TPE's trials are in the store).
 TEST_F(Asha, ASweepKilledWithItsMemberAndRunAgainEndsWithTheUninterruptedLadder) {
   const std::string exp = experiment();
-  auto whole = run_kiln("sweep " + asha_file(dir_ / "", exp, "u", 6));
-  ASSERT_EQ(whole.exit_code, 0) << whole.output;
-  const std::string file = asha_file(dir_ / "", exp, "k", 6);
-  const std::string log = dir_ / "killed.log";
-  const testing::Outcome killed = testing::run_child_until({"sweep", file}, log, "", [&] {
-    return scalar(db(), "select count(*) from runs where sweep = 'k'") == "4";
-  });
-  ASSERT_TRUE(killed.killed) << testing::read_file(log);
-  // The member it was running stops by itself: it asked for SIGTERM at its worker's death (its
-  // own process group keeps it from the worker's other signals), and takes it as a Ctrl-C.
-  // Within 5 s no member process is left.
-  EXPECT_TRUE(
-      testing::wait_for([] { return testing::run_shell("pgrep -f 'k/tria[l]='").exit_code != 0; },
-                        std::chrono::seconds(5)))
-      << testing::run_shell("ps -ef | grep 'k/trial=' | grep -v grep").output;
-  auto again = run_kiln("sweep " + file);
-  ASSERT_EQ(again.exit_code, 0) << again.output;
-  EXPECT_EQ(ladder_of(db(), "k"), ladder_of(db(), "u")) << again.output;
+  for (const std::string sampler : {"random", "tpe"}) {
+    SCOPED_TRACE(sampler);
+    const std::string lines =
+        sampler == "tpe" ? "sampler = \"tpe\"\nstartup = 3\n" : "sampler = \"random\"\n";
+    const std::string whole_name = "u" + sampler, killed_name = "k" + sampler;
+    auto whole = run_kiln("sweep " + asha_file(dir_ / "", exp, whole_name, 6, lines));
+    ASSERT_EQ(whole.exit_code, 0) << whole.output;
+    const std::string file = asha_file(dir_ / "", exp, killed_name, 6, lines);
+    const std::string log = dir_ / (killed_name + ".log");
+    const testing::Outcome killed = testing::run_child_until({"sweep", file}, log, "", [&] {
+      return scalar(db(), "select count(*) from runs where sweep = '" + killed_name + "'") == "4";
+    });
+    ASSERT_TRUE(killed.killed) << testing::read_file(log);
+    // The member it was running stops by itself: it asked for SIGTERM at its worker's death (its
+    // own process group keeps it from the worker's other signals), and takes it as a Ctrl-C.
+    // Within 5 s no member process is left.
+    const std::string pattern = "'" + killed_name + "/tria[l]='";
+    EXPECT_TRUE(
+        testing::wait_for([&] { return testing::run_shell("pgrep -f " + pattern).exit_code != 0; },
+                          std::chrono::seconds(5)))
+        << testing::run_shell("ps -ef | grep " + pattern).output;
+    auto again = run_kiln("sweep " + file);
+    ASSERT_EQ(again.exit_code, 0) << again.output;
+    EXPECT_EQ(ladder_of(db(), killed_name), ladder_of(db(), whole_name)) << again.output;
+  }
 }
 
 TEST_F(Asha, TpeProposesTheTrialsAfterTheStartupOnesAndAshaStopsThem) {
@@ -221,6 +231,30 @@ TEST_F(Asha, RungCooldownScoresTheRungsByTheirProbes) {
   EXPECT_NE(ran.output.find("1. "), std::string::npos);
   EXPECT_NE(ran.output.find("val_loss " + best_probe + " (cooled"), std::string::npos)
       << ran.output;
+  // --where reads the cooled score as it reads val_loss: at a point, and over the run.
+  const std::string best_run =
+      scalar(db(),
+             "select r.name from rung_probes p join runs r on r.id = p.run_id where r.sweep = 'c' "
+             "and p.step = 3 order by p.val_loss, r.id limit 1");
+  // SQLite's printf does not round-trip a double: the values are read as doubles and written
+  // as fmt's shortest exact text.
+  const std::string lowest = fmt::format(
+      "{}", query_doubles(db(), "select min(val_loss) from rung_probes where step = 3").at(0));
+  auto listed =
+      run_kiln("runs list --db " + db() + " --where \"cooled_val_loss@step=3 <= " + lowest +
+               "\" --sort cooled_val_loss@step=3 --limit 1");
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_NE(listed.output.find(best_run), std::string::npos) << listed.output;
+  // min(): each member's lowest probe, counted against the store's own rows.
+  const std::string bound =
+      fmt::format("{}", query_doubles(db(), "select avg(val_loss) from rung_probes").at(0));
+  listed = run_kiln("runs list --db " + db() + " --format csv --where \"min(cooled_val_loss) < " +
+                    bound + "\"");
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_EQ(
+      std::to_string(std::count(listed.output.begin(), listed.output.end(), '\n') - 1),
+      scalar(db(), "select count(distinct run_id) from rung_probes where val_loss < " + bound))
+      << listed.output;
   const std::string members =
       scalar(db(),
              "select sum((select max(step) from metrics m where m.run_id = runs.id)) from runs "

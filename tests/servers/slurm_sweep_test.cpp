@@ -255,18 +255,18 @@ TEST_F(SlurmSweep, AnUnknownPartitionAndANameSubmittedTwiceAreOneLineEach) {
   EXPECT_EQ(std::count(second.output.begin(), second.output.end(), '\n'), 1) << second.output;
 }
 
-// An asha search under Slurm, TPE proposing after 3 random trials: two array tasks are its
-// workers, which share the search and its proposals through the store
-// (core/store/runs/sweep_claims.h) with no controller; `kiln sweep status` shows the ladder.
+// An asha search under Slurm, TPE proposing after 3 random trials, its rungs scored by cooldown
+// probes of a wsd schedule: two array tasks are its workers, which share the search and its
+// proposals through the store (core/store/runs/sweep_claims.h) with no controller; `kiln sweep
+// status` shows the ladder.
 TEST_F(SlurmSweep, AnAshaSearchRunsAsTwoWorkerTasksThatShareTheLadder) {
   const std::string file = dir_ / "asha.toml";
-  testing::write_text(file,
-                      "base = \"" + experiment() +
-                          "\"\nname = \"as\"\n[set]\ntrain.steps = 27\n[search]\n"
-                          "type = \"asha\"\nsampler = \"tpe\"\nstartup = 3\ntrials = 6\nseed = 2\n"
-                          "metric = \"val_loss\"\n"
-                          "min_steps = 3\n[space]\n"
-                          "optimizer.lr = { log_uniform = [1e-4, 3e-1] }\n");
+  testing::write_text(
+      file, "base = \"" + experiment("[schedule]\ntype = \"wsd\"\ndecay_fraction = 0.2\n") +
+                "\"\nname = \"as\"\n[set]\ntrain.steps = 27\n[search]\n"
+                "type = \"asha\"\nsampler = \"tpe\"\nstartup = 3\ntrials = 6\nseed = 2\n"
+                "metric = \"val_loss\"\nmin_steps = 3\nrung_cooldown = 0.2\n[space]\n"
+                "optimizer.lr = { log_uniform = [1e-4, 3e-1] }\n");
   auto submitted = run_kiln("sweep " + file + " --launcher slurm --max-parallel 2 --db " + db());
   ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
   EXPECT_NE(submitted.output.find("2 workers of its search"), std::string::npos)
@@ -284,11 +284,41 @@ TEST_F(SlurmSweep, AnAshaSearchRunsAsTwoWorkerTasksThatShareTheLadder) {
       << story("as");
   EXPECT_EQ(scalar(db(), "select count(*) from sweep_claims"), "0");
   EXPECT_EQ(scalar(db(), "select count(*) from sweep_proposals where sweep = 'as'"), "3");
+  // Every member was scored at step 3 by a probe of 1 step (0.2 of 3, at least 1).
+  EXPECT_EQ(scalar(db(),
+                   "select count(*) from rung_probes p join runs r on r.id = p.run_id where "
+                   "r.sweep = 'as' and p.step = 3 and p.cooldown_steps = 1"),
+            "6")
+      << story("as");
   auto shown = run_kiln("sweep status as --db " + db());
   EXPECT_EQ(shown.exit_code, 0) << shown.output;
   EXPECT_NE(shown.output.find("rung 1 of 3: step 3, 6 member(s), the best 2 go on"),
             std::string::npos)
       << shown.output;
+}
+
+// Schedule-free AdamW's asha search under Slurm: its rungs scored by the averaged iterate's own
+// val loss, no probe, as two worker tasks.
+TEST_F(SlurmSweep, AScheduleFreeAshaSearchRunsAsTwoWorkerTasks) {
+  std::string base = testing::read_file(experiment("[schedule]\ntype = \"constant\"\n"));
+  base.replace(base.find("[optimizer]\n"), 12, "[optimizer]\ntype = \"schedule_free_adamw\"\n");
+  testing::write_text(dir_ / "free.toml", base);
+  const std::string file = dir_ / "free_sweep.toml";
+  testing::write_text(file, "base = \"" + (dir_ / "free.toml") +
+                                "\"\nname = \"sf\"\n[set]\ntrain.steps = 27\n[search]\n"
+                                "type = \"asha\"\ntrials = 4\nseed = 2\nmetric = \"val_loss\"\n"
+                                "min_steps = 3\n[space]\n"
+                                "optimizer.lr = { log_uniform = [1e-4, 3e-2] }\n");
+  auto submitted = run_kiln("sweep " + file + " --launcher slurm --max-parallel 2 --db " + db());
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  const std::string job = job_of(submitted.output);
+  ASSERT_TRUE(wait_for([&] { return job_gone(job); }, std::chrono::seconds(240))) << story("sf");
+  EXPECT_EQ(scalar(db(), "select count(*) from runs where sweep = 'sf'"), "4") << story("sf");
+  EXPECT_EQ(scalar(db(), "select count(*) from runs where sweep = 'sf' and status = 'completed'"),
+            "1")
+      << story("sf");
+  EXPECT_EQ(scalar(db(), "select count(*) from rung_probes"), "0");
+  EXPECT_EQ(scalar(db(), "select count(*) from sweep_claims"), "0");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <string>
 
@@ -25,6 +26,25 @@ std::vector<size_t> ranked_at(const std::vector<AshaMember>& members, size_t run
     return members[a].results[rung] < members[b].results[rung];
   });
   return at;
+}
+
+// The largest value of a schedule key any member can have: the top of its [space] distribution
+// (where that is), or the base's value.
+struct SpaceTop {
+  double value = 0;
+  std::string where;  // the [space] key's file:line:col; empty: the base's value
+};
+
+SpaceTop space_top(const SweepSpec& spec, const std::string& key, double base_value) {
+  for (const SweepDistribution& d : spec.space) {
+    if (d.key != key) continue;
+    if (d.kind != SweepDistribution::Kind::kChoice) return {d.high, d.where};
+    SpaceTop top{-INFINITY, d.where};
+    for (const std::string& choice : d.choices)
+      top.value = std::max(top.value, std::strtod(choice.c_str(), nullptr));
+    return top;
+  }
+  return {base_value, ""};
 }
 
 }  // namespace
@@ -72,28 +92,42 @@ void check_rung_cooldown(const SweepSpec& spec) {
         at, search.metric));
   }
   const ResolvedConfig base = load_config(spec.base, spec.fixed);
-  if (base.type("schedule") != "wsd") {
+  const std::string* varied_type = nullptr;
+  for (const SweepDistribution& d : spec.space) {
+    if (d.key != "schedule.type") continue;
+    for (const std::string& choice : d.choices)
+      if (choice != "\"wsd\"") varied_type = &choice;
+  }
+  if (base.type("schedule") != "wsd" || varied_type) {
     throw UserError(fmt::format(
-        "{}: rung_cooldown branches a wsd schedule's stable phase, and the base's schedule is "
-        "'{}', which decays from the start (no branch of it scores what a shorter run would): "
-        "set schedule.type = \"wsd\" (under [set]); wsd is the one schedule it allows",
-        at, base.type("schedule")));
+        "{}: rung_cooldown branches a wsd schedule's stable phase, and {} '{}', which decays "
+        "from the start (no branch of it scores what a shorter run would): set schedule.type = "
+        "\"wsd\" (under [set]); wsd is the one schedule it allows",
+        at, varied_type ? "[space] gives schedule.type" : "the base's schedule is",
+        varied_type ? *varied_type : base.type("schedule")));
   }
   const std::vector<int64_t> rungs = asha_rungs(spec);
   const Params& schedule = base.params("schedule");
   const int64_t last = rungs.back();
-  const int64_t decay_start =
-      last - std::llround(schedule.real("decay_fraction") * static_cast<double>(last));
-  const int64_t warmup = schedule.integer("warmup");
+  // Every member must branch in its stable phase: the longest warmup and the longest decay
+  // [space] can draw count, not only the base's.
+  const SpaceTop warmup = space_top(spec, "schedule.warmup", schedule.integer("warmup"));
+  const SpaceTop decay =
+      space_top(spec, "schedule.decay_fraction", schedule.real("decay_fraction"));
+  const int64_t decay_start = last - std::llround(decay.value * static_cast<double>(last));
   for (size_t i = 0; i + 1 < rungs.size(); ++i) {
-    if (rungs[i] >= warmup && rungs[i] <= decay_start) continue;
+    if (rungs[i] >= warmup.value && rungs[i] <= decay_start) continue;
+    const bool in_warmup = rungs[i] < warmup.value;
+    const auto drawn = [](const SpaceTop& top) {
+      return top.where.empty() ? std::string() : fmt::format(" ([space] at {})", top.where);
+    };
     throw UserError(fmt::format(
-        "{}: the rung at step {} lies {} (the wsd schedule warms up for {} steps and decays from "
-        "step {} of {}): a branch there cannot be cooled from the stable lr; {}",
-        at, rungs[i], rungs[i] < warmup ? "in the warmup" : "in the decay", warmup, decay_start,
-        last,
-        rungs[i] < warmup ? "raise min_steps or grace above the warmup"
-                          : "lower schedule.decay_fraction"));
+        "{}: the rung at step {} lies {} (the wsd schedule warms up for {}{} steps{} and decays "
+        "from step {}{}{} of {}): a branch there cannot be cooled from the stable lr; {}",
+        at, rungs[i], in_warmup ? "in the warmup" : "in the decay",
+        warmup.where.empty() ? "" : "up to ", warmup.value, drawn(warmup),
+        decay.where.empty() ? "" : "as early as ", decay_start, drawn(decay), last,
+        in_warmup ? "raise min_steps or grace above the warmup" : "lower schedule.decay_fraction"));
   }
 }
 

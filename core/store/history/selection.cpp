@@ -61,6 +61,9 @@ KeySpace summary_keys(HistoryDb& db, const std::vector<std::string>& declared_ta
     keys.task_metrics[name] =
         fmt::format("task = {} AND metric = {}", single_quoted(task), single_quoted(metric));
   }
+  // A cooldown probe's val loss at a rung (rung_probes, migration 15), beside the trajectory's
+  // own val_loss at that step.
+  if (has_table(db.connection(), "rung_probes")) keys.probe_values["cooled_val_loss"] = "val_loss";
   // metrics.loss_scale arrives with metrics.skipped (schema version 2); an older store has none.
   if (!db.has_skipped_column()) keys.metrics["loss_scale"] = "NULL";
   if (db.connection().dialect() == SqlDialect::kPostgres) {

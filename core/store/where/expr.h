@@ -60,6 +60,8 @@ struct KeySpace {
   // TASK.METRIC -> the condition on `task_scores` that picks its rows
   // (core/store/runs/task_scores.h)
   std::map<std::string, std::string> task_metrics = {};
+  // metric -> its column of `rung_probes` (core/store/runs/rung_probes.h): a rung's cooled score
+  std::map<std::string, std::string> probe_values = {};
 };
 
 // The left-hand side of a comparison, or a --sort key.

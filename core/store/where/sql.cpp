@@ -22,6 +22,8 @@ MetricRows rows_of(const std::string& metric, const KeySpace& keys) {
   if (task != keys.task_metrics.end()) {
     return {" FROM task_scores" + of_run + " AND " + task->second, "value", ", checkpoint"};
   }
+  const auto probe = keys.probe_values.find(metric);
+  if (probe != keys.probe_values.end()) return {" FROM rung_probes" + of_run, probe->second, ""};
   return {" FROM evals" + of_run + " AND split = " + keys.eval_splits.at(metric), "loss",
           ", checkpoint"};
 }

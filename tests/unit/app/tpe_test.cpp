@@ -6,67 +6,25 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "core/app/sweeps/tpe.h"
 #include "core/util/statistics.h"
+#include "tpe_objectives.h"
 
 namespace kiln {
 namespace {
 
 using Kind = SweepDistribution::Kind;
-using Objective = std::function<double(const std::vector<std::string>&)>;
-
-SweepDistribution number(const std::string& key, Kind kind, double low, double high) {
-  SweepDistribution d;
-  d.key = key;
-  d.kind = kind;
-  d.low = low;
-  d.high = high;
-  return d;
-}
-
-// The default experiment's kind of space: a learning rate over two decades and a half, weight
-// decay, warmup steps and the optimizer.
-std::vector<SweepDistribution> training_space() {
-  SweepDistribution optimizer;
-  optimizer.key = "optimizer.type";
-  optimizer.kind = Kind::kChoice;
-  optimizer.choices = {"\"adamw\"", "\"lion\"", "\"sgd\""};
-  return {number("optimizer.lr", Kind::kLogUniform, 1e-4, 3e-2),
-          number("optimizer.weight_decay", Kind::kUniform, 0, 0.2),
-          number("schedule.warmup", Kind::kIntUniform, 0, 50), optimizer};
-}
-
-// A bowl with its floor (0) at lr 2e-3, weight decay 0.05 and warmup 20, whatever the optimizer:
-// a key that does not matter must not lead the search astray. (With a 0.3 penalty for any
-// optimizer but lion, TPE stuck to the wrong optimizer in 5 of 20 seeds: keys are proposed
-// independently, and lion's first trials had bad learning rates. docs/sweeps.md says so.)
-double training_objective(const std::vector<std::string>& v) {
-  const double lr = std::log10(std::stod(v[0])) - std::log10(2e-3);
-  const double wd = (std::stod(v[1]) - 0.05) / 0.2;
-  const double warmup = (std::stod(v[2]) - 20) / 50;
-  return lr * lr + wd * wd + warmup * warmup;
-}
-
-// The best score of `trials` sequential trials, each proposed from the ones before it.
-double best_after(const std::vector<SweepDistribution>& space, const Objective& objective,
-                  int64_t seed, int64_t trials, const TpeOptions& options,
-                  std::vector<std::vector<std::string>>* proposals = nullptr) {
-  std::vector<TpeTrial> finished;
-  double best = INFINITY;
-  for (int64_t t = 0; t < trials; ++t) {
-    TpeTrial trial{tpe_propose(space, finished, seed, t, options), 0};
-    trial.score = objective(trial.values);
-    best = std::min(best, trial.score);
-    if (proposals) proposals->push_back(trial.values);
-    finished.push_back(trial);
-  }
-  return best;
-}
+using testing::best_after;
+using testing::number;
+using testing::Objective;
+using testing::quadratic_objective;
+using testing::quadratic_space;
+using testing::training_objective;
+using testing::training_space;
 
 TEST(Tpe, ItsStartupTrialsAreTheRandomSearchsDraws) {
   const auto space = training_space();
@@ -121,13 +79,8 @@ TEST(Tpe, PicksTheBestChoiceWhenItAloneMatters) {
 }
 
 TEST(Tpe, GathersAtTheOptimumOfAQuadratic) {
-  const std::vector<SweepDistribution> space = {number("x", Kind::kUniform, -10, 10)};
-  const Objective bowl = [](const std::vector<std::string>& v) {
-    const double x = std::stod(v[0]);
-    return (x - 3) * (x - 3);
-  };
   std::vector<std::vector<std::string>> proposals;
-  best_after(space, bowl, 3, 50, TpeOptions{}, &proposals);
+  best_after(quadratic_space(), quadratic_objective, 3, 50, TpeOptions{}, &proposals);
   // Uniform draws on [-10, 10] lie a median 5 from 3 (P(|x - 3| <= d) = 2d / 20 up to d = 7);
   // the last 20 proposals must lie a median under 1.
   std::vector<double> distance;
