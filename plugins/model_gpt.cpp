@@ -207,6 +207,16 @@ class Gpt : public Model {
     return out;
   }
 
+  std::map<std::string, InterchangeName> interchange_names() const override {
+    std::map<const void*, std::string> registered;
+    for (const auto& item : named_parameters())
+      registered[item.value().unsafeGetTensorImpl()] = item.key();
+    std::map<std::string, InterchangeName> out;
+    for (const auto& [name, tensor, conv1d] : interchange())
+      out[registered.at(tensor.unsafeGetTensorImpl())] = {name, conv1d};
+    return out;
+  }
+
   // Either spelling of the names: GPT2LMHeadModel's ("transformer.h.0.attn.c_attn.weight") or
   // GPT2Model's, as the gpt2 checkpoints on the Hub store them ("h.0.attn.c_attn.weight").
   void import_weights(const std::map<std::string, torch::Tensor>& given) override {

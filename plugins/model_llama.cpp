@@ -137,6 +137,13 @@ class Llama : public Model {
     return out;
   }
 
+  std::map<std::string, InterchangeName> interchange_names() const override {
+    std::map<std::string, InterchangeName> out;
+    for (const auto& item : named_parameters())
+      out[item.key()] = {interchange_name(item.key()), false};
+    return out;
+  }
+
   void import_weights(const std::map<std::string, torch::Tensor>& weights) override {
     std::vector<InterchangeTensor> needed;
     for (const auto& item : named_parameters())

@@ -51,6 +51,25 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
+// The stages average the gradients of their layers' parameters only: a trainable parameter
+// registered elsewhere (an adapter's, core/api/adapter.h) would train apart on each replica.
+void refuse_parameters_outside(const Model& model,
+                               const std::vector<std::shared_ptr<Layer>>& layers) {
+  std::unordered_set<const void*> in_layers;
+  for (const auto& layer : layers) {
+    for (const auto& p : layer->parameters())
+      in_layers.insert(p.unsafeGetTensorImpl());
+  }
+  for (const auto& item : model.named_parameters()) {
+    if (!item.value().requires_grad() || in_layers.count(item.value().unsafeGetTensorImpl()))
+      continue;
+    throw UserError(
+        fmt::format("parallel 'pipeline' trains the parameters of the model's layers, and '{}' is "
+                    "registered outside them (an adapter's): use parallel.type = \"ddp\"",
+                    item.key()));
+  }
+}
+
 class Pipeline : public DataParallel {
  public:
   Pipeline(const Params& p, c10::DeviceType device)
@@ -87,6 +106,7 @@ class Pipeline : public DataParallel {
   void attach(Model& model) override {
     DataParallel::attach(model);  // rank 0's weights everywhere
     const auto& layers = model.layers();
+    refuse_parameters_outside(model, layers);
     std::vector<int64_t> sizes;
     for (auto& layer : layers) {
       int64_t count = 0;

@@ -20,6 +20,7 @@ enum class DropoutPlace : int64_t {
   kAttentionOutput = 2,   // the attention sublayer's output, before the residual sum
   kMlpHidden = 3,         // the feed-forward's hidden units (transformer_lm)
   kMlpOutput = 4,         // the feed-forward sublayer's output, before the residual sum
+  kAdapterInput = 5,      // an adapter's input (core/api/adapter.h); its layer: the adapter's site
 };
 
 // The draw site of `place` in layer `layer` (0 = the embedding layer).

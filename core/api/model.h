@@ -64,6 +64,15 @@ class Model : public torch::nn::Module {
   // "architectures" and "model_type"): written beside the exported weights, and compared field
   // by field with a directory's config.json by model.init_from. Empty for a model without one.
   virtual std::string interchange_config() const { return {}; }
+  // Each parameter's interchange name (its name in export_weights()) by its registered name
+  // ("h.0.c_attn.weight" -> "transformer.h.0.attn.c_attn.weight"), and whether the interchange
+  // form stores it transposed (GPT-2's Conv1D): what an adapter matches its targets against
+  // and names its PEFT tensors by. Empty for a model without an interchange format.
+  struct InterchangeName {
+    std::string name;
+    bool transposed = false;
+  };
+  virtual std::map<std::string, InterchangeName> interchange_names() const { return {}; }
 
   // Tensor parallelism: keep only this rank's slice of the weights `group` splits (attention
   // heads, MLP hidden units; see core/api/tensor_parallel.h) and run forward on them, calling

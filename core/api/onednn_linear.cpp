@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <torch/autograd.h>
 
+#include "core/api/adapter.h"
+#include "core/api/dropout.h"
 #include "core/util/torch_compat.h"
 
 namespace kiln {
@@ -76,12 +78,21 @@ struct OnednnLinear : torch::autograd::Function<OnednnLinear> {
     const int64_t m = rows.size(0), in = rows.size(1), out = w.size(0);
     const at::Tensor dy = grads[0].reshape({m, out}).to(rows.scalar_type()).contiguous();
     const auto fp32 = rows.options().dtype(at::kFloat);
-    at::Tensor dx = at::empty({m, in}, fp32), dw = at::empty({out, in}, fp32);
-    gemm('N', 'N', m, in, out, dy, w, dx);     // dx = dy w
-    gemm('T', 'N', out, in, m, dy, rows, dw);  // dw = dy^T x
-    std::vector<int64_t> shape = grads[0].sizes().vec();
-    shape.back() = in;
-    return {dx.view(shape), dw, at::Tensor()};
+    // A frozen weight (under an adapter, core/api/adapter.h) has no gradient to compute, nor
+    // has the input of a first layer whose embedding is frozen.
+    at::Tensor dx, dw;
+    if (ctx->needs_input_grad(0)) {
+      dx = at::empty({m, in}, fp32);
+      gemm('N', 'N', m, in, out, dy, w, dx);  // dx = dy w
+      std::vector<int64_t> shape = grads[0].sizes().vec();
+      shape.back() = in;
+      dx = dx.view(shape);
+    }
+    if (ctx->needs_input_grad(1)) {
+      dw = at::empty({out, in}, fp32);
+      gemm('T', 'N', out, in, m, dy, rows, dw);  // dw = dy^T x
+    }
+    return {dx, dw, at::Tensor()};
   }
 };
 
@@ -112,9 +123,18 @@ std::optional<at::ScalarType> onednn_linear_operands(const at::Tensor& x,
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                   bool fused) {
   const auto operands = fused ? onednn_linear_operands(x, weight) : std::nullopt;
-  if (!operands) return at::linear(x, weight, bias);
-  const at::Tensor y = OnednnLinear::apply(x, weight, *operands);
-  return bias.defined() ? y + bias : y;
+  at::Tensor y;
+  if (!operands) {
+    y = at::linear(x, weight, bias);
+  } else {
+    y = OnednnLinear::apply(x, weight, *operands);
+    if (bias.defined()) y = y + bias;
+  }
+  const LowRankSite* site = low_rank_site(weight);
+  if (!site) return y;
+  const at::Tensor dropped = dropout(x, site->dropout, site->training(), site->dropout_site);
+  const at::Tensor low = linear(linear(dropped, site->a, {}, fused), site->b, {}, fused);
+  return y + low * site->scale;
 }
 
 }  // namespace kiln

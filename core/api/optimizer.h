@@ -38,7 +38,8 @@ struct ModelParameters : std::vector<torch::Tensor> {
   std::vector<bool> hidden;  // empty = unknown
 };
 
-// `model`'s parameters, with `hidden` from its layers(): what assemble() builds the optimizer on.
+// `model`'s trainable parameters (an adapter freezes the model's own: core/api/adapter.h), with
+// `hidden` from its layers(): what assemble() builds the optimizer on.
 inline ModelParameters parameters_of(const Model& model) {
   std::unordered_set<const void*> inner;
   const auto& layers = model.layers();
@@ -46,9 +47,12 @@ inline ModelParameters parameters_of(const Model& model) {
     for (const auto& p : layers[i]->parameters())
       inner.insert(p.unsafeGetTensorImpl());
   }
-  ModelParameters out(model.parameters());
-  for (const auto& p : out)
+  ModelParameters out;
+  for (const auto& p : model.parameters()) {
+    if (!p.requires_grad()) continue;
+    out.push_back(p);
     out.hidden.push_back(inner.count(p.unsafeGetTensorImpl()) > 0);
+  }
   return out;
 }
 

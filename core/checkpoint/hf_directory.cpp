@@ -26,6 +26,8 @@ using Json = nlohmann::json;
 constexpr const char* kWeightsFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
 constexpr const char* kConfigFile = "config.json";
+constexpr const char* kAdapterConfigFile = "adapter_config.json";
+constexpr const char* kAdapterWeightsFile = "adapter_model.safetensors";
 constexpr const char* kGenerationConfigFile = "generation_config.json";
 
 // Fields of config.json that say how a checkpoint was saved, not what model it is.
@@ -196,11 +198,20 @@ void write_weight_files(const std::string& dir,
 bool is_model_directory_file(const std::string& name) {
   static const std::regex shard(R"(model-\d{5}-of-\d{5}\.safetensors)");
   return name == kWeightsFile || name == kIndexFile || name == kConfigFile ||
-         name == kGenerationConfigFile || std::regex_match(name, shard);
+         name == kGenerationConfigFile || name == kAdapterConfigFile ||
+         name == kAdapterWeightsFile || std::regex_match(name, shard);
 }
 
 bool holds_kiln_export(const std::string& dir) {
   std::error_code ec;
+  const fs::path adapter = fs::path(dir) / kAdapterWeightsFile;
+  if (fs::exists(adapter, ec)) {
+    try {
+      return SafetensorsFile(adapter.string()).metadata().count(kExportRunKey) > 0;
+    } catch (const UserError&) {
+      return false;
+    }
+  }
   if (!fs::exists(fs::path(dir) / kConfigFile, ec)) return false;
   try {
     for (const auto& entry : weight_files(dir)) {
@@ -265,6 +276,15 @@ std::map<std::string, at::Tensor> read_model_weights(const std::string& path,
 void check_model_weights(const std::string& path) {
   for (const auto& entry : weight_files(path))
     SafetensorsFile header(entry.first);
+}
+
+void write_peft_directory(const std::string& dir,
+                          const std::vector<std::pair<std::string, at::Tensor>>& weights,
+                          const std::string& config,
+                          const std::map<std::string, std::string>& metadata) {
+  fs::create_directories(dir);
+  write_weights(dir + "/" + kAdapterWeightsFile, weights, metadata);
+  write_file_atomic(dir + "/" + kAdapterConfigFile, config);
 }
 
 }  // namespace kiln

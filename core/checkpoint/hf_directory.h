@@ -37,13 +37,23 @@ void write_hf_directory(const std::string& dir,
                         const std::map<std::string, std::string>& metadata,
                         int64_t max_shard_bytes = 0);
 
+// A Hugging Face PEFT adapter directory, as PEFT's save_pretrained writes one:
+// DIR/adapter_config.json (`config`, the adapter's, core/api/adapter.h) and
+// DIR/adapter_model.safetensors. DIR is new or empty, as for write_hf_directory.
+void write_peft_directory(const std::string& dir,
+                          const std::vector<std::pair<std::string, at::Tensor>>& weights,
+                          const std::string& config,
+                          const std::map<std::string, std::string>& metadata);
+
 // The weights' metadata key `kiln export` names the run in; holds_kiln_export looks for it.
 constexpr const char* kExportRunKey = "kiln_run";
 
 // Whether a file of this name is one write_hf_directory writes, in either form: config.json,
-// generation_config.json, model.safetensors, its index, model-0000K-of-0000N.safetensors.
+// generation_config.json, model.safetensors, its index, model-0000K-of-0000N.safetensors; or one
+// write_peft_directory writes.
 bool is_model_directory_file(const std::string& name);
-// Whether `dir` holds a model directory `kiln export` wrote: weights whose metadata names a run.
+// Whether `dir` holds a model or adapter directory `kiln export` wrote: weights whose metadata
+// names a run.
 bool holds_kiln_export(const std::string& dir);
 
 // The weights at `path`, a .safetensors file or a directory. For a directory, its config.json

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include "core/config/config.h"
+#include "core/config/registry.h"
+#include "core/config/schema.h"
 #include "core/config/toml_text.h"
 #include "core/util/counter_hash.h"
 
@@ -88,6 +90,16 @@ bool hashes_value(const Section& section, const std::string& key, const ParamVal
   return spec->hashed && !(spec->hashed_when_set && value == spec->default_value);
 }
 
+// A section added later, at its kind's default plugin: as if the config had no such section.
+bool is_absent_section(const Section& section) {
+  for (const auto& schema : config_sections()) {
+    if (schema.name != section.name) continue;
+    const PluginSpec* fallback = Catalog::global().default_for(section.name);
+    return schema.added_later && fallback && fallback->name == section.type;
+  }
+  return false;
+}
+
 std::string render(const ResolvedConfig& config, bool hashed_only) {
   std::string out;
   for (const auto& section : config.sections) {
@@ -99,6 +111,7 @@ std::string render(const ResolvedConfig& config, bool hashed_only) {
     // A section of unhashed keys only ([metrics]) leaves every hash as it was before the
     // section existed.
     if (hashed_only && section.type.empty() && keys.empty()) continue;
+    if (hashed_only && keys.empty() && is_absent_section(section)) continue;
     out += "[" + section.name + "]\n";
     if (!section.type.empty()) out += "type = " + format_value(section.type) + "\n";
     out += keys + "\n";

@@ -100,6 +100,12 @@ const std::vector<SectionSchema>& config_sections() {
             .unhashed()}},
       {"precision", true, "number formats of compute and weights; type picks a policy", {}},
       {"parallel", true, "how work is spread over processes; type picks a strategy", {}},
+      {"adapter",
+       true,
+       "trainable weights added to a frozen model (LoRA); type picks an adapter, \"none\" trains "
+       "every weight",
+       {},
+       /*added_later=*/true},
       {"eval",
        false,
        "validation during training",

@@ -20,6 +20,9 @@ struct SectionSchema {
   // A core section's keys; for a plugin section, keys every plugin of the kind takes besides
   // its own (e.g. model.init_from).
   std::vector<ParamSpec> params;
+  // A plugin section added after runs were made without it: at its default plugin with no
+  // hashed key, it stays out of the hash, so those runs keep theirs.
+  bool added_later = false;
 };
 const std::vector<SectionSchema>& config_sections();
 // The spec of `section`.`key` under plugin `type` (empty for a core section): the section's own

@@ -12,6 +12,7 @@
 #include "core/checkpoint/hf_directory.h"
 #include "core/config/canonical.h"
 #include "core/train/cuda_graph.h"
+#include "core/train/run_adapter.h"
 #include "core/train/run_device.h"
 #include "core/train/task_suite.h"
 #include "core/util/error.h"
@@ -182,6 +183,7 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
       throw UserError(fmt::format("{}: {}", config.where("parallel.tp").str(), e.what()));
     }
   }
+  a.adapter = make_adapter(config, *a.parallel, loading);
   a.precision = located(config, "precision", [&] {
     return PrecisionRegistry::create(config.type("precision"), config.params("precision"),
                                      a.device.type());
@@ -205,6 +207,12 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
         a.parallel->loss_share() > 0 ? a.train.micro_batch * a.train.seq_len : 0;
     a.memory =
         training_floor(*a.model_plan, state_per_parameter, a.parallel->world_size(), logit_rows);
+    if (a.adapter->adapts()) {
+      // A frozen model keeps no gradients and no optimizer state; its adapter's are a sliver,
+      // and a floor is what training holds at the least.
+      a.memory.gradients = 0;
+      a.memory.optimizer_state = 0;
+    }
   }
   check_memory_floor(config, *a.model_plan, a.memory, a.device, usable_memory(a.device));
   if (mode == Assembly::kCheck) {
@@ -219,6 +227,7 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
         a.model->import_weights(read_model_weights(path, a.model->interchange_config()));
       });
     }
+    attach_adapter(config, *a.adapter, *a.model, /*starts=*/!loading);
     a.model->to(a.device);
     a.parallel->attach(*a.model);
     a.optimizer = located(config, "optimizer", [&] {

@@ -22,6 +22,7 @@
 
 namespace kiln {
 
+class Adapter;
 class TaskSuite;
 
 struct AssembledRun {
@@ -46,6 +47,7 @@ struct AssembledRun {
   std::shared_ptr<ParallelStrategy> parallel;
   std::shared_ptr<ModelPlan> model_plan;  // the model's sizes, before (or without) building it
   std::shared_ptr<Model> model;           // null under Assembly::kCheck
+  std::shared_ptr<Adapter> adapter;       // [adapter]: attached to the model when it is built
   std::shared_ptr<torch::optim::Optimizer> optimizer;  // over a stand-in under Assembly::kCheck
   std::shared_ptr<Schedule> schedule;
   std::shared_ptr<PrecisionPolicy> precision;

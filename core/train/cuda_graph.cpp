@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/api/adapter.h"
+
 #if KILN_WITH_CUDA
 #include <ATen/autocast_mode.h>
 #include <ATen/cuda/CUDAEvent.h>
@@ -38,6 +40,12 @@ std::optional<std::string> cuda_graph_refusal(const AssembledRun& run) {
         "scale is a host number that changes between steps: use precision.type "
         "= \"bf16\", or set train.cuda_graphs = false",
         where, run.config.type("precision"));
+  }
+  if (run.adapter->adapts()) {
+    return fmt::format(
+        "{}: train.cuda_graphs = true does not capture an adapter's step (adapter.type = "
+        "\"{}\"): set train.cuda_graphs = false",
+        where, run.config.type("adapter"));
   }
   if (run.model_plan->dropout > 0) {
     return fmt::format(

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
+#include "core/api/adapter.h"
 #include "core/store/tensorboard/run_log.h"
 #include "core/train/run_device.h"
 #include "core/util/blas_kernels.h"
@@ -47,6 +48,17 @@ std::vector<std::string> header_lines(const AssembledRun& run, const HeaderFacts
       config.type("model"), run.model_plan->parameters / 1e6, run.model->context_length(),
       run.device.str(), run.device_note.empty() ? "" : " (" + run.device_note + ")",
       at::get_num_threads(), threads_origin(run)));
+  if (run.adapter->adapts()) {
+    int64_t trainable = 0, all = 0;
+    for (const auto& p : run.model->parameters()) {
+      all += p.numel();
+      if (p.requires_grad()) trainable += p.numel();
+    }
+    lines.push_back(fmt::format(
+        "adapter {}: {} trainable parameters ({:.2f}% of {}); the model's own are frozen",
+        config.type("adapter"), trainable,
+        100.0 * static_cast<double>(trainable) / static_cast<double>(all), all));
+  }
   lines.push_back(blas_report().text());
   if (const std::string chosen = run.precision->describe(); !chosen.empty())
     lines.push_back(chosen);

@@ -32,6 +32,7 @@ struct SnapshotArgs {
   std::string export_path;
   std::string max_shard_size;  // as save_pretrained spells it; empty = one file
   bool force = false;          // export into a folder of other files
+  bool merge = false;          // an adapter run's weights with the adapter folded in
 };
 
 // `kiln eval RUN --task T`: a line per task, then where the time went.
@@ -101,6 +102,7 @@ int export_command(const SnapshotArgs& args) {
                     directory ? OutputKind::kFolder : OutputKind::kFile);
   ExportOptions options;
   options.force = args.force;
+  options.merge = args.merge;
   if (!args.max_shard_size.empty()) {
     const std::optional<int64_t> size = parse_byte_size(args.max_shard_size);
     if (!size) {
@@ -182,7 +184,9 @@ ChosenCommand add_snapshot_commands(CLI::App& app) {
   sample->add_option("--seed", sampling.seed, "sampling seed")->capture_default_str();
 
   CLI::App* exporter = app.add_subcommand(
-      "export", "write a snapshot's weights as a Hugging Face model directory or safetensors file");
+      "export",
+      "write a snapshot's weights as a Hugging Face model directory or safetensors file (an "
+      "adapter run's as a PEFT adapter folder)");
   add_snapshot_options(exporter).first->required();
   exporter
       ->add_option("-o,--output", args->export_path,
@@ -196,6 +200,9 @@ ChosenCommand add_snapshot_commands(CLI::App& app) {
   exporter->add_flag("--force", args->force,
                      "export into a folder that holds other files: replace its config.json and "
                      "weights, keep the rest");
+  exporter->add_flag("--merge", args->merge,
+                     "an adapter run (adapter.type = \"lora\"): the model's full weights with the "
+                     "adapter folded in, in place of PEFT's adapter folder");
 
   return [eval, sample, exporter, args]() -> std::optional<int> {
     if (*eval) return eval_command(*args);

@@ -236,6 +236,19 @@ std::string training_state_line(const AssembledRun& run) {
       fmt::join(every_rank(run, training_state_bytes(*run.model, *run.optimizer)), ", "));
 }
 
+// "parameters      55296 trainable, 5230080 frozen" (an adapter freezes the model's own:
+// core/api/adapter.h) and "optimizer state 442368 bytes per rank", the optimizer's tensors after
+// the last timed step. A collective.
+std::string parameter_lines(const AssembledRun& run) {
+  int64_t trainable = 0, frozen = 0;
+  for (const auto& p : run.model->parameters())
+    (p.requires_grad() ? trainable : frozen) += p.numel();
+  return fmt::format(
+      "parameters      {} trainable, {} frozen\n"
+      "optimizer state {} bytes per rank\n",
+      trainable, frozen, fmt::join(every_rank(run, optimizer_state_bytes(*run.optimizer)), ", "));
+}
+
 }  // namespace
 
 BenchResult run_bench(const ResolvedConfig& config, const BenchOptions& options) {
@@ -259,8 +272,8 @@ BenchResult run_bench(const ResolvedConfig& config, const BenchOptions& options)
   if (options.record) require_free_bench_label(results->connection(), r.label);
 
   const Timings t = time_steps(config, run, options);
-  const std::string gradients =
-      peak_gradient_line(run) + training_state_line(run) + measured_memory_lines(run, t.memory);
+  const std::string gradients = parameter_lines(run) + peak_gradient_line(run) +
+                                training_state_line(run) + measured_memory_lines(run, t.memory);
   const double n = static_cast<double>(options.steps);
   r.ms = {t.phases.data_ms / n,
           t.phases.forward_ms / n,

@@ -11,6 +11,7 @@
 #include <torch/utils.h>
 #include <nlohmann/json.hpp>
 
+#include "core/api/adapter.h"
 #include "core/api/kv_cache.h"
 #include "core/api/tokenizer.h"
 #include "core/app/run/hf_checkpoint.h"
@@ -207,6 +208,34 @@ void check_export_folder(const std::string& dir, bool force) {
       dir, join(names, ", ")));
 }
 
+// PEFT's adapter folder, naming the base as model.init_from gave it (the weights the adapter was
+// trained on), or, for a base Kiln trained from scratch, by the run and its config hash.
+int64_t export_adapter(const SnapshotRequest& request, OpenedSnapshot& opened,
+                       const std::string& out_path,
+                       const std::map<std::string, std::string>& metadata) {
+  if (!exports_directory(out_path)) {
+    throw UserError(fmt::format(
+        "-o {}: an adapter run exports PEFT's adapter folder (adapter_config.json, "
+        "adapter_model.safetensors): give a directory, or --merge for the model's full weights "
+        "with the adapter folded in",
+        out_path));
+  }
+  const Model& model = *opened.run.model;
+  const std::string init_from = opened.run.config.params("model").path("init_from");
+  const std::string base =
+      init_from.empty() ? fmt::format("kiln:{}@{}", opened.info.name, opened.info.config_hash)
+                        : init_from;
+  const auto weights = opened.run.adapter->peft_weights(model);
+  const std::string config = opened.run.adapter->peft_config(model, base);
+  replace_folder(
+      out_path, [](const std::string& name) { return !is_model_directory_file(name); },
+      [&](const std::string& staging) {
+        write_peft_directory(staging, weights, config, metadata);
+      });
+  announce(request, opened);
+  return static_cast<int64_t>(weights.size());
+}
+
 }  // namespace
 
 int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_path,
@@ -228,6 +257,22 @@ int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_p
   }
   if (exports_directory(out_path)) check_export_folder(out_path, options.force);
   OpenedSnapshot opened = open_snapshot_read_only(request, Assembly::kWeights);
+  Adapter& adapter = *opened.run.adapter;
+  if (options.merge && !adapter.adapts()) {
+    throw UserError(
+        fmt::format("--merge folds an adapter into the model's weights, and run '{}' trained none "
+                    "(adapter.type = \"{}\"): leave --merge out",
+                    opened.info.name, opened.run.config.type("adapter")));
+  }
+  const std::map<std::string, std::string> metadata = {
+      {"format", "pt"},
+      {kExportRunKey, opened.info.name},
+      {"kiln_snapshot", opened.snapshot.label},
+      {"kiln_config_hash", opened.info.config_hash}};
+  if (adapter.adapts() && !options.merge) {
+    return export_adapter(request, opened, out_path, metadata);
+  }
+  if (options.merge) adapter.merge(*opened.run.model);
   const std::string config = opened.run.model->interchange_config();
   if (exports_directory(out_path) && config.empty()) {
     throw UserError(
@@ -238,11 +283,6 @@ int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_p
   const SpecialTokenIds special =
       exports_directory(out_path) ? special_tokens_of(opened, request) : SpecialTokenIds{};
   auto weights = opened.run.model->export_weights();
-  const std::map<std::string, std::string> metadata = {
-      {"format", "pt"},
-      {kExportRunKey, opened.info.name},
-      {"kiln_snapshot", opened.snapshot.label},
-      {"kiln_config_hash", opened.info.config_hash}};
   if (exports_directory(out_path)) {
     replace_folder(
         out_path, [](const std::string& name) { return !is_model_directory_file(name); },

@@ -83,10 +83,15 @@ struct ExportOptions {
   int64_t max_shard_bytes = 0;
   // --force: export into a folder that holds files of its own, replacing those an export writes.
   bool force = false;
+  // --merge: an adapter run's model with its adapter folded in (core/api/adapter.h), written as
+  // any model is; without it, such a run exports PEFT's adapter folder.
+  bool merge = false;
 };
 
 // Writes the model's weights in its interchange format: a .safetensors file, or a directory
-// (exports_directory) for a model with a Hugging Face config. Returns the tensor count.
+// (exports_directory) for a model with a Hugging Face config; an adapter run's adapter as PEFT's
+// folder (adapter_config.json, adapter_model.safetensors) unless `options.merge`. Returns the
+// tensor count.
 // A directory is replaced as one step (replace_folder): files a model directory holds
 // (is_model_directory_file) go, the folder's other files stay. A folder holding files that are
 // not a previous Kiln export (a user's own config.json) is refused unless `options.force`.

@@ -1,0 +1,360 @@
+// adapter "lora": low-rank adapters (Hu et al., "LoRA: Low-Rank Adaptation of Large Language
+// Models", ICLR 2022) as Hugging Face PEFT makes them. Each targeted linear layer y = x W^T + b
+// gains y += s (drop(x) A^T) B^T with A [rank, in] and B [out, rank], s = alpha / rank (alpha /
+// sqrt(rank) with rslora); W and every other weight of the model are frozen. A starts
+// Kaiming-uniform (PEFT's default: bound 1 / sqrt(in)) or Gaussian (std 1 / rank), B at zero, so
+// step 0 computes what the base model computes.
+//
+// Targets are matched as PEFT matches target_modules: a module whose name is a target or ends
+// with "." + target, over the model's interchange (Hugging Face) module names where it has them
+// (gpt's c_attn, c_proj, c_fc; llama's q_proj, ..., down_proj), else Kiln's own; "all-linear" is
+// every linear layer of the blocks (not the output head). The adapter's tensors are registered
+// under the model as "adapter.<Kiln's module path, dots as underscores>.lora_A|lora_B", so
+// snapshots save and resume them with the model; PEFT's files name them
+// "base_model.model.<module>.lora_A.weight".
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+
+#include "core/api/adapter.h"
+#include "core/api/dropout.h"
+#include "core/checkpoint/hf_directory.h"
+#include "core/util/error.h"
+#include "core/util/text.h"
+
+namespace kiln {
+namespace {
+
+struct LoraOptions {
+  int64_t rank = 8;
+  double alpha = 16;
+  double dropout = 0;
+  std::string targets;
+  bool rslora = false;
+  std::string init;
+  std::string init_from;  // a PEFT adapter folder to start from
+
+  double scale() const {
+    return alpha / (rslora ? std::sqrt(static_cast<double>(rank)) : static_cast<double>(rank));
+  }
+};
+
+// A linear layer of the model's blocks: Kiln's module path, the name PEFT's files give it, and
+// whether its interchange weight is stored transposed (GPT-2's Conv1D: PEFT's fan_in_fan_out).
+struct LinearLayer {
+  std::string path;
+  std::string peft_name;
+  bool transposed = false;
+  at::Tensor weight;
+};
+
+std::vector<LinearLayer> block_linear_layers(const Model& model) {
+  const auto& layers = model.layers();
+  std::set<const void*> inner;  // the blocks' weights: not the embedding's, not the head's
+  for (size_t i = 1; i + 1 < layers.size(); ++i) {
+    for (const auto& p : layers[i]->parameters())
+      inner.insert(p.unsafeGetTensorImpl());
+  }
+  const auto names = model.interchange_names();
+  std::vector<LinearLayer> out;
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+    const auto* linear = item.value()->as<torch::nn::Linear>();
+    if (!linear || !inner.count(linear->weight.unsafeGetTensorImpl())) continue;
+    LinearLayer layer{item.key(), item.key(), false, linear->weight};
+    const auto known = names.find(item.key() + ".weight");
+    if (known != names.end()) {
+      const std::string& name = known->second.name;
+      layer.peft_name = name.substr(0, name.size() - std::string(".weight").size());
+      layer.transposed = known->second.transposed;
+    }
+    out.push_back(std::move(layer));
+  }
+  return out;
+}
+
+bool targeted(const std::string& name, const std::vector<std::string>& targets) {
+  for (const auto& t : targets) {
+    if (t == "all-linear" || name == t ||
+        (name.size() > t.size() &&
+         name.compare(name.size() - t.size() - 1, t.size() + 1, "." + t) == 0)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string last_part(const std::string& name) {
+  return name.substr(name.rfind('.') + 1);
+}
+
+// The adapter's tensors, one submodule per adapted layer, and the sites that make linear()
+// add them while this module lives.
+class LoraModule : public torch::nn::Module {
+ public:
+  LoraModule(const LoraOptions& o, const std::vector<LinearLayer>& layers) : layers_(layers) {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const at::Tensor& w = layers_[i].weight;
+      const int64_t in = w.size(1), out = w.size(0);
+      auto holder = register_module(module_name(layers_[i].path), std::make_shared<Module>());
+      at::Tensor a = holder->register_parameter("lora_A", torch::empty({o.rank, in}));
+      at::Tensor b = holder->register_parameter("lora_B", torch::zeros({out, o.rank}));
+      if (o.init == "gaussian") {
+        a.normal_(0.0, 1.0 / static_cast<double>(o.rank));
+      } else {
+        const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+        a.uniform_(-bound, bound);
+      }
+      ab_.emplace_back(a, b);
+      handles_.push_back(register_low_rank_site(
+          w, {a, b, o.scale(), o.dropout,
+              dropout_site(static_cast<int64_t>(i), DropoutPlace::kAdapterInput),
+              [this] { return is_training(); }}));
+    }
+  }
+
+  static std::string module_name(const std::string& path) {
+    std::string name = path;
+    for (char& c : name)
+      if (c == '.') c = '_';
+    return name;
+  }
+
+  const std::vector<LinearLayer>& layers() const { return layers_; }
+  const std::vector<std::pair<at::Tensor, at::Tensor>>& ab() const { return ab_; }
+  void detach_sites() { handles_.clear(); }
+
+ private:
+  std::vector<LinearLayer> layers_;
+  std::vector<std::pair<at::Tensor, at::Tensor>> ab_;
+  std::vector<std::shared_ptr<void>> handles_;
+};
+
+class Lora : public Adapter {
+ public:
+  explicit Lora(LoraOptions o) : o_(std::move(o)) {
+    for (std::string t : split(o_.targets, ',')) {
+      t.erase(0, t.find_first_not_of(" \t"));
+      t.erase(t.find_last_not_of(" \t") + 1);
+      if (!t.empty()) targets_.push_back(t);
+    }
+  }
+
+  bool adapts() const override { return true; }
+
+  void attach(Model& model, bool starts) override {
+    const std::vector<LinearLayer> layers = block_linear_layers(model);
+    std::vector<LinearLayer> chosen;
+    std::set<std::string> names;
+    for (const auto& layer : layers) {
+      names.insert(last_part(layer.peft_name));
+      if (targeted(layer.peft_name, targets_)) chosen.push_back(layer);
+    }
+    if (targets_.empty() || chosen.empty()) {
+      throw UserError(fmt::format(
+          "adapter.targets = \"{}\" names no linear layer of the model's blocks: its linear "
+          "layers are {} (a comma-separated list, matched as PEFT's target_modules: a module "
+          "named so or ending in .NAME), or \"all-linear\"",
+          o_.targets, join(std::vector<std::string>(names.begin(), names.end()), ", ")));
+    }
+    for (auto& p : model.parameters())
+      p.requires_grad_(false);
+    module_ = model.register_module("adapter", std::make_shared<LoraModule>(o_, chosen));
+    if (starts && !o_.init_from.empty()) load_peft(o_.init_from);
+  }
+
+  std::string peft_config(const Model& model, const std::string& base_model) const override {
+    require_interchange(model);
+    // PEFT matches target_modules by suffix: the short names when they pick these layers and no
+    // other, else each layer's whole name.
+    std::set<std::string> targets, whole;
+    bool transposed = false;
+    for (const auto& layer : module_->layers()) {
+      targets.insert(last_part(layer.peft_name));
+      whole.insert(layer.peft_name);
+      transposed = transposed || layer.transposed;
+    }
+    const std::vector<std::string> short_names(targets.begin(), targets.end());
+    for (const auto& layer : block_linear_layers(model)) {
+      if (targeted(layer.peft_name, short_names) && !whole.count(layer.peft_name)) {
+        targets = whole;
+        break;
+      }
+    }
+    const nlohmann::json config = {
+        {"peft_type", "LORA"},
+        {"task_type", "CAUSAL_LM"},
+        {"base_model_name_or_path", base_model},
+        {"r", o_.rank},
+        {"lora_alpha", o_.alpha},
+        {"lora_dropout", o_.dropout},
+        {"target_modules", std::vector<std::string>(targets.begin(), targets.end())},
+        {"fan_in_fan_out", transposed},
+        {"bias", "none"},
+        {"use_rslora", o_.rslora},
+        {"init_lora_weights",
+         o_.init == "gaussian" ? nlohmann::json("gaussian") : nlohmann::json(true)},
+        {"use_dora", false},
+        {"modules_to_save", nullptr},
+        {"layers_to_transform", nullptr},
+        {"layers_pattern", nullptr},
+        {"rank_pattern", nlohmann::json::object()},
+        {"alpha_pattern", nlohmann::json::object()},
+        {"inference_mode", true},
+        {"revision", nullptr}};
+    return config.dump(2) + "\n";
+  }
+
+  std::vector<std::pair<std::string, at::Tensor>> peft_weights(const Model& model) const override {
+    require_interchange(model);
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (size_t i = 0; i < module_->layers().size(); ++i) {
+      const std::string prefix = "base_model.model." + module_->layers()[i].peft_name;
+      const auto& [a, b] = module_->ab()[i];
+      out.emplace_back(prefix + ".lora_A.weight", a.detach().to(torch::kCPU).contiguous());
+      out.emplace_back(prefix + ".lora_B.weight", b.detach().to(torch::kCPU).contiguous());
+    }
+    return out;
+  }
+
+  void merge(Model& model) override {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < module_->layers().size(); ++i) {
+      const auto& [a, b] = module_->ab()[i];
+      at::Tensor w = module_->layers()[i].weight;
+      w.add_(torch::matmul(b.to(torch::kDouble), a.to(torch::kDouble)).to(w.dtype()), o_.scale());
+    }
+    module_->detach_sites();
+    model.unregister_module("adapter");
+    module_.reset();
+  }
+
+ private:
+  static void require_interchange(const Model& model) {
+    if (model.interchange_names().empty()) {
+      throw UserError(
+          "this model has no Hugging Face form, so PEFT's files would name no module "
+          "transformers knows: export a gpt or llama adapter, or `kiln export --merge` is "
+          "refused alike");
+    }
+  }
+
+  // A PEFT adapter folder's tensors into this adapter: the same rank, alpha and scaling, and
+  // exactly the layers the targets pick.
+  void load_peft(const std::string& dir) const {
+    const std::string at = fmt::format("adapter.init_from = \"{}\"", dir);
+    std::ifstream in(dir + "/adapter_config.json");
+    nlohmann::json config;
+    try {
+      if (!in) throw std::runtime_error("no such file");
+      config = nlohmann::json::parse(in);
+    } catch (const std::exception& e) {
+      throw UserError(
+          fmt::format("{}: its adapter_config.json cannot be read as JSON ({}): give "
+                      "a folder PEFT's save_pretrained or kiln export wrote",
+                      at, json_reason(e.what())));
+    }
+    const auto field = [&](const char* name) {
+      return config.contains(name) ? config.at(name).dump() : std::string("absent");
+    };
+    const bool same = config.value("peft_type", "") == "LORA" && config.value("r", -1) == o_.rank &&
+                      config.value("lora_alpha", -1.0) == o_.alpha &&
+                      config.value("use_rslora", false) == o_.rslora;
+    const bool plain = config.value("rank_pattern", nlohmann::json::object()).empty() &&
+                       config.value("alpha_pattern", nlohmann::json::object()).empty() &&
+                       !config.value("use_dora", false);
+    if (!plain) {
+      throw UserError(fmt::format(
+          "{}: its adapter_config.json has a rank_pattern, an alpha_pattern or use_dora, which "
+          "give layers their own rank or scale: give a plain LoRA adapter",
+          at));
+    }
+    if (!same) {
+      throw UserError(fmt::format(
+          "{}: its adapter_config.json has peft_type {}, r {}, lora_alpha {}, use_rslora {}, and "
+          "this adapter is LORA with rank {}, alpha {}, rslora {}: set adapter.rank, "
+          "adapter.alpha and adapter.rslora to the folder's",
+          at, field("peft_type"), field("r"), field("lora_alpha"), field("use_rslora"), o_.rank,
+          o_.alpha, o_.rslora));
+    }
+    std::map<std::string, at::Tensor> given =
+        read_model_weights(dir + "/adapter_model.safetensors", "");
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < module_->layers().size(); ++i) {
+      const std::string prefix = "base_model.model." + module_->layers()[i].peft_name;
+      const auto& [a, b] = module_->ab()[i];
+      for (const auto& [name, tensor] :
+           {std::pair(prefix + ".lora_A.weight", a), std::pair(prefix + ".lora_B.weight", b)}) {
+        const auto found = given.find(name);
+        if (found == given.end() || found->second.sizes() != tensor.sizes()) {
+          throw UserError(fmt::format(
+              "{}: adapter_model.safetensors {} '{}' of shape [{}]: adapter.targets must pick "
+              "the layers the folder adapts, on the base it was trained on",
+              at, found == given.end() ? "has no tensor" : "has another shape for", name,
+              fmt::join(tensor.sizes(), ", ")));
+        }
+        tensor.copy_(found->second);
+        given.erase(found);
+      }
+    }
+    if (!given.empty()) {
+      throw UserError(fmt::format(
+          "{}: adapter_model.safetensors adapts '{}', which adapter.targets does not pick: "
+          "widen adapter.targets to the folder's target_modules ({})",
+          at, given.begin()->first, field("target_modules")));
+    }
+  }
+
+  LoraOptions o_;
+  std::vector<std::string> targets_;
+  std::shared_ptr<LoraModule> module_;
+};
+
+LoraOptions lora_options(const Params& p) {
+  LoraOptions o;
+  o.rank = p.integer("rank");
+  o.alpha = p.real("alpha");
+  o.dropout = p.real("dropout");
+  o.targets = p.text("targets");
+  o.rslora = p.flag("rslora");
+  o.init = p.text("init");
+  o.init_from = p.path("init_from");
+  return o;
+}
+
+const bool registered = AdapterRegistry::add(
+    {"lora",
+     "low-rank adapters on the blocks' linear layers, the model's own weights frozen; exported "
+     "in Hugging Face PEFT's format",
+     {ParamSpec::integer("rank", 8, "r: the adapters' rank").at_least(1),
+      ParamSpec::real("alpha", 16, "lora_alpha: the update is scaled by alpha / rank").above(0),
+      ParamSpec::real("dropout", 0,
+                      "lora_dropout: dropout on each adapter's input, drawn by Kiln's rule")
+          .at_least(0)
+          .at_most(0.9),
+      ParamSpec::text("targets", "all-linear",
+                      "target_modules, comma-separated: layers named so or ending in .NAME "
+                      "(gpt: c_attn, c_proj, c_fc; llama: q_proj, k_proj, v_proj, o_proj, "
+                      "gate_proj, up_proj, down_proj), or \"all-linear\" (the blocks' every one)"),
+      ParamSpec::flag("rslora", false, "use_rslora: scale by alpha / sqrt(rank)"),
+      ParamSpec::text("init", "kaiming",
+                      "init_lora_weights: A Kaiming-uniform (PEFT's default) or gaussian (std "
+                      "1/rank); B starts at zero either way, so step 0 is the base model")
+          .one_of({"kaiming", "gaussian"}),
+      ParamSpec::text("init_from", "",
+                      "a PEFT adapter folder (adapter_config.json, adapter_model.safetensors) "
+                      "to start the adapter from, on model.init_from's base; its r, lora_alpha "
+                      "and use_rslora must be rank, alpha and rslora; \"\" = init")
+          .files()}},
+    [](const Params& p) { return std::make_shared<Lora>(lora_options(p)); });
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,142 @@
+// LoRA runs through the binary (plugins/adapter_lora.cpp): a fine-tune of a Hugging Face folder
+// Kiln exported starts at the base's loss, says what trains, resumes bit for bit, follows the
+// single process's curve under ddp with adapter dropout, exports PEFT's folder beside a merged
+// one, and refuses the strategies and exports it does not have.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "ranks.h"
+#include "tiny_run.h"
+
+namespace kiln {
+namespace {
+
+using testing::run_kiln;
+using testing::run_ranks;
+
+class LoraRun : public testing::TinyRun {
+ protected:
+  // A llama base trained for 10 steps and exported; the experiment, pointed at that folder with
+  // a rank-4 adapter on every linear layer of its blocks.
+  std::string fine_tune(const std::string& adapter_extra = "") {
+    std::string text = testing::read_file(experiment());
+    text.replace(text.find("type = \"gpt\"\n"), 13,
+                 "type = \"llama\"\nn_kv_head = 2\nffn_dim = 64\n");
+    const std::string base = dir_ / "llama.toml";
+    testing::write_text(base, text);
+    EXPECT_EQ(
+        run_kiln("run " + base + " --name base --set train.steps=10 --set checkpoint.every=10")
+            .exit_code,
+        0);
+    auto exported = run_kiln("export base -o " + (dir_ / "base_hf") + " --db " + db());
+    EXPECT_EQ(exported.exit_code, 0) << exported.output;
+    text.replace(text.find("[model]\n"), 8,
+                 "[model]\ninit_from = \"" + (dir_ / "base_hf") + "\"\n");
+    text += "\n[adapter]\ntype = \"lora\"\nrank = 4\nalpha = 8\n" + adapter_extra;
+    const std::string path = dir_ / "lora.toml";
+    testing::write_text(path, text);
+    return path;
+  }
+};
+
+// Step 1's loss is computed before any update: with B at zero, the base's own, as a full
+// fine-tune of the same folder computes it.
+TEST_F(LoraRun, AFineTuneStartsAtItsBaseAndSaysWhatTrains) {
+  const std::string exp = fine_tune();
+  const std::string common = " --set train.steps=6 --set optimizer.lr=1e-2";
+  auto ran = run_kiln("run " + exp + " --name tuned" + common);
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_NE(ran.output.find("adapter lora: "), std::string::npos) << ran.output;
+  EXPECT_NE(ran.output.find("trainable parameters"), std::string::npos) << ran.output;
+  ASSERT_EQ(run_kiln("run " + exp + " --name full --set adapter.type=none" + common).exit_code, 0);
+  const auto tuned = losses("tuned"), full = losses("full");
+  ASSERT_EQ(tuned.size(), 6u);
+  ASSERT_EQ(full.size(), 6u);
+  EXPECT_EQ(tuned.front(), full.front());
+  EXPECT_NE(tuned.back(), full.back());
+  EXPECT_LT(tuned.back(), tuned.front());
+}
+
+TEST_F(LoraRun, AResumeFollowsTheUninterruptedRunBitForBit) {
+  const std::string exp = fine_tune("dropout = 0.1\n");
+  const std::string common = " --set train.steps=8 --set optimizer.lr=1e-2";
+  ASSERT_EQ(run_kiln("run " + exp + " --name whole" + common).exit_code, 0);
+  ASSERT_EQ(run_kiln("run " + exp + " --name paused --until 4" + common).exit_code, 0);
+  auto resumed = run_kiln("resume paused --db " + db());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  expect_same_curve("whole", "paused", 8, 0.0);
+}
+
+TEST_F(LoraRun, DdpWithAdapterDropoutFollowsTheSingleProcess) {
+  const std::string exp = fine_tune("dropout = 0.1\n");
+  const std::string same =
+      " --set train.steps=8 --set optimizer.lr=1e-2 --set train.micro_batch=4 "
+      "--set train.batch_tokens=512 --set checkpoint.every=0";
+  ASSERT_EQ(run_kiln("run " + exp + " --name one" + same).exit_code, 0);
+  const std::string logs = dir_ / "ddp_rank";
+  auto codes = run_ranks(2, "run " + exp + " --name ddp --set parallel.type=ddp" + same, logs);
+  ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
+  expect_same_curve("one", "ddp", 8);
+}
+
+TEST_F(LoraRun, ExportsPeftsFolderAndAMergedOneAndRefusesWhatItCannot) {
+  const std::string exp = fine_tune();
+  ASSERT_EQ(run_kiln("run " + exp + " --name tuned --set train.steps=4 --set checkpoint.every=4")
+                .exit_code,
+            0);
+  auto adapter = run_kiln("export tuned -o " + (dir_ / "adapter") + " --db " + db());
+  ASSERT_EQ(adapter.exit_code, 0) << adapter.output;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "adapter/adapter_config.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "adapter/adapter_model.safetensors"));
+  EXPECT_NE(testing::read_file(dir_ / "adapter/adapter_config.json")
+                .find("\"base_model_name_or_path\": \"" + (dir_ / "base_hf") + "\""),
+            std::string::npos);
+  auto merged = run_kiln("export tuned --merge -o " + (dir_ / "merged") + " --db " + db());
+  ASSERT_EQ(merged.exit_code, 0) << merged.output;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "merged/config.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "merged/model.safetensors"));
+  // Exported again over its own folder: replaced, not refused.
+  EXPECT_EQ(run_kiln("export tuned -o " + (dir_ / "adapter") + " --db " + db()).exit_code, 0);
+  // The folder read back by adapter.init_from on the same base is the model that wrote it: with
+  // lr 0, its val loss after one step is the exporting run's last, exactly.
+  auto imported = run_kiln("run " + exp +
+                           " --name imported --set train.steps=1 --set "
+                           "optimizer.lr=0 --set adapter.init_from=" +
+                           (dir_ / "adapter"));
+  ASSERT_EQ(imported.exit_code, 0) << imported.output;
+  const auto val = [&](const std::string& run) {
+    return testing::query_doubles(db(),
+                                  "select e.loss from evals e join runs r on r.id = "
+                                  "e.run_id where r.name = '" +
+                                      run + "' and e.split = 'val' order by e.step desc limit 1");
+  };
+  EXPECT_EQ(val("imported"), val("tuned"));
+  auto other_rank = run_kiln("run " + exp +
+                             " --name r8 --set adapter.rank=8 --set "
+                             "adapter.init_from=" +
+                             (dir_ / "adapter"));
+  EXPECT_EQ(other_rank.exit_code, 2) << other_rank.output;
+  EXPECT_NE(other_rank.output.find("its adapter_config.json has peft_type \"LORA\", r 4"),
+            std::string::npos)
+      << other_rank.output;
+
+  auto one_file = run_kiln("export tuned -o " + (dir_ / "a.safetensors") + " --db " + db());
+  EXPECT_EQ(one_file.exit_code, 2) << one_file.output;
+  EXPECT_NE(one_file.output.find("an adapter run exports PEFT's adapter folder"), std::string::npos)
+      << one_file.output;
+  auto no_adapter = run_kiln("export base --merge -o " + (dir_ / "m2") + " --db " + db());
+  EXPECT_EQ(no_adapter.exit_code, 2) << no_adapter.output;
+  EXPECT_NE(no_adapter.output.find("--merge folds an adapter into the model's weights, and run "
+                                   "'base' trained none"),
+            std::string::npos)
+      << no_adapter.output;
+  auto fsdp = run_kiln("run " + exp + " --name f --set parallel.type=fsdp");
+  EXPECT_EQ(fsdp.exit_code, 2) << fsdp.output;
+  EXPECT_NE(fsdp.output.find("adapter 'lora' trains where every rank holds the whole model"),
+            std::string::npos)
+      << fsdp.output;
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Interop: a LoRA fine-tune by the kiln under test, from a Hugging Face folder it exported
+# (model.init_from), exported as PEFT's adapter folder and merged; tests/interop/lora_check.py
+# applies the adapter to the base in transformers as PEFT does and loads the merged folder.
+#   tests/interop/lora_test.sh KILN VARIANT
+# VARIANT: gpt (GPT-2's Conv1D layout: fan_in_fan_out) or llama (grouped-query attention).
+# Exit 77: skipped (the chroot cannot be made here; tools/interop.sh).
+set -euo pipefail
+kiln=$1 variant=$2
+source "$(dirname "$0")/common.sh"
+
+for i in $(seq 600); do
+  echo "In the beginning was the word number $i, and the word was $((i % 7 == 0 ? 0 : 1))."
+done >"$scratch/corpus.txt"
+"$kiln" prepare "$scratch/corpus.txt" --out "$scratch/data" --val-fraction 0.1 >/dev/null
+case $variant in
+  gpt) model=$'type = "gpt"\nn_layer = 2\nn_head = 2\nn_embd = 32' targets="c_attn,c_proj,c_fc" ;;
+  llama) model=$'type = "llama"\nn_layer = 2\nn_head = 4\nn_kv_head = 2\nn_embd = 32\nmultiple_of = 16'
+    targets="all-linear" ;;
+  *) echo "lora_test: unknown variant '$variant'" >&2; exit 2 ;;
+esac
+experiment() {  # experiment STEPS LR [MORE]
+  cat <<TOML
+$(run_section)
+
+[model]
+$model
+block_size = 64
+vocab_size = 64
+
+[data]
+train = "$scratch/data/train_*.bin"
+val = "$scratch/data/val_*.bin"
+
+[train]
+steps = $1
+micro_batch = 4
+seq_len = 32
+
+[optimizer]
+lr = $2
+
+[eval]
+every = 0
+
+[checkpoint]
+every = $1
+${3:-}
+TOML
+}
+experiment 20 1e-2 >"$scratch/base.toml"
+"$kiln" run "$scratch/base.toml" --name base >/dev/null
+"$kiln" export base -o "$scratch/base_hf" --db "$scratch/kiln.db" >/dev/null
+experiment 20 2e-2 "[adapter]
+type = \"lora\"
+rank = 4
+alpha = 8
+targets = \"$targets\"" >"$scratch/lora.toml"
+sed -i "s|^\[model\]$|[model]\ninit_from = \"$scratch/base_hf\"|" "$scratch/lora.toml"
+"$kiln" run "$scratch/lora.toml" --name tuned >/dev/null
+"$kiln" eval tuned --data "$scratch/data/val_*.bin" --logits "$scratch/logits.npy" \
+  --db "$scratch/kiln.db" >/dev/null 2>&1
+"$kiln" export tuned -o "$scratch/adapter" --db "$scratch/kiln.db"
+"$kiln" export tuned --merge -o "$scratch/merged" --db "$scratch/kiln.db"
+tools/interop.sh "$scratch" python3 /kiln/tests/interop/lora_check.py "$scratch/base_hf" \
+  "$scratch/adapter" "$scratch/merged" "$scratch/data" "$scratch/logits.npy" 4 32

@@ -1,0 +1,212 @@
+// The LoRA adapter (plugins/adapter_lora.cpp) on gpt and llama: step 0 is the base model; an
+// adapted model computes what a model whose weights are W + (alpha/r) B A (made here, in double)
+// computes; only the adapter trains; its PEFT files carry the names and fields of PEFT's format
+// (PEFT's LoraConfig and its "base_model.model.<module>.lora_A.weight" keys, as PEFT's
+// save_pretrained writes them, written out below); and bad targets are one clear error.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+
+#include "core/api/adapter.h"
+#include "core/api/model.h"
+#include "core/api/optimizer.h"
+#include "core/config/config.h"
+#include "core/util/error.h"
+
+namespace kiln {
+namespace {
+
+const std::vector<std::string> kGpt = {"model.n_layer=2", "model.n_head=2", "model.n_embd=16",
+                                       "model.block_size=8", "model.vocab_size=40"};
+const std::vector<std::string> kLlama = {"model.n_layer=2",    "model.n_head=4",
+                                         "model.n_kv_head=2",  "model.n_embd=16",
+                                         "model.block_size=8", "model.vocab_size=40"};
+
+std::shared_ptr<Model> model(const std::string& type, const std::vector<std::string>& sets) {
+  torch::manual_seed(0);
+  ResolvedConfig c = load_config_text("[model]\ntype = \"" + type + "\"\n", "t.toml", sets);
+  return build_model(*ModelRegistry::create(type, c.params("model")));
+}
+
+std::shared_ptr<Adapter> lora(const std::vector<std::string>& sets) {
+  ResolvedConfig c =
+      load_config_text("[model]\ntype = \"gpt\"\n[adapter]\ntype = \"lora\"\n", "t.toml", sets);
+  return AdapterRegistry::create("lora", c.params("adapter"));
+}
+
+// Every lora_B at random, so the adapters change the output.
+void randomise_b(Model& m) {
+  torch::NoGradGuard no_grad;
+  for (auto& item : m.named_parameters()) {
+    if (item.key().find("lora_B") != std::string::npos) item.value().normal_(0.0, 0.5);
+  }
+}
+
+TEST(Lora, StepZeroComputesTheBaseModel) {
+  for (const auto& [type, sets] : {std::pair("gpt", kGpt), std::pair("llama", kLlama)}) {
+    auto m = model(type, sets);
+    const auto tokens = torch::randint(40, {2, 8}, torch::kLong);
+    const auto base = m->forward(tokens);
+    lora({})->attach(*m, true);
+    EXPECT_TRUE(torch::equal(m->forward(tokens), base)) << type;
+  }
+}
+
+// The adapted model against a copy whose targeted weights are W + s B A, computed in double
+// here: s = alpha / r (alpha / sqrt(r) with rslora).
+TEST(Lora, AnAdaptedModelComputesTheMergedWeightsFormula) {
+  for (const bool rslora : {false, true}) {
+    auto adapted = model("llama", kLlama);
+    auto merged = model("llama", kLlama);  // the same seed: the same weights
+    lora({"adapter.rank=4", "adapter.alpha=8", "adapter.targets=q_proj,down_proj",
+          rslora ? "adapter.rslora=true" : "adapter.rslora=false"})
+        ->attach(*adapted, true);
+    randomise_b(*adapted);
+    const double s = rslora ? 8.0 / 2.0 : 8.0 / 4.0;
+    auto params = adapted->named_parameters();
+    torch::NoGradGuard no_grad;
+    int folded = 0;
+    for (auto& item : merged->named_parameters()) {
+      std::string site = item.key();
+      if (site.find("q_proj") == std::string::npos && site.find("down_proj") == std::string::npos)
+        continue;
+      site = site.substr(0, site.size() - std::string(".weight").size());
+      for (char& c : site)
+        if (c == '.') c = '_';
+      const auto a = params["adapter." + site + ".lora_A"].to(torch::kDouble);
+      const auto b = params["adapter." + site + ".lora_B"].to(torch::kDouble);
+      item.value().copy_(item.value().to(torch::kDouble) + s * b.matmul(a));
+      ++folded;
+    }
+    EXPECT_EQ(folded, 4);  // q_proj and down_proj of 2 blocks
+    adapted->eval();
+    merged->eval();
+    const auto tokens = torch::randint(40, {2, 8}, torch::kLong);
+    EXPECT_TRUE(torch::allclose(adapted->forward(tokens), merged->forward(tokens), 1e-5, 1e-5));
+  }
+}
+
+TEST(Lora, OnlyTheAdapterTrainsAndTheBaseIsNeverWritten) {
+  auto m = model("gpt", kGpt);
+  std::map<std::string, torch::Tensor> before;
+  for (const auto& item : m->named_parameters())
+    before[item.key()] = item.value().detach().clone();
+  lora({"adapter.targets=c_attn"})->attach(*m, true);
+  const ModelParameters trained = parameters_of(*m);
+  ASSERT_EQ(trained.size(), 4u);  // lora_A and lora_B of c_attn in 2 blocks
+  for (const auto& p : trained)
+    EXPECT_TRUE(p.requires_grad());
+  torch::optim::AdamW optimizer(trained, torch::optim::AdamWOptions(1e-2));
+  for (int step = 0; step < 3; ++step) {
+    optimizer.zero_grad();
+    const auto tokens = torch::randint(40, {2, 8}, torch::kLong);
+    const auto logits = m->forward(tokens);
+    torch::nn::functional::cross_entropy(logits.view({-1, 40}), tokens.view(-1)).backward();
+    optimizer.step();
+  }
+  for (const auto& item : m->named_parameters()) {
+    if (item.key().rfind("adapter.", 0) == 0) continue;
+    EXPECT_FALSE(item.value().grad().defined()) << item.key();
+    EXPECT_TRUE(torch::equal(item.value(), before.at(item.key()))) << item.key();
+  }
+  // The B matrices moved away from zero.
+  EXPECT_GT(m->named_parameters()["adapter.h_0_c_attn.lora_B"].abs().max().item<double>(), 0);
+}
+
+// PEFT's adapter_config.json fields and tensor names for GPT-2 (Conv1D: fan_in_fan_out) and
+// Llama, as `peft.LoraConfig` and `PeftModel.save_pretrained` write them.
+TEST(Lora, PeftFilesCarryPeftsNamesAndFields) {
+  auto g = model("gpt", kGpt);
+  auto adapter = lora({"adapter.rank=4", "adapter.alpha=8", "adapter.targets=c_attn,c_proj"});
+  adapter->attach(*g, true);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& [name, t] : adapter->peft_weights(*g))
+    shapes[name] = t.sizes().vec();
+  EXPECT_EQ(shapes.size(), 12u);  // c_attn, attn.c_proj, mlp.c_proj of 2 blocks, A and B
+  EXPECT_EQ(shapes.at("base_model.model.transformer.h.0.attn.c_attn.lora_A.weight"),
+            (std::vector<int64_t>{4, 16}));
+  EXPECT_EQ(shapes.at("base_model.model.transformer.h.0.attn.c_attn.lora_B.weight"),
+            (std::vector<int64_t>{48, 4}));
+  EXPECT_EQ(shapes.at("base_model.model.transformer.h.1.mlp.c_proj.lora_A.weight"),
+            (std::vector<int64_t>{4, 64}));
+  EXPECT_EQ(shapes.at("base_model.model.transformer.h.1.attn.c_proj.lora_B.weight"),
+            (std::vector<int64_t>{16, 4}));
+  const auto config = nlohmann::json::parse(adapter->peft_config(*g, "/models/gpt2"));
+  EXPECT_EQ(config.at("peft_type"), "LORA");
+  EXPECT_EQ(config.at("task_type"), "CAUSAL_LM");
+  EXPECT_EQ(config.at("base_model_name_or_path"), "/models/gpt2");
+  EXPECT_EQ(config.at("r"), 4);
+  EXPECT_EQ(config.at("lora_alpha"), 8.0);
+  EXPECT_EQ(config.at("lora_dropout"), 0.0);
+  EXPECT_EQ(config.at("target_modules"), (std::vector<std::string>{"c_attn", "c_proj"}));
+  EXPECT_EQ(config.at("fan_in_fan_out"), true);
+  EXPECT_EQ(config.at("bias"), "none");
+  EXPECT_EQ(config.at("use_rslora"), false);
+  EXPECT_EQ(config.at("init_lora_weights"), true);
+
+  auto l = model("llama", kLlama);
+  auto on_llama = lora({"adapter.targets=all-linear"});
+  on_llama->attach(*l, true);
+  std::set<std::string> names;
+  for (const auto& [name, t] : on_llama->peft_weights(*l))
+    names.insert(name);
+  EXPECT_EQ(names.size(), 2u * 7u * 2u);  // 7 linear layers a block, 2 blocks, A and B
+  EXPECT_TRUE(names.count("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"));
+  EXPECT_TRUE(names.count("base_model.model.model.layers.1.mlp.down_proj.lora_B.weight"));
+  EXPECT_FALSE(names.count("base_model.model.lm_head.lora_A.weight"));
+  const auto llama_config = nlohmann::json::parse(on_llama->peft_config(*l, "base"));
+  EXPECT_EQ(llama_config.at("fan_in_fan_out"), false);
+  EXPECT_EQ(llama_config.at("target_modules"),
+            (std::vector<std::string>{"down_proj", "gate_proj", "k_proj", "o_proj", "q_proj",
+                                      "up_proj", "v_proj"}));
+}
+
+TEST(Lora, MergeFoldsTheAdapterIntoTheWeightsAndRemovesIt) {
+  auto m = model("gpt", kGpt);
+  auto adapter = lora({"adapter.targets=c_fc"});
+  adapter->attach(*m, true);
+  randomise_b(*m);
+  m->eval();
+  const auto tokens = torch::randint(40, {2, 8}, torch::kLong);
+  const auto adapted = m->forward(tokens);
+  adapter->merge(*m);
+  for (const auto& item : m->named_parameters())
+    EXPECT_EQ(item.key().find("adapter."), std::string::npos) << item.key();
+  EXPECT_TRUE(torch::allclose(m->forward(tokens), adapted, 1e-5, 1e-5));
+}
+
+TEST(Lora, TargetsThatNameNoLinearLayerAreOneErrorListingThem) {
+  auto m = model("gpt", kGpt);
+  const std::string message = [&] {
+    try {
+      lora({"adapter.targets=q_proj"})->attach(*m, true);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  }();
+  EXPECT_NE(message.find("adapter.targets = \"q_proj\" names no linear layer"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("c_attn, c_fc, c_proj"), std::string::npos) << message;
+}
+
+TEST(Lora, DropoutDrawsOnlyInTraining) {
+  auto m = model("gpt", kGpt);
+  lora({"adapter.dropout=0.5"})->attach(*m, true);
+  randomise_b(*m);
+  const auto tokens = torch::randint(40, {2, 8}, torch::kLong);
+  m->eval();
+  const auto evaluated = m->forward(tokens);
+  EXPECT_TRUE(torch::equal(m->forward(tokens), evaluated));
+  m->train();
+  EXPECT_FALSE(torch::allclose(m->forward(tokens), evaluated));
+}
+
+}  // namespace
+}  // namespace kiln
