@@ -48,8 +48,13 @@ void randomise_b(Model& m) {
   }
 }
 
+const std::vector<std::string> kTransformerLm = {
+    "model.num_layers=2",  "model.nhead=2",   "model.d_model=16", "model.dim_feedforward=32",
+    "model.vocab_size=40", "model.max_len=8", "model.dropout=0"};
+
 TEST(Lora, StepZeroComputesTheBaseModel) {
-  for (const auto& [type, sets] : {std::pair("gpt", kGpt), std::pair("llama", kLlama)}) {
+  for (const auto& [type, sets] : {std::pair("gpt", kGpt), std::pair("llama", kLlama),
+                                   std::pair("transformer_lm", kTransformerLm)}) {
     auto m = model(type, sets);
     const auto tokens = torch::randint(40, {2, 8}, torch::kLong);
     const auto base = m->forward(tokens);
