@@ -55,6 +55,22 @@ WorldEnv read_world_env() {
     throw UserError(
         fmt::format("{}={} does not fit {}={}", rank_name, w.rank, size_name, w.world_size));
   }
+  // A rank's index on its machine counts the ranks there before it, so it is at most its index
+  // in the world; a node's index is below the node count. A launcher that sets otherwise was
+  // given another job's environment.
+  if (w.local_rank > w.rank) {
+    throw UserError(fmt::format(
+        "{}={} is above {}={}: a rank's index on its node cannot pass its index in the world; "
+        "launch with torchrun, kiln launch or srun, which set both",
+        local_name, w.local_rank, rank_name, w.rank));
+  }
+  if (env_text("SLURM_NODEID") && env_text("SLURM_NNODES") &&
+      env_rank("SLURM_NODEID", 0) >= env_rank("SLURM_NNODES", 1)) {
+    throw UserError(fmt::format(
+        "SLURM_NODEID={} does not fit SLURM_NNODES={}: this environment is not one Slurm job's "
+        "(run under srun in the job, not with another job's variables)",
+        env_rank("SLURM_NODEID", 0), env_rank("SLURM_NNODES", 1)));
+  }
   if (w.world_size > 1) {
     const std::optional<std::string> addr = env_text("MASTER_ADDR");
     const bool port = env_text("MASTER_PORT").has_value();

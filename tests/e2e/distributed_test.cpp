@@ -47,6 +47,36 @@ TEST_F(Distributed, TwoGlooRanksFollowTheSingleProcessCurve) {
             "2");
 }
 
+// Two nodes without Slurm, as a user types them on two hosts: `kiln launch --nnodes 2
+// --node-rank 0|1 --master-addr HOST0 --master-port P`, here both on this machine over loopback.
+// The two launchers' ranks meet at node 0's store and follow the single process.
+TEST_F(Distributed, TwoLaunchersAsTwoNodesFollowTheSingleProcessCurve) {
+  const std::string exp = experiment();
+  ASSERT_EQ(run_kiln("run " + exp + " --name one" + kSame).exit_code, 0);
+  const int port = testing::free_local_port();
+  std::vector<pid_t> nodes;
+  for (int node = 0; node < 2; ++node) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const std::string command = fmt::format(
+          "'{}' launch --nnodes 2 --node-rank {} --nproc-per-node 1 --master-addr 127.0.0.1 "
+          "--master-port {} -- run {} --name nodes --set parallel.type=ddp {} > '{}' 2>&1",
+          KILN_BINARY, node, port, exp, kSame, dir_ / fmt::format("node{}.log", node));
+      ::execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
+      ::_exit(127);
+    }
+    nodes.push_back(pid);
+  }
+  for (int node = 0; node < 2; ++node) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(nodes[node], &status, 0), nodes[node]);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << testing::read_file(dir_ / fmt::format("node{}.log", node));
+  }
+  EXPECT_EQ(testing::scalar(db(), "select world_size from runs where name = 'nodes'"), "2");
+  expect_same_curve("one", "nodes", 20);
+}
+
 TEST_F(Distributed, LaunchRestartsAllRanksWhenOneIsKilledAndTheCurveIsUnchanged) {
   const std::string exp = experiment();
   const std::string same =

@@ -19,19 +19,11 @@
 namespace kiln {
 namespace {
 
+using testing::job_of;
 using testing::run_kiln;
 using testing::scalar;
 using testing::shell;
 using testing::wait_for;
-
-// The job id in `kiln sweep --launcher slurm`'s output ("... as Slurm job 12 (array ...").
-std::string job_of(const std::string& output) {
-  const std::string marker = "as Slurm job ";
-  const size_t at = output.find(marker);
-  if (at == std::string::npos) return "";
-  const size_t start = at + marker.size();
-  return output.substr(start, output.find(' ', start) - start);
-}
 
 // Long enough to be stopped mid-way, snapshots every 10 steps.
 const std::string kLong =

@@ -1,9 +1,13 @@
-// A one-node Slurm cluster of this machine, started by the tests themselves (Debian's slurm-wlm
-// and munge: tools/setup.sh --tests) and stopped after: munged with its own key, socket and
-// state, slurmctld and slurmd in the foreground as this process's children, every state, log,
-// pid and spool path in a scratch folder, both daemons on free local ports. SLURM_CONF points at
-// its slurm.conf in this process's environment while it lives, so the kiln and Slurm commands a
-// test runs reach it. When it cannot start, `why` says what failed, for the test's SKIP line.
+// A Slurm cluster of this machine, started by the tests themselves (Debian's slurm-wlm and munge:
+// tools/setup.sh --tests) and stopped after: munged with its own key, socket and state,
+// slurmctld and slurmd in the foreground as this process's children, every state, log, pid and
+// spool path in a scratch folder, every daemon on a free local port. SLURM_CONF points at its
+// slurm.conf in this process's environment while it lives, so the kiln and Slurm commands a test
+// runs reach it. When it cannot start, `why` says what failed, for the test's SKIP line.
+// With `nodes` > 1, as the Slurm FAQ has it ("Can Slurm emulate a larger cluster?"): one slurmd
+// per node (`slurmd -N kilnK`, which Debian's build supports), each node named kiln1..kilnN on
+// 127.0.0.1 with a port of its own and %n in its log, pid and spool paths, and each claiming the
+// whole machine's CPUs (over-subscribed: a job on two nodes runs both ranks on these cores).
 #pragma once
 
 #include <unistd.h>
@@ -40,10 +44,19 @@ inline CommandResult shell(const std::string& command) {
   return result;
 }
 
+// The job id in `kiln sweep --launcher slurm`'s output ("... as Slurm job 12 (array ...").
+inline std::string job_of(const std::string& output) {
+  const std::string marker = "as Slurm job ";
+  const size_t at = output.find(marker);
+  if (at == std::string::npos) return "";
+  const size_t start = at + marker.size();
+  return output.substr(start, output.find(' ', start) - start);
+}
+
 class SlurmCluster {
  public:
   // The running cluster, or null with `why` set.
-  static std::unique_ptr<SlurmCluster> start(std::string& why) {
+  static std::unique_ptr<SlurmCluster> start(std::string& why, int nodes = 1) {
     for (const char* tool : {"munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel"}) {
       if (shell(fmt::format("PATH=$PATH:/usr/sbin command -v {}", tool)).exit_code != 0) {
         why = fmt::format(
@@ -54,6 +67,7 @@ class SlurmCluster {
       }
     }
     std::unique_ptr<SlurmCluster> cluster(new SlurmCluster());
+    cluster->nodes_ = nodes;
     why = cluster->start_daemons();
     if (!why.empty()) return nullptr;
     return cluster;
@@ -74,11 +88,14 @@ class SlurmCluster {
   }
 
   std::string folder() const { return dir_.str(); }
+  const std::vector<std::string>& node_names() const { return node_names_; }
   // The last lines of the daemons' logs, for a failure's message.
   std::string logs() const {
     std::string text;
-    for (const char* name : {"slurmctld.log", "slurmd.log"}) {
-      text += fmt::format("--- {}\n{}\n", name, tail(read_file(dir_ / name), 3000));
+    for (const auto& entry : std::filesystem::directory_iterator(dir_.str())) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("slurm", 0) != 0 || entry.path().extension() != ".log") continue;
+      text += fmt::format("--- {}\n{}\n", name, tail(read_file(entry.path().string()), 3000));
     }
     return text;
   }
@@ -142,16 +159,27 @@ class SlurmCluster {
     if (node.exit_code != 0 || node_line.rfind("NodeName=", 0) != 0) {
       return "slurmd -C cannot describe this machine: " + node.output;
     }
-    const std::string node_name = node_line.substr(9, node_line.find(' ') - 9);
+    const std::string host = node_line.substr(9, node_line.find(' ') - 9);
+    const std::string hardware = node_line.substr(node_line.find(' '));  // CPUs=2 Boards=1 ...
     const std::string user = shell("id -un").output.substr(0, shell("id -un").output.find('\n'));
-    for (const char* spool : {"ctld", "d"})
-      std::filesystem::create_directories(dir_ / fmt::format("spool-{}", spool));
+    std::filesystem::create_directories(dir_ / "spool-ctld");
+    // One node: this machine by its own name. Several: kiln1..kilnN, each slurmd on its port.
+    std::string node_lines, names;
+    for (int k = 1; k <= nodes_; ++k) {
+      const std::string name = nodes_ == 1 ? host : fmt::format("kiln{}", k);
+      node_names_.push_back(name);
+      std::filesystem::create_directories(dir_ / ("spool-d-" + name));
+      node_lines += fmt::format(
+          "NodeName={}{}{} NodeAddr=127.0.0.1 State=UNKNOWN\n", name,
+          nodes_ == 1 ? "" : fmt::format(" NodeHostname={} Port={}", host, free_local_port()),
+          hardware);
+      names += (k > 1 ? "," : "") + name;
+    }
     const std::string conf = dir_ / "slurm.conf";
     // cred_expire is also how long a requeued task waits before it may start again (default
     // 120 s): short here, so the requeue test does not wait minutes.
-    write_text(conf,
-               fmt::format(R"(ClusterName=kilntest
-SlurmctldHost={node}(127.0.0.1)
+    write_text(conf, fmt::format(R"(ClusterName=kilntest
+SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={ctld_port}
 SlurmdPort={d_port}
 SlurmUser={user}
@@ -160,11 +188,11 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket={socket},cred_expire=5
 StateSaveLocation={dir}/spool-ctld
-SlurmdSpoolDir={dir}/spool-d
+SlurmdSpoolDir={dir}/spool-d-%n
 SlurmctldPidFile={dir}/slurmctld.pid
-SlurmdPidFile={dir}/slurmd.pid
+SlurmdPidFile={dir}/slurmd-%n.pid
 SlurmctldLogFile={dir}/slurmctld.log
-SlurmdLogFile={dir}/slurmd.log
+SlurmdLogFile={dir}/slurmd-%n.log
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 ProctrackType=proctrack/linuxproc
@@ -177,13 +205,12 @@ SchedulerType=sched/builtin
 ReturnToService=2
 MinJobAge=600
 KillWait=10
-{node_line} NodeAddr=127.0.0.1 State=UNKNOWN
-PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
+{node_lines}PartitionName=debug Nodes={names} Default=YES MaxTime=INFINITE State=UP
 )",
-                           fmt::arg("node", node_name), fmt::arg("ctld_port", free_local_port()),
-                           fmt::arg("d_port", free_local_port()), fmt::arg("user", user),
-                           fmt::arg("socket", socket_), fmt::arg("dir", dir_.str()),
-                           fmt::arg("node_line", node_line)));
+                                 fmt::arg("host", host), fmt::arg("ctld_port", free_local_port()),
+                                 fmt::arg("d_port", free_local_port()), fmt::arg("user", user),
+                                 fmt::arg("socket", socket_), fmt::arg("dir", dir_.str()),
+                                 fmt::arg("node_lines", node_lines), fmt::arg("names", names)));
     ::setenv("SLURM_CONF", conf.c_str(), 1);
     return "";
   }
@@ -193,15 +220,30 @@ PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
     if (why.empty()) why = write_config();
     if (!why.empty()) return why;
     start_daemon("/usr/sbin/slurmctld", {"slurmctld", "-D", "-c"}, "slurmctld.out");
-    start_daemon("/usr/sbin/slurmd", {"slurmd", "-D"}, "slurmd.out");
-    up_ = wait_until([] { return shell("sinfo -h -o %t").output == "idle\n"; },
-                     std::chrono::seconds(60));
+    for (const std::string& name : node_names_) {
+      std::vector<std::string> argv = {"slurmd", "-D"};
+      if (nodes_ > 1) argv.insert(argv.end(), {"-N", name});
+      start_daemon("/usr/sbin/slurmd", argv, "slurmd-" + name + ".out");
+    }
+    up_ = wait_until(
+        [this] {
+          return shell("sinfo -h -N -o %t").output == repeat("idle\n", node_names_.size());
+        },
+        std::chrono::seconds(60));
     if (up_) return "";
-    return "slurmctld and slurmd did not bring the node up within 60 s: " +
-           tail(read_file(dir_ / "slurmctld.log"), 400) + " | " +
-           tail(read_file(dir_ / "slurmd.log"), 400);
+    return fmt::format("slurmctld and {} slurmd did not bring the nodes up within 60 s: {}",
+                       node_names_.size(), logs());
   }
 
+  static std::string repeat(const std::string& text, size_t times) {
+    std::string out;
+    for (size_t i = 0; i < times; ++i)
+      out += text;
+    return out;
+  }
+
+  int nodes_ = 1;
+  std::vector<std::string> node_names_;
   TempDir dir_;
   std::string socket_;
   std::vector<Process> daemons_;

@@ -55,6 +55,22 @@ int64_t array_task() {
   return env_integer("SLURM_ARRAY_TASK_ID", -1, 0, kMostSlurm);
 }
 
+// Where the job's first node listens: its NodeAddr, which a node name need not resolve to (a
+// cluster's names may be aliases; several slurmd of one machine share its address); the name
+// itself where scontrol does not say.
+std::string first_node_address() {
+  const ToolResult hosts = run_slurm_tool(
+      {"scontrol", "show", "hostnames", env_text("SLURM_JOB_NODELIST").value_or("")});
+  const std::string first = hosts.output.substr(0, hosts.output.find('\n'));
+  const ToolResult node = run_slurm_tool({"scontrol", "show", "node", first});
+  const size_t at = node.code == 0 ? node.output.find("NodeAddr=") : std::string::npos;
+  if (at == std::string::npos) return first;
+  const size_t start = at + std::string("NodeAddr=").size();
+  const std::string address =
+      node.output.substr(start, node.output.find_first_of(" \n", start) - start);
+  return address.empty() ? first : address;
+}
+
 // The launch of this task's member: the CPUs Slurm gave it, and srun for several ranks.
 MemberLaunch launch_for(const SweepRecord& sweep, const std::string& db) {
   MemberLaunch launch;
@@ -64,9 +80,7 @@ MemberLaunch launch_for(const SweepRecord& sweep, const std::string& db) {
   launch.threads = static_cast<int>(env_integer("SLURM_CPUS_PER_TASK", 0, 1, kMostSlurm));
   if (env_integer("SLURM_NTASKS", 1, 1, kMostSlurm) > 1) {
     launch.wrapper = {"srun", "--kill-on-bad-exit=1"};
-    const ToolResult hosts = run_slurm_tool(
-        {"scontrol", "show", "hostnames", env_text("SLURM_JOB_NODELIST").value_or("")});
-    const std::string first = hosts.output.substr(0, hosts.output.find('\n'));
+    const std::string first = first_node_address();
     // A port of this job's own, so that two members sharing a node do not meet.
     const int port =
         20000 + static_cast<int>(env_integer("SLURM_JOB_ID", 0, 0, kMostSlurm) % 20000);

@@ -1,0 +1,128 @@
+// Jobs that cross a node boundary, on a Slurm cluster of three nodes that are three slurmd of
+// this machine (tests/support/slurm_cluster.h; SKIP where they cannot start). A sweep member
+// submitted with --nodes 2 is one job whose two ranks sit on two different nodes (the job's node
+// list says so), meet at the first node's NodeAddr (the node names kiln1..kiln3 resolve to no
+// host), and follow the single-process curve within 1e-4 with dropout 0.1 under ddp and fsdp; a
+// run under srun as docs/slurm.md writes it does under tensor parallelism.
+#include <chrono>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "slurm_cluster.h"
+#include "tiny_run.h"
+
+namespace kiln {
+namespace {
+
+using testing::run_kiln;
+using testing::scalar;
+using testing::shell;
+using testing::wait_for;
+
+class SlurmNodes : public testing::TinyRun {
+ protected:
+  static void SetUpTestSuite() { cluster_ = testing::SlurmCluster::start(why_, 3); }
+  static void TearDownTestSuite() { cluster_.reset(); }
+
+  void SetUp() override {
+    if (!cluster_) GTEST_SKIP() << "SKIP: a three-node Slurm cannot start here: " << why_;
+    TinyRun::SetUp();
+  }
+
+  // Submits `args` as a sweep under Slurm and waits for its job to leave the queue; its job id.
+  std::string run_sweep(const std::string& name, const std::string& args) {
+    auto submitted = run_kiln("sweep " + experiment() + " --name " + name + args);
+    EXPECT_EQ(submitted.exit_code, 0) << submitted.output;
+    const std::string job = testing::job_of(submitted.output);
+    EXPECT_TRUE(
+        wait_for([&] { return shell("squeue -h -j " + job).output.find(job) == std::string::npos; },
+                 std::chrono::seconds(300)))
+        << story(name);
+    return job;
+  }
+
+  // The nodes each task of the job ran on, as slurmctld recorded them.
+  std::vector<std::set<std::string>> nodes_of(const std::string& job) {
+    std::vector<std::set<std::string>> tasks;
+    const std::string shown = shell("scontrol show job " + job).output;
+    const std::regex list(R"( NodeList=(\S+))");
+    for (auto it = std::sregex_iterator(shown.begin(), shown.end(), list);
+         it != std::sregex_iterator(); ++it) {
+      std::set<std::string> names;
+      const std::string hosts = shell("scontrol show hostnames " + (*it)[1].str()).output;
+      for (size_t start = 0, end; (end = hosts.find('\n', start)) != std::string::npos;
+           start = end + 1)
+        names.insert(hosts.substr(start, end - start));
+      tasks.push_back(names);
+    }
+    return tasks;
+  }
+
+  std::string story(const std::string& sweep) {
+    return shell("cat " + (dir_ / "runs/") + sweep + "/slurm/*.out").output + cluster_->logs();
+  }
+
+  inline static std::unique_ptr<testing::SlurmCluster> cluster_;
+  inline static std::string why_;
+};
+
+// The same global batch on one process and on two ranks: 256 tokens a step.
+const std::string kSteps =
+    " --set train.steps=8 --set eval.every=0 --set run.seed=1 --set train.micro_batch=4 "
+    "--set train.batch_tokens=256 --set model.dropout=0.1";
+
+TEST_F(SlurmNodes, AMemberOnTwoNodesFollowsTheSingleProcessUnderEachStrategy) {
+  ASSERT_EQ(run_kiln("run " + experiment() + " --name single" + kSteps).exit_code, 0);
+  const std::string job =
+      run_sweep("d", " --grid parallel.type=ddp,fsdp" + kSteps + " --launcher slurm --nodes 2");
+  const auto tasks = nodes_of(job);
+  ASSERT_EQ(tasks.size(), 2u) << shell("scontrol show job " + job).output;
+  for (const auto& nodes : tasks)
+    EXPECT_EQ(nodes.size(), 2u) << "job " << job << ": " << story("d");
+  for (const std::string member : {"d/parallel.type=ddp", "d/parallel.type=fsdp"}) {
+    SCOPED_TRACE(member);
+    ASSERT_EQ(scalar(db(), "select status from runs where name = '" + member + "'"), "completed")
+        << story("d");
+    EXPECT_EQ(scalar(db(), "select world_size from runs where name = '" + member + "'"), "2");
+    expect_same_curve("single", member, 8);
+  }
+}
+
+// One multi-node run with no launcher of Kiln's, as docs/slurm.md writes it: sbatch on two
+// nodes, MASTER_ADDR the first node's NodeAddr, srun starting the ranks. Tensor parallelism
+// across the node boundary follows the single process.
+TEST_F(SlurmNodes, ARunUnderSrunSplitsItsTensorsAcrossTwoNodes) {
+  const std::string exp = experiment();
+  ASSERT_EQ(run_kiln("run " + exp + " --name single" + kSteps).exit_code, 0);
+  const std::string script = dir_ / "tp.sh";
+  testing::write_text(
+      script,
+      fmt::format("#!/bin/bash\n"
+                  "first=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -1)\n"
+                  "export MASTER_ADDR=$(scontrol show node $first | grep -oP 'NodeAddr=\\K\\S+')"
+                  " MASTER_PORT={}\n"
+                  "srun '{}' run '{}' --name tp --set parallel.type=tensor --set parallel.tp=2{}\n",
+                  testing::free_local_port(), KILN_BINARY, exp, kSteps));
+  const auto submitted =
+      shell(fmt::format("sbatch --parsable --nodes 2 --ntasks-per-node 1 "
+                        "--output '{}' '{}'",
+                        dir_ / "tp.out", script));
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  const std::string job = submitted.output.substr(0, submitted.output.find_first_of(";\n"));
+  ASSERT_TRUE(
+      wait_for([&] { return shell("squeue -h -j " + job).output.find(job) == std::string::npos; },
+               std::chrono::seconds(300)))
+      << testing::read_file(dir_ / "tp.out");
+  const auto tasks = nodes_of(job);
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].size(), 2u) << shell("scontrol show job " + job).output;
+  ASSERT_EQ(scalar(db(), "select status from runs where name = 'tp'"), "completed")
+      << testing::read_file(dir_ / "tp.out") << cluster_->logs();
+  EXPECT_EQ(scalar(db(), "select world_size from runs where name = 'tp'"), "2");
+  expect_same_curve("single", "tp", 8);
+}
+
+}  // namespace
+}  // namespace kiln
