@@ -12,79 +12,13 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include "core/distributed/roll_call.h"
 #include "core/util/env.h"
 #include "core/util/error.h"
+#include "core/util/text.h"
 #include "core/util/torch_compat.h"
 
 namespace kiln {
-
-namespace {
-
-constexpr int64_t kMostRanks = 1 << 20;
-
-// A rank count or index from the environment (set, checked by the caller).
-int env_rank(const char* name, int64_t min) {
-  return static_cast<int>(env_integer(name, 0, min, kMostRanks));
-}
-
-}  // namespace
-
-WorldEnv read_world_env() {
-  WorldEnv w;
-  const char* rank_name = "RANK";
-  const char* size_name = "WORLD_SIZE";
-  const char* local_name = "LOCAL_RANK";
-  if (!env_text("RANK") && !env_text("WORLD_SIZE") && env_text("SLURM_PROCID")) {
-    rank_name = "SLURM_PROCID";  // srun without torchrun
-    size_name = "SLURM_NTASKS";
-    local_name = "SLURM_LOCALID";
-  }
-  const bool rank = env_text(rank_name).has_value();
-  const bool size = env_text(size_name).has_value();
-  if (!rank && !size) return w;
-  if (!rank || !size) {
-    throw UserError(
-        fmt::format("{} is set but {} is not: launch with torchrun, kiln launch or "
-                    "srun, which set both (and MASTER_ADDR, MASTER_PORT)",
-                    rank ? rank_name : size_name, rank ? size_name : rank_name));
-  }
-  w.rank = env_rank(rank_name, 0);
-  w.world_size = env_rank(size_name, 1);
-  w.local_rank = env_text(local_name) ? env_rank(local_name, 0) : w.rank;
-  if (w.world_size < 1 || w.rank < 0 || w.rank >= w.world_size) {
-    throw UserError(
-        fmt::format("{}={} does not fit {}={}", rank_name, w.rank, size_name, w.world_size));
-  }
-  // A rank's index on its machine counts the ranks there before it, so it is at most its index
-  // in the world; a node's index is below the node count. A launcher that sets otherwise was
-  // given another job's environment.
-  if (w.local_rank > w.rank) {
-    throw UserError(fmt::format(
-        "{}={} is above {}={}: a rank's index on its node cannot pass its index in the world; "
-        "launch with torchrun, kiln launch or srun, which set both",
-        local_name, w.local_rank, rank_name, w.rank));
-  }
-  if (env_text("SLURM_NODEID") && env_text("SLURM_NNODES") &&
-      env_rank("SLURM_NODEID", 0) >= env_rank("SLURM_NNODES", 1)) {
-    throw UserError(fmt::format(
-        "SLURM_NODEID={} does not fit SLURM_NNODES={}: this environment is not one Slurm job's "
-        "(run under srun in the job, not with another job's variables)",
-        env_rank("SLURM_NODEID", 0), env_rank("SLURM_NNODES", 1)));
-  }
-  if (w.world_size > 1) {
-    const std::optional<std::string> addr = env_text("MASTER_ADDR");
-    const bool port = env_text("MASTER_PORT").has_value();
-    if (!addr || !port) {
-      throw UserError(
-          fmt::format("a world of {} needs MASTER_ADDR and MASTER_PORT (the address "
-                      "of rank 0's rendezvous): {} missing",
-                      w.world_size, addr ? "MASTER_PORT" : "MASTER_ADDR"));
-    }
-    w.master_addr = *addr;
-    w.master_port = static_cast<int>(env_integer("MASTER_PORT", 0, 1, 65535));
-  }
-  return w;
-}
 
 struct Communicator::Impl {
   c10::intrusive_ptr<c10d::Store> store;
@@ -183,6 +117,7 @@ Communicator::Communicator(const WorldEnv& env, const std::string& backend,
 // The process group over impl_->store, for env_'s rank and size.
 void Communicator::join(std::chrono::milliseconds timeout) {
   impl_->timeout = timeout;
+  publish_whereabouts(*impl_->store, env_.rank);
   try {
     if (backend_ == "nccl") {
 #ifdef USE_C10D_NCCL
@@ -224,15 +159,35 @@ std::unique_ptr<Communicator> Communicator::subgroup(const std::string& name,
 Communicator::~Communicator() = default;
 
 void Communicator::Pending::wait() {
-  for (auto& w : waits_)
-    w();
+  try {
+    for (auto& w : waits_)
+      w();
+  } catch (const PeerLostError&) {
+    throw;
+  } catch (const std::exception& e) {  // c10's errors, and Gloo's (an IoException on a timeout)
+    waits_.clear();
+    const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+    if (owner_) owner_->explain_failure(c10_error ? c10_error->what_without_backtrace() : e.what());
+    throw;
+  }
   waits_.clear();
+}
+
+void Communicator::explain_failure(const std::string& what) const {
+  if (!impl_->store) return;
+  const std::vector<std::string> silent = silent_ranks(impl_->store, env_.rank, env_.world_size);
+  if (silent.empty()) return;
+  throw PeerLostError(fmt::format(
+      "rank {} of {}: {} stopped answering within parallel.timeout_s = {} s ({}): this rank "
+      "stops too; once every rank runs again, `kiln resume` continues from the latest snapshot",
+      env_.rank, env_.world_size, kiln::join(silent, ", "), impl_->timeout.count() / 1000,
+      what.substr(0, what.find('\n'))));
 }
 
 // c10d's tensor lists mean one tensor per local device, so each tensor is its own collective:
 // all are launched, then all awaited, so they overlap in the backend's threads.
 Communicator::Pending Communicator::start_all_reduce_sum(std::vector<at::Tensor>& tensors) {
-  Pending pending;
+  Pending pending(this);
   if (env_.world_size == 1) return pending;
   impl_->run([&](auto& group) {
     for (auto& t : tensors) {
@@ -247,19 +202,21 @@ void Communicator::all_reduce_max(std::vector<at::Tensor>& tensors) {
   if (env_.world_size == 1) return;
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::MAX;
+  Pending pending(this);
   impl_->run([&](auto& group) {
     for (auto& t : tensors) {
       std::vector<at::Tensor> one = {t};
-      group.allreduce(one, options)->wait();
+      pending.add([work = group.allreduce(one, options)] { work->wait(); });
     }
   });
+  pending.wait();
 }
 
 void Communicator::broadcast(std::vector<at::Tensor>& tensors, int root) {
   if (env_.world_size == 1) return;
   c10d::BroadcastOptions options;
   options.rootRank = root;
-  Pending pending;
+  Pending pending(this);
   impl_->run([&](auto& group) {
     for (auto& t : tensors) {
       std::vector<at::Tensor> one = {t};
@@ -271,7 +228,7 @@ void Communicator::broadcast(std::vector<at::Tensor>& tensors, int root) {
 
 Communicator::Pending Communicator::start_all_gather(const at::Tensor& shard,
                                                      const std::vector<at::Tensor>& slots) {
-  Pending pending;
+  Pending pending(this);
   if (env_.world_size == 1) {
     slots.front().copy_(shard);
     return pending;
@@ -285,7 +242,7 @@ Communicator::Pending Communicator::start_all_gather(const at::Tensor& shard,
 }
 
 Communicator::Pending Communicator::start_reduce_sum(const at::Tensor& tensor, int root) {
-  Pending pending;
+  Pending pending(this);
   if (env_.world_size == 1) return pending;
   c10d::ReduceOptions options;
   options.rootRank = root;
@@ -298,11 +255,13 @@ Communicator::Pending Communicator::start_reduce_sum(const at::Tensor& tensor, i
 
 void Communicator::barrier() {
   if (env_.world_size == 1) return;
-  impl_->run([&](auto& group) { group.barrier()->wait(); });
+  Pending pending(this);
+  impl_->run([&](auto& group) { pending.add([work = group.barrier()] { work->wait(); }); });
+  pending.wait();
 }
 
 Communicator::Pending Communicator::start_send(const at::Tensor& tensor, int peer, int tag) {
-  Pending pending;
+  Pending pending(this);
   std::vector<at::Tensor> one = {tensor};
   impl_->run([&](auto& group) {
     pending.add([work = group.send(one, peer, tag), keep = tensor] { work->wait(); });
@@ -311,7 +270,7 @@ Communicator::Pending Communicator::start_send(const at::Tensor& tensor, int pee
 }
 
 Communicator::Pending Communicator::start_recv(const at::Tensor& tensor, int peer, int tag) {
-  Pending pending;
+  Pending pending(this);
   std::vector<at::Tensor> one = {tensor};
   impl_->run([&](auto& group) {
     pending.add([work = group.recv(one, peer, tag), keep = tensor] { work->wait(); });

@@ -1,30 +1,27 @@
-// The distributed runtime: who this process is (from torchrun's or Slurm's environment) and a
-// c10d process group to talk to the others: Gloo on the CPU, NCCL on CUDA when LibTorch has it.
+// The distributed runtime: who this process is (core/distributed/world_env.h) and a c10d
+// process group to talk to the others: Gloo on the CPU, NCCL on CUDA when LibTorch has it.
 // Rendezvous is a c10d TCPStore served by rank 0 at MASTER_ADDR:MASTER_PORT.
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
+#include "core/distributed/world_env.h"
+
 namespace kiln {
 
-struct WorldEnv {
-  int rank = 0;
-  int world_size = 1;
-  int local_rank = 0;
-  std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
+// A collective failed because ranks stopped answering (killed, stopped, their machine lost):
+// its message names them and where they ran. Not a mistake in the input: kiln exits 1 with it.
+class PeerLostError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
-
-// RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (torchrun), or SLURM_PROCID,
-// SLURM_NTASKS, SLURM_LOCALID; a UserError naming what is missing when only part is set.
-// No variables at all means a world of one.
-WorldEnv read_world_env();
 
 // The c10d backend for parallel.backend `requested` ("auto", "gloo", "nccl"), given a rank that
 // trains on CUDA and one that trains on the CPU (-1: none does); a UserError for a world that
@@ -49,11 +46,16 @@ class Communicator {
   // Collectives that were started and may still be running in the backend's threads.
   class Pending {
    public:
-    // Blocks until every one has finished (then runs what was to follow each).
+    Pending() = default;
+    explicit Pending(const Communicator* owner) : owner_(owner) {}
+    // Blocks until every one has finished (then runs what was to follow each). A wait the
+    // backend fails (a peer that stopped answering within the timeout) becomes the owner's
+    // PeerLostError naming the ranks that did not answer its roll call.
     void wait();
     void add(std::function<void()> wait_one) { waits_.push_back(std::move(wait_one)); }
 
    private:
+    const Communicator* owner_ = nullptr;
     std::vector<std::function<void()>> waits_;
   };
 
@@ -89,6 +91,11 @@ class Communicator {
   struct Impl;
   Communicator(const WorldEnv& env, const std::string& backend, std::unique_ptr<Impl> impl);
   void join(std::chrono::milliseconds timeout);
+  // After a collective failed with `what`: the ranks still running all time out in it too, so
+  // each checks in through the store; those that do not within a few seconds are named in a
+  // PeerLostError (with the pid, host and Slurm node each published at join()). Returns when
+  // every rank checks in: the failure was something else, which the caller rethrows.
+  void explain_failure(const std::string& what) const;
 
   WorldEnv env_;
   std::string backend_;

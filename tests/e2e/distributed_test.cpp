@@ -131,6 +131,66 @@ TEST_F(Distributed, LaunchRestartsAllRanksWhenOneIsKilledAndTheCurveIsUnchanged)
   expect_same_curve("ref", "l2", 200);
 }
 
+// A rank that stops (SIGSTOP: a hung process, a frozen machine) makes the other stop within
+// parallel.timeout_s with one line naming it and where it ran, instead of waiting for good;
+// the run resumes to the end from its latest snapshot.
+TEST_F(Distributed, AStoppedRankMakesTheOthersStopWithALineNamingIt) {
+  const std::string exp = experiment();
+  const std::string same =
+      " --set train.steps=200 --set train.micro_batch=4 --set train.batch_tokens=256 "
+      "--set eval.every=0 --set checkpoint.every=10 --set parallel.timeout_s=5";
+  const std::string log = dir_ / "launch.log";
+  const int port = testing::free_local_port();
+  const pid_t launcher = ::fork();
+  if (launcher == 0) {
+    const std::string command = fmt::format(
+        "'{}' launch --nproc-per-node 2 --master-port {} -- run {} --name hung "
+        "--set parallel.type=ddp {} > '{}' 2>&1",
+        KILN_BINARY, port, exp, same, log);
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
+    ::_exit(127);
+  }
+  pid_t stopped = 0;
+  ASSERT_TRUE(testing::wait_for(
+      [&] {
+        const std::string output = testing::read_file(log);
+        const std::string marker = "attempt 0: rank 1 is pid ";
+        const auto at = output.find(marker);
+        if (at != std::string::npos) stopped = std::stoi(output.substr(at + marker.size()));
+        const std::string steps = testing::scalar(
+            db(),
+            "select count(*) from metrics m join runs r on r.id = m.run_id where r.name = "
+            "'hung'");
+        return stopped > 0 && !steps.empty() && std::stoi(steps) >= 30;
+      },
+      std::chrono::seconds(600)))
+      << testing::read_file(log);
+  ::kill(stopped, SIGSTOP);
+  const auto at = std::chrono::steady_clock::now();
+  int status = 0;
+  ASSERT_TRUE(testing::wait_for([&] { return ::waitpid(launcher, &status, WNOHANG) == launcher; },
+                                std::chrono::seconds(120)))
+      << testing::read_file(log);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - at).count();
+  ::kill(stopped, SIGKILL);  // the launcher's SIGTERM waits on a stopped process
+  const std::string output = testing::read_file(log);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << output;
+  EXPECT_NE(output.find(
+                fmt::format("[rank 0] kiln: error: rank 0 of 2: rank 1 (pid {} on host ", stopped)),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("stopped answering within parallel.timeout_s = 5 s"), std::string::npos)
+      << output;
+  EXPECT_LT(waited, 5 + 10 + 30) << "the timeout, the roll call and the launcher's stop";
+  auto resumed = run_kiln("resume hung --db " + db() + " --set parallel.type=single");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(testing::scalar(db(),
+                            "select max(m.step) from metrics m join runs r on r.id = "
+                            "m.run_id where r.name = 'hung'"),
+            "200");
+}
+
 TEST_F(Distributed, ASnapshotTakenOnTwoRanksResumesOnOne) {
   const std::string exp = experiment();
   const std::string same =

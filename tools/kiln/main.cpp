@@ -15,6 +15,7 @@
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
+#include "core/distributed/distributed.h"
 #include "core/util/blas_kernels.h"
 #include "core/util/build_info.h"
 #include "core/util/error.h"
@@ -166,6 +167,9 @@ int main(int argc, char** argv) {
   } catch (const kiln::UserError& e) {
     std::cerr << "kiln: error: " << one_line(e.what()) << "\n";
     return kiln::kExitUsage;
+  } catch (const kiln::PeerLostError& e) {  // the environment failed, and the line says how
+    std::cerr << "kiln: error: " << one_line(e.what()) << "\n";
+    return kiln::kExitInternal;
   } catch (const c10::Error& e) {
     std::cerr << "kiln: internal error: LibTorch: " << one_line(e.what_without_backtrace()) << "\n";
     return kiln::kExitInternal;
