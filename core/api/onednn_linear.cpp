@@ -2,14 +2,18 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <stdexcept>
+#include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <fmt/format.h>
 #include <torch/autograd.h>
 
 #include "core/api/adapter.h"
 #include "core/api/dropout.h"
+#include "core/util/text.h"
 #include "core/util/torch_compat.h"
 
 namespace kiln {
@@ -34,16 +38,26 @@ Gemm<uint16_t>* bf16_gemm() {
   return found;
 }
 
-// C[m, n] = op(A) op(B), row-major, C float32; A and B both float32 or both bfloat16.
+// Which BLAS-like entry points ran, for onednn_linear_kernels.
+std::atomic<bool> ran_sgemm{false}, ran_bf16_gemm{false};
+
+// C[m, n] = op(A) op(B), row-major, C float32; A and B float32 for fp32 and bf32, bfloat16 for
+// bf16.
 void gemm(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, const at::Tensor& a,
-          const at::Tensor& b, at::Tensor& c) {
+          const at::Tensor& b, at::Tensor& c, MatmulMath math) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     c.zero_();
     return;
   }
+  if (onednn_matmul_preferred(math)) {
+    onednn_matmul({trans_a == 'T', trans_b == 'T', m, n, k, math}, a.data_ptr(), b.data_ptr(),
+                  c.data_ptr<float>());
+    return;
+  }
   const int64_t lda = trans_a == 'N' ? k : m, ldb = trans_b == 'N' ? n : k;
-  const bool bf16 = a.scalar_type() == at::kBFloat16;
+  const bool bf16 = math == MatmulMath::bf16;
+  (bf16 ? ran_bf16_gemm : ran_sgemm).store(true, std::memory_order_relaxed);
   const int status = bf16 ? bf16_gemm()(trans_a, trans_b, m, n, k, 1.0f,
                                         static_cast<const uint16_t*>(a.data_ptr()), lda,
                                         static_cast<const uint16_t*>(b.data_ptr()), ldb, 0.0f,
@@ -58,14 +72,17 @@ void gemm(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, const at:
 
 // y = x w^T over x's rows; the bias is added outside, where LibTorch's add gives its gradient.
 struct OnednnLinear : torch::autograd::Function<OnednnLinear> {
-  // `operands`: float32, or bfloat16 (x and the weight rounded to it, the sums and y in fp32).
+  // bf16 rounds x and the weight to bfloat16 here (the sums and y stay fp32); backward takes its
+  // products in the same math.
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                            const at::Tensor& weight, at::ScalarType operands) {
+                            const at::Tensor& weight, MatmulMath math) {
+    const auto operands = math == MatmulMath::bf16 ? at::kBFloat16 : at::kFloat;
     const at::Tensor rows = x.reshape({-1, x.size(-1)}).to(operands).contiguous(),
                      w = weight.to(operands).contiguous();
     at::Tensor y = at::empty({rows.size(0), w.size(0)}, rows.options().dtype(at::kFloat));
-    gemm('N', 'T', rows.size(0), w.size(0), rows.size(1), rows, w, y);
+    gemm('N', 'T', rows.size(0), w.size(0), rows.size(1), rows, w, y, math);
     ctx->save_for_backward({rows, w});
+    ctx->saved_data["math"] = static_cast<int64_t>(math);
     std::vector<int64_t> shape = x.sizes().vec();
     shape.back() = w.size(0);
     return y.view(shape);
@@ -75,6 +92,7 @@ struct OnednnLinear : torch::autograd::Function<OnednnLinear> {
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &rows = saved[0], &w = saved[1];
+    const auto math = static_cast<MatmulMath>(ctx->saved_data["math"].toInt());
     const int64_t m = rows.size(0), in = rows.size(1), out = w.size(0);
     const at::Tensor dy = grads[0].reshape({m, out}).to(rows.scalar_type()).contiguous();
     const auto fp32 = rows.options().dtype(at::kFloat);
@@ -83,14 +101,14 @@ struct OnednnLinear : torch::autograd::Function<OnednnLinear> {
     at::Tensor dx, dw;
     if (ctx->needs_input_grad(0)) {
       dx = at::empty({m, in}, fp32);
-      gemm('N', 'N', m, in, out, dy, w, dx);  // dx = dy w
+      gemm('N', 'N', m, in, out, dy, w, dx, math);  // dx = dy w
       std::vector<int64_t> shape = grads[0].sizes().vec();
       shape.back() = in;
       dx = dx.view(shape);
     }
     if (ctx->needs_input_grad(1)) {
       dw = at::empty({out, in}, fp32);
-      gemm('T', 'N', out, in, m, dy, rows, dw);  // dw = dy^T x
+      gemm('T', 'N', out, in, m, dy, rows, dw, math);  // dw = dy^T x
     }
     return {dx, dw, at::Tensor()};
   }
@@ -98,8 +116,7 @@ struct OnednnLinear : torch::autograd::Function<OnednnLinear> {
 
 }  // namespace
 
-std::optional<at::ScalarType> onednn_linear_operands(const at::Tensor& x,
-                                                     const at::Tensor& weight) {
+std::optional<MatmulMath> onednn_linear_math(const at::Tensor& x, const at::Tensor& weight) {
   for (const at::Tensor* t : {&x, &weight}) {
     if (!t->device().is_cpu() || t->layout() != at::kStrided) return std::nullopt;
   }
@@ -112,22 +129,27 @@ std::optional<at::ScalarType> onednn_linear_operands(const at::Tensor& x,
   // path (docs/benchmarks.md); the fp32 output keeps the fused kernels after it in fp32.
   if (compat::AutocastGuard::enabled(at::kCPU)) {
     const bool bf16 = compat::AutocastGuard::dtype_of(at::kCPU) == at::kBFloat16 &&
-                      bf16_gemm() != nullptr &&
+                      (bf16_gemm() != nullptr || onednn_matmul_preferred(MatmulMath::bf16)) &&
                       (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16);
-    return bf16 ? std::optional(at::kBFloat16) : std::nullopt;
+    return bf16 ? std::optional(MatmulMath::bf16) : std::nullopt;
   }
-  if (sgemm() == nullptr || x.scalar_type() != at::kFloat) return std::nullopt;
-  return at::kFloat;
+  if (x.scalar_type() != at::kFloat) return std::nullopt;
+  if (at::globalContext().float32MatmulPrecision() == at::Float32MatmulPrecision::MEDIUM &&
+      onednn_matmul_built()) {
+    return MatmulMath::bf32;
+  }
+  if (sgemm() == nullptr && !onednn_matmul_preferred(MatmulMath::fp32)) return std::nullopt;
+  return MatmulMath::fp32;
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                   bool fused) {
-  const auto operands = fused ? onednn_linear_operands(x, weight) : std::nullopt;
+  const auto math = fused ? onednn_linear_math(x, weight) : std::nullopt;
   at::Tensor y;
-  if (!operands) {
+  if (!math) {
     y = at::linear(x, weight, bias);
   } else {
-    y = OnednnLinear::apply(x, weight, *operands);
+    y = OnednnLinear::apply(x, weight, *math);
     if (bias.defined()) y = y + bias;
   }
   const LowRankSite* site = low_rank_site(weight);
@@ -135,6 +157,19 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   const at::Tensor dropped = dropout(x, site->dropout, site->training(), site->dropout_site);
   const at::Tensor low = linear(linear(dropped, site->a, {}, fused), site->b, {}, fused);
   return y + low * site->scale;
+}
+
+std::string onednn_linear_kernels() {
+  std::vector<std::string> kernels;
+  for (const std::string& used : onednn_matmul_implementations_used()) {
+    kernels.push_back("matmul " + used);
+  }
+  if (ran_sgemm) kernels.push_back("dnnl_sgemm");
+  if (ran_bf16_gemm) kernels.push_back("dnnl_gemm_bf16bf16f32");
+  if (kernels.empty()) return "";
+  const std::string line = join(kernels, ", ");
+  const std::string isa = onednn_cpu_isa();
+  return isa.empty() ? line : line + "; oneDNN ISA " + isa;
 }
 
 }  // namespace kiln

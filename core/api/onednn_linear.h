@@ -7,23 +7,36 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include <ATen/core/Tensor.h>
 
+#include "core/util/onednn_matmul.h"
+
 namespace kiln {
 
-// The type oneDNN's GEMMs take these tensors' products in, or nullopt where oneDNN does not
-// serve them (LibTorch's linear runs): float32 for float32 CPU tensors (dnnl_sgemm); bfloat16
-// under CPU autocast to bfloat16, precision "bf16" (dnnl_gemm_bf16bf16f32: x and the float32
-// weight rounded to bf16, products summed in fp32, y and every gradient in fp32, the weight
-// itself kept in fp32 as the master copy). nullopt without oneDNN, for another autocast type,
-// or a weight that is not float32.
-std::optional<at::ScalarType> onednn_linear_operands(const at::Tensor& x, const at::Tensor& weight);
+// How oneDNN's GEMMs take these tensors' products, or nullopt where oneDNN does not serve them
+// (LibTorch's linear runs):
+//   fp32  float32 CPU tensors (dnnl_sgemm);
+//   bf16  under CPU autocast to bfloat16, precision "bf16": x and the float32 weight rounded to
+//         bf16, products summed in fp32, y and every gradient in fp32, the weight itself kept in
+//         fp32 as the master copy;
+//   bf32  float32 tensors under float32 matmul precision "medium", precision "bf32": oneDNN
+//         rounds the operands to bf16 itself where the CPU multiplies bf16 natively (AMX).
+// Each runs on the matmul primitive or the BLAS-like entry point, whichever was measured faster on
+// the instruction set oneDNN runs here (onednn_matmul_preferred). nullopt without oneDNN, for
+// another autocast type, or a weight that is not float32.
+std::optional<MatmulMath> onednn_linear_math(const at::Tensor& x, const at::Tensor& weight);
 
 // x [..., in] by weight [out, in], plus bias [out] when defined, as at::linear; differentiable in
-// all three. With `fused`, oneDNN's GEMMs where onednn_linear_operands() names a type (the
-// result is then float32); otherwise at::linear.
+// all three. With `fused`, oneDNN's GEMMs where onednn_linear_math() names a math (the result is
+// then float32); otherwise at::linear.
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                   bool fused);
+
+// The oneDNN kernels the linear layers ran so far in this process, for `kiln bench`:
+// "matmul bf16 brg:avx512_core_amx_bf16; oneDNN ISA avx512_core_amx", or the BLAS-like entry
+// points ("dnnl_gemm_bf16bf16f32"), whose kernels oneDNN does not name; "" when none ran.
+std::string onednn_linear_kernels();
 
 }  // namespace kiln

@@ -8,6 +8,7 @@
 #include "core/api/parallel.h"
 #include "core/store/runs/lookup.h"
 #include "core/store/runs/writer.h"
+#include "core/util/fault.h"
 
 namespace kiln {
 
@@ -57,6 +58,9 @@ void SnapshotPolicy::save(int64_t step, bool best, SnapshotState run_state) {
   // model.pt gets the model an optimizer averages (eval, sample and export read it), its
   // training point kept in the optimizer's state.
   const AveragedIterateScope averaged(&parts_.optimizer);
+  // A rank other than 0 sends its part to rank 0, which alone writes the snapshot: one that dies
+  // here leaves no snapshot of this step anywhere, and the others stop at the gather.
+  if (!store_) fault_point("snapshot.sending");
   gather_rank_states(run_state);
   // Ranks that hold a shard of the training state send it to rank 0 first.
   parts_.parallel.gather_state(parts_.model, parts_.optimizer);

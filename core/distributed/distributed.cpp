@@ -285,7 +285,14 @@ void Communicator::put(const std::string& key, const std::string& bytes) {
 
 std::string Communicator::take(const std::string& key) {
   if (env_.world_size == 1) throw std::logic_error("Communicator::take in a world of one");
-  std::vector<uint8_t> bytes = impl_->store->get(key);  // waits up to the store's timeout
+  std::vector<uint8_t> bytes;
+  try {
+    bytes = impl_->store->get(key);  // waits up to the store's timeout
+  } catch (const c10::Error& e) {
+    // The rank that was to put it may be gone: the roll call names it.
+    explain_failure(e.what_without_backtrace());
+    throw;
+  }
   impl_->store->deleteKey(key);
   return std::string(bytes.begin(), bytes.end());
 }

@@ -8,6 +8,7 @@
 // yet in the db), store.uncommitted (rows inserted, COMMIT not yet run), prepare.unrecorded
 // (`kiln prepare`: a batch's tokens written, the state that counts them not yet saved),
 // prepare.publishing (the first finished shard renamed into the output folder, the rest not),
+// snapshot.sending (a rank other than 0 about to send its part of a snapshot to rank 0),
 // sweep.promotion_claimed (an asha worker's promotion claimed in the store, its member not yet
 // started).
 // grad.nonfinite: the N-th training step's gradients get an inf (after the gradient sync, before

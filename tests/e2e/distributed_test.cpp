@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -189,6 +190,48 @@ TEST_F(Distributed, AStoppedRankMakesTheOthersStopWithALineNamingIt) {
                             "select max(m.step) from metrics m join runs r on r.id = "
                             "m.run_id where r.name = 'hung'"),
             "200");
+}
+
+// Rank 0 alone writes a snapshot, from the parts every rank sends it. Rank 1 killed as it is
+// about to send its part of step 8's (an fsdp shard, its RNG states and data position): rank 0
+// stops at the gather with a line naming rank 1, no snapshot of step 8 exists anywhere, and the
+// run resumed in one process from step 4's follows the uninterrupted single process's curve,
+// with every step's row stored once.
+TEST_F(Distributed, ARankKilledSendingItsSnapshotPartLeavesThePreviousSnapshotToResume) {
+  const std::string exp = experiment();
+  const std::string same =
+      " --set model.dropout=0.1 --set train.micro_batch=4 --set train.batch_tokens=512 "
+      "--set eval.every=0 --set checkpoint.every=4";
+  auto ref = run_kiln("run " + exp + " --name ref --set train.steps=12" + same);
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  testing::RankExits exits;
+  {
+    testing::ScopedEnv fault("KILN_FAULT", "snapshot.sending:2");  // rank 1's second snapshot
+    exits = run_ranks(2, "run " + exp +
+                             " --name cut --set parallel.type=fsdp --set parallel.timeout_s=10 "
+                             "--set train.steps=12" +
+                             same);
+  }
+  const std::string why = ::testing::PrintToString(exits);
+  ASSERT_EQ(exits.codes.size(), 2u);
+  EXPECT_EQ(exits.codes[1], 128 + SIGKILL) << why;
+  EXPECT_NE(exits.codes[0], 0) << why;
+  EXPECT_NE(exits.logs[0].find("kiln: error: rank 0 of 2: rank 1 (pid "), std::string::npos) << why;
+  const auto snapshots = testing::query(
+      db(), "select s.label from snapshots s join runs r on r.id = s.run_id where r.name = 'cut'");
+  ASSERT_EQ(snapshots.size(), 1u);
+  EXPECT_EQ(snapshots[0][0], "step_000004");
+  const std::string folder = folder_of("cut");
+  for (const auto& entry : std::filesystem::directory_iterator(folder + "/snapshots")) {
+    EXPECT_EQ(entry.path().filename().string().find("000008"), std::string::npos) << entry.path();
+  }
+  auto resumed = run_kiln("resume cut --db " + db() + " --set parallel.type=single");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  expect_same_curve("ref", "cut", 12);
+  EXPECT_EQ(testing::scalar(db(),
+                            "select count(distinct m.step) || ' ' || count(*) from metrics m join "
+                            "runs r on r.id = m.run_id where r.name = 'cut'"),
+            "12 12");
 }
 
 TEST_F(Distributed, ASnapshotTakenOnTwoRanksResumesOnOne) {

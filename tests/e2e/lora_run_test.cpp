@@ -1,7 +1,8 @@
 // LoRA runs through the binary (plugins/adapter_lora.cpp): a fine-tune of a Hugging Face folder
 // Kiln exported starts at the base's loss, says what trains, resumes bit for bit, follows the
-// single process's curve under ddp with adapter dropout, exports PEFT's folder beside a merged
-// one, and refuses the strategies and exports it does not have.
+// single process's curve under ddp with adapter dropout (and resumed in one process from a ddp
+// snapshot), is swept with ASHA over its rank, alpha and learning rate, exports PEFT's folder
+// beside a merged one, and refuses the strategies and exports it does not have.
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -78,6 +79,70 @@ TEST_F(LoraRun, DdpWithAdapterDropoutFollowsTheSingleProcess) {
   auto codes = run_ranks(2, "run " + exp + " --name ddp --set parallel.type=ddp" + same, logs);
   ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
   expect_same_curve("one", "ddp", 8);
+}
+
+// A LoRA run's snapshot from two ddp ranks, resumed in one process: the adapter's weights and
+// their AdamW state are whole in every snapshot, and adapter dropout draws by position, so the
+// resumed run keeps the single process's curve.
+TEST_F(LoraRun, DdpSnapshotResumedInOneProcessKeepsTheSingleProcessCurve) {
+  const std::string exp = fine_tune("dropout = 0.1\n");
+  const std::string same =
+      " --set optimizer.lr=1e-2 --set train.micro_batch=4 --set train.batch_tokens=512 "
+      "--set checkpoint.every=4";
+  ASSERT_EQ(run_kiln("run " + exp + " --name one --set train.steps=8" + same).exit_code, 0);
+  const std::string logs = dir_ / "down_rank";
+  auto codes = run_ranks(
+      2, "run " + exp + " --name down --set parallel.type=ddp --set train.steps=4" + same, logs);
+  ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
+  auto resumed =
+      run_kiln("resume down --db " + db() + " --set train.steps=8 --set parallel.type=single");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  expect_same_curve("one", "down", 8);
+}
+
+// ASHA over the adapter's rank and alpha and the learning rate: every member is a LoRA run of
+// the rank it drew (its header says so), the members that went on resumed at their rungs, and
+// one that went the whole way has the curve of the same config run straight, bit for bit.
+TEST_F(LoraRun, AnAshaSweepOverRankAlphaAndLearningRateRunsAdaptedMembers) {
+  const std::string exp = fine_tune();
+  const std::string file = dir_ / "lora_asha.toml";
+  testing::write_text(file, "base = \"" + exp +
+                                "\"\nname = \"la\"\n[set]\ntrain.steps = 9\n"
+                                "eval.every = 3\n[search]\ntype = \"asha\"\ntrials = 4\nseed = 2\n"
+                                "metric = \"val_loss\"\nmin_steps = 3\n[space]\n"
+                                "adapter.rank = { choice = [2, 8] }\n"
+                                "adapter.alpha = { choice = [4.0, 16.0] }\n"
+                                "optimizer.lr = { log_uniform = [1e-3, 3e-2] }\n");
+  auto ran = run_kiln("sweep " + file + " --jobs 2");
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  const auto rows = testing::query(
+      db(),
+      "select name, status, (select max(step) from metrics m where m.run_id = runs.id) from runs "
+      "where sweep = 'la' order by name");
+  ASSERT_EQ(rows.size(), 4u) << ran.output;
+  int completed = 0;
+  for (const auto& row : rows) {
+    EXPECT_NE(row[0].find("adapter.rank="), std::string::npos) << row[0];
+    if (row[2] != "9") continue;
+    ++completed;
+    // The member's draws, from its name ("la/trial=1,adapter.rank=8,adapter.alpha=4,...").
+    std::string sets;
+    for (std::string rest = row[0].substr(3); !rest.empty();) {
+      const size_t comma = rest.find(',');
+      const std::string label = rest.substr(0, comma);
+      if (label.rfind("trial=", 0) != 0) sets += " --set " + label;
+      rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    }
+    auto straight = run_kiln("run " + exp +
+                             " --name straight --set train.steps=9 "
+                             "--set eval.every=3" +
+                             sets);
+    ASSERT_EQ(straight.exit_code, 0) << straight.output;
+    EXPECT_NE(straight.output.find("adapter lora: "), std::string::npos) << straight.output;
+    expect_same_curve(row[0], "straight", 9, 0.0);
+    break;
+  }
+  EXPECT_GE(completed, 1) << ran.output;
 }
 
 TEST_F(LoraRun, ExportsPeftsFolderAndAMergedOneAndRefusesWhatItCannot) {

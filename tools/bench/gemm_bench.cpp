@@ -1,6 +1,7 @@
 // The GEMMs of a training step, timed in every BLAS-like library installed here, side by side:
 // OpenBLAS (what LibTorch calls on Debian), BLIS, oneDNN and libxsmm, and oneDNN's bf16 GEMM
-// beside them.
+// beside them; and oneDNN's matmul primitive (core/util/onednn_matmul.h) in fp32 (mm-fp32), with
+// bf16 operands (mm-bf16) and in bf32 (mm-bf32), the path that reaches AMX's tiles.
 //
 //   build/tools/bench/kiln_gemm_bench [--threads 1,2] [--seconds 0.3]
 //
@@ -41,6 +42,7 @@
 
 #include "core/util/cpu_features.h"
 #include "core/util/cpu_peak.h"
+#include "core/util/onednn_matmul.h"
 
 namespace {
 
@@ -151,6 +153,30 @@ std::optional<Library> onednn_bf16() {
   return lib;
 }
 
+// oneDNN's matmul primitive, made once per shape (its first call, the warm-up, makes it); bf16
+// rounds the operands in each call as onednn_bf16 does.
+std::optional<Library> onednn_matmul(kiln::MatmulMath math) {
+  if (!kiln::onednn_matmul_built()) return std::nullopt;
+  Library lib{std::string("mm-") + kiln::matmul_math_name(math),
+              [math](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+                     const float* b, float* c) {
+                const kiln::MatmulShape shape{ta, tb, m, n, k, math};
+                if (math != kiln::MatmulMath::bf16) return kiln::onednn_matmul(shape, a, b, c);
+                static std::vector<uint16_t> a16, b16;
+                a16.resize(static_cast<size_t>(m * k));
+                b16.resize(static_cast<size_t>(k * n));
+                std::transform(a, a + m * k, a16.begin(), to_bf16);
+                std::transform(b, b + k * n, b16.begin(), to_bf16);
+                kiln::onednn_matmul(shape, a16.data(), b16.data(), c);
+              },
+              [](int n) { omp_set_num_threads(n); }};
+  if (math != kiln::MatmulMath::fp32) {
+    lib.tolerance = 1e-2;
+    lib.bf16 = true;
+  }
+  return lib;
+}
+
 // libxsmm is column-major (BLAS's): row-major C = A B is column-major C^T = B^T A^T, so A and B
 // swap places. Debian ships it as static libraries only, so it is linked in where CMake found
 // them (KILN_HAVE_LIBXSMM); libxsmm_sgemm_omp is its OpenMP form (libxsmmext).
@@ -251,7 +277,10 @@ int main(int argc, char** argv) {
            {"BLIS", blis},
            {"oneDNN", onednn},
            {"libxsmm", libxsmm},
-           {"oneDNN-bf16", onednn_bf16}}) {
+           {"oneDNN-bf16", onednn_bf16},
+           {"mm-fp32", [] { return onednn_matmul(kiln::MatmulMath::fp32); }},
+           {"mm-bf16", [] { return onednn_matmul(kiln::MatmulMath::bf16); }},
+           {"mm-bf32", [] { return onednn_matmul(kiln::MatmulMath::bf32); }}}) {
     if (auto lib = open()) {
       libraries.push_back(std::move(*lib));
     } else {
@@ -316,6 +345,10 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "\n! = differs from OpenBLAS by more than 1e-4 of the largest value (1e-2 for bf16)\n"
-      "best: the fastest fp32 library; oneDNN-bf16 rounds its operands to bf16 in each call\n");
+      "best: the fastest fp32 library; oneDNN-bf16 and mm-bf16 round their operands to bf16 in "
+      "each call\noneDNN's instruction set: %s; its matmul implementations:\n",
+      kiln::onednn_cpu_isa().c_str());
+  for (const std::string& used : kiln::onednn_matmul_implementations_used())
+    std::printf("  %s\n", used.c_str());
   return 0;
 }

@@ -3,7 +3,7 @@
 # "Kiln and its peers"): every contender runs once per round, in turn, so that a machine whose
 # speed drifts weighs on all of them. Two models: the default experiment, and GPT-2 124M at
 # llm.c's CPU shape (4 rows of 64 GPT-2 tokens a step, as train_gpt2.c hard-codes). Contenders:
-#   kiln          build/kiln bench (LibTorch 1.13), fp32 and bf16
+#   kiln          build/kiln bench (LibTorch 1.13), fp32, bf16 and bf32
 #   kiln-2.14     build-torch2-sid/kiln bench in the sid chroot (LibTorch 2.14), fp32 and bf16;
 #                 built by tools/torch2.sh --sid --run true, left out, saying so, without it
 #   pytorch-1.13  Debian 12's python3-torch running tools/bench/pytorch_reference.py (the same
@@ -70,10 +70,13 @@ else
 fi
 
 # Kiln's ms/step, then its MFU against the hardware peak in that precision (a peer's MFU is
-# Kiln's times Kiln's ms over the peer's: the same model FLOPs a token).
+# Kiln's times Kiln's ms over the peer's: the same model FLOPs a token), then the oneDNN kernels
+# its linear layers ran, as oneDNN names them ("matmul bf16 brg:avx512_core_amx_bf16; ...").
 kiln_ms() {
   ${KILN:-build/kiln} bench $1 $2 --set precision.type=$3 |
-    awk '$1 == "step" && NF == 2 { ms = $2 } $1 == "MFU" { mfu = $2 } END { print ms, mfu }'
+    awk '$1 == "step" && NF == 2 { ms = $2 } $1 == "MFU" { mfu = $2 }
+         $1 == "linear" && $2 == "GEMMs" { $1 = ""; $2 = ""; kernels = $0 }
+         END { print ms, mfu, kernels }'
 }
 reference_ms() {  # PYTHON EXPERIMENT STEPS PRECISION [--compile]
   local python=$1 exp=$2 precision=$4 compile=${5:-}
@@ -115,6 +118,8 @@ for round in $(seq "$rounds"); do
         echo "$round $model torch.compile-2.14 $precision $(sid_ms "$exp" "$steps" $precision --compile)"
       fi
     done
+    # bf32: fp32 with oneDNN's bf16 fpmath in the linear layers (AMX only; fp32 elsewhere).
+    echo "$round $model kiln bf32 $(kiln_ms "$exp" "$steps" bf32)"
     if [[ $model == gpt2 && -n "$llmc_dir" ]]; then
       echo "$round $model llm.c fp32 $(llmc_ms)"
     fi

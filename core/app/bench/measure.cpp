@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 #include <torch/cuda.h>
 
+#include "core/api/onednn_linear.h"
 #include "core/app/bench/compare.h"
 #include "core/checkpoint/snapshot.h"
 #include "core/config/options.h"
@@ -187,11 +188,16 @@ std::string measure_mfu(BenchRecord& r, const AssembledRun& run, const CpuFeatur
     out = fmt::format("MFU             unknown: Kiln knows no hardware peak for {} in {}\n",
                       run.device.str(), dtype_name(dtype));
   }
-  return out + fmt::format(
-                   "                {:.1f}% of the measured matmul peak ({:.2f} GFLOP/s, the "
-                   "best {}^3 {} matmul here)\n",
-                   100.0 * r.mfu_of_measured_peak, r.measured_peak_flops / 1e9,
-                   peak_matmul_size(run.device), dtype_name(dtype));
+  out += fmt::format(
+      "                {:.1f}% of the measured matmul peak ({:.2f} GFLOP/s, the best {}^3 {} "
+      "matmul here)\n",
+      100.0 * r.mfu_of_measured_peak, r.measured_peak_flops / 1e9, peak_matmul_size(run.device),
+      dtype_name(dtype));
+  // Which of oneDNN's kernels the linear layers ran, as oneDNN names them (model.kernels =
+  // "fused"): where the FLOPs above went.
+  const std::string kernels = onednn_linear_kernels();
+  if (!kernels.empty()) out += fmt::format("linear GEMMs    {}\n", kernels);
+  return out;
 }
 
 // Every rank's `mine`, in rank order. A collective.

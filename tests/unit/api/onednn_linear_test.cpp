@@ -2,13 +2,15 @@
 // in double precision with LibTorch's ops, forward and the gradients of x, w and b, at shapes that
 // are not multiples of any vector width, with and without a bias and with inputs of one to three
 // dimensions; under CPU autocast to bfloat16, against the same product of the operands rounded to
-// bfloat16 by LibTorch; LibTorch's linear where oneDNN does not apply (a bfloat16 weight).
+// bfloat16 by LibTorch; under float32 matmul precision "medium", within bf16 rounding's bound;
+// LibTorch's linear where oneDNN does not apply (a bfloat16 weight).
 #include <cmath>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -47,7 +49,7 @@ TEST_F(OnednnLinear, OutputAndGradientsMatchTheDefinitionInDoublePrecision) {
         at::Tensor x = at::randn(shape).requires_grad_();
         at::Tensor w = at::randn({out, in}).requires_grad_();
         at::Tensor b = with_bias ? at::randn({out}).requires_grad_() : at::Tensor();
-        ASSERT_EQ(onednn_linear_operands(x, w), at::kFloat);
+        ASSERT_EQ(onednn_linear_math(x, w), MatmulMath::fp32);
         at::Tensor y = linear(x, w, b, /*fused=*/true);
         shape.back() = out;
         ASSERT_EQ(y.sizes(), at::IntArrayRef(shape));
@@ -95,7 +97,7 @@ TEST_F(OnednnLinear, UnderBfloat16AutocastTheProductsOfRoundedOperandsAreSummedI
     at::Tensor y;
     {
       compat::AutocastGuard autocast(at::kCPU, at::kBFloat16);
-      ASSERT_EQ(onednn_linear_operands(x, w), at::kBFloat16);
+      ASSERT_EQ(onednn_linear_math(x, w), MatmulMath::bf16);
       y = linear(x, w, b, /*fused=*/true);
     }
     EXPECT_EQ(y.scalar_type(), at::kFloat);
@@ -115,17 +117,57 @@ TEST_F(OnednnLinear, UnderBfloat16AutocastTheProductsOfRoundedOperandsAreSummedI
   }
 }
 
+// Under float32 matmul precision "medium" (precision "bf32") the products run on oneDNN's matmul
+// primitive in its fpmath mode bf16: within bf16 rounding's bound of the double-precision
+// definition (each operand rounded to 8 bits of mantissa, products summed in fp32), forward and
+// backward, with fp32 tensors throughout; the primitive's kernels are then named for `kiln bench`.
+TEST_F(OnednnLinear, UnderFloat32PrecisionMediumTheProductsAreWithinBf16RoundingOfTheDefinition) {
+  if (!onednn_matmul_built()) {
+    GTEST_SKIP() << "SKIP: this build has no oneDNN matmul (no libdnnl-dev of LibTorch's oneDNN)";
+  }
+  struct Medium {
+    Medium() { at::globalContext().setFloat32MatmulPrecision("medium"); }
+    ~Medium() { at::globalContext().setFloat32MatmulPrecision("highest"); }
+  } medium;
+  for (const auto& [rows, in, out] :
+       {std::tuple<int64_t, int64_t, int64_t>{5, 13, 7}, {37, 64, 129}, {64, 200, 3}}) {
+    SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(in) + " -> " + std::to_string(out));
+    torch::manual_seed(static_cast<uint64_t>(rows * in + out));
+    at::Tensor x = at::randn({rows, in}).requires_grad_();
+    at::Tensor w = at::randn({out, in}).requires_grad_();
+    at::Tensor upstream = at::randn({rows, out});
+    ASSERT_EQ(onednn_linear_math(x, w), MatmulMath::bf32);
+    at::Tensor y = linear(x, w, {}, /*fused=*/true);
+    EXPECT_EQ(y.scalar_type(), at::kFloat);
+    (y * upstream).sum().backward();
+    const at::Tensor x64 = x.detach().to(at::kDouble), w64 = w.detach().to(at::kDouble),
+                     dy64 = upstream.to(at::kDouble);
+    // |error| <= (2^-8 + 2^-17 + k 2^-23) sum |a b| for each element, k the reduction's length.
+    auto within = [](const at::Tensor& got, const at::Tensor& a, const at::Tensor& b, int64_t k) {
+      const double relative = std::ldexp(1.0, -8) + std::ldexp(1.0, -17) +
+                              static_cast<double>(k) * std::ldexp(1.0, -23);
+      const at::Tensor bound = at::matmul(a.abs(), b.abs()) * relative + 1e-12;
+      return ((got.to(at::kDouble) - at::matmul(a, b)).abs() / bound).max().item<double>();
+    };
+    EXPECT_LE(within(y, x64, w64.t(), in), 1.0);
+    EXPECT_LE(within(x.grad(), dy64, w64, out), 1.0);
+    EXPECT_LE(within(w.grad(), dy64.t(), x64, rows), 1.0);
+  }
+  EXPECT_NE(onednn_linear_kernels().find("matmul bf32 "), std::string::npos)
+      << onednn_linear_kernels();
+}
+
 TEST_F(OnednnLinear, ABfloat16WeightKeepsLibTorchsLinear) {
   at::Tensor x = at::randn({4, 8}), w = at::randn({3, 8});
-  EXPECT_EQ(onednn_linear_operands(x.to(at::kBFloat16), w.to(at::kBFloat16)), std::nullopt);
+  EXPECT_EQ(onednn_linear_math(x.to(at::kBFloat16), w.to(at::kBFloat16)), std::nullopt);
   EXPECT_EQ(linear(x.to(at::kBFloat16), w.to(at::kBFloat16), {}, /*fused=*/true).scalar_type(),
             at::kBFloat16);
   {
     compat::AutocastGuard autocast(at::kCPU, at::kBFloat16);
-    EXPECT_EQ(onednn_linear_operands(x, w.to(at::kBFloat16)), std::nullopt);
+    EXPECT_EQ(onednn_linear_math(x, w.to(at::kBFloat16)), std::nullopt);
     EXPECT_EQ(linear(x, w, {}, /*fused=*/false).scalar_type(), at::kBFloat16);
   }
-  EXPECT_EQ(onednn_linear_operands(x, w), at::kFloat);
+  EXPECT_EQ(onednn_linear_math(x, w), MatmulMath::fp32);
 }
 
 // transformer_lm's layers through oneDNN (model.kernels = "fused") against LibTorch's linear.
