@@ -30,6 +30,15 @@ class FullyShardedDataParallel : public DataParallel {
   }
 
   void attach(Model& model) override {
+    for (const auto& p : model.parameters()) {
+      if (!p.requires_grad()) {
+        throw ParamError("type",
+                         "parallel 'fsdp' shards each layer's weights as one, and a frozen base "
+                         "beside trainable adapter weights is not built yet: use parallel.type = "
+                         "\"zero\" (the adapter's optimizer state and gradients sharded) or "
+                         "\"ddp\"");
+      }
+    }
     DataParallel::attach(model);
     units_ = std::make_unique<FsdpUnits>(comm(), model, bucket_bytes());
   }

@@ -229,7 +229,10 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
     }
     attach_adapter(config, *a.adapter, *a.model, /*starts=*/!loading);
     a.model->to(a.device);
-    a.parallel->attach(*a.model);
+    located(config, "parallel", [&] {
+      a.parallel->attach(*a.model);
+      return true;
+    });
     a.optimizer = located(config, "optimizer", [&] {
       return OptimizerRegistry::create(config.type("optimizer"), config.params("optimizer"),
                                        parameters_of(*a.model));

@@ -5,7 +5,10 @@
 #include <fmt/format.h>
 
 #ifdef KILN_HAVE_ONEDNN
+#include <algorithm>
+#include <cctype>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 
@@ -26,20 +29,32 @@ const char* matmul_math_name(MatmulMath math) {
 #ifdef KILN_HAVE_ONEDNN
 namespace {
 
-// The instruction sets oneDNN 2.6 and 3.x both name, by ONEDNN_MAX_CPU_ISA's spelling.
+// The instruction sets by ONEDNN_MAX_CPU_ISA's spelling, lower-cased. oneDNN 3 names AMX
+// avx10_1_512_amx too (the same value): the first name of a value is the one reported.
 const std::vector<std::pair<dnnl::cpu_isa, std::string>>& isa_names() {
   static const std::vector<std::pair<dnnl::cpu_isa, std::string>> names = {
-      {dnnl::cpu_isa::all, "all"},
-      {dnnl::cpu_isa::sse41, "sse41"},
-      {dnnl::cpu_isa::avx, "avx"},
-      {dnnl::cpu_isa::avx2, "avx2"},
-      {dnnl::cpu_isa::avx2_vnni, "avx2_vnni"},
-      {dnnl::cpu_isa::avx512_core, "avx512_core"},
-      {dnnl::cpu_isa::avx512_core_vnni, "avx512_core_vnni"},
-      {dnnl::cpu_isa::avx512_core_bf16, "avx512_core_bf16"},
-      {dnnl::cpu_isa::avx512_core_amx, "avx512_core_amx"},
+    {dnnl::cpu_isa::sse41, "sse41"},
+    {dnnl::cpu_isa::avx, "avx"},
+    {dnnl::cpu_isa::avx2, "avx2"},
+    {dnnl::cpu_isa::avx2_vnni, "avx2_vnni"},
+    {dnnl::cpu_isa::avx512_core, "avx512_core"},
+    {dnnl::cpu_isa::avx512_core_vnni, "avx512_core_vnni"},
+    {dnnl::cpu_isa::avx512_core_bf16, "avx512_core_bf16"},
+    {dnnl::cpu_isa::avx512_core_amx, "avx512_core_amx"},
+#if DNNL_VERSION_MAJOR >= 3
+    {dnnl::cpu_isa::avx2_vnni_2, "avx2_vnni_2"},
+    {dnnl::cpu_isa::avx512_core_fp16, "avx512_core_fp16"},
+    {dnnl::cpu_isa::avx512_core_amx_fp16, "avx512_core_amx_fp16"},
+#endif
   };
   return names;
+}
+
+// Whether oneDNN runs AMX's tiles here. Its ISA values are bit sets, each holding the bits of the
+// sets it extends (oneDNN 3's AMX with fp16 holds AMX's).
+bool runs_amx() {
+  const auto amx = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
+  return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & amx) == amx;
 }
 
 using ShapeKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, MatmulMath>;
@@ -60,16 +75,18 @@ class Products {
     return products;
   }
 
-  const Product& find(const MatmulShape& s) {
+  // Shared, so that a caller still running a product outlives the bound's clear() below.
+  std::shared_ptr<const Product> find(const MatmulShape& s) {
     const ShapeKey key{s.trans_a, s.trans_b, s.m, s.n, s.k, s.math};
     std::lock_guard<std::mutex> lock(mutex_);
     auto found = products_.find(key);
     if (found != products_.end()) return found->second;
     if (products_.size() >= kMaxProducts) products_.clear();
-    Product made = make(s);
-    const std::string used = fmt::format("{} {}", matmul_math_name(s.math), made.implementation);
+    auto made = std::make_shared<const Product>(make(s));
+    const std::string used = fmt::format("{} {}", matmul_math_name(s.math), made->implementation);
     if (std::find(used_.begin(), used_.end(), used) == used_.end()) used_.push_back(used);
-    return products_.emplace(key, std::move(made)).first->second;
+    products_.emplace(key, made);
+    return made;
   }
 
   std::vector<std::string> used() {
@@ -102,7 +119,7 @@ class Products {
 
   dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
   std::mutex mutex_;
-  std::map<ShapeKey, Product> products_;
+  std::map<ShapeKey, std::shared_ptr<const Product>> products_;
   std::vector<std::string> used_;
 };
 
@@ -121,7 +138,8 @@ bool onednn_matmul_built() {
 void onednn_matmul(const MatmulShape& shape, const void* a, const void* b, float* c) {
   try {
     Products& products = Products::instance();
-    const Product& p = products.find(shape);
+    const std::shared_ptr<const Product> found = products.find(shape);
+    const Product& p = *found;
     // One stream per thread: a stream orders the work submitted to it, and on the CPU it runs
     // each primitive to completion before execute returns.
     thread_local dnnl::stream stream(products.engine());
@@ -138,7 +156,7 @@ void onednn_matmul(const MatmulShape& shape, const void* a, const void* b, float
 
 std::string onednn_matmul_implementation(const MatmulShape& shape) {
   try {
-    return Products::instance().find(shape).implementation;
+    return Products::instance().find(shape)->implementation;
   } catch (const dnnl::error& e) {
     throw std::runtime_error(
         fmt::format("oneDNN has no matmul for {}: {}", describe(shape), e.what()));
@@ -168,15 +186,14 @@ bool pin_onednn_cpu_isa(const std::string& isa) {
 }
 
 bool onednn_bf32_rounds() {
-  return dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
+  return runs_amx();
 }
 
 bool onednn_matmul_preferred(MatmulMath math) {
   if (math == MatmulMath::bf32) return true;
   // The BLAS-like bf16 GEMM stops at AVX512-BF16; only the primitive takes AMX's tiles. Elsewhere
   // the BLAS-like entry points were the faster in fp32 and bf16 (docs/benchmarks.md).
-  return math == MatmulMath::bf16 &&
-         dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
+  return math == MatmulMath::bf16 && runs_amx();
 }
 
 #else  // no oneDNN headers in this build
