@@ -110,20 +110,22 @@ class ZeroRedundancy : public DataParallel {
   }
 
  private:
-  // Rank r owns the parameters whose middle element falls in the r-th of `world` equal slices
-  // of all elements: contiguous runs, balanced to within one parameter.
+  // Rank r owns the trainable parameters whose middle element falls in the r-th of `world`
+  // equal slices of all trainable elements: contiguous runs, balanced to within one parameter.
+  // Frozen ones (an adapter's base) have no state to own, and counting them would hand every
+  // adapter weight, registered after the model's, to the last rank.
   void assign_owners(const std::vector<at::Tensor>& parameters) {
     int64_t total = 0;
     for (auto& p : parameters)
-      total += p.numel();
+      total += p.requires_grad() ? p.numel() : 0;
     owned_.assign(static_cast<size_t>(world_size()), {});
     int64_t offset = 0;
     for (auto& p : parameters) {
+      if (!p.requires_grad()) continue;
       const int64_t middle = offset + p.numel() / 2;
       const int owner =
           static_cast<int>(std::min<int64_t>(world_size() - 1, middle * world_size() / total));
       offset += p.numel();
-      if (!p.requires_grad()) continue;
       owned_[owner].push_back(p);
       if (owner == rank()) owned_by_me_.insert(p.unsafeGetTensorImpl());
     }

@@ -3,6 +3,7 @@
 // single process's curve under ddp with adapter dropout (and resumed in one process from a ddp
 // snapshot), is swept with ASHA over its rank, alpha and learning rate, exports PEFT's folder
 // beside a merged one, and refuses the strategies and exports it does not have.
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -82,8 +83,9 @@ TEST_F(LoraRun, DdpWithAdapterDropoutFollowsTheSingleProcess) {
 }
 
 // ZeRO over an adapter: its owners split the adapter's weights (the frozen base has no state to
-// shard), stage 1 all-reducing the adapter's gradients, stage 2 summing each into its owner; both
-// follow the single process's curve with adapter dropout, and resume in one process.
+// shard), each rank keeping some of its AdamW state, stage 1 all-reducing the adapter's gradients,
+// stage 2 summing each into its owner; both follow the single process's curve with adapter dropout,
+// and resume in one process.
 TEST_F(LoraRun, ZeroStagesShardTheAdapterAndFollowTheSingleProcess) {
   const std::string exp = fine_tune("dropout = 0.1\n");
   const std::string same =
@@ -100,6 +102,16 @@ TEST_F(LoraRun, ZeroStagesShardTheAdapterAndFollowTheSingleProcess) {
                                " --set train.steps=4" + same,
                            logs);
     ASSERT_EQ(codes, (std::vector<int>{0, 0}));
+    // "optimizer state per rank: 0.02, 0.02 MiB": each rank holds a part of the adapter's.
+    const std::string header = testing::read_file(logs + "0.log");
+    const std::string marker = "optimizer state per rank: ";
+    const size_t at = header.find(marker);
+    ASSERT_NE(at, std::string::npos) << header;
+    double first = 0, second = 0;
+    ASSERT_EQ(std::sscanf(header.c_str() + at + marker.size(), "%lf, %lf MiB", &first, &second), 2)
+        << header;
+    EXPECT_GT(first, 0) << header;
+    EXPECT_GT(second, 0) << header;
     auto resumed = run_kiln("resume " + name + " --db " + db() +
                             " --set train.steps=8 --set parallel.type=single");
     ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
