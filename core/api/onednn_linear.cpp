@@ -138,7 +138,7 @@ std::optional<MatmulMath> onednn_linear_math(const at::Tensor& x, const at::Tens
       onednn_matmul_built()) {
     return MatmulMath::bf32;
   }
-  if (sgemm() == nullptr && !onednn_matmul_preferred(MatmulMath::fp32)) return std::nullopt;
+  if (sgemm() == nullptr) return std::nullopt;
   return MatmulMath::fp32;
 }
 
