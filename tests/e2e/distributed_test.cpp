@@ -251,18 +251,6 @@ TEST_F(Distributed, ASnapshotTakenOnTwoRanksResumesOnOne) {
   expect_same_curve("ref", "w", 40);
 }
 
-// "optimizer state per rank: 0.05, 0.04 MiB" -> {0.05, 0.04}
-std::vector<double> optimizer_state_mib(const std::string& output) {
-  const std::string marker = "optimizer state per rank: ";
-  auto at = output.find(marker);
-  if (at == std::string::npos) return {};
-  std::vector<double> sizes;
-  std::istringstream in(output.substr(at + marker.size(), output.find(" MiB", at) - at));
-  for (std::string item; std::getline(in, item, ',');)
-    sizes.push_back(std::stod(item));
-  return sizes;
-}
-
 double worst_difference(const std::vector<double>& a, const std::vector<double>& b) {
   double worst = 0;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
@@ -277,7 +265,7 @@ TEST_F(Distributed, ZeroStagesFollowTheSingleProcessCurveAndShardTheOptimizerSta
       "--set checkpoint.every=10";
   auto single = run_kiln("run " + exp + " --name ref --set train.steps=40" + same);
   ASSERT_EQ(single.exit_code, 0) << single.output;
-  const auto whole = optimizer_state_mib(single.output);
+  const auto whole = testing::optimizer_state_mib(single.output);
   ASSERT_EQ(whole.size(), 1u) << single.output;
   auto ref = losses("ref");
   ASSERT_EQ(ref.size(), 40u);
@@ -295,7 +283,7 @@ TEST_F(Distributed, ZeroStagesFollowTheSingleProcessCurveAndShardTheOptimizerSta
     ASSERT_EQ(curve.size(), 20u);
     EXPECT_LT(worst_difference(ref, curve), 1e-4);
     // Each rank holds about half of what one process holds.
-    const auto sharded = optimizer_state_mib(testing::read_file(logs + "0.log"));
+    const auto sharded = testing::optimizer_state_mib(testing::read_file(logs + "0.log"));
     ASSERT_EQ(sharded.size(), 2u);
     for (double mib : sharded)
       EXPECT_LT(mib, 0.6 * whole[0]);

@@ -3,7 +3,6 @@
 // single process's curve under ddp with adapter dropout (and resumed in one process from a ddp
 // snapshot), is swept with ASHA over its rank, alpha and learning rate, exports PEFT's folder
 // beside a merged one, and refuses the strategies and exports it does not have.
-#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -39,6 +38,28 @@ class LoraRun : public testing::TinyRun {
     const std::string path = dir_ / "lora.toml";
     testing::write_text(path, text);
     return path;
+  }
+
+  // The settings the parallel runs below share with their single-process reference.
+  static constexpr const char* kParallelSettings =
+      " --set optimizer.lr=1e-2 --set train.micro_batch=4 --set train.batch_tokens=512 "
+      "--set checkpoint.every=4";
+
+  // Run `name` of `exp` on two ranks under `parallel` for 4 steps, then resume it in one process
+  // to step 8: it must follow run "one", the single process's 8 steps. Returns rank 0's output.
+  std::string two_ranks_then_one(const std::string& exp, const std::string& name,
+                                 const std::string& parallel) {
+    const std::string logs = dir_ / (name + "_rank");
+    auto exits = run_ranks(2,
+                           "run " + exp + " --name " + name + " " + parallel +
+                               " --set train.steps=4" + kParallelSettings,
+                           logs);
+    EXPECT_EQ(exits, (std::vector<int>{0, 0}));
+    auto resumed = run_kiln("resume " + name + " --db " + db() +
+                            " --set train.steps=8 --set parallel.type=single");
+    EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+    expect_same_curve("one", name, 8);
+    return exits.logs.at(0);
   }
 };
 
@@ -88,34 +109,17 @@ TEST_F(LoraRun, DdpWithAdapterDropoutFollowsTheSingleProcess) {
 // and resume in one process.
 TEST_F(LoraRun, ZeroStagesShardTheAdapterAndFollowTheSingleProcess) {
   const std::string exp = fine_tune("dropout = 0.1\n");
-  const std::string same =
-      " --set optimizer.lr=1e-2 --set train.micro_batch=4 --set train.batch_tokens=512 "
-      "--set checkpoint.every=4";
-  ASSERT_EQ(run_kiln("run " + exp + " --name one --set train.steps=8" + same).exit_code, 0);
+  ASSERT_EQ(
+      run_kiln("run " + exp + " --name one --set train.steps=8" + kParallelSettings).exit_code, 0);
   for (const std::string stage : {"1", "2"}) {
     SCOPED_TRACE("stage " + stage);
-    const std::string name = "z" + stage;
-    const std::string logs = dir_ / (name + "_rank");
-    auto codes = run_ranks(2,
-                           "run " + exp + " --name " + name +
-                               " --set parallel.type=zero --set parallel.stage=" + stage +
-                               " --set train.steps=4" + same,
-                           logs);
-    ASSERT_EQ(codes, (std::vector<int>{0, 0}));
+    const std::string header = two_ranks_then_one(
+        exp, "z" + stage, "--set parallel.type=zero --set parallel.stage=" + stage);
     // "optimizer state per rank: 0.02, 0.02 MiB": each rank holds a part of the adapter's.
-    const std::string header = testing::read_file(logs + "0.log");
-    const std::string marker = "optimizer state per rank: ";
-    const size_t at = header.find(marker);
-    ASSERT_NE(at, std::string::npos) << header;
-    double first = 0, second = 0;
-    ASSERT_EQ(std::sscanf(header.c_str() + at + marker.size(), "%lf, %lf MiB", &first, &second), 2)
-        << header;
-    EXPECT_GT(first, 0) << header;
-    EXPECT_GT(second, 0) << header;
-    auto resumed = run_kiln("resume " + name + " --db " + db() +
-                            " --set train.steps=8 --set parallel.type=single");
-    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-    expect_same_curve("one", name, 8);
+    const auto sizes = testing::optimizer_state_mib(header);
+    ASSERT_EQ(sizes.size(), 2u) << header;
+    EXPECT_GT(sizes[0], 0) << header;
+    EXPECT_GT(sizes[1], 0) << header;
   }
 }
 
@@ -124,18 +128,9 @@ TEST_F(LoraRun, ZeroStagesShardTheAdapterAndFollowTheSingleProcess) {
 // resumed run keeps the single process's curve.
 TEST_F(LoraRun, DdpSnapshotResumedInOneProcessKeepsTheSingleProcessCurve) {
   const std::string exp = fine_tune("dropout = 0.1\n");
-  const std::string same =
-      " --set optimizer.lr=1e-2 --set train.micro_batch=4 --set train.batch_tokens=512 "
-      "--set checkpoint.every=4";
-  ASSERT_EQ(run_kiln("run " + exp + " --name one --set train.steps=8" + same).exit_code, 0);
-  const std::string logs = dir_ / "down_rank";
-  auto codes = run_ranks(
-      2, "run " + exp + " --name down --set parallel.type=ddp --set train.steps=4" + same, logs);
-  ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
-  auto resumed =
-      run_kiln("resume down --db " + db() + " --set train.steps=8 --set parallel.type=single");
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  expect_same_curve("one", "down", 8);
+  ASSERT_EQ(
+      run_kiln("run " + exp + " --name one --set train.steps=8" + kParallelSettings).exit_code, 0);
+  two_ranks_then_one(exp, "down", "--set parallel.type=ddp");
 }
 
 // ASHA over the adapter's rank and alpha and the learning rate: every member is a LoRA run of

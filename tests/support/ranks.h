@@ -126,4 +126,16 @@ inline std::vector<int64_t> bytes_per_rank(const std::string& output, const std:
   return bytes;
 }
 
+// The run header's "optimizer state per rank: 0.05, 0.04 MiB" -> {0.05, 0.04}; {} without one.
+inline std::vector<double> optimizer_state_mib(const std::string& output) {
+  const std::string marker = "optimizer state per rank: ";
+  const auto at = output.find(marker);
+  if (at == std::string::npos) return {};
+  std::vector<double> sizes;
+  std::istringstream in(output.substr(at + marker.size(), output.find(" MiB", at) - at));
+  for (std::string item; std::getline(in, item, ',');)
+    sizes.push_back(std::stod(item));
+  return sizes;
+}
+
 }  // namespace kiln::testing

@@ -33,6 +33,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -126,12 +127,23 @@ std::optional<Library> onednn() {
       [](int n) { omp_set_num_threads(n); }};
 }
 
-// Each call rounds the fp32 operands to bf16 first (to nearest even), as Kiln's layers do for the
-// input and the weight, so the figure includes that cost.
+// Each bf16 call rounds the fp32 operands to bf16 first (to nearest even), as Kiln's layers do for
+// the input and the weight, so the figure includes that cost.
 uint16_t to_bf16(float x) {
   uint32_t bits;
   std::memcpy(&bits, &x, sizeof bits);
   return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+// A [m, k] and B [k, n] rounded to bf16, in buffers the next call reuses.
+std::pair<const uint16_t*, const uint16_t*> rounded_operands(const float* a, const float* b,
+                                                             int64_t m, int64_t n, int64_t k) {
+  static std::vector<uint16_t> a16, b16;
+  a16.resize(static_cast<size_t>(m * k));
+  b16.resize(static_cast<size_t>(k * n));
+  std::transform(a, a + m * k, a16.begin(), to_bf16);
+  std::transform(b, b + k * n, b16.begin(), to_bf16);
+  return {a16.data(), b16.data()};
 }
 
 std::optional<Library> onednn_bf16() {
@@ -140,12 +152,8 @@ std::optional<Library> onednn_bf16() {
   Library lib{"oneDNN-bf16",
               [gemm](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
                      const float* b, float* c) {
-                static std::vector<uint16_t> a16, b16;
-                a16.resize(static_cast<size_t>(m * k));
-                b16.resize(static_cast<size_t>(k * n));
-                std::transform(a, a + m * k, a16.begin(), to_bf16);
-                std::transform(b, b + k * n, b16.begin(), to_bf16);
-                call_onednn(gemm, ta, tb, m, n, k, a16.data(), b16.data(), c);
+                const auto [a16, b16] = rounded_operands(a, b, m, n, k);
+                call_onednn(gemm, ta, tb, m, n, k, a16, b16, c);
               },
               [](int n) { omp_set_num_threads(n); }};
   lib.tolerance = 1e-2;  // bf16's 8-bit mantissa
@@ -162,12 +170,8 @@ std::optional<Library> onednn_matmul(kiln::MatmulMath math) {
                      const float* b, float* c) {
                 const kiln::MatmulShape shape{ta, tb, m, n, k, math};
                 if (math != kiln::MatmulMath::bf16) return kiln::onednn_matmul(shape, a, b, c);
-                static std::vector<uint16_t> a16, b16;
-                a16.resize(static_cast<size_t>(m * k));
-                b16.resize(static_cast<size_t>(k * n));
-                std::transform(a, a + m * k, a16.begin(), to_bf16);
-                std::transform(b, b + k * n, b16.begin(), to_bf16);
-                kiln::onednn_matmul(shape, a16.data(), b16.data(), c);
+                const auto [a16, b16] = rounded_operands(a, b, m, n, k);
+                kiln::onednn_matmul(shape, a16, b16, c);
               },
               [](int n) { omp_set_num_threads(n); }};
   if (math != kiln::MatmulMath::fp32) {
