@@ -40,7 +40,8 @@ struct LoraOptions {
   std::string targets;
   bool rslora = false;
   std::string init;
-  std::string init_from;  // a PEFT adapter folder to start from
+  std::string init_from;   // a PEFT adapter folder to start from
+  std::string base_dtype;  // "fp32", or "bf16": the blocks' frozen linear weights kept in bf16
 
   double scale() const {
     return alpha / (rslora ? std::sqrt(static_cast<double>(rank)) : static_cast<double>(rank));
@@ -167,6 +168,7 @@ class Lora : public Adapter {
     }
     for (auto& p : model.parameters())
       p.requires_grad_(false);
+    if (o_.base_dtype == "bf16") set_base_dtype(layers, at::kBFloat16);
     module_ = model.register_module("adapter", std::make_shared<LoraModule>(o_, chosen));
     if (starts && !o_.init_from.empty()) load_peft(o_.init_from);
   }
@@ -227,6 +229,8 @@ class Lora : public Adapter {
 
   void merge(Model& model) override {
     torch::NoGradGuard no_grad;
+    // A bf16 base widens back: the merged model is an fp32 checkpoint, its sums taken in fp32.
+    if (o_.base_dtype != "fp32") set_base_dtype(block_linear_layers(model), at::kFloat);
     for (size_t i = 0; i < module_->layers().size(); ++i) {
       const auto& [a, b] = module_->ab()[i];
       at::Tensor w = module_->layers()[i].weight;
@@ -244,6 +248,18 @@ class Lora : public Adapter {
           "this model has no Hugging Face form, so PEFT's files would name no module "
           "transformers knows: export a gpt or llama adapter, or `kiln export --merge` is "
           "refused alike");
+    }
+  }
+
+  // The blocks' linear weights (all but a few percent of a model's: not the embedding, the
+  // head, the norms or the biases) in bf16, in place: the same tensors, so that linear() still
+  // finds each adapter's site by its weight, and LibTorch's load of a snapshot or an
+  // init_from copies into them whatever dtype it reads.
+  static void set_base_dtype(const std::vector<LinearLayer>& layers, at::ScalarType dtype) {
+    torch::NoGradGuard no_grad;
+    for (const auto& layer : layers) {
+      at::Tensor w = layer.weight;
+      w.set_data(w.to(dtype));
     }
   }
 
@@ -327,6 +343,7 @@ LoraOptions lora_options(const Params& p) {
   o.rslora = p.flag("rslora");
   o.init = p.text("init");
   o.init_from = p.path("init_from");
+  o.base_dtype = p.text("base_dtype");
   return o;
 }
 
@@ -353,7 +370,12 @@ const bool registered = AdapterRegistry::add(
                       "a PEFT adapter folder (adapter_config.json, adapter_model.safetensors) "
                       "to start the adapter from, on model.init_from's base; its r, lora_alpha "
                       "and use_rslora must be rank, alpha and rslora; \"\" = init")
-          .files()}},
+          .files(),
+      ParamSpec::text("base_dtype", "fp32",
+                      "the frozen linear weights of the blocks: fp32, or bf16 (half their bytes; "
+                      "each product then takes the bf16-rounded weight, widened to the "
+                      "precision's operands)")
+          .one_of({"fp32", "bf16"})}},
     [](const Params& p) { return std::make_shared<Lora>(lora_options(p)); });
 
 }  // namespace

@@ -16,12 +16,30 @@ if [[ -r /sys/fs/cgroup/cpu.max ]]; then
     jobs=$(( (quota + period - 1) / period ))
   fi
 fi
-ctest --test-dir build --output-on-failure -j "$jobs" -L unit
-ctest --test-dir build --output-on-failure -j "$jobs" -L e2e
+# A test that hangs fails after 25 minutes with ctest's ***Timeout and its name, rather than holding
+# the run until CI stops it with no word of which (tests with a TIMEOUT of their own keep it).
+# Each leg's seconds and its slowest tests go to build/test-times/summary.txt as well, which CI
+# prints again at its end (.ci/run): a run that grew slow says where from the tail of its log.
+times="$PWD/build/test-times"
+rm -rf "$times" && mkdir -p "$times"
+leg() {
+  local label=$1 start=$SECONDS status=0
+  shift
+  ctest --test-dir build --timeout 1500 --output-on-failure --output-junit "$times/$label.xml" \
+    -L "$label" "$@" || status=$?
+  {
+    echo "test.sh: $label: $((SECONDS - start)) s, exit $status; slowest:"
+    sed -n 's/.*<testcase name="\([^"]*\)".* time="\([0-9.]*\)".*/\2 \1/p' "$times/$label.xml" 2>/dev/null |
+      sort -rn | awk 'NR <= 6 {printf "  %7.1f s  %s\n", $1, $2}' || true
+  } | tee -a "$times/summary.txt"
+  return "$status"
+}
+leg unit -j "$jobs"
+leg e2e -j "$jobs"
 # Against real servers the tests start themselves (PostgreSQL, Slurm, kiln serve in Chromium):
 # one at a time, since each starts daemons of its own.
-ctest --test-dir build --output-on-failure -L servers
+leg servers
 # Against the real client libraries (transformers, tokenizers) in Debian sid's chroot, which the
 # first of them makes (tools/interop.sh): one at a time.
-ctest --test-dir build --output-on-failure -L interop
+leg interop
 tools/fuzz.sh 60

@@ -236,7 +236,7 @@ if [[ -n "$run_command" ]]; then
 fi
 log=$(mktemp)
 status=0
-chroot "$root" bash -c "cd /kiln && ctest --test-dir $build_dir --output-on-failure \
+chroot "$root" bash -c "cd /kiln && ctest --test-dir $build_dir --timeout 1500 --output-on-failure \
   -j $(nproc) ${*@Q}" | tee "$log" || status=$?
 # One line for a reader of CI's log: which build compiled, and how its tests went.
 summary=$(grep -E '^[0-9]+% tests passed' "$log" || echo "its tests did not run (see above)")

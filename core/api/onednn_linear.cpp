@@ -81,7 +81,10 @@ struct OnednnLinear : torch::autograd::Function<OnednnLinear> {
                      w = weight.to(operands).contiguous();
     at::Tensor y = at::empty({rows.size(0), w.size(0)}, rows.options().dtype(at::kFloat));
     gemm('N', 'T', rows.size(0), w.size(0), rows.size(1), rows, w, y, math);
-    ctx->save_for_backward({rows, w});
+    // A weight kept narrower than the product's operands (a frozen base in bf16 under fp32
+    // math, adapter.base_dtype) is saved as it is and widened again for backward: saving the
+    // widened copy would hold every layer's fp32 weight until backward, the memory bf16 saves.
+    ctx->save_for_backward({rows, weight.element_size() < w.element_size() ? weight : w});
     ctx->saved_data["math"] = static_cast<int64_t>(math);
     std::vector<int64_t> shape = x.sizes().vec();
     shape.back() = w.size(0);
@@ -91,7 +94,8 @@ struct OnednnLinear : torch::autograd::Function<OnednnLinear> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &rows = saved[0], &w = saved[1];
+    const at::Tensor& rows = saved[0];
+    const at::Tensor w = saved[1].to(rows.scalar_type()).contiguous();
     const auto math = static_cast<MatmulMath>(ctx->saved_data["math"].toInt());
     const int64_t m = rows.size(0), in = rows.size(1), out = w.size(0);
     const at::Tensor dy = grads[0].reshape({m, out}).to(rows.scalar_type()).contiguous();
@@ -120,8 +124,9 @@ std::optional<MatmulMath> onednn_linear_math(const at::Tensor& x, const at::Tens
   for (const at::Tensor* t : {&x, &weight}) {
     if (!t->device().is_cpu() || t->layout() != at::kStrided) return std::nullopt;
   }
-  if (weight.dim() != 2 || weight.scalar_type() != at::kFloat || x.dim() < 1 ||
-      x.size(-1) != weight.size(1)) {
+  const bool weight_dtype = weight.scalar_type() == at::kFloat ||
+                            (weight.scalar_type() == at::kBFloat16 && !weight.requires_grad());
+  if (weight.dim() != 2 || !weight_dtype || x.dim() < 1 || x.size(-1) != weight.size(1)) {
     return std::nullopt;
   }
   // Under CPU autocast to bfloat16 (precision "bf16"), bf16 GEMMs in place of LibTorch's
@@ -147,7 +152,11 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   const auto math = fused ? onednn_linear_math(x, weight) : std::nullopt;
   at::Tensor y;
   if (!math) {
-    y = at::linear(x, weight, bias);
+    // Outside autocast, a frozen weight kept in bf16 (adapter.base_dtype) is widened to the
+    // input's type for LibTorch's linear, which takes one type; autocast casts both itself.
+    const bool widen = weight.scalar_type() != x.scalar_type() &&
+                       !compat::AutocastGuard::enabled(x.device().type());
+    y = at::linear(x, widen ? weight.to(x.scalar_type()) : weight, bias);
   } else {
     y = OnednnLinear::apply(x, weight, *math);
     if (bias.defined()) y = y + bias;

@@ -89,6 +89,9 @@ void DataParallel::attach(Model& model) {
     tensors.push_back(b);
   for (auto& bucket : make_buckets(tensors, bucket_bytes_)) {
     std::vector<at::Tensor> flat = {flatten(bucket)};
+    // Weights kept in bf16 (an adapter's frozen base) go as fp32, which holds them exactly:
+    // not every backend broadcasts bf16.
+    if (flat[0].scalar_type() == at::kBFloat16) flat[0] = flat[0].to(at::kFloat);
     comm_->broadcast(flat, 0);
     copy_from_flat(flat[0], bucket);
   }

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/train/trainer.h"
 #include "core/util/text.h"
@@ -34,7 +35,16 @@ void Console::step(const StepStats& s, bool print) {
   seen_ += 1;
   if (seen_ == 2) mean_step_ms_ = s.dt_ms;
   if (seen_ > 2) mean_step_ms_ = 0.9 * mean_step_ms_ + 0.1 * s.dt_ms;
-  if (print) line(format_step(s));
+  if (!print) return;
+  line(format_step(s));
+  // "  pipeline: stage compute 10.1 | 9.7 ms, bubble 38%, live micro-batches 2 | 1": each stage's
+  // forward and backward time in the step, the share of the stages' pass time spent waiting,
+  // and the most micro-batches whose activations each stage held at once.
+  if (s.bubble) {
+    line(fmt::format("  pipeline: stage compute {:.1f} ms, bubble {:.0f}%, live micro-batches {}",
+                     fmt::join(s.stage_compute_ms, " | "), 100 * *s.bubble,
+                     fmt::join(s.stage_peak_live, " | ")));
+  }
 }
 
 std::string Console::format_step(const StepStats& s) const {

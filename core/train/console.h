@@ -16,6 +16,7 @@ class Console {
   void line(const std::string& text) const;
   // masked_loss: the data's loss counts only some tokens (fine-tuning on responses).
   void legend(bool masked_loss) const;
+  // Counts the step for the ETA; prints its line (and a pipeline's stage line) when `print`.
   void step(const StepStats& stats, bool print);
   std::string format_step(const StepStats& stats) const;
   // counted: with masked data, the targets the loss averaged (said on the line); else 0.

@@ -7,6 +7,7 @@
 #include "core/store/tensorboard/run_log.h"
 #include "core/train/run_device.h"
 #include "core/util/blas_kernels.h"
+#include "core/util/text.h"
 
 namespace kiln {
 
@@ -49,15 +50,19 @@ std::vector<std::string> header_lines(const AssembledRun& run, const HeaderFacts
       run.device.str(), run.device_note.empty() ? "" : " (" + run.device_note + ")",
       at::get_num_threads(), threads_origin(run)));
   if (run.adapter->adapts()) {
-    int64_t trainable = 0, all = 0;
+    int64_t trainable = 0, all = 0, frozen_bytes = 0;
     for (const auto& p : run.model->parameters()) {
       all += p.numel();
-      if (p.requires_grad()) trainable += p.numel();
+      if (p.requires_grad())
+        trainable += p.numel();
+      else
+        frozen_bytes += static_cast<int64_t>(p.nbytes());
     }
     lines.push_back(fmt::format(
-        "adapter {}: {} trainable parameters ({:.2f}% of {}); the model's own are frozen",
+        "adapter {}: {} trainable parameters ({:.2f}% of {}); the model's own are frozen, in {}",
         config.type("adapter"), trainable,
-        100.0 * static_cast<double>(trainable) / static_cast<double>(all), all));
+        100.0 * static_cast<double>(trainable) / static_cast<double>(all), all,
+        format_bytes(frozen_bytes)));
   }
   lines.push_back(blas_report().text());
   if (const std::string chosen = run.precision->describe(); !chosen.empty())

@@ -8,9 +8,9 @@
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "core/api/optimizer.h"
+#include "core/distributed/distributed.h"
 #include "core/store/runs/run_environment.h"
 #include "core/store/runs/rung_probes.h"
 #include "core/store/tensorboard/run_log.h"
@@ -25,15 +25,6 @@
 namespace kiln {
 
 namespace {
-
-// "  pipeline: stage compute 10.1 | 9.7 ms, bubble 38%, live micro-batches 2 | 1": each stage's
-// forward and backward time in the step, the share of the stages' pass time spent waiting, and
-// the most micro-batches whose activations each stage held at once.
-std::string pipeline_line(const StepStats& stats) {
-  return fmt::format("  pipeline: stage compute {:.1f} ms, bubble {:.0f}%, live micro-batches {}",
-                     fmt::join(stats.stage_compute_ms, " | "), 100 * *stats.bubble,
-                     fmt::join(stats.stage_peak_live, " | "));
-}
 
 // What an eval's row and line say it counted: the counted tokens of masked data that counted
 // some; nothing (NULL in the store) otherwise.
@@ -107,9 +98,12 @@ void Session::print_header() {
 
 SessionOutcome Session::train() {
   SessionOutcome outcome{run_id_, name_, "completed", start_step_, 0};
-  // An error after a second stop signal (a peer that stopped at once) still leaves a run that
-  // the user stopped, and that resumes from its last snapshot.
-  auto failed = [] { return StopSignal::abandoned() ? "interrupted" : "failed"; };
+  // An error after a second stop signal (a peer that stopped at once), or a lost peer (killed,
+  // hung, its node gone), leaves a run stopped from outside: it resumes from its last snapshot.
+  auto failed = [](const std::exception& e) {
+    const bool lost = dynamic_cast<const PeerLostError*>(&e) != nullptr;
+    return StopSignal::abandoned() || lost ? "interrupted" : "failed";
+  };
   std::unique_ptr<TensorBoardLog> tensorboard;  // hears every row up to the run's closing commit
   try {
     tensorboard = open_tensorboard();
@@ -124,10 +118,10 @@ SessionOutcome Session::train() {
     say_abandoned();
   } catch (const c10::Error& e) {
     std::string message = e.what_without_backtrace();
-    if (store_) store_->finish_run(run_id_, failed(), message);
+    if (store_) store_->finish_run(run_id_, failed(e), message);
     throw std::runtime_error("LibTorch: " + message);
   } catch (const std::exception& e) {
-    if (store_) store_->finish_run(run_id_, failed(), e.what());
+    if (store_) store_->finish_run(run_id_, failed(e), e.what());
     throw;
   }
   if (!store_) return outcome;
@@ -207,7 +201,6 @@ void Session::print_step(const StepStats& stats) {
   const bool print =
       step == start_step_ + 1 || step == run_.train.steps || step % run_.train.log_every == 0;
   console_.step(stats, print);
-  if (print && stats.bubble) console_.line(pipeline_line(stats));
 }
 
 void Session::evaluate(int64_t step) {

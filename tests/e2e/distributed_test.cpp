@@ -134,7 +134,7 @@ TEST_F(Distributed, LaunchRestartsAllRanksWhenOneIsKilledAndTheCurveIsUnchanged)
 
 // A rank that stops (SIGSTOP: a hung process, a frozen machine) makes the other stop within
 // parallel.timeout_s with one line naming it and where it ran, instead of waiting for good;
-// the run resumes to the end from its latest snapshot.
+// the run, marked interrupted, resumes to the end from its latest snapshot.
 TEST_F(Distributed, AStoppedRankMakesTheOthersStopWithALineNamingIt) {
   const std::string exp = experiment();
   const std::string same =
@@ -184,6 +184,11 @@ TEST_F(Distributed, AStoppedRankMakesTheOthersStopWithALineNamingIt) {
   EXPECT_NE(output.find("stopped answering within parallel.timeout_s = 5 s"), std::string::npos)
       << output;
   EXPECT_LT(waited, 5 + 10 + 30) << "the timeout, the roll call and the launcher's stop";
+  // Stopped from outside, as a killed job is: interrupted, the line kept as its error.
+  EXPECT_EQ(testing::scalar(db(), "select status from runs where name = 'hung'"), "interrupted");
+  EXPECT_NE(testing::scalar(db(), "select error from runs where name = 'hung'")
+                .find("stopped answering within parallel.timeout_s = 5 s"),
+            std::string::npos);
   auto resumed = run_kiln("resume hung --db " + db() + " --set parallel.type=single");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_EQ(testing::scalar(db(),

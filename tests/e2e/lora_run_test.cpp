@@ -4,6 +4,7 @@
 // snapshot), is swept with ASHA over its rank, alpha and learning rate, exports PEFT's folder
 // beside a merged one, and refuses the strategies and exports it does not have.
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -176,6 +177,42 @@ TEST_F(LoraRun, AnAshaSweepOverRankAlphaAndLearningRateRunsAdaptedMembers) {
     break;
   }
   EXPECT_GE(completed, 1) << ran.output;
+}
+
+// adapter.base_dtype = "bf16": kiln bench's frozen bytes drop by 2 for each element of the blocks'
+// linear weights (counted here from the model's dimensions); the curve stays by the fp32 base's;
+// a run paused and resumed follows the uninterrupted one bit for bit (the bf16 weights through a
+// snapshot); ddp, which broadcasts rank 0's weights, follows the single process.
+TEST_F(LoraRun, ABf16BaseHalvesItsLinearWeightsAndResumesAndRunsUnderDdp) {
+  const std::string exp = fine_tune("dropout = 0.1\n");
+  const auto frozen_bytes = [&](const std::string& extra) {
+    auto bench = run_kiln("bench " + exp + " --steps 1 --warmup 0" + extra);
+    EXPECT_EQ(bench.exit_code, 0) << bench.output;
+    const std::regex line(R"(parameters +\d+ trainable, \d+ frozen in (\d+) bytes)");
+    std::smatch m;
+    return std::regex_search(bench.output, m, line) ? std::stoll(m[1]) : -1LL;
+  };
+  // 2 blocks of width 32 (q, k, v and o: 2 heads of 16, as many for k and v) and ffn 64 (the
+  // three SwiGLU matrices).
+  const int64_t linear_elements = 2 * (4 * 32 * 32 + 3 * 32 * 64);
+  EXPECT_EQ(frozen_bytes("") - frozen_bytes(" --set adapter.base_dtype=bf16"), 2 * linear_elements);
+  const std::string steps = std::string(" --set train.steps=8") + kParallelSettings;
+  const std::string bf16 = " --set adapter.base_dtype=bf16" + steps;
+  ASSERT_EQ(run_kiln("run " + exp + " --name fp32" + steps).exit_code, 0);
+  auto one = run_kiln("run " + exp + " --name one" + bf16);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto fp32_losses = losses("fp32"), bf16_losses = losses("one");
+  ASSERT_EQ(bf16_losses.size(), 8u);
+  for (size_t i = 0; i < bf16_losses.size(); ++i)
+    EXPECT_NEAR(bf16_losses[i], fp32_losses.at(i), 0.02) << "step " << i + 1;
+  ASSERT_EQ(run_kiln("run " + exp + " --name paused --until 4" + bf16).exit_code, 0);
+  auto resumed = run_kiln("resume paused --db " + db());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  expect_same_curve("one", "paused", 8, 0.0);
+  const std::string logs = dir_ / "bf16_rank";
+  auto codes = run_ranks(2, "run " + exp + " --name ddp --set parallel.type=ddp" + bf16, logs);
+  ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
+  expect_same_curve("one", "ddp", 8);
 }
 
 TEST_F(LoraRun, ExportsPeftsFolderAndAMergedOneAndRefusesWhatItCannot) {

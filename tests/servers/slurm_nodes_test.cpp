@@ -4,7 +4,11 @@
 // list says so), meet at the first node's NodeAddr (the node names kiln1..kiln3 resolve to no
 // host), and follow the single-process curve within 1e-4 with dropout 0.1 under ddp and fsdp; a
 // run under srun as docs/slurm.md writes it does under tensor parallelism.
+#include <signal.h>
+
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <regex>
 #include <set>
 #include <string>
@@ -58,6 +62,25 @@ class SlurmNodes : public testing::TinyRun {
       tasks.push_back(names);
     }
     return tasks;
+  }
+
+  // The pid of rank `rank` of job `job`'s member (a kiln process srun started, SLURM_PROCID
+  // in its environment), or 0 while there is none.
+  static pid_t rank_process(const std::string& job, int rank) {
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      const std::string pid = entry.path().filename();
+      if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::string environ = testing::read_file(entry.path() / "environ");
+      std::replace(environ.begin(), environ.end(), '\0', '\n');
+      const std::string cmdline = testing::read_file(entry.path() / "cmdline");
+      if (cmdline.rfind(KILN_BINARY, 0) == 0 &&
+          environ.find("\nSLURM_JOB_ID=" + job + "\n") != std::string::npos &&
+          environ.find("\nSLURM_PROCID=" + std::to_string(rank) + "\n") != std::string::npos &&
+          environ.find("\nSLURM_STEP_ID=0\n") != std::string::npos) {
+        return std::stoi(pid);
+      }
+    }
+    return 0;
   }
 
   std::string story(const std::string& sweep) {
@@ -122,6 +145,57 @@ TEST_F(SlurmNodes, ARunUnderSrunSplitsItsTensorsAcrossTwoNodes) {
       << testing::read_file(dir_ / "tp.out") << cluster_->logs();
   EXPECT_EQ(scalar(db(), "select world_size from runs where name = 'tp'"), "2");
   expect_same_curve("single", "tp", 8);
+}
+
+// A rank that hangs (SIGSTOP) in a member on two nodes: rank 0 stops within parallel.timeout_s
+// with a line naming it and its node, the member is marked interrupted, its task requeues itself,
+// and the task's next run resumes the member from its latest snapshot to the end, on the single
+// process's curve, with every step's row stored once.
+TEST_F(SlurmNodes, AHungRankRequeuesItsTaskWhichResumesToTheSingleProcessCurve) {
+  const std::string steps =
+      " --set train.steps=40 --set eval.every=0 --set run.seed=1 --set train.micro_batch=4 "
+      "--set train.batch_tokens=256 --set model.dropout=0.1 --set checkpoint.every=10";
+  ASSERT_EQ(run_kiln("run " + experiment() + " --name single" + steps).exit_code, 0);
+  auto submitted = run_kiln("sweep " + experiment() + " --name h --grid run.seed=1" + steps +
+                            " --set parallel.type=ddp --set parallel.timeout_s=5 "
+                            "--launcher slurm --nodes 2");
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  const std::string job = testing::job_of(submitted.output);
+  const std::string member = "h/run.seed=1";
+  const std::string rows =
+      "select count(distinct m.step) || ' ' || count(*) from metrics m join runs r on r.id = "
+      "m.run_id where r.name = '" +
+      member + "'";
+  pid_t hung = 0;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        hung = rank_process(job, 1);
+        const std::string counted = scalar(db(), rows);
+        return hung > 0 && counted.size() > 2 && std::stoi(counted) >= 15;
+      },
+      std::chrono::seconds(300)))
+      << story("h");
+  ASSERT_EQ(::kill(hung, SIGSTOP), 0);
+  const bool completed = wait_for(
+      [&] {
+        return scalar(db(), "select status from runs where name = '" + member + "'") == "completed";
+      },
+      std::chrono::seconds(400));
+  ::kill(hung, SIGKILL);  // where Slurm did not end it
+  ASSERT_TRUE(completed) << story("h");
+  const std::string tasks = story("h");
+  EXPECT_NE(tasks.find("a rank of " + member +
+                       " stopped answering: requeued to resume from its "
+                       "latest snapshot (1 of at most 3"),
+            std::string::npos)
+      << tasks;
+  const std::string console = testing::read_file(folder_of(member) + "/console.log");
+  EXPECT_NE(console.find(fmt::format("rank 0 of 2: rank 1 (pid {} on host ", hung)),
+            std::string::npos)
+      << console;
+  EXPECT_NE(console.find("(Slurm node kiln"), std::string::npos) << console;
+  expect_same_curve("single", member, 40);
+  EXPECT_EQ(scalar(db(), rows), "40 40");
 }
 
 }  // namespace

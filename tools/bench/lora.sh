@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # LoRA against full fine-tuning on experiments/lora_llama.toml (docs/fine-tuning.md): the llama
 # experiment trained and exported as its base, then, in one sitting, for each way
-# (lora: rank-8 adapters on every linear layer of the blocks, the base frozen; full: every
-# weight, adapter.type = none, lr 1e-3):
-#   kiln bench    tokens/s, trainable and frozen parameters, optimizer state, peak gradient and
+# (lora: rank-8 adapters on every linear layer of the blocks, the base frozen; lora_bf16: the
+# same with the blocks' frozen linear weights in bf16, adapter.base_dtype; full: every weight,
+# adapter.type = none, lr 1e-3):
+#   kiln bench    tokens/s, trainable and frozen parameters and the frozen ones' bytes,
+#                 optimizer state, peak gradient and
 #                 training-state bytes (the allocator's and Kiln's counts; STEPS timed steps)
 #   kiln run      the val loss after the experiment's 60 steps
 # Only comparable within one sitting on a quiet machine: check `uptime` first.
@@ -20,8 +22,9 @@ db="$scratch/kiln.db"
 common=(--set run.db="$db" --set run.out_dir="$scratch/runs")
 "$kiln" run experiments/llama_kjv.toml --name base "${common[@]}" >/dev/null
 "$kiln" export base -o "$scratch/base_hf" --db "$db" >/dev/null
-ways=(lora full)
-declare -A sets=([lora]="" [full]="--set adapter.type=none --set optimizer.lr=1e-3")
+ways=(lora lora_bf16 full)
+declare -A sets=([lora]="" [lora_bf16]="--set adapter.base_dtype=bf16"
+                 [full]="--set adapter.type=none --set optimizer.lr=1e-3")
 for way in "${ways[@]}"; do
   # shellcheck disable=SC2086
   "$kiln" bench experiments/lora_llama.toml --steps "$steps" "${common[@]}" \
@@ -30,14 +33,15 @@ for way in "${ways[@]}"; do
   "$kiln" run experiments/lora_llama.toml --name "$way" "${common[@]}" \
     --set model.init_from="$scratch/base_hf" ${sets[$way]} >/dev/null
 done
-printf "%-5s %10s %12s %12s %16s %16s %10s\n" way tokens/s trainable frozen optimizer_bytes \
-  gradient_bytes val_loss
+printf "%-9s %10s %12s %12s %14s %16s %16s %10s\n" way tokens/s trainable frozen frozen_bytes \
+  optimizer_bytes gradient_bytes val_loss
 for way in "${ways[@]}"; do
   b="$scratch/$way.bench"
-  printf "%-5s %10s %12s %12s %16s %16s %10s\n" "$way" \
+  printf "%-9s %10s %12s %12s %14s %16s %16s %10s\n" "$way" \
     "$(sed -n 's/^tokens\/s *\([0-9]*\).*/\1/p' "$b")" \
     "$(sed -n 's/^parameters *\([0-9]*\) trainable.*/\1/p' "$b")" \
     "$(sed -n 's/^parameters .* \([0-9]*\) frozen.*/\1/p' "$b")" \
+    "$(sed -n 's/^parameters .* frozen in \([0-9]*\) bytes.*/\1/p' "$b")" \
     "$(sed -n 's/^optimizer state *\([0-9]*\) bytes.*/\1/p' "$b")" \
     "$(sed -n 's/^peak gradients *\([0-9]*\) bytes.*/\1/p' "$b")" \
     "$(sqlite3 "$db" "select printf('%.4f', e.loss) from evals e join runs r on r.id = e.run_id

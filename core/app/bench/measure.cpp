@@ -242,17 +242,20 @@ std::string training_state_line(const AssembledRun& run) {
       fmt::join(every_rank(run, training_state_bytes(*run.model, *run.optimizer)), ", "));
 }
 
-// "parameters      55296 trainable, 5230080 frozen" (an adapter freezes the model's own:
-// core/api/adapter.h) and "optimizer state 442368 bytes per rank", the optimizer's tensors after
-// the last timed step. A collective.
+// "parameters      55296 trainable, 5230080 frozen in 20920320 bytes" (an adapter freezes the
+// model's own, core/api/adapter.h, and may keep them in bf16) and "optimizer state 442368 bytes
+// per rank", the optimizer's tensors after the last timed step. A collective.
 std::string parameter_lines(const AssembledRun& run) {
-  int64_t trainable = 0, frozen = 0;
-  for (const auto& p : run.model->parameters())
+  int64_t trainable = 0, frozen = 0, frozen_bytes = 0;
+  for (const auto& p : run.model->parameters()) {
     (p.requires_grad() ? trainable : frozen) += p.numel();
+    if (!p.requires_grad()) frozen_bytes += static_cast<int64_t>(p.nbytes());
+  }
   return fmt::format(
-      "parameters      {} trainable, {} frozen\n"
+      "parameters      {} trainable, {} frozen in {} bytes\n"
       "optimizer state {} bytes per rank\n",
-      trainable, frozen, fmt::join(every_rank(run, optimizer_state_bytes(*run.optimizer)), ", "));
+      trainable, frozen, frozen_bytes,
+      fmt::join(every_rank(run, optimizer_state_bytes(*run.optimizer)), ", "));
 }
 
 }  // namespace

@@ -89,8 +89,11 @@ MemberLaunch launch_for(const SweepRecord& sweep, const std::string& db) {
   return launch;
 }
 
-// Waits for the member, passing a stop on to it once; true when SIGUSR1 asked for a requeue.
-bool wait_for_member(MemberProcess& child, const std::function<void(const std::string&)>& print) {
+// What reached the task while its member ran.
+enum class Asked { nothing, stop, requeue };
+
+// Waits for the member, passing a stop on to it once.
+Asked wait_for_member(MemberProcess& child, const std::function<void(const std::string&)>& print) {
   const StopSignal stop;
   const RequeueSignal requeue;
   bool forwarded = false;
@@ -102,8 +105,12 @@ bool wait_for_member(MemberProcess& child, const std::function<void(const std::s
                     : "stopping: the member snapshots and stops");
     child.process.signal(SIGTERM);
   }
-  return g_requeue;
+  return g_requeue ? Asked::requeue : forwarded ? Asked::stop : Asked::nothing;
 }
+
+// Requeues after a lost rank, at most this many times a task (SLURM_RESTART_COUNT): a rank that
+// dies the same way at every start is a fault of its own, not a node's.
+constexpr int64_t kMostLostRankRequeues = 3;
 
 void requeue_this_task(const std::function<void(const std::string&)>& print) {
   const std::string task = fmt::format("{}_{}", env_text("SLURM_ARRAY_JOB_ID").value_or(""),
@@ -135,11 +142,28 @@ int run_sweep_task(const std::string& db, const std::string& name,
   }
   const MemberLaunch launch = launch_for(sweep, db);
   MemberProcess child = start_member(launch, MemberJob{&*member, 0}, print);
-  const bool requeue = wait_for_member(child, print);
+  const Asked asked = wait_for_member(child, print);
   const std::string state = finished_member_state(launch, child);
   print(fmt::format("{} {}", member->name, state));
   if (state == "completed") return kExitOk;
-  if (requeue && state == "interrupted") requeue_this_task(print);
+  if (state == "interrupted" && asked == Asked::requeue) requeue_this_task(print);
+  // Interrupted with no signal here: a rank stopped answering (its node lost, its process
+  // killed or hung) and the others stopped. The task runs again from the latest snapshot.
+  if (state == "interrupted" && asked == Asked::nothing) {
+    const int64_t restarts = env_integer("SLURM_RESTART_COUNT", 0, 0, kMostSlurm);
+    if (restarts < kMostLostRankRequeues) {
+      print(
+          fmt::format("a rank of {} stopped answering: requeued to resume from its latest "
+                      "snapshot ({} of at most {} such requeues)",
+                      member->name, restarts + 1, kMostLostRankRequeues));
+      requeue_this_task(print);
+    } else {
+      print(
+          fmt::format("a rank of {} stopped answering again after {} requeues: not requeued; "
+                      "see its console.log, then `kiln sweep resubmit`",
+                      member->name, restarts));
+    }
+  }
   return state == "interrupted" ? kExitInterrupted : kExitSomeFailed;
 }
 

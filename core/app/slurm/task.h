@@ -9,7 +9,9 @@
 // Signals: SIGTERM or SIGINT (scancel, preemption) is passed on to the member, which snapshots
 // and stops as interrupted; Slurm requeues a preempted task itself. SIGUSR1, which the script
 // asks for before the time limit (--signal=B:USR1@N), does the same and then requeues the task
-// with `scontrol requeue`, so that it resumes when it runs again.
+// with `scontrol requeue`, so that it resumes when it runs again. A member interrupted with no
+// signal here lost a rank (a node lost, a process killed or hung: the other ranks stop within
+// parallel.timeout_s): the task requeues itself too, up to 3 times (SLURM_RESTART_COUNT).
 #pragma once
 
 #include <functional>

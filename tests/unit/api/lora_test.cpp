@@ -186,6 +186,70 @@ TEST(Lora, MergeFoldsTheAdapterIntoTheWeightsAndRemovesIt) {
   EXPECT_TRUE(torch::allclose(m->forward(tokens), adapted, 1e-5, 1e-5));
 }
 
+// adapter.base_dtype = "bf16": the blocks' linear weights become bf16 (half their bytes) while
+// everything else stays fp32, the adapted model computes the formula above over the
+// bf16-rounded weights, the adapter trains, and a merge sums in fp32.
+TEST(Lora, ABf16BaseComputesTheFormulaOverItsRoundedWeightsAndMergesInFp32) {
+  auto adapted = model("llama", kLlama);
+  auto merged = model("llama", kLlama);
+  int64_t bytes_before = 0;
+  for (const auto& p : adapted->parameters())
+    bytes_before += static_cast<int64_t>(p.nbytes());
+  auto adapter = lora({"adapter.rank=4", "adapter.alpha=8", "adapter.targets=q_proj,down_proj",
+                       "adapter.base_dtype=bf16"});
+  adapter->attach(*adapted, true);
+  randomise_b(*adapted);
+  auto params = adapted->named_parameters();
+  int64_t narrowed = 0, linear_elements = 0;
+  for (const auto& item : params) {
+    const bool block_linear =
+        item.key().rfind("adapter.", 0) != 0 && item.key().find("proj.weight") != std::string::npos;
+    EXPECT_EQ(item.value().scalar_type(), block_linear ? torch::kBFloat16 : torch::kFloat)
+        << item.key();
+    if (block_linear) linear_elements += item.value().numel();
+    if (item.value().scalar_type() == torch::kBFloat16) ++narrowed;
+  }
+  EXPECT_EQ(narrowed, 14);  // 7 projections in each of 2 blocks
+  int64_t base_bytes = 0;
+  for (const auto& item : params)
+    if (item.key().rfind("adapter.", 0) != 0)
+      base_bytes += static_cast<int64_t>(item.value().nbytes());
+  EXPECT_EQ(base_bytes, bytes_before - 2 * linear_elements);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& item : merged->named_parameters()) {
+      if (item.key().find("proj.weight") == std::string::npos) continue;
+      at::Tensor w = item.value().to(torch::kBFloat16).to(torch::kDouble);
+      std::string site = item.key().substr(0, item.key().size() - std::string(".weight").size());
+      for (char& c : site)
+        if (c == '.') c = '_';
+      if (params.contains("adapter." + site + ".lora_A")) {
+        w = w + 2.0 * params["adapter." + site + ".lora_B"]
+                          .to(torch::kDouble)
+                          .matmul(params["adapter." + site + ".lora_A"].to(torch::kDouble));
+      }
+      item.value().copy_(w);
+    }
+  }
+  adapted->eval();
+  merged->eval();
+  const auto tokens = torch::randint(40, {2, 8}, torch::kLong);
+  const auto expected = merged->forward(tokens);
+  EXPECT_TRUE(torch::allclose(adapted->forward(tokens), expected, 1e-5, 1e-5));
+  adapted->train();
+  torch::nn::functional::cross_entropy(adapted->forward(tokens).view({-1, 40}), tokens.view(-1))
+      .backward();
+  for (const auto& p : parameters_of(*adapted)) {
+    ASSERT_TRUE(p.grad().defined());
+    EXPECT_EQ(p.grad().scalar_type(), torch::kFloat);
+  }
+  adapter->merge(*adapted);
+  for (const auto& p : adapted->parameters())
+    EXPECT_EQ(p.scalar_type(), torch::kFloat);
+  adapted->eval();
+  EXPECT_TRUE(torch::allclose(adapted->forward(tokens), expected, 1e-5, 1e-5));
+}
+
 TEST(Lora, TargetsThatNameNoLinearLayerAreOneErrorListingThem) {
   auto m = model("gpt", kGpt);
   const std::string message = [&] {

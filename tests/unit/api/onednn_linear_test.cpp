@@ -3,7 +3,8 @@
 // are not multiples of any vector width, with and without a bias and with inputs of one to three
 // dimensions; under CPU autocast to bfloat16, against the same product of the operands rounded to
 // bfloat16 by LibTorch; under float32 matmul precision "medium", within bf16 rounding's bound;
-// LibTorch's linear where oneDNN does not apply (a bfloat16 weight).
+// LibTorch's linear where oneDNN does not apply (a bfloat16 model); a frozen bfloat16 weight
+// under fp32 on either path.
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -157,17 +158,40 @@ TEST_F(OnednnLinear, UnderFloat32PrecisionMediumTheProductsAreWithinBf16Rounding
       << onednn_linear_kernels();
 }
 
-TEST_F(OnednnLinear, ABfloat16WeightKeepsLibTorchsLinear) {
+TEST_F(OnednnLinear, ABfloat16ModelKeepsLibTorchsLinear) {
   at::Tensor x = at::randn({4, 8}), w = at::randn({3, 8});
   EXPECT_EQ(onednn_linear_math(x.to(at::kBFloat16), w.to(at::kBFloat16)), std::nullopt);
   EXPECT_EQ(linear(x.to(at::kBFloat16), w.to(at::kBFloat16), {}, /*fused=*/true).scalar_type(),
             at::kBFloat16);
+  // A bf16 weight that trains would get an fp32 gradient from oneDNN's path.
+  EXPECT_EQ(onednn_linear_math(x, w.to(at::kBFloat16).requires_grad_()), std::nullopt);
   {
     compat::AutocastGuard autocast(at::kCPU, at::kBFloat16);
-    EXPECT_EQ(onednn_linear_math(x, w.to(at::kBFloat16)), std::nullopt);
     EXPECT_EQ(linear(x, w, {}, /*fused=*/false).scalar_type(), at::kBFloat16);
   }
   EXPECT_EQ(onednn_linear_math(x, w), MatmulMath::fp32);
+}
+
+// A frozen weight kept in bf16 (adapter.base_dtype) under an fp32 input: each path computes
+// x w^T + b over the bf16-rounded weight, as the definition in double does, with x's gradient.
+TEST_F(OnednnLinear, AFrozenBfloat16WeightUnderFp32ComputesWithTheRoundedWeight) {
+  torch::manual_seed(3);
+  const at::Tensor w = at::randn({129, 64}).to(at::kBFloat16), b = at::randn({129});
+  ASSERT_EQ(onednn_linear_math(at::randn({2, 64}), w), MatmulMath::fp32);
+  const at::Tensor w64 = w.to(at::kDouble);
+  for (const bool fused : {true, false}) {
+    SCOPED_TRACE(fused ? "oneDNN" : "LibTorch's linear");
+    at::Tensor x = at::randn({3, 5, 64}).requires_grad_();
+    at::Tensor y = linear(x, w, b, fused);
+    EXPECT_EQ(y.scalar_type(), at::kFloat);
+    const at::Tensor upstream = at::randn({3, 5, 129});
+    (y * upstream).sum().backward();
+    const at::Tensor x64 = x.detach().to(at::kDouble);
+    EXPECT_LT(max_difference(y, at::matmul(x64, w64.t()) + b.to(at::kDouble)), 1e-4);
+    EXPECT_LT(max_difference(x.grad(), at::matmul(upstream.to(at::kDouble), w64)), 1e-4);
+  }
+  compat::AutocastGuard autocast(at::kCPU, at::kBFloat16);
+  EXPECT_EQ(onednn_linear_math(at::randn({2, 64}), w), MatmulMath::bf16);
 }
 
 // transformer_lm's layers through oneDNN (model.kernels = "fused") against LibTorch's linear.
