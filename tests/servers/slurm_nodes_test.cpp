@@ -3,7 +3,9 @@
 // submitted with --nodes 2 is one job whose two ranks sit on two different nodes (the job's node
 // list says so), meet at the first node's NodeAddr (the node names kiln1..kiln3 resolve to no
 // host), and follow the single-process curve within 1e-4 with dropout 0.1 under ddp and fsdp; a
-// run under srun as docs/slurm.md writes it does under tensor parallelism.
+// run under srun as docs/slurm.md writes it does under tensor parallelism. A rank that hangs, or
+// a node lost mid-run, ends in a requeued task that resumes the member to the same curve (on
+// other nodes, for the lost one).
 #include <signal.h>
 
 #include <algorithm>
@@ -13,6 +15,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include <fmt/ranges.h>
 
 #include "slurm_cluster.h"
 #include "tiny_run.h"
@@ -64,23 +68,30 @@ class SlurmNodes : public testing::TinyRun {
     return tasks;
   }
 
-  // The pid of rank `rank` of job `job`'s member (a kiln process srun started, SLURM_PROCID
-  // in its environment), or 0 while there is none.
-  static pid_t rank_process(const std::string& job, int rank) {
+  // Rank `rank` of job `job`'s member (a kiln process srun started, SLURM_PROCID in its
+  // environment): its pid (0 while there is none) and the node it runs on.
+  struct RankProcess {
+    pid_t pid = 0;
+    std::string node;
+  };
+  static RankProcess rank_process(const std::string& job, int rank) {
     for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
       const std::string pid = entry.path().filename();
       if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::string environ = testing::read_file(entry.path() / "environ");
+      std::string environ = "\n" + testing::read_file(entry.path() / "environ");
       std::replace(environ.begin(), environ.end(), '\0', '\n');
       const std::string cmdline = testing::read_file(entry.path() / "cmdline");
       if (cmdline.rfind(KILN_BINARY, 0) == 0 &&
           environ.find("\nSLURM_JOB_ID=" + job + "\n") != std::string::npos &&
           environ.find("\nSLURM_PROCID=" + std::to_string(rank) + "\n") != std::string::npos &&
           environ.find("\nSLURM_STEP_ID=0\n") != std::string::npos) {
-        return std::stoi(pid);
+        const std::string key = "\nSLURMD_NODENAME=";
+        const size_t at = environ.find(key);
+        const size_t start = at == std::string::npos ? environ.size() : at + key.size();
+        return {std::stoi(pid), environ.substr(start, environ.find('\n', start) - start)};
       }
     }
-    return 0;
+    return {};
   }
 
   std::string story(const std::string& sweep) {
@@ -169,7 +180,7 @@ TEST_F(SlurmNodes, AHungRankRequeuesItsTaskWhichResumesToTheSingleProcessCurve) 
   pid_t hung = 0;
   ASSERT_TRUE(wait_for(
       [&] {
-        hung = rank_process(job, 1);
+        hung = rank_process(job, 1).pid;
         const std::string counted = scalar(db(), rows);
         return hung > 0 && counted.size() > 2 && std::stoi(counted) >= 15;
       },
@@ -194,6 +205,65 @@ TEST_F(SlurmNodes, AHungRankRequeuesItsTaskWhichResumesToTheSingleProcessCurve) 
             std::string::npos)
       << console;
   EXPECT_NE(console.find("(Slurm node kiln"), std::string::npos) << console;
+  expect_same_curve("single", member, 40);
+  EXPECT_EQ(scalar(db(), rows), "40 40");
+}
+
+// A node lost mid-run: rank 1 killed (its node's processes gone) and its node drained, so that
+// nothing lands there again. Rank 0 stops with a line naming the lost rank and its node, the task
+// requeues itself, and Slurm runs it on two nodes without the lost one: the member resumes from
+// its latest snapshot and ends on the single process's curve, each step's row stored once.
+TEST_F(SlurmNodes, ANodeLostMidRunResumesItsMemberOnTheNodesThatRemain) {
+  const std::string steps =
+      " --set train.steps=40 --set eval.every=0 --set run.seed=1 --set train.micro_batch=4 "
+      "--set train.batch_tokens=256 --set model.dropout=0.1 --set checkpoint.every=10";
+  ASSERT_EQ(run_kiln("run " + experiment() + " --name single" + steps).exit_code, 0);
+  auto submitted = run_kiln("sweep " + experiment() + " --name l --grid run.seed=1" + steps +
+                            " --set parallel.type=ddp --set parallel.timeout_s=5 "
+                            "--launcher slurm --nodes 2");
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  const std::string job = testing::job_of(submitted.output);
+  const std::string member = "l/run.seed=1";
+  const std::string rows =
+      "select count(distinct m.step) || ' ' || count(*) from metrics m join runs r on r.id = "
+      "m.run_id where r.name = '" +
+      member + "'";
+  RankProcess lost;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        lost = rank_process(job, 1);
+        const std::string counted = scalar(db(), rows);
+        return lost.pid > 0 && counted.size() > 2 && std::stoi(counted) >= 15;
+      },
+      std::chrono::seconds(300)))
+      << story("l");
+  ASSERT_FALSE(lost.node.empty());
+  ASSERT_EQ(shell("scontrol update NodeName=" + lost.node + " State=DRAIN Reason=lost").exit_code,
+            0);
+  struct Undrain {
+    std::string node;
+    ~Undrain() { shell("scontrol update NodeName=" + node + " State=RESUME"); }
+  } undrain{lost.node};
+  ASSERT_EQ(::kill(lost.pid, SIGKILL), 0);
+  ASSERT_TRUE(wait_for(
+      [&] {
+        return scalar(db(), "select status from runs where name = '" + member + "'") == "completed";
+      },
+      std::chrono::seconds(400)))
+      << story("l");
+  const std::string tasks = story("l");
+  EXPECT_NE(tasks.find("a rank of " + member + " stopped answering: requeued"), std::string::npos)
+      << tasks;
+  const std::string console = testing::read_file(folder_of(member) + "/console.log");
+  EXPECT_NE(console.find(fmt::format("rank 0 of 2: rank 1 (pid {} on host ", lost.pid)),
+            std::string::npos)
+      << console;
+  EXPECT_NE(console.find("(Slurm node " + lost.node + ")"), std::string::npos) << console;
+  // The requeued task's allocation: two nodes, the lost one not among them.
+  const auto allocations = nodes_of(job);
+  ASSERT_EQ(allocations.size(), 1u) << shell("scontrol show job " + job).output;
+  EXPECT_EQ(allocations[0].size(), 2u);
+  EXPECT_EQ(allocations[0].count(lost.node), 0u) << lost.node;
   expect_same_curve("single", member, 40);
   EXPECT_EQ(scalar(db(), rows), "40 40");
 }
