@@ -11,9 +11,12 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <iostream>
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/ranges.h>
@@ -92,6 +95,48 @@ class SlurmNodes : public testing::TinyRun {
       }
     }
     return {};
+  }
+
+  // From a rank's loss (now) to the member's first step after its snapshot, polled until it
+  // completes (at most 400 s): one line of seconds after the loss for each event.
+  std::string recovery_timeline(const std::string& job, const std::string& member) {
+    const auto lost = std::chrono::steady_clock::now();
+    const std::string of_member = " from runs where name = '" + member + "'";
+    std::vector<std::pair<std::string, double>> events;
+    const auto seen = [&](const std::string& event) {
+      return std::any_of(events.begin(), events.end(),
+                         [&](const auto& e) { return e.first == event; });
+    };
+    const auto mark = [&](const std::string& event) {
+      if (seen(event)) return;
+      events.emplace_back(
+          event, std::chrono::duration<double>(std::chrono::steady_clock::now() - lost).count());
+    };
+    int64_t lowest_step = INT64_MAX;
+    while (std::chrono::steady_clock::now() - lost < std::chrono::seconds(400)) {
+      const std::string status = scalar(db(), "select status" + of_member);
+      if (status == "completed") break;
+      const bool running =
+          shell("squeue -h -j " + job + " -o %T").output.find("RUNNING") != std::string::npos;
+      if (status == "interrupted") mark("rank 0 stopped");
+      if (seen("rank 0 stopped") && !running) mark("task requeued");
+      if (seen("task requeued") && running) mark("task running again");
+      if (seen("task running again") && status == "running") {
+        mark("run resumed");
+        const std::string step = scalar(db(),
+                                        "select max(m.step) from metrics m join runs r on r.id = "
+                                        "m.run_id where r.name = '" +
+                                            member + "'");
+        const int64_t now = step.empty() ? 0 : std::stoll(step);
+        lowest_step = std::min(lowest_step, now);
+        if (now > lowest_step) mark("first step after its snapshot");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::string line = "recovery timeline, seconds after the rank's loss:";
+    for (const auto& [event, at] : events)
+      line += fmt::format(" | {} {:.1f}", event, at);
+    return line;
   }
 
   std::string story(const std::string& sweep) {
@@ -245,11 +290,10 @@ TEST_F(SlurmNodes, ANodeLostMidRunResumesItsMemberOnTheNodesThatRemain) {
     ~Undrain() { shell("scontrol update NodeName=" + node + " State=RESUME"); }
   } undrain{lost.node};
   ASSERT_EQ(::kill(lost.pid, SIGKILL), 0);
-  ASSERT_TRUE(wait_for(
-      [&] {
-        return scalar(db(), "select status from runs where name = '" + member + "'") == "completed";
-      },
-      std::chrono::seconds(400)))
+  const std::string timeline = recovery_timeline(job, member);
+  std::cout << timeline << std::endl;  // tools/bench/recovery.sh reads it
+  ASSERT_EQ(scalar(db(), "select status from runs where name = '" + member + "'"), "completed")
+      << timeline << "\n"
       << story("l");
   const std::string tasks = story("l");
   EXPECT_NE(tasks.find("a rank of " + member + " stopped answering: requeued"), std::string::npos)
