@@ -230,7 +230,7 @@ class Lora : public Adapter {
   void merge(Model& model) override {
     torch::NoGradGuard no_grad;
     // A bf16 base widens back: the merged model is an fp32 checkpoint, its sums taken in fp32.
-    if (o_.base_dtype != "fp32") set_base_dtype(block_linear_layers(model), at::kFloat);
+    if (o_.base_dtype == "bf16") set_base_dtype(block_linear_layers(model), at::kFloat);
     for (size_t i = 0; i < module_->layers().size(); ++i) {
       const auto& [a, b] = module_->ab()[i];
       at::Tensor w = module_->layers()[i].weight;
@@ -251,10 +251,10 @@ class Lora : public Adapter {
     }
   }
 
-  // The blocks' linear weights (all but a few percent of a model's: not the embedding, the
-  // head, the norms or the biases) in bf16, in place: the same tensors, so that linear() still
-  // finds each adapter's site by its weight, and LibTorch's load of a snapshot or an
-  // init_from copies into them whatever dtype it reads.
+  // The blocks' linear weights (most of a large model's; not the embedding, the head, the norms
+  // or the biases) in `dtype`, in place: the same tensors, so that linear() still
+  // finds each adapter's site by its weight, and a snapshot's restore copies into them whatever
+  // dtype it reads (model.init_from's weights are in before attach).
   static void set_base_dtype(const std::vector<LinearLayer>& layers, at::ScalarType dtype) {
     torch::NoGradGuard no_grad;
     for (const auto& layer : layers) {

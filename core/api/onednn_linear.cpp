@@ -154,7 +154,8 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   if (!math) {
     // Outside autocast, a frozen weight kept in bf16 (adapter.base_dtype) is widened to the
     // input's type for LibTorch's linear, which takes one type; autocast casts both itself.
-    const bool widen = weight.scalar_type() != x.scalar_type() &&
+    const bool widen = weight.scalar_type() == at::kBFloat16 && !weight.requires_grad() &&
+                       x.scalar_type() == at::kFloat &&
                        !compat::AutocastGuard::enabled(x.device().type());
     y = at::linear(x, widen ? weight.to(x.scalar_type()) : weight, bias);
   } else {

@@ -210,7 +210,10 @@ TEST_F(LoraRun, ABf16BaseHalvesItsLinearWeightsAndResumesAndRunsUnderDdp) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   expect_same_curve("one", "paused", 8, 0.0);
   const std::string logs = dir_ / "bf16_rank";
-  auto codes = run_ranks(2, "run " + exp + " --name ddp --set parallel.type=ddp" + bf16, logs);
+  // Buckets of a few KiB, so that the first broadcast sends buckets of bf16 weights alone.
+  auto codes = run_ranks(
+      2, "run " + exp + " --name ddp --set parallel.type=ddp --set parallel.bucket_mb=0.004" + bf16,
+      logs);
   ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
   expect_same_curve("one", "ddp", 8);
 }

@@ -139,6 +139,42 @@ class SlurmNodes : public testing::TinyRun {
     return line;
   }
 
+  // A ddp member on two nodes that the tests below lose a rank of (parallel.timeout_s = 5), once
+  // rank `rank` runs and 15 of its 40 steps are stored: the job, the member and that rank, after
+  // the single process's run of the same steps ("single").
+  struct RunningMember {
+    std::string job, name;
+    RankProcess rank;
+  };
+  RunningMember two_node_member_at_step_15(const std::string& sweep, int rank) {
+    const std::string steps =
+        " --set train.steps=40 --set eval.every=0 --set run.seed=1 --set train.micro_batch=4 "
+        "--set train.batch_tokens=256 --set model.dropout=0.1 --set checkpoint.every=10";
+    EXPECT_EQ(run_kiln("run " + experiment() + " --name single" + steps).exit_code, 0);
+    auto submitted =
+        run_kiln("sweep " + experiment() + " --name " + sweep + " --grid run.seed=1" + steps +
+                 " --set parallel.type=ddp --set parallel.timeout_s=5 "
+                 "--launcher slurm --nodes 2");
+    EXPECT_EQ(submitted.exit_code, 0) << submitted.output;
+    RunningMember member{testing::job_of(submitted.output), sweep + "/run.seed=1", {}};
+    EXPECT_TRUE(wait_for(
+        [&] {
+          member.rank = rank_process(member.job, rank);
+          const std::string counted = scalar(db(), step_rows(member.name));
+          return member.rank.pid > 0 && counted.size() > 2 && std::stoi(counted) >= 15;
+        },
+        std::chrono::seconds(300)))
+        << story(sweep);
+    return member;
+  }
+
+  // "distinct steps, rows" of a run's metrics: "40 40" when no step was stored twice.
+  static std::string step_rows(const std::string& run) {
+    return "select count(distinct m.step) || ' ' || count(*) from metrics m join runs r on r.id "
+           "= m.run_id where r.name = '" +
+           run + "'";
+  }
+
   std::string story(const std::string& sweep) {
     return shell("cat " + (dir_ / "runs/") + sweep + "/slurm/*.out").output + cluster_->logs();
   }
@@ -208,50 +244,30 @@ TEST_F(SlurmNodes, ARunUnderSrunSplitsItsTensorsAcrossTwoNodes) {
 // and the task's next run resumes the member from its latest snapshot to the end, on the single
 // process's curve, with every step's row stored once.
 TEST_F(SlurmNodes, AHungRankRequeuesItsTaskWhichResumesToTheSingleProcessCurve) {
-  const std::string steps =
-      " --set train.steps=40 --set eval.every=0 --set run.seed=1 --set train.micro_batch=4 "
-      "--set train.batch_tokens=256 --set model.dropout=0.1 --set checkpoint.every=10";
-  ASSERT_EQ(run_kiln("run " + experiment() + " --name single" + steps).exit_code, 0);
-  auto submitted = run_kiln("sweep " + experiment() + " --name h --grid run.seed=1" + steps +
-                            " --set parallel.type=ddp --set parallel.timeout_s=5 "
-                            "--launcher slurm --nodes 2");
-  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
-  const std::string job = testing::job_of(submitted.output);
-  const std::string member = "h/run.seed=1";
-  const std::string rows =
-      "select count(distinct m.step) || ' ' || count(*) from metrics m join runs r on r.id = "
-      "m.run_id where r.name = '" +
-      member + "'";
-  pid_t hung = 0;
-  ASSERT_TRUE(wait_for(
-      [&] {
-        hung = rank_process(job, 1).pid;
-        const std::string counted = scalar(db(), rows);
-        return hung > 0 && counted.size() > 2 && std::stoi(counted) >= 15;
-      },
-      std::chrono::seconds(300)))
-      << story("h");
-  ASSERT_EQ(::kill(hung, SIGSTOP), 0);
+  const RunningMember member = two_node_member_at_step_15("h", 1);
+  ASSERT_GT(member.rank.pid, 0);
+  ASSERT_EQ(::kill(member.rank.pid, SIGSTOP), 0);
   const bool completed = wait_for(
       [&] {
-        return scalar(db(), "select status from runs where name = '" + member + "'") == "completed";
+        return scalar(db(), "select status from runs where name = '" + member.name + "'") ==
+               "completed";
       },
       std::chrono::seconds(400));
-  ::kill(hung, SIGKILL);  // where Slurm did not end it
+  ::kill(member.rank.pid, SIGKILL);  // where Slurm did not end it
   ASSERT_TRUE(completed) << story("h");
   const std::string tasks = story("h");
-  EXPECT_NE(tasks.find("a rank of " + member +
-                       " stopped answering: requeued to resume from its "
-                       "latest snapshot (1 of at most 3"),
+  EXPECT_NE(tasks.find("a rank of " + member.name +
+                       " stopped answering: requeued to resume from its latest snapshot, "
+                       "step_0000"),
             std::string::npos)
       << tasks;
-  const std::string console = testing::read_file(folder_of(member) + "/console.log");
-  EXPECT_NE(console.find(fmt::format("rank 0 of 2: rank 1 (pid {} on host ", hung)),
+  const std::string console = testing::read_file(folder_of(member.name) + "/console.log");
+  EXPECT_NE(console.find(fmt::format("rank 0 of 2: rank 1 (pid {} on host ", member.rank.pid)),
             std::string::npos)
       << console;
-  EXPECT_NE(console.find("(Slurm node kiln"), std::string::npos) << console;
-  expect_same_curve("single", member, 40);
-  EXPECT_EQ(scalar(db(), rows), "40 40");
+  EXPECT_NE(console.find("(Slurm node " + member.rank.node + ")"), std::string::npos) << console;
+  expect_same_curve("single", member.name, 40);
+  EXPECT_EQ(scalar(db(), step_rows(member.name)), "40 40");
 }
 
 // A node lost mid-run: rank 1 killed (its node's processes gone) and its node drained, so that
@@ -259,29 +275,9 @@ TEST_F(SlurmNodes, AHungRankRequeuesItsTaskWhichResumesToTheSingleProcessCurve) 
 // requeues itself, and Slurm runs it on two nodes without the lost one: the member resumes from
 // its latest snapshot and ends on the single process's curve, each step's row stored once.
 TEST_F(SlurmNodes, ANodeLostMidRunResumesItsMemberOnTheNodesThatRemain) {
-  const std::string steps =
-      " --set train.steps=40 --set eval.every=0 --set run.seed=1 --set train.micro_batch=4 "
-      "--set train.batch_tokens=256 --set model.dropout=0.1 --set checkpoint.every=10";
-  ASSERT_EQ(run_kiln("run " + experiment() + " --name single" + steps).exit_code, 0);
-  auto submitted = run_kiln("sweep " + experiment() + " --name l --grid run.seed=1" + steps +
-                            " --set parallel.type=ddp --set parallel.timeout_s=5 "
-                            "--launcher slurm --nodes 2");
-  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
-  const std::string job = testing::job_of(submitted.output);
-  const std::string member = "l/run.seed=1";
-  const std::string rows =
-      "select count(distinct m.step) || ' ' || count(*) from metrics m join runs r on r.id = "
-      "m.run_id where r.name = '" +
-      member + "'";
-  RankProcess lost;
-  ASSERT_TRUE(wait_for(
-      [&] {
-        lost = rank_process(job, 1);
-        const std::string counted = scalar(db(), rows);
-        return lost.pid > 0 && counted.size() > 2 && std::stoi(counted) >= 15;
-      },
-      std::chrono::seconds(300)))
-      << story("l");
+  const RunningMember member = two_node_member_at_step_15("l", 1);
+  const RankProcess& lost = member.rank;
+  ASSERT_GT(lost.pid, 0);
   ASSERT_FALSE(lost.node.empty());
   ASSERT_EQ(shell("scontrol update NodeName=" + lost.node + " State=DRAIN Reason=lost").exit_code,
             0);
@@ -290,26 +286,27 @@ TEST_F(SlurmNodes, ANodeLostMidRunResumesItsMemberOnTheNodesThatRemain) {
     ~Undrain() { shell("scontrol update NodeName=" + node + " State=RESUME"); }
   } undrain{lost.node};
   ASSERT_EQ(::kill(lost.pid, SIGKILL), 0);
-  const std::string timeline = recovery_timeline(job, member);
+  const std::string timeline = recovery_timeline(member.job, member.name);
   std::cout << timeline << std::endl;  // tools/bench/recovery.sh reads it
-  ASSERT_EQ(scalar(db(), "select status from runs where name = '" + member + "'"), "completed")
+  ASSERT_EQ(scalar(db(), "select status from runs where name = '" + member.name + "'"), "completed")
       << timeline << "\n"
       << story("l");
   const std::string tasks = story("l");
-  EXPECT_NE(tasks.find("a rank of " + member + " stopped answering: requeued"), std::string::npos)
+  EXPECT_NE(tasks.find("a rank of " + member.name + " stopped answering: requeued"),
+            std::string::npos)
       << tasks;
-  const std::string console = testing::read_file(folder_of(member) + "/console.log");
+  const std::string console = testing::read_file(folder_of(member.name) + "/console.log");
   EXPECT_NE(console.find(fmt::format("rank 0 of 2: rank 1 (pid {} on host ", lost.pid)),
             std::string::npos)
       << console;
   EXPECT_NE(console.find("(Slurm node " + lost.node + ")"), std::string::npos) << console;
   // The requeued task's allocation: two nodes, the lost one not among them.
-  const auto allocations = nodes_of(job);
-  ASSERT_EQ(allocations.size(), 1u) << shell("scontrol show job " + job).output;
+  const auto allocations = nodes_of(member.job);
+  ASSERT_EQ(allocations.size(), 1u) << shell("scontrol show job " + member.job).output;
   EXPECT_EQ(allocations[0].size(), 2u);
   EXPECT_EQ(allocations[0].count(lost.node), 0u) << lost.node;
-  expect_same_curve("single", member, 40);
-  EXPECT_EQ(scalar(db(), rows), "40 40");
+  expect_same_curve("single", member.name, 40);
+  EXPECT_EQ(scalar(db(), step_rows(member.name)), "40 40");
 }
 
 }  // namespace

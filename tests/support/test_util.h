@@ -241,6 +241,9 @@ inline std::vector<std::vector<std::string>> query(const std::string& db_path,
                                                    const std::string& sql) {
   sqlite3* db = nullptr;
   sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  // A kiln process ending its run may hold the store's lock for a moment (its last commit, a
+  // checkpoint of the WAL): wait for it, rather than read nothing.
+  sqlite3_busy_timeout(db, 10000);
   std::vector<std::vector<std::string>> rows;
   sqlite3_stmt* stmt = nullptr;
   if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK) {
@@ -262,6 +265,7 @@ inline std::vector<std::vector<std::string>> query(const std::string& db_path,
 inline std::vector<double> query_doubles(const std::string& db_path, const std::string& sql) {
   sqlite3* db = nullptr;
   sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_busy_timeout(db, 10000);  // as query() does
   std::vector<double> out;
   sqlite3_stmt* stmt = nullptr;
   if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK) {

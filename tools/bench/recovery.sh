@@ -12,6 +12,9 @@ cd "$(dirname "$0")/../.."
 [[ -x build/tests/kiln_server_tests ]] || { echo "bench: run tools/setup.sh --tests first" >&2; exit 2; }
 echo "== $(uname -n), $(nproc) cores, commit $(git rev-parse --short HEAD), load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((i = 1; i <= ${RUNS:-1}; ++i)); do
-  build/tests/kiln_server_tests --gtest_filter='SlurmNodes.ANodeLostMidRun*' 2>&1 |
-    grep -E '^recovery timeline|SKIP|FAILED' || { echo "bench: the test printed no timeline" >&2; exit 1; }
+  status=0
+  output=$(build/tests/kiln_server_tests --gtest_filter='SlurmNodes.ANodeLostMidRun*' 2>&1) ||
+    status=$?
+  grep -E '^recovery timeline|SKIP|FAILED' <<<"$output" || echo "bench: the test printed no timeline"
+  [[ $status -eq 0 ]] || { echo "bench: the test failed (exit $status)" >&2; exit 1; }
 done

@@ -9,6 +9,7 @@
 
 #include "core/app/slurm/sbatch.h"
 #include "core/app/sweeps/member.h"
+#include "core/store/runs/lookup.h"
 #include "core/store/runs/sweep_records.h"
 #include "core/store/runs/writer.h"
 #include "core/util/env.h"
@@ -105,12 +106,18 @@ Asked wait_for_member(MemberProcess& child, const std::function<void(const std::
                     : "stopping: the member snapshots and stops");
     child.process.signal(SIGTERM);
   }
-  return g_requeue ? Asked::requeue : forwarded ? Asked::stop : Asked::nothing;
+  if (g_requeue) return Asked::requeue;
+  // A stop that came as the member ended was not passed on, but it was asked all the same.
+  return forwarded || StopSignal::requested() ? Asked::stop : Asked::nothing;
 }
 
-// Requeues after a lost rank, at most this many times a task (SLURM_RESTART_COUNT): a rank that
-// dies the same way at every start is a fault of its own, not a node's.
-constexpr int64_t kMostLostRankRequeues = 3;
+// The newest snapshot the store lists for run `name` ("step_000010"), "" for none.
+std::string newest_snapshot(RunStore& store, const std::string& name) {
+  const std::optional<RunRecord> run = store.find_run(name);
+  if (!run) return "";
+  const std::vector<std::string> labels = listed_snapshot_labels(store.connection(), run->id);
+  return labels.empty() ? "" : labels.back();
+}
 
 void requeue_this_task(const std::function<void(const std::string&)>& print) {
   const std::string task = fmt::format("{}_{}", env_text("SLURM_ARRAY_JOB_ID").value_or(""),
@@ -141,27 +148,36 @@ int run_sweep_task(const std::string& db, const std::string& name,
     return kExitOk;
   }
   const MemberLaunch launch = launch_for(sweep, db);
+  const std::string started_from = newest_snapshot(store, member->name);
   MemberProcess child = start_member(launch, MemberJob{&*member, 0}, print);
   const Asked asked = wait_for_member(child, print);
-  const std::string state = finished_member_state(launch, child);
+  std::string state = finished_member_state(launch, child);
+  if (state == "running") {  // rank 0 itself ended without a word: killed, or its node lost
+    store.finish_run(store.find_run(member->name)->id, "interrupted",
+                     "rank 0 ended without recording why: killed, or its node lost");
+    state = "interrupted";
+  }
   print(fmt::format("{} {}", member->name, state));
   if (state == "completed") return kExitOk;
   if (state == "interrupted" && asked == Asked::requeue) requeue_this_task(print);
   // Interrupted with no signal here: a rank stopped answering (its node lost, its process
-  // killed or hung) and the others stopped. The task runs again from the latest snapshot.
+  // killed or hung) and the others stopped. The task runs again from the latest snapshot, as
+  // long as each run of it leaves a newer one: a rank that fails before that would fail so
+  // again, from the same steps.
   if (state == "interrupted" && asked == Asked::nothing) {
-    const int64_t restarts = env_integer("SLURM_RESTART_COUNT", 0, 0, kMostSlurm);
-    if (restarts < kMostLostRankRequeues) {
+    const std::string latest = newest_snapshot(store, member->name);
+    if (!latest.empty() && latest != started_from) {
       print(
           fmt::format("a rank of {} stopped answering: requeued to resume from its latest "
-                      "snapshot ({} of at most {} such requeues)",
-                      member->name, restarts + 1, kMostLostRankRequeues));
+                      "snapshot, {}",
+                      member->name, latest));
       requeue_this_task(print);
     } else {
       print(
-          fmt::format("a rank of {} stopped answering again after {} requeues: not requeued; "
-                      "see its console.log, then `kiln sweep resubmit`",
-                      member->name, restarts));
+          fmt::format("a rank of {} stopped answering before it saved a snapshot newer than "
+                      "the one it started from ({}): not requeued, which would repeat the "
+                      "same steps; see its console.log, then `kiln sweep resubmit`",
+                      member->name, started_from.empty() ? "none" : started_from));
     }
   }
   return state == "interrupted" ? kExitInterrupted : kExitSomeFailed;

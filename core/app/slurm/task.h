@@ -11,7 +11,8 @@
 // asks for before the time limit (--signal=B:USR1@N), does the same and then requeues the task
 // with `scontrol requeue`, so that it resumes when it runs again. A member interrupted with no
 // signal here lost a rank (a node lost, a process killed or hung: the other ranks stop within
-// parallel.timeout_s): the task requeues itself too, up to 3 times (SLURM_RESTART_COUNT).
+// parallel.timeout_s; or rank 0 itself, which then leaves its run `running`): the task requeues
+// itself too, when the member saved a newer snapshot than the one it started from.
 #pragma once
 
 #include <functional>
