@@ -15,14 +15,14 @@ using DropoutParity = testing::TinyRun;
 
 // Four micro-batches of 4 x 32 tokens per step: grad_accum 4 on one process, 2 on each of two
 // data ranks; a pipeline's four micro-batches.
-const std::string kSame =
+const std::string kDropoutRunSets =
     " --set model.dropout=0.1 --set train.micro_batch=4 --set train.batch_tokens=512 "
     "--set eval.every=0";
 
 TEST_F(DropoutParity, EveryStrategyFollowsTheSingleProcessCurve) {
   const std::string exp = experiment();
-  auto one =
-      run_kiln("run " + exp + " --name one --set train.steps=20 --set checkpoint.every=0" + kSame);
+  auto one = run_kiln("run " + exp + " --name one --set train.steps=20 --set checkpoint.every=0" +
+                      kDropoutRunSets);
   ASSERT_EQ(one.exit_code, 0) << one.output;
   struct Strategy {
     std::string name;
@@ -44,7 +44,7 @@ TEST_F(DropoutParity, EveryStrategyFollowsTheSingleProcessCurve) {
     const std::string logs = dir_ / (name + "_rank");
     auto codes = run_ranks(world,
                            "run " + exp + " --name " + name + " " + settings +
-                               " --set train.steps=20 --set checkpoint.every=0" + kSame,
+                               " --set train.steps=20 --set checkpoint.every=0" + kDropoutRunSets,
                            logs);
     ASSERT_EQ(codes, std::vector<int>(world, 0)) << testing::read_file(logs + "0.log");
     expect_same_curve("one", name, 20);
@@ -58,7 +58,7 @@ TEST_F(DropoutParity, LlamaUnderTensorParallelismFollowsTheSingleProcessCurve) {
   const std::string llama =
       " --set model.type=llama --set model.n_head=4 --set model.n_kv_head=2 --set "
       "model.ffn_dim=64 --set train.steps=12 --set checkpoint.every=0" +
-      kSame;
+      kDropoutRunSets;
   auto one = run_kiln("run " + exp + " --name one" + llama);
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const std::string logs = dir_ / "t2_rank";
@@ -74,11 +74,11 @@ TEST_F(DropoutParity, LlamaUnderTensorParallelismFollowsTheSingleProcessCurve) {
 
 TEST_F(DropoutParity, AResumeAtAnotherWorldSizeKeepsTheSingleProcessCurve) {
   const std::string exp = experiment();
-  auto one =
-      run_kiln("run " + exp + " --name one --set train.steps=20 --set checkpoint.every=0" + kSame);
+  auto one = run_kiln("run " + exp + " --name one --set train.steps=20 --set checkpoint.every=0" +
+                      kDropoutRunSets);
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const std::string ddp = " --set parallel.type=ddp";
-  const std::string first_ten = " --set train.steps=10 --set checkpoint.every=10" + kSame;
+  const std::string first_ten = " --set train.steps=10 --set checkpoint.every=10" + kDropoutRunSets;
 
   // Two ranks for 10 steps, then one process for 10.
   const std::string logs = dir_ / "down_rank";

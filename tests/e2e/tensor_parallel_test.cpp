@@ -13,14 +13,14 @@ using TensorParallel = testing::TinyRun;
 
 // Two micro-steps of 4 x 32 tokens per step on one process and on a tp group (one replica);
 // one micro-step per replica in the 2 x 2 mesh: the same 256 tokens per step everywhere.
-const std::string kSame =
+const std::string kTensorParallelRunSets =
     " --set train.micro_batch=4 --set train.batch_tokens=256 --set eval.every=0";
 const std::string kTp2 = " --set parallel.type=tensor --set parallel.tp=2";
 
 TEST_F(TensorParallel, GptFollowsTheSingleProcessCurveAndResumesAcrossMeshes) {
   const std::string exp = experiment();
-  auto one =
-      run_kiln("run " + exp + " --name one --set train.steps=20 --set checkpoint.every=0" + kSame);
+  auto one = run_kiln("run " + exp + " --name one --set train.steps=20 --set checkpoint.every=0" +
+                      kTensorParallelRunSets);
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const std::string logs = dir_ / "rank";
   // tp 2 for 12 steps (blocks recomputed in backward, their all-reduces too), then one process
@@ -28,7 +28,7 @@ TEST_F(TensorParallel, GptFollowsTheSingleProcessCurveAndResumesAcrossMeshes) {
   auto codes =
       run_ranks(2,
                 "run " + exp + " --name t2 --set train.steps=12 --set checkpoint.every=6 " +
-                    "--set model.activation_checkpointing=full" + kTp2 + kSame,
+                    "--set model.activation_checkpointing=full" + kTp2 + kTensorParallelRunSets,
                 logs);
   ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
   auto back =
@@ -37,7 +37,7 @@ TEST_F(TensorParallel, GptFollowsTheSingleProcessCurveAndResumesAcrossMeshes) {
   // A tp 2 x dp 2 mesh for 10 steps, then tp 2 alone (2 ranks) to 20.
   codes = run_ranks(4,
                     "run " + exp + " --name m4 --set train.steps=10 --set checkpoint.every=10" +
-                        kTp2 + " --set parallel.dp=2" + kSame,
+                        kTp2 + " --set parallel.dp=2" + kTensorParallelRunSets,
                     logs);
   ASSERT_EQ(codes, (std::vector<int>{0, 0, 0, 0})) << testing::read_file(logs + "0.log");
   EXPECT_NE(testing::read_file(logs + "0.log").find("x 1 micro-steps x 2 replica(s) of 2 ranks"),
@@ -60,10 +60,11 @@ TEST_F(TensorParallel, LlamaWithGroupedQueriesFollowsTheSingleProcessCurve) {
   const std::string llama =
       " --set model.type=llama --set model.n_head=4 --set model.n_kv_head=2 "
       "--set model.ffn_dim=64 --set train.steps=12 --set checkpoint.every=0";
-  auto one = run_kiln("run " + exp + " --name one" + llama + kSame);
+  auto one = run_kiln("run " + exp + " --name one" + llama + kTensorParallelRunSets);
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const std::string logs = dir_ / "rank";
-  auto codes = run_ranks(2, "run " + exp + " --name t2" + llama + kTp2 + kSame, logs);
+  auto codes =
+      run_ranks(2, "run " + exp + " --name t2" + llama + kTp2 + kTensorParallelRunSets, logs);
   ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
   expect_same_curve("one", "t2", 12);
 }
@@ -74,7 +75,8 @@ TEST_F(TensorParallel, LlamaWithGroupedQueriesFollowsTheSingleProcessCurve) {
 TEST_F(TensorParallel, UnderBf16AutocastFollowsTheCurveToBf16Precision) {
   const std::string exp = experiment();
   const std::string bf16 =
-      " --set precision.type=bf16 --set train.steps=6 --set checkpoint.every=0" + kSame;
+      " --set precision.type=bf16 --set train.steps=6 --set checkpoint.every=0" +
+      kTensorParallelRunSets;
   auto one = run_kiln("run " + exp + " --name one" + bf16);
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const std::string logs = dir_ / "rank";

@@ -18,6 +18,11 @@
 
 namespace kiln::testing {
 
+// A run row with made-up fields (seed 7, one rank, 3 planned steps): the store tests' new run.
+inline NewRun new_run(const std::string& name) {
+  return NewRun{name, "exp.toml", "[run]\n", "0123456789abcdef", 7, 1, 3, "", "host", "", "", ""};
+}
+
 struct FakeRun {
   std::string name;
   double lr = 1e-3;

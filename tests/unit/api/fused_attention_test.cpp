@@ -6,6 +6,7 @@
 
 #include "core/api/fused_attention.h"
 #include "kernel_parity.h"
+#include "tensor_compare.h"
 
 namespace kiln {
 namespace {
@@ -23,32 +24,30 @@ at::Tensor reference_attention(const at::Tensor& qkv, int64_t n_head) {
   return at::matmul(weights, heads(2)).permute({0, 2, 1, 3}).reshape({b, t, c});
 }
 
-double max_difference(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
-}
+using testing::max_difference;
 
-struct Case {
+struct Shape {
   int64_t batch, time, n_head, head_dim;
 };
 
 // A non-contiguous [batch, time, 3 width] view of a leaf: rows padded by a few columns, or (with
 // `columns_strided`) the transpose of a [batch, 3 width, time] tensor.
-at::Tensor leaf_for(const Case& c, bool columns_strided) {
+at::Tensor leaf_for(const Shape& c, bool columns_strided) {
   const int64_t width = 3 * c.n_head * c.head_dim;
   return columns_strided ? at::randn({c.batch, width, c.time}).requires_grad_()
                          : at::randn({c.batch, c.time, width + 5}).requires_grad_();
 }
-at::Tensor qkv_of(const at::Tensor& leaf, const Case& c, bool columns_strided) {
+at::Tensor qkv_of(const at::Tensor& leaf, const Shape& c, bool columns_strided) {
   const int64_t width = 3 * c.n_head * c.head_dim;
   return columns_strided ? leaf.transpose(1, 2) : leaf.narrow(2, 2, width);
 }
 
 TEST(FusedAttention, OutputAndGradientsMatchTheTextbookInDoublePrecision) {
-  const std::vector<Case> cases = {{3, 1, 2, 32},  {3, 7, 3, 32},  {3, 64, 4, 32}, {3, 130, 2, 32},
-                                   {3, 1, 4, 64},  {3, 7, 2, 64},  {3, 64, 3, 64}, {3, 130, 4, 64},
-                                   {2, 19, 3, 13}, {2, 33, 2, 128}};
+  const std::vector<Shape> cases = {{3, 1, 2, 32},  {3, 7, 3, 32},  {3, 64, 4, 32}, {3, 130, 2, 32},
+                                    {3, 1, 4, 64},  {3, 7, 2, 64},  {3, 64, 3, 64}, {3, 130, 4, 64},
+                                    {2, 19, 3, 13}, {2, 33, 2, 128}};
   for (size_t n = 0; n < cases.size(); ++n) {
-    const Case& c = cases[n];
+    const Shape& c = cases[n];
     SCOPED_TRACE("batch " + std::to_string(c.batch) + " time " + std::to_string(c.time) +
                  " heads " + std::to_string(c.n_head) + " head_dim " + std::to_string(c.head_dim));
     torch::manual_seed(static_cast<uint64_t>(n));

@@ -6,6 +6,7 @@
 #include <torch/autograd.h>
 
 #include "core/api/fused_gelu.h"
+#include "tensor_compare.h"
 
 namespace kiln {
 namespace {
@@ -16,9 +17,7 @@ at::Tensor reference_gelu(const at::Tensor& x) {
   return 0.5 * x * (1.0 + at::tanh(k * (x + 0.044715 * x * x * x)));
 }
 
-double max_difference(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
-}
+using testing::max_difference;
 
 // Output and input gradient of the fused kernel against the double-precision reference and
 // LibTorch's own op, for `x` (float32, any strides).

@@ -8,13 +8,12 @@
 #include <torch/autograd.h>
 
 #include "core/api/fused_layer_norm.h"
+#include "tensor_compare.h"
 
 namespace kiln {
 namespace {
 
-double max_difference(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
-}
+using testing::max_difference;
 
 struct Inputs {
   at::Tensor x, a, weight, bias;

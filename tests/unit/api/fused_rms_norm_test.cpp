@@ -9,13 +9,12 @@
 
 #include "core/api/fused_rms_norm.h"
 #include "kernel_parity.h"
+#include "tensor_compare.h"
 
 namespace kiln {
 namespace {
 
-double max_difference(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
-}
+using testing::max_difference;
 
 TEST(FusedRmsNorm, OutputAndGradientsMatchTheDefinitionInDoublePrecision) {
   const double eps = 1e-5;

@@ -22,11 +22,11 @@
 namespace kiln {
 namespace {
 
-const std::vector<std::string> kGpt = {"model.n_layer=2", "model.n_head=2", "model.n_embd=16",
-                                       "model.block_size=8", "model.vocab_size=40"};
-const std::vector<std::string> kLlama = {"model.n_layer=2",    "model.n_head=4",
-                                         "model.n_kv_head=2",  "model.n_embd=16",
-                                         "model.block_size=8", "model.vocab_size=40"};
+const std::vector<std::string> kLoraGpt = {"model.n_layer=2", "model.n_head=2", "model.n_embd=16",
+                                           "model.block_size=8", "model.vocab_size=40"};
+const std::vector<std::string> kLoraLlama = {"model.n_layer=2",    "model.n_head=4",
+                                             "model.n_kv_head=2",  "model.n_embd=16",
+                                             "model.block_size=8", "model.vocab_size=40"};
 
 std::shared_ptr<Model> model(const std::string& type, const std::vector<std::string>& sets) {
   torch::manual_seed(0);
@@ -48,13 +48,13 @@ void randomise_b(Model& m) {
   }
 }
 
-const std::vector<std::string> kTransformerLm = {
+const std::vector<std::string> kLoraTransformerLm = {
     "model.num_layers=2",  "model.nhead=2",   "model.d_model=16", "model.dim_feedforward=32",
     "model.vocab_size=40", "model.max_len=8", "model.dropout=0"};
 
 TEST(Lora, StepZeroComputesTheBaseModel) {
-  for (const auto& [type, sets] : {std::pair("gpt", kGpt), std::pair("llama", kLlama),
-                                   std::pair("transformer_lm", kTransformerLm)}) {
+  for (const auto& [type, sets] : {std::pair("gpt", kLoraGpt), std::pair("llama", kLoraLlama),
+                                   std::pair("transformer_lm", kLoraTransformerLm)}) {
     auto m = model(type, sets);
     const auto tokens = torch::randint(40, {2, 8}, torch::kLong);
     const auto base = m->forward(tokens);
@@ -67,8 +67,8 @@ TEST(Lora, StepZeroComputesTheBaseModel) {
 // here: s = alpha / r (alpha / sqrt(r) with rslora).
 TEST(Lora, AnAdaptedModelComputesTheMergedWeightsFormula) {
   for (const bool rslora : {false, true}) {
-    auto adapted = model("llama", kLlama);
-    auto merged = model("llama", kLlama);  // the same seed: the same weights
+    auto adapted = model("llama", kLoraLlama);
+    auto merged = model("llama", kLoraLlama);  // the same seed: the same weights
     lora({"adapter.rank=4", "adapter.alpha=8", "adapter.targets=q_proj,down_proj",
           rslora ? "adapter.rslora=true" : "adapter.rslora=false"})
         ->attach(*adapted, true);
@@ -98,7 +98,7 @@ TEST(Lora, AnAdaptedModelComputesTheMergedWeightsFormula) {
 }
 
 TEST(Lora, OnlyTheAdapterTrainsAndTheBaseIsNeverWritten) {
-  auto m = model("gpt", kGpt);
+  auto m = model("gpt", kLoraGpt);
   std::map<std::string, torch::Tensor> before;
   for (const auto& item : m->named_parameters())
     before[item.key()] = item.value().detach().clone();
@@ -127,7 +127,7 @@ TEST(Lora, OnlyTheAdapterTrainsAndTheBaseIsNeverWritten) {
 // PEFT's adapter_config.json fields and tensor names for GPT-2 (Conv1D: fan_in_fan_out) and
 // Llama, as `peft.LoraConfig` and `PeftModel.save_pretrained` write them.
 TEST(Lora, PeftFilesCarryPeftsNamesAndFields) {
-  auto g = model("gpt", kGpt);
+  auto g = model("gpt", kLoraGpt);
   auto adapter = lora({"adapter.rank=4", "adapter.alpha=8", "adapter.targets=c_attn,c_proj"});
   adapter->attach(*g, true);
   std::map<std::string, std::vector<int64_t>> shapes;
@@ -155,7 +155,7 @@ TEST(Lora, PeftFilesCarryPeftsNamesAndFields) {
   EXPECT_EQ(config.at("use_rslora"), false);
   EXPECT_EQ(config.at("init_lora_weights"), true);
 
-  auto l = model("llama", kLlama);
+  auto l = model("llama", kLoraLlama);
   auto on_llama = lora({"adapter.targets=all-linear"});
   on_llama->attach(*l, true);
   std::set<std::string> names;
@@ -173,7 +173,7 @@ TEST(Lora, PeftFilesCarryPeftsNamesAndFields) {
 }
 
 TEST(Lora, MergeFoldsTheAdapterIntoTheWeightsAndRemovesIt) {
-  auto m = model("gpt", kGpt);
+  auto m = model("gpt", kLoraGpt);
   auto adapter = lora({"adapter.targets=c_fc"});
   adapter->attach(*m, true);
   randomise_b(*m);
@@ -190,8 +190,8 @@ TEST(Lora, MergeFoldsTheAdapterIntoTheWeightsAndRemovesIt) {
 // everything else stays fp32, the adapted model computes the formula above over the
 // bf16-rounded weights, the adapter trains, and a merge sums in fp32.
 TEST(Lora, ABf16BaseComputesTheFormulaOverItsRoundedWeightsAndMergesInFp32) {
-  auto adapted = model("llama", kLlama);
-  auto merged = model("llama", kLlama);
+  auto adapted = model("llama", kLoraLlama);
+  auto merged = model("llama", kLoraLlama);
   int64_t bytes_before = 0;
   for (const auto& p : adapted->parameters())
     bytes_before += static_cast<int64_t>(p.nbytes());
@@ -251,7 +251,7 @@ TEST(Lora, ABf16BaseComputesTheFormulaOverItsRoundedWeightsAndMergesInFp32) {
 }
 
 TEST(Lora, TargetsThatNameNoLinearLayerAreOneErrorListingThem) {
-  auto m = model("gpt", kGpt);
+  auto m = model("gpt", kLoraGpt);
   const std::string message = [&] {
     try {
       lora({"adapter.targets=q_proj"})->attach(*m, true);
@@ -266,7 +266,7 @@ TEST(Lora, TargetsThatNameNoLinearLayerAreOneErrorListingThem) {
 }
 
 TEST(Lora, DropoutDrawsOnlyInTraining) {
-  auto m = model("gpt", kGpt);
+  auto m = model("gpt", kLoraGpt);
   lora({"adapter.dropout=0.5"})->attach(*m, true);
   randomise_b(*m);
   const auto tokens = torch::randint(40, {2, 8}, torch::kLong);

@@ -19,13 +19,12 @@
 #include "core/util/blas_kernels.h"
 #include "core/util/torch_compat.h"
 #include "kernel_parity.h"
+#include "tensor_compare.h"
 
 namespace kiln {
 namespace {
 
-double max_difference(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
-}
+using testing::max_difference;
 
 class OnednnLinear : public ::testing::Test {
  protected:

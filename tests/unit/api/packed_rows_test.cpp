@@ -13,13 +13,12 @@
 #include "core/api/model.h"
 #include "core/config/config.h"
 #include "core/data/packing.h"
+#include "tensor_compare.h"
 
 namespace kiln {
 namespace {
 
-double max_difference(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
-}
+using testing::max_difference;
 
 // Positions of one row holding documents of `lengths` back to back, then a padding document up
 // to `time`: each from 0, written out here rather than by Kiln's packing code.

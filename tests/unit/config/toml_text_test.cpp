@@ -12,7 +12,7 @@
 namespace kiln {
 namespace {
 
-std::string error_of(const std::string& text) {
+std::string syntax_error_of(const std::string& text) {
   try {
     parse_toml(text, "exp.toml");
   } catch (const UserError& e) {
@@ -35,14 +35,16 @@ std::string nested_array(int depth) {
 }
 
 TEST(TomlText, MalformedTextIsAUserErrorWithItsPosition) {
-  EXPECT_EQ(error_of("a = 1\nb = \n").rfind("exp.toml:2:", 0), 0u) << error_of("a = 1\nb = \n");
-  EXPECT_NE(error_of("a = 1\nb = \n").find("TOML syntax error"), std::string::npos);
+  EXPECT_EQ(syntax_error_of("a = 1\nb = \n").rfind("exp.toml:2:", 0), 0u)
+      << syntax_error_of("a = 1\nb = \n");
+  EXPECT_NE(syntax_error_of("a = 1\nb = \n").find("TOML syntax error"), std::string::npos);
 }
 
 TEST(TomlText, NonAsciiOutsideAStringIsRefusedBeforeTheParserSeesIt) {
   const std::string text = "a = 1\n\xC3\xA9 = 2\n";
-  EXPECT_EQ(error_of(text).rfind("exp.toml:2:1: TOML syntax error: a non-ASCII character", 0), 0u)
-      << error_of(text);
+  EXPECT_EQ(
+      syntax_error_of(text).rfind("exp.toml:2:1: TOML syntax error: a non-ASCII character", 0), 0u)
+      << syntax_error_of(text);
   EXPECT_FALSE(try_parse_toml(text));
   EXPECT_FALSE(try_parse_toml("a = "));
   EXPECT_EQ(try_parse_toml("s = \"\xC3\xA9\"")->get("s")->value<std::string>(), "\xC3\xA9");
@@ -50,11 +52,12 @@ TEST(TomlText, NonAsciiOutsideAStringIsRefusedBeforeTheParserSeesIt) {
 
 TEST(TomlLimits, AKeyOfFiftyThousandPartsIsRefusedWhereItGoesTooFar) {
   // Column 1 + 2 * 64: the 64th '.', which would start part 65.
-  EXPECT_EQ(error_of("[" + dotted_key(50000) + "]\nx = 1\n"),
+  EXPECT_EQ(syntax_error_of("[" + dotted_key(50000) + "]\nx = 1\n"),
             "exp.toml:1:129: TOML syntax error: a key of more than 64 dotted parts: Kiln's keys "
             "are section.key");
-  EXPECT_EQ(error_of("[s]\n" + dotted_key(65) + " = 1\n").rfind("exp.toml:2:128: ", 0), 0u);
-  EXPECT_EQ(error_of("[s]\nx = {" + dotted_key(65) + " = 1}\n").rfind("exp.toml:2:133: ", 0), 0u);
+  EXPECT_EQ(syntax_error_of("[s]\n" + dotted_key(65) + " = 1\n").rfind("exp.toml:2:128: ", 0), 0u);
+  EXPECT_EQ(syntax_error_of("[s]\nx = {" + dotted_key(65) + " = 1}\n").rfind("exp.toml:2:133: ", 0),
+            0u);
   EXPECT_FALSE(try_parse_toml("[" + dotted_key(50000) + "]"));
 }
 
@@ -71,14 +74,14 @@ TEST(TomlLimits, SixtyFourPartsAreParsed) {
 
 TEST(TomlLimits, ArraysAndInlineTablesNestThirtyTwoDeepAtMost) {
   EXPECT_NO_THROW(parse_toml("x = " + nested_array(32) + "\n", "exp.toml"));
-  EXPECT_EQ(error_of("x = " + nested_array(33) + "\n"),
+  EXPECT_EQ(syntax_error_of("x = " + nested_array(33) + "\n"),
             "exp.toml:1:37: TOML syntax error: arrays or inline tables nested more than 32 deep: "
             "Kiln's values are numbers, strings, booleans and lists of them");
   std::string tables = "x = ";
   for (int i = 0; i < 40; ++i)
     tables += "{a = [";
-  EXPECT_EQ(error_of(tables).rfind("exp.toml:1:", 0), 0u) << error_of(tables);
-  EXPECT_NE(error_of(tables).find("nested more than 32 deep"), std::string::npos);
+  EXPECT_EQ(syntax_error_of(tables).rfind("exp.toml:1:", 0), 0u) << syntax_error_of(tables);
+  EXPECT_NE(syntax_error_of(tables).find("nested more than 32 deep"), std::string::npos);
   // Arrays across lines count as one nesting.
   EXPECT_NO_THROW(parse_toml("x = [\n  [1, 2],\n  [3],\n]\n", "exp.toml"));
 }
@@ -86,7 +89,7 @@ TEST(TomlLimits, ArraysAndInlineTablesNestThirtyTwoDeepAtMost) {
 // Found by tools/fuzz.sh: after a malformed value, toml++ 3.3.0 reads no array at `[`, and the
 // non-ASCII character in what follows reached its __builtin_unreachable() (UBSan).
 TEST(TomlLimits, ABracketAfterAMalformedValueOpensNoArray) {
-  EXPECT_EQ(error_of("seed = 0X[\"\xD1\xA5\"\n"),
+  EXPECT_EQ(syntax_error_of("seed = 0X[\"\xD1\xA5\"\n"),
             "exp.toml:1:12: TOML syntax error: a non-ASCII character outside a string or comment: "
             "TOML allows them only in those");
   EXPECT_NO_THROW(

@@ -18,16 +18,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> lines_of(const fs::path& file) {
-  return kiln::testing::read_lines(file.string());
-}
-
 // The lines of a Markdown file outside ``` fences, with `inline code` blanked out.
 std::vector<std::pair<size_t, std::string>> prose_of(const fs::path& file) {
   std::vector<std::pair<size_t, std::string>> out;
   bool in_fence = false;
   size_t number = 0;
-  for (const auto& line : lines_of(file)) {
+  for (const auto& line : kiln::testing::read_lines(file)) {
     ++number;
     if (line.rfind("```", 0) == 0) {
       in_fence = !in_fence;
@@ -59,7 +55,7 @@ std::set<std::string> anchors_of(const fs::path& file) {
   std::map<std::string, int> seen;
   bool in_fence = false;
   static const std::regex heading(R"(^#{1,6}\s+(.*?)\s*$)");
-  for (const auto& line : lines_of(file)) {
+  for (const auto& line : kiln::testing::read_lines(file)) {
     if (line.rfind("```", 0) == 0) in_fence = !in_fence;
     std::smatch m;
     if (in_fence || !std::regex_match(line, m, heading)) continue;

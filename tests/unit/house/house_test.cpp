@@ -44,16 +44,12 @@ std::vector<fs::path> sources_under(const fs::path& dir) {
   return out;
 }
 
-std::vector<std::string> lines_of(const fs::path& file) {
-  return kiln::testing::read_lines(file.string());
-}
-
 // The quoted include targets of a file: "core/store/runs/writer.h" and the like.
 std::vector<std::string> includes_of(const fs::path& file) {
   static const std::regex include(R"re(^\s*#\s*include\s+"([^"]+)")re");
   std::vector<std::string> out;
   std::smatch m;
-  for (const auto& line : lines_of(file)) {
+  for (const auto& line : kiln::testing::read_lines(file)) {
     if (std::regex_search(line, m, include)) out.push_back(m[1]);
   }
   return out;
@@ -132,7 +128,7 @@ TEST(House, NoModuleIsLongerThanOneSitting) {
     for (const auto& file : sources_under(source_dir() / dir)) {
       Module& module = modules[fs::path(file).replace_extension()];
       module.files.push_back(fs::relative(file, source_dir()).string());
-      module.lines += lines_of(file).size();
+      module.lines += kiln::testing::read_lines(file).size();
     }
     for (const auto& [stem, module] : modules) {
       EXPECT_LE(module.lines, kMaxLines)
@@ -153,7 +149,7 @@ TEST(House, OnlyRunPathsNamesTheFilesOfARunFolder) {
   size_t spelled_by_owner = 0;
   for (const auto& dir : {"core", "plugins", "tools/kiln"}) {
     for (const auto& file : sources_under(source_dir() / dir)) {
-      for (const auto& line : lines_of(file)) {
+      for (const auto& line : kiln::testing::read_lines(file)) {
         const auto comment = line.find("//");
         for (const auto& spelling : spellings) {
           const auto at = line.find(spelling);

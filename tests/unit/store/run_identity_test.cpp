@@ -14,6 +14,7 @@
 #include "core/store/history/removal.h"
 #include "core/store/runs/writer.h"
 #include "core/util/error.h"
+#include "fake_runs.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -110,9 +111,7 @@ TEST(RunName, TheMarkerNamesTheRun) {
   EXPECT_FALSE(read_run_marker(paths));
 }
 
-NewRun new_run(const std::string& name) {
-  return NewRun{name, "exp.toml", "[run]\n", "0123456789abcdef", 7, 1, 3, "", "host", "", "", ""};
-}
+using testing::new_run;
 
 TEST(RunIds, AreNeverReusedAfterARunIsRemoved) {
   testing::TempDir dir;

@@ -7,6 +7,7 @@
 
 #include "core/store/history/reader.h"
 #include "core/store/runs/writer.h"
+#include "fake_runs.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -16,9 +17,7 @@ namespace {
 const char* kExperiment = "[model]\ntype = \"gpt\"\nn_layer = 2\n";
 const char* kExperimentSha256 = "8fb46325af29ac0f923412815742fef2e297e5b431ead182c8cd566d85f60c54";
 
-NewRun new_run(const std::string& name) {
-  return NewRun{name, "exp.toml", "[run]\n", "0123456789abcdef", 7, 1, 3, "", "host", "", "", ""};
-}
+using testing::new_run;
 
 TEST(RunSources, AreWrittenWithTheRunAndReadBack) {
   testing::TempDir dir;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/util/error.h"
+#include "fake_runs.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -11,9 +12,7 @@ namespace {
 using testing::query;
 using testing::TempDir;
 
-NewRun new_run(const std::string& name) {
-  return NewRun{name, "exp.toml", "[run]\n", "0123456789abcdef", 7, 1, 3, "", "host", "", "", ""};
-}
+using testing::new_run;
 
 TEST(RunStore, RecordsRunsMetricsAndEvals) {
   TempDir dir;

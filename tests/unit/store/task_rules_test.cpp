@@ -7,14 +7,13 @@
 #include "core/store/history/reader.h"
 #include "core/store/runs/task_scores.h"
 #include "core/store/runs/writer.h"
+#include "fake_runs.h"
 #include "test_util.h"
 
 namespace kiln {
 namespace {
 
-NewRun new_run(const std::string& name) {
-  return NewRun{name, "exp.toml", "[run]\n", "0123456789abcdef", 7, 1, 3, "", "host", "", "", ""};
-}
+using testing::new_run;
 
 TEST(TaskRules, OlderScoresAreNamedAndReadAsVersionOne) {
   testing::TempDir dir;

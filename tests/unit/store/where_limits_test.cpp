@@ -14,6 +14,7 @@
 #include "core/util/error.h"
 #include "core/util/text.h"
 #include "fake_runs.h"
+#include "nested_filters.h"
 
 namespace kiln {
 namespace {
@@ -49,14 +50,7 @@ std::string repeated(const std::string& text, int times) {
   return out;
 }
 
-// `levels` parentheses, each opened on the right of an operator that lets `inner` decide:
-// "name = nobody or (id > 0 and (name = nobody or (... inner ...)))".
-std::string right_nested(const std::string& inner, int levels) {
-  std::string expr = inner;
-  for (int i = 0; i < levels; ++i)
-    expr = (i % 2 ? "id > 0 and (" : "name = nobody or (") + expr + ")";
-  return expr;
-}
+using testing::right_nested;
 
 // A full binary tree of alternating and/or, `depth` deep: 2^depth comparisons, all true.
 std::string bushy(int depth) {

@@ -17,6 +17,7 @@
 #include "core/store/where/expr.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
+#include "nested_filters.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -284,14 +285,7 @@ TEST_F(WherePoints, ValuesAndMetricNamesAreDataNeverSql) {
   EXPECT_EQ(std::get<std::string>(sql.params[9]), "z*");
 }
 
-// `levels` parentheses, each opened on the right of an operator: the shape that costs SQLite's
-// parser the most (as in where_limits_test.cpp).
-std::string right_nested(const std::string& inner, int levels) {
-  std::string expr = inner;
-  for (int i = 0; i < levels; ++i)
-    expr = (i % 2 ? "id > 0 and (" : "name = nobody or (") + expr + ")";
-  return expr;
-}
+using testing::right_nested;
 
 TEST_F(WherePoints, MetricKeysRunInSQLiteAtEveryLimit) {
   // The deepest filter, its innermost comparison a point on the token axis (three subqueries).
