@@ -27,6 +27,8 @@ class Bf32 : public PrecisionPolicy {
   at::ScalarType compute_dtype() const override {
     return onednn_bf32_rounds() ? at::kBFloat16 : at::kFloat;
   }
+  // LibTorch's own linear layers on the CPU do not read the matmul precision.
+  bool needs_fused_linear() const override { return true; }
   Bf32(const Bf32&) = delete;
   Bf32& operator=(const Bf32&) = delete;
 

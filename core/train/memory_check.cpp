@@ -118,4 +118,17 @@ int64_t training_state_bytes(Model& model, torch::optim::Optimizer& optimizer) {
   return bytes;
 }
 
+TrainableCounts count_trainable(Model& model) {
+  TrainableCounts split;
+  for (const auto& p : model.parameters()) {
+    if (p.requires_grad()) {
+      split.trainable += p.numel();
+    } else {
+      split.frozen += p.numel();
+      split.frozen_bytes += static_cast<int64_t>(p.nbytes());
+    }
+  }
+  return split;
+}
+
 }  // namespace kiln

@@ -49,6 +49,13 @@ double state_per_parameter(torch::optim::Optimizer& optimizer, int64_t parameter
 // training state fsdp, zero and tensor parallelism shard).
 int64_t training_state_bytes(Model& model, torch::optim::Optimizer& optimizer);
 
+// A model's parameters by whether they train, and the frozen ones' bytes: an adapter freezes
+// the model's own (core/api/adapter.h) and may keep them narrower than fp32.
+struct TrainableCounts {
+  int64_t trainable = 0, frozen = 0, frozen_bytes = 0;
+};
+TrainableCounts count_trainable(Model& model);
+
 // The bytes one process may use on `device`: the GPU's memory, or the CPU's MemAvailable
 // (/proc/meminfo) shared among this machine's ranks (LOCAL_WORLD_SIZE); 0 when it cannot be told.
 double usable_memory(const c10::Device& device);

@@ -50,19 +50,13 @@ std::vector<std::string> header_lines(const AssembledRun& run, const HeaderFacts
       run.device.str(), run.device_note.empty() ? "" : " (" + run.device_note + ")",
       at::get_num_threads(), threads_origin(run)));
   if (run.adapter->adapts()) {
-    int64_t trainable = 0, all = 0, frozen_bytes = 0;
-    for (const auto& p : run.model->parameters()) {
-      all += p.numel();
-      if (p.requires_grad())
-        trainable += p.numel();
-      else
-        frozen_bytes += static_cast<int64_t>(p.nbytes());
-    }
+    const TrainableCounts split = count_trainable(*run.model);
+    const int64_t all = split.trainable + split.frozen;
     lines.push_back(fmt::format(
         "adapter {}: {} trainable parameters ({:.2f}% of {}); the model's own are frozen, in {}",
-        config.type("adapter"), trainable,
-        100.0 * static_cast<double>(trainable) / static_cast<double>(all), all,
-        format_bytes(frozen_bytes)));
+        config.type("adapter"), split.trainable,
+        100.0 * static_cast<double>(split.trainable) / static_cast<double>(all), all,
+        format_bytes(split.frozen_bytes)));
   }
   lines.push_back(blas_report().text());
   if (const std::string chosen = run.precision->describe(); !chosen.empty())

@@ -246,15 +246,11 @@ std::string training_state_line(const AssembledRun& run) {
 // model's own, core/api/adapter.h, and may keep them in bf16) and "optimizer state 442368 bytes
 // per rank", the optimizer's tensors after the last timed step. A collective.
 std::string parameter_lines(const AssembledRun& run) {
-  int64_t trainable = 0, frozen = 0, frozen_bytes = 0;
-  for (const auto& p : run.model->parameters()) {
-    (p.requires_grad() ? trainable : frozen) += p.numel();
-    if (!p.requires_grad()) frozen_bytes += static_cast<int64_t>(p.nbytes());
-  }
+  const TrainableCounts split = count_trainable(*run.model);
   return fmt::format(
       "parameters      {} trainable, {} frozen in {} bytes\n"
       "optimizer state {} bytes per rank\n",
-      trainable, frozen, frozen_bytes,
+      split.trainable, split.frozen, split.frozen_bytes,
       fmt::join(every_rank(run, optimizer_state_bytes(*run.optimizer)), ", "));
 }
 
