@@ -19,10 +19,10 @@
 
 namespace kiln {
 
-namespace {
-
-// One parameter and its dim-0 blocks.
-struct Sharded {
+// One parameter and its dim-0 blocks. Not in an anonymous namespace: FsdpUnits::State holds
+// them, and a type of internal linkage inside it is refused by -Wsubobject-linkage where this
+// file is compiled inside a unity build's unit.
+struct FsdpShard {
   at::Tensor param;   // the model's: its data is `block`, or `whole` while gathered
   at::Tensor block;   // this rank's rows of the padded whole
   at::Tensor padded;  // world blocks; its storage holds memory only while gathered
@@ -31,17 +31,15 @@ struct Sharded {
   at::Tensor gradient_sum;  // this rank's block of the gradient, summed over ranks, micro-steps
 };
 
-}  // namespace
-
 struct FsdpUnits::State {
   Communicator& comm;
-  std::vector<Sharded> params;
+  std::vector<FsdpShard> params;
   std::vector<std::vector<size_t>> units;  // indices into params, per layer (borrowed ones too)
   int64_t most_in_transit = 0;             // whole-gradient bytes held at once, at most
 
   explicit State(Communicator& c) : comm(c) {}
 
-  void release(Sharded& s) {
+  void release(FsdpShard& s) {
     if (!s.gathered) return;
     s.param.set_data(s.block);
     // A test's leak (KILN_FAULT=fsdp.keep_gathered:1+): the whole parameter stays allocated, as a
@@ -71,7 +69,7 @@ struct FsdpUnits::State {
   }
 
   struct Gathering {
-    std::vector<Sharded*> params;
+    std::vector<FsdpShard*> params;
     at::Tensor all;  // every rank's blocks, rank after rank
     int64_t per_rank = 0;
     Communicator::Pending pending;
@@ -98,7 +96,7 @@ struct FsdpUnits::State {
   void finish_gather(Gathering& g) {
     g.pending.wait();
     int64_t offset = 0;
-    for (Sharded* s : g.params) {
+    for (FsdpShard* s : g.params) {
       resize_storage(s->padded, s->padded.numel() * s->padded.element_size());
       const auto rows = s->padded.chunk(comm.size());
       for (int r = 0; r < comm.size(); ++r)
@@ -117,7 +115,7 @@ struct FsdpUnits::State {
   // padded to the blocks' rows goes into the bucket and the parameter's whole buffers are freed.
   at::Tensor padded_gradient(size_t i) {
     at::NoGradGuard no_grad;
-    Sharded& s = params[i];
+    FsdpShard& s = params[i];
     at::Tensor padded = at::zeros_like(s.padded, at::MemoryFormat::Contiguous);
     padded.narrow(0, 0, s.whole.size(0)).copy_(s.param.grad());
     s.param.mutable_grad() = at::Tensor();
@@ -130,7 +128,7 @@ struct FsdpUnits::State {
   void land(const GradientBuckets::Members& members, const at::Tensor& flat) {
     int64_t offset = 0;
     for (size_t i : members) {
-      Sharded& s = params[i];
+      FsdpShard& s = params[i];
       const at::Tensor whole = flat.narrow(0, offset, s.padded.numel()).view_as(s.padded);
       offset += s.padded.numel();
       at::Tensor mine = whole.chunk(comm.size())[comm.rank()].div(comm.size());
@@ -147,7 +145,7 @@ struct FsdpUnits::State {
   void hook_accumulators(const std::shared_ptr<State>& self, int64_t bucket_bytes) {
     std::weak_ptr<State> weak = self;
     std::vector<at::Tensor> tensors;
-    for (const Sharded& s : params)
+    for (const FsdpShard& s : params)
       tensors.push_back(s.param);
     GradientBuckets::Rules rules;
     rules.fill_bytes = bucket_bytes;
@@ -217,7 +215,7 @@ FsdpUnits::FsdpUnits(Communicator& comm, Model& model, int64_t bucket_bytes)
   std::weak_ptr<State> weak = state_;
   const int world = comm.size();
   at::NoGradGuard no_grad;
-  for (Sharded& s : state_->params) {
+  for (FsdpShard& s : state_->params) {
     const at::Tensor whole = s.param.detach();
     const int64_t rows = (whole.size(0) + world - 1) / world;
     s.block = block_of(whole, rows, comm.rank(), world);
@@ -255,7 +253,7 @@ void FsdpUnits::begin_micro_step() {
 
 void FsdpUnits::finish_gradients() {
   state_->reducer->flush();
-  for (Sharded& s : state_->params) {
+  for (FsdpShard& s : state_->params) {
     state_->release(s);
     s.param.mutable_grad() = std::move(s.gradient_sum);
     s.gradient_sum = at::Tensor();
@@ -264,7 +262,7 @@ void FsdpUnits::finish_gradients() {
 
 int64_t FsdpUnits::peak_gradient_bytes() const {
   int64_t blocks = 0;
-  for (const Sharded& s : state_->params)
+  for (const FsdpShard& s : state_->params)
     blocks += static_cast<int64_t>(s.block.nbytes());
   state_->most_in_transit = std::max(state_->most_in_transit, state_->reducer->take_peak_bytes());
   return blocks + state_->most_in_transit;
@@ -273,7 +271,7 @@ int64_t FsdpUnits::peak_gradient_bytes() const {
 void FsdpUnits::gather(torch::optim::Optimizer& optimizer) {
   at::NoGradGuard no_grad;
   Communicator& comm = state_->comm;
-  for (Sharded& s : state_->params) {
+  for (FsdpShard& s : state_->params) {
     const auto whole_of = [&](const at::Tensor& block) {
       at::Tensor padded = at::empty(s.padded.sizes(), block.options());
       comm.all_gather(block.contiguous(), padded.chunk(comm.size()));
@@ -289,7 +287,7 @@ void FsdpUnits::gather(torch::optim::Optimizer& optimizer) {
 void FsdpUnits::shard(torch::optim::Optimizer& optimizer) {
   at::NoGradGuard no_grad;
   Communicator& comm = state_->comm;
-  for (Sharded& s : state_->params) {
+  for (FsdpShard& s : state_->params) {
     const int64_t rows = s.block.size(0);
     for (at::Tensor* t : parameter_state(optimizer, s.param))
       *t = block_of(*t, rows, comm.rank(), comm.size());
@@ -300,7 +298,7 @@ void FsdpUnits::shard(torch::optim::Optimizer& optimizer) {
 
 void FsdpUnits::make_whole_shaped() {
   at::NoGradGuard no_grad;
-  for (Sharded& s : state_->params)
+  for (FsdpShard& s : state_->params)
     s.param.set_data(at::zeros(s.whole.sizes(), s.block.options()));
 }
 

@@ -61,7 +61,9 @@ class PrecisionCurve : public testing::TinyRun {
           << precision << ", steps " << start + 1 << "-" << start + 50;
       largest = std::max(largest, std::abs(a - b) / 50);
     }
-    if (rounds) EXPECT_GT(largest, 0) << precision << " ran as fp32";
+    if (rounds) {
+      EXPECT_GT(largest, 0) << precision << " ran as fp32";
+    }
     std::printf("%s against fp32: largest 50-step window difference %.5f\n", precision.c_str(),
                 largest);
   }
