@@ -6,6 +6,8 @@
 // the CPU multiplies bf16 in hardware on its matmul kernels (AMX in oneDNN 2.6); elsewhere the
 // products are plain fp32 on the matmul primitive. The error is that of bf16 operands: a
 // product's relative error up to 2^-8 per operand, against fp32's 2^-24 (docs/speed.md).
+#include <string>
+
 #include <ATen/Context.h>
 
 #include "core/api/precision.h"
@@ -15,11 +17,21 @@
 namespace kiln {
 namespace {
 
+// A float32 matmul precision by the name its string setter takes: the only setter LibTorch 2.x
+// keeps.
+const char* precision_name(at::Float32MatmulPrecision precision) {
+  switch (precision) {
+    case at::Float32MatmulPrecision::MEDIUM: return "medium";
+    case at::Float32MatmulPrecision::HIGH: return "high";
+    default: return "highest";
+  }
+}
+
 // Sets the process's float32 matmul precision, which Kiln's linear layers read
 // (core/api/onednn_linear.h), for the policy's life, as LibTorch's CPU matmuls read it too.
 class Bf32 : public PrecisionPolicy {
  public:
-  Bf32() : previous_(at::globalContext().float32MatmulPrecision()) {
+  Bf32() : previous_(precision_name(at::globalContext().float32MatmulPrecision())) {
     at::globalContext().setFloat32MatmulPrecision("medium");
   }
   ~Bf32() override { at::globalContext().setFloat32MatmulPrecision(previous_); }
@@ -33,7 +45,7 @@ class Bf32 : public PrecisionPolicy {
   Bf32& operator=(const Bf32&) = delete;
 
  private:
-  at::Float32MatmulPrecision previous_;
+  std::string previous_;
 };
 
 const bool registered = PrecisionRegistry::add(
