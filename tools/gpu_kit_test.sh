@@ -51,7 +51,7 @@ unshare --mount --propagation private bash -euo pipefail -c '
   while IFS= read -r path; do mount --bind /dev/null "$path"; done <"$1"
   prefix=$2 scratch=$3 lib=$2/usr/lib/x86_64-linux-gnu
   cmake -S . -B "$scratch/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=ON \
-    -DKILN_PCH=OFF -DKILN_UNITY_TESTS=OFF -DTorch_DIR="$4" \
+    -DKILN_PCH=OFF -DKILN_UNITY=OFF -DTorch_DIR="$4" \
     -DCMAKE_PREFIX_PATH="$prefix/usr;$lib/cmake" -DPKG_CONFIG_EXECUTABLE="$prefix/bin/pkg-config" \
     -DCMAKE_CXX_FLAGS="-isystem $prefix/usr/include/x86_64-linux-gnu" \
     >"$scratch/configure.log" || { cat "$scratch/configure.log"; exit 1; }
