@@ -119,16 +119,16 @@ int64_t training_state_bytes(Model& model, torch::optim::Optimizer& optimizer) {
 }
 
 TrainableCounts count_trainable(Model& model) {
-  TrainableCounts split;
+  TrainableCounts counts;
   for (const auto& p : model.parameters()) {
     if (p.requires_grad()) {
-      split.trainable += p.numel();
+      counts.trainable += p.numel();
     } else {
-      split.frozen += p.numel();
-      split.frozen_bytes += static_cast<int64_t>(p.nbytes());
+      counts.frozen += p.numel();
+      counts.frozen_bytes += static_cast<int64_t>(p.nbytes());
     }
   }
-  return split;
+  return counts;
 }
 
 }  // namespace kiln

@@ -50,13 +50,13 @@ std::vector<std::string> header_lines(const AssembledRun& run, const HeaderFacts
       run.device.str(), run.device_note.empty() ? "" : " (" + run.device_note + ")",
       at::get_num_threads(), threads_origin(run)));
   if (run.adapter->adapts()) {
-    const TrainableCounts split = count_trainable(*run.model);
-    const int64_t all = split.trainable + split.frozen;
+    const TrainableCounts counts = count_trainable(*run.model);
+    const int64_t all = counts.trainable + counts.frozen;
     lines.push_back(fmt::format(
         "adapter {}: {} trainable parameters ({:.2f}% of {}); the model's own are frozen, in {}",
-        config.type("adapter"), split.trainable,
-        100.0 * static_cast<double>(split.trainable) / static_cast<double>(all), all,
-        format_bytes(split.frozen_bytes)));
+        config.type("adapter"), counts.trainable,
+        100.0 * static_cast<double>(counts.trainable) / static_cast<double>(all), all,
+        format_bytes(counts.frozen_bytes)));
   }
   lines.push_back(blas_report().text());
   if (const std::string chosen = run.precision->describe(); !chosen.empty())

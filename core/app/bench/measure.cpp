@@ -246,11 +246,11 @@ std::string training_state_line(const AssembledRun& run) {
 // model's own, core/api/adapter.h, and may keep them in bf16) and "optimizer state 442368 bytes
 // per rank", the optimizer's tensors after the last timed step. A collective.
 std::string parameter_lines(const AssembledRun& run) {
-  const TrainableCounts split = count_trainable(*run.model);
+  const TrainableCounts counts = count_trainable(*run.model);
   return fmt::format(
       "parameters      {} trainable, {} frozen in {} bytes\n"
       "optimizer state {} bytes per rank\n",
-      split.trainable, split.frozen, split.frozen_bytes,
+      counts.trainable, counts.frozen, counts.frozen_bytes,
       fmt::join(every_rank(run, optimizer_state_bytes(*run.optimizer)), ", "));
 }
 
