@@ -150,6 +150,7 @@ class Lora : public Adapter {
   }
 
   bool adapts() const override { return true; }
+  int narrowest_weight_bytes() const override { return o_.base_dtype == "bf16" ? 2 : 4; }
 
   void attach(Model& model, bool starts) override {
     const std::vector<LinearLayer> layers = block_linear_layers(model);

@@ -6,7 +6,8 @@
 // gradient accumulation communicates, so no whole gradient outlives the next layer's backward.
 // The optimizer steps on the blocks; clipping uses the norm summed over all blocks. Snapshots
 // hold whole weights and optimizer state (every rank gathers them first), so a run resumes at
-// any world size and under any strategy.
+// any world size and under any strategy. An adapter's frozen base is sharded and gathered as
+// any weight, its tensors with their layer's.
 #include <fmt/format.h>
 
 #include "core/api/model.h"
@@ -30,15 +31,6 @@ class FullyShardedDataParallel : public DataParallel {
   }
 
   void attach(Model& model) override {
-    for (const auto& p : model.parameters()) {
-      if (!p.requires_grad()) {
-        throw ParamError("type",
-                         "parallel 'fsdp' shards each layer's weights as one, and a frozen base "
-                         "beside trainable adapter weights is not built yet: use parallel.type = "
-                         "\"zero\" (the adapter's optimizer state and gradients sharded) or "
-                         "\"ddp\"");
-      }
-    }
     DataParallel::attach(model);
     units_ = std::make_unique<FsdpUnits>(comm(), model, bucket_bytes());
   }

@@ -27,6 +27,7 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include "core/api/adapter.h"
 #include "core/api/data_source.h"
 #include "core/api/model.h"
 #include "core/api/random_draws.h"
@@ -51,13 +52,19 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
+// A layer's parameters and the adapter tensors on its weights (core/api/adapter.h), which
+// train on the layer's stage.
+std::vector<at::Tensor> parameters_of(const Layer& layer) {
+  return with_low_rank_parameters(layer.parameters());
+}
+
 // The stages average the gradients of their layers' parameters only: a trainable parameter
-// registered elsewhere (an adapter's, core/api/adapter.h) would train apart on each replica.
+// registered elsewhere would train apart on each replica.
 void refuse_parameters_outside(const Model& model,
                                const std::vector<std::shared_ptr<Layer>>& layers) {
   std::unordered_set<const void*> in_layers;
   for (const auto& layer : layers) {
-    for (const auto& p : layer->parameters())
+    for (const auto& p : parameters_of(*layer))
       in_layers.insert(p.unsafeGetTensorImpl());
   }
   for (const auto& item : model.named_parameters()) {
@@ -65,7 +72,7 @@ void refuse_parameters_outside(const Model& model,
       continue;
     throw UserError(
         fmt::format("parallel 'pipeline' trains the parameters of the model's layers, and '{}' is "
-                    "registered outside them (an adapter's): use parallel.type = \"ddp\"",
+                    "registered outside them: use parallel.type = \"ddp\"",
                     item.key()));
   }
 }
@@ -137,7 +144,7 @@ class Pipeline : public DataParallel {
     }
     std::vector<at::Tensor> stage_parameters;
     for (auto& layer : mine_) {
-      for (auto& p : layer->parameters())
+      for (auto& p : parameters_of(*layer))
         stage_parameters.push_back(p);
     }
     for (auto& t : tied_) {

@@ -8,13 +8,16 @@
 // slice are averaged over the replicas holding that slice (a dp group per tensor-parallel
 // place, overlapped with backward like ddp); replicated parameters (embeddings, norms, the head)
 // get equal gradients on every rank of a tp group, which Megatron's pairing of enter and leave
-// guarantees, so they need nothing more. Snapshots hold whole weights and optimizer state (the
-// tp groups gather them), so a run resumes at any mesh, world size or strategy.
+// guarantees, so they need nothing more; an adapter's tensors are cut with their layer, and its
+// whole ones get their gradients summed over the tp group (core/api/adapter.h). Snapshots hold
+// whole weights and optimizer state (the tp groups gather them), so a run resumes at any mesh,
+// world size or strategy.
 #include <unordered_set>
 
 #include <fmt/format.h>
 #include <torch/optim/optimizer.h>
 
+#include "core/api/adapter.h"
 #include "core/api/model.h"
 #include "core/api/optimizer.h"
 #include "core/distributed/data_parallel.h"
@@ -83,8 +86,13 @@ class TensorParallel : public DataParallel {
   // keeps its slices: the slices of one process's initialisation, whatever the mesh.
   void attach(Model& model) override {
     DataParallel::attach(model);
+    const TensorParallelGroup group = tensor_parallel_group(*tp_comm_);
+    std::vector<ParameterSplit> splits = model.split_for_tensor_parallel(group);
+    LowRankSplits low_rank = split_low_rank_sites(model, splits, group);
+    splits.insert(splits.end(), low_rank.splits.begin(), low_rank.splits.end());
+    summed_ = std::move(low_rank.summed);
     std::unordered_set<const void*> sliced;
-    for (auto& split : model.split_for_tensor_parallel(tensor_parallel_group(*tp_comm_))) {
+    for (auto& split : splits) {
       at::Tensor param = *model.named_parameters().find(split.name);
       std::vector<int64_t> whole = param.sizes().vec();
       whole[static_cast<size_t>(split.dim)] *= mesh_.tp;
@@ -106,6 +114,11 @@ class TensorParallel : public DataParallel {
 
   void finish_gradients(Model&) override {
     if (replicas_) replicas_->finish();
+    std::vector<at::Tensor> parts;
+    for (const auto& p : summed_) {
+      if (p.grad().defined()) parts.push_back(p.grad());
+    }
+    if (!parts.empty()) tp_comm_->all_reduce_sum(parts);
   }
 
   // A rank's slices hold different gradients from its group's others; an overflow seen by one
@@ -178,7 +191,10 @@ class TensorParallel : public DataParallel {
   Mesh mesh_;
   std::unique_ptr<Communicator> tp_comm_, dp_comm_;
   std::vector<Sliced> sliced_;
-  std::vector<at::Tensor> replicated_;             // every other parameter: whole on every rank
+  std::vector<at::Tensor> replicated_;  // every other parameter: whole on every rank
+  // Adapter tensors whole on every rank whose gradient each rank holds a part of
+  // (core/api/adapter.h): summed over the tp group.
+  std::vector<at::Tensor> summed_;
   std::unique_ptr<OverlappedAllReduce> replicas_;  // dp > 1: slices averaged over replicas
 };
 

@@ -164,7 +164,10 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   }
   const LowRankSite* site = low_rank_site(weight);
   if (!site) return y;
-  const at::Tensor dropped = dropout(x, site->dropout, site->training(), site->dropout_site);
+  const SliceOf input = site->input_whole == 0
+                            ? SliceOf{}
+                            : SliceOf{x.dim() - 1, site->input_start, site->input_whole};
+  const at::Tensor dropped = dropout(x, site->dropout, site->training(), site->dropout_site, input);
   const at::Tensor low = linear(linear(dropped, site->a, {}, fused), site->b, {}, fused);
   return y + low * site->scale;
 }

@@ -10,6 +10,7 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/optim/optimizer.h>
 
+#include "core/api/adapter.h"
 #include "core/api/model.h"
 #include "core/api/optimizer.h"
 #include "core/distributed/distributed.h"
@@ -18,6 +19,16 @@
 #include "core/util/fault.h"
 
 namespace kiln {
+namespace {
+
+// What a block travels as: Gloo gathers no bf16 or fp16, so a frozen base kept narrower
+// (adapter.base_dtype) goes widened to fp32, which holds it exactly.
+at::Tensor on_the_wire(const at::Tensor& block) {
+  const auto type = block.scalar_type();
+  return type == at::kBFloat16 || type == at::kHalf ? block.to(at::kFloat) : block.contiguous();
+}
+
+}  // namespace
 
 // One parameter and its dim-0 blocks. Not in an anonymous namespace: FsdpUnits::State holds
 // them, and a type of internal linkage inside it is refused by -Wsubobject-linkage where this
@@ -35,6 +46,7 @@ struct FsdpUnits::State {
   Communicator& comm;
   std::vector<FsdpShard> params;
   std::vector<std::vector<size_t>> units;  // indices into params, per layer (borrowed ones too)
+  std::vector<size_t> trainable;           // indices into params of those that take gradients
   int64_t most_in_transit = 0;             // whole-gradient bytes held at once, at most
 
   explicit State(Communicator& c) : comm(c) {}
@@ -82,7 +94,7 @@ struct FsdpUnits::State {
     for (size_t i : units[unit]) {
       if (params[i].gathered) continue;
       g.params.push_back(&params[i]);
-      blocks.push_back(params[i].block.reshape(-1));
+      blocks.push_back(on_the_wire(params[i].block).reshape(-1));
       params[i].gathered = true;  // on its way: neither gathered again nor released meanwhile
     }
     if (g.params.empty()) return std::nullopt;
@@ -111,6 +123,15 @@ struct FsdpUnits::State {
       release(params[i]);
   }
 
+  // A unit's backward is done: its frozen parameters (an adapter's base), which no gradient
+  // accumulator releases, are freed again.
+  void release_frozen(size_t unit) {
+    if (unit >= units.size()) return;
+    for (size_t i : units[unit]) {
+      if (!params[i].param.requires_grad()) release(params[i]);
+    }
+  }
+
   // Parameter i's whole gradient is complete (its accumulator's hook, through `reducer`): a copy
   // padded to the blocks' rows goes into the bucket and the parameter's whole buffers are freed.
   at::Tensor padded_gradient(size_t i) {
@@ -127,8 +148,8 @@ struct FsdpUnits::State {
   // averaged, joins the parameter's block sum.
   void land(const GradientBuckets::Members& members, const at::Tensor& flat) {
     int64_t offset = 0;
-    for (size_t i : members) {
-      FsdpShard& s = params[i];
+    for (size_t j : members) {
+      FsdpShard& s = params[trainable[j]];
       const at::Tensor whole = flat.narrow(0, offset, s.padded.numel()).view_as(s.padded);
       offset += s.padded.numel();
       at::Tensor mine = whole.chunk(comm.size())[comm.rank()].div(comm.size());
@@ -145,12 +166,18 @@ struct FsdpUnits::State {
   void hook_accumulators(const std::shared_ptr<State>& self, int64_t bucket_bytes) {
     std::weak_ptr<State> weak = self;
     std::vector<at::Tensor> tensors;
-    for (const FsdpShard& s : params)
-      tensors.push_back(s.param);
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (!params[i].param.requires_grad()) continue;
+      trainable.push_back(i);
+      tensors.push_back(params[i].param);
+    }
     GradientBuckets::Rules rules;
     rules.fill_bytes = bucket_bytes;
     rules.max_in_flight = 1;
-    rules.contribute = [weak](size_t i) { return weak.lock()->padded_gradient(i); };
+    rules.contribute = [weak](size_t j) {
+      auto state = weak.lock();
+      return state->padded_gradient(state->trainable[j]);
+    };
     rules.send = [weak](at::Tensor& flat, size_t) {
       std::vector<at::Tensor> one = {flat};
       return weak.lock()->comm.start_all_reduce_sum(one);
@@ -186,6 +213,7 @@ struct GatherBeforeBackward : torch::autograd::Function<GatherBeforeBackward> {
     auto& ref = static_cast<UnitRef&>(*ctx->saved_data["unit"].toCapsule());
     if (auto state = ref.state.lock()) {
       state->reducer->close_filling();  // the units after this one are done with backward
+      state->release_frozen(ref.unit + 1);
       state->gather_unit(ref.unit);
     }
     return {grad_outputs[0], at::Tensor()};
@@ -199,7 +227,7 @@ FsdpUnits::FsdpUnits(Communicator& comm, Model& model, int64_t bucket_bytes)
   std::unordered_map<const void*, size_t> index;
   const auto& layers = model.layers();
   for (const auto& layer : layers) {
-    std::vector<at::Tensor> used = layer->parameters();
+    std::vector<at::Tensor> used = with_low_rank_parameters(layer->parameters());
     for (const auto& b : layer->borrowed_parameters())
       used.push_back(b);
     std::vector<size_t> unit;
@@ -262,8 +290,8 @@ void FsdpUnits::finish_gradients() {
 
 int64_t FsdpUnits::peak_gradient_bytes() const {
   int64_t blocks = 0;
-  for (const FsdpShard& s : state_->params)
-    blocks += static_cast<int64_t>(s.block.nbytes());
+  for (size_t i : state_->trainable)
+    blocks += static_cast<int64_t>(state_->params[i].block.nbytes());
   state_->most_in_transit = std::max(state_->most_in_transit, state_->reducer->take_peak_bytes());
   return blocks + state_->most_in_transit;
 }
@@ -273,9 +301,10 @@ void FsdpUnits::gather(torch::optim::Optimizer& optimizer) {
   Communicator& comm = state_->comm;
   for (FsdpShard& s : state_->params) {
     const auto whole_of = [&](const at::Tensor& block) {
-      at::Tensor padded = at::empty(s.padded.sizes(), block.options());
-      comm.all_gather(block.contiguous(), padded.chunk(comm.size()));
-      return padded.narrow(0, 0, s.whole.size(0)).clone();
+      const at::Tensor wire = on_the_wire(block);
+      at::Tensor padded = at::empty(s.padded.sizes(), wire.options());
+      comm.all_gather(wire, padded.chunk(comm.size()));
+      return padded.narrow(0, 0, s.whole.size(0)).to(block.scalar_type(), false, true);
     };
     // Each state tensor is laid out as its parameter (DeclaredState): cut and joined alike.
     for (at::Tensor* t : parameter_state(optimizer, s.param))

@@ -18,7 +18,10 @@
 //             on, and the bucket before it lands, divided by world, into the rank's block sums.
 //             Every micro-step communicates, so a rank never holds more than its blocks plus
 //             two buckets of whole gradients, one filling and one on the wire (about two
-//             layers' worth), plus what autograd buffers.
+//             layers' worth), plus what autograd buffers. Frozen parameters (an adapter's base,
+//             core/api/adapter.h) are gathered alike but take no gradient: they are freed when
+//             backward reaches the unit before theirs. An adapter's tensors belong to the unit
+//             of the layer they adapt.
 #pragma once
 
 #include <cstdint>

@@ -184,7 +184,7 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
       throw UserError(fmt::format("{}: {}", config.where("parallel.tp").str(), e.what()));
     }
   }
-  a.adapter = make_adapter(config, *a.parallel, loading);
+  a.adapter = make_adapter(config);
   a.precision = located(config, "precision", [&] {
     return PrecisionRegistry::create(config.type("precision"), config.params("precision"),
                                      a.device.type());
@@ -217,10 +217,10 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
     a.memory =
         training_floor(*a.model_plan, state_per_parameter, a.parallel->world_size(), logit_rows);
     if (a.adapter->adapts()) {
-      // A frozen model keeps no gradients and no optimizer state; its adapter's are a sliver,
-      // and a floor is what training holds at the least.
-      a.memory.gradients = 0;
-      a.memory.optimizer_state = 0;
+      // A frozen model keeps no gradients and no optimizer state (its adapter's are a sliver),
+      // and maybe narrower weights: a floor is what training holds at the least.
+      a.memory.gradients = a.memory.optimizer_state = 0;
+      a.memory.weights *= a.adapter->narrowest_weight_bytes() / 4.0;
     }
   }
   check_memory_floor(config, *a.model_plan, a.memory, a.device, usable_memory(a.device));

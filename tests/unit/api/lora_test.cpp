@@ -5,6 +5,7 @@
 // save_pretrained writes them, written out below); and bad targets are one clear error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -215,6 +216,11 @@ TEST(Lora, ABf16BaseComputesTheFormulaOverItsRoundedWeightsAndMergesInFp32) {
     if (item.key().rfind("adapter.", 0) != 0)
       base_bytes += static_cast<int64_t>(item.value().nbytes());
   EXPECT_EQ(base_bytes, bytes_before - 2 * linear_elements);
+  // The memory check counts the weights at the width the narrowest of them has once attached.
+  int64_t narrowest = 8;
+  for (const auto& item : params)
+    narrowest = std::min<int64_t>(narrowest, static_cast<int64_t>(item.value().element_size()));
+  EXPECT_EQ(adapter->narrowest_weight_bytes(), narrowest);
   {
     torch::NoGradGuard no_grad;
     for (auto& item : merged->named_parameters()) {
