@@ -17,10 +17,12 @@ tests_flag=()
 
 # LibTorch and its CPU BLAS (OpenBLAS with OpenMP: LibTorch's CPU step runs ~6x faster on it than
 # on the reference BLAS), oneDNN's headers (libdnnl-dev: the matmul primitive, through which the
-# oneDNN LibTorch loads reaches AMX, core/util/onednn_matmul.h), the config / CLI / store
-# libraries, the test framework, and the corpus.
+# oneDNN LibTorch loads reaches AMX, core/util/onednn_matmul.h), jemalloc (kiln's malloc: it keeps
+# a step's freed tensors for the next, where glibc maps and unmaps each one over 32 MB anew,
+# tools/kiln/allocator.cpp), the config / CLI / store libraries, the test framework, and the
+# corpus.
 packages=(build-essential cmake ninja-build git
-          libtorch-dev libgloo-dev libopenblas0-openmp libdnnl-dev
+          libtorch-dev libgloo-dev libopenblas0-openmp libdnnl-dev libjemalloc-dev
           libtomlplusplus-dev libfmt-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
           googletest libgtest-dev libgmock-dev libbenchmark-dev
           libxxhash-dev libpcre2-dev libutf8proc-dev libboost-dev libssl-dev uuid-dev pkgconf bible-kjv sqlite3 librsvg2-bin

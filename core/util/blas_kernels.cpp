@@ -195,8 +195,19 @@ BlasReport blas_report() {
       onednn.empty() ? "; linear layers: LibTorch's (no oneDNN sgemm in this process)"
                      : "; linear layers: " + onednn + " with model.kernels = fused" +
                            (onednn_has_bf16_gemm() ? " (bf16 GEMMs under precision bf16)" : "");
-  return {blas_line(cpu, blas, switched_from) + linear,
+  return {blas_line(cpu, blas, switched_from) + linear + "; malloc: " + malloc_name(),
           blas_warning(cpu, blas, user_value, switched_from)};
+}
+
+std::string malloc_name() {
+  using Mallctl = int(const char*, void*, size_t*, void*, size_t);
+  auto* mallctl = find_function<Mallctl>("mallctl");
+  const char* version = nullptr;
+  size_t size = sizeof(version);
+  if (mallctl == nullptr || mallctl("version", &version, &size, nullptr, 0) != 0) {
+    return "the C library's (each tensor over 32 MB mapped anew: docs/speed.md)";
+  }
+  return std::string("jemalloc ") + version;
 }
 
 std::string onednn_version() {

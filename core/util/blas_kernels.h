@@ -66,8 +66,12 @@ struct BlasReport {
   std::optional<std::string> warning;
   std::string text() const;  // the line, and the warning on a second one
 };
-// The BLAS line (with oneDNN's part, below) and its warning for this process.
+// The BLAS line (with oneDNN's part, below, and the malloc's) and its warning for this process.
 BlasReport blas_report();
+
+// The malloc this process runs: "jemalloc 5.3.0-0-g54eaed1d8b56" (linked into kiln, which keeps
+// freed memory for reuse: tools/kiln/allocator.cpp), or the C library's.
+std::string malloc_name();
 
 // "oneDNN 2.6.3" when oneDNN's dnnl_sgemm is in this process (Debian's LibTorch loads it), which
 // Kiln's linear layers then call (core/api/onednn_linear.h); "" otherwise.

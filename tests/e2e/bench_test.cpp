@@ -122,6 +122,19 @@ TEST_F(Bench, TheBlasLineNamesTheKernelsOpenBlasReports) {
   EXPECT_NE(result.output.find("1 thread;"), std::string::npos) << result.output;  // threads = 1
 }
 
+// The header names the malloc the binary runs on: jemalloc where the dynamic loader links it in
+// (ldd's word, not Kiln's; tools/kiln/allocator.cpp), the C library's otherwise.
+TEST_F(Bench, TheBlasLineNamesTheMallocTheBinaryLoads) {
+  const auto linked = testing::run_shell(std::string("ldd '") + KILN_BINARY + "'");
+  ASSERT_EQ(linked.exit_code, 0) << linked.output;
+  auto result = run_kiln("bench " + experiment() + " --steps 1 --warmup 0");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const bool jemalloc = linked.output.find("libjemalloc.so") != std::string::npos;
+  EXPECT_NE(result.output.find(jemalloc ? "; malloc: jemalloc 5." : "; malloc: the C library's"),
+            std::string::npos)
+      << result.output;
+}
+
 // Kiln processes on one machine share its cores when asked (run.share_cores, core/util/
 // core_share.h): with a run training, `kiln bench` of another experiment with share_cores starts
 // with half the cores' threads; without it, with all of them, as it would alone (a rerun's count
