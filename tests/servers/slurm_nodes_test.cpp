@@ -5,7 +5,8 @@
 // host), and follow the single-process curve within 1e-4 with dropout 0.1 under ddp and fsdp; a
 // run under srun as docs/slurm.md writes it does under tensor parallelism. A rank that hangs, or
 // a node lost mid-run, ends in a requeued task that resumes the member to the same curve (on
-// other nodes, for the lost one).
+// other nodes, for the lost one). An asha search's workers, one a node, finish the search when
+// one of their nodes is lost.
 #include <signal.h>
 
 #include <algorithm>
@@ -71,30 +72,37 @@ class SlurmNodes : public testing::TinyRun {
     return tasks;
   }
 
-  // Rank `rank` of job `job`'s member (a kiln process srun started, SLURM_PROCID in its
-  // environment): its pid (0 while there is none) and the node it runs on.
+  // A kiln process that Slurm started: its pid and the node it runs on.
   struct RankProcess {
     pid_t pid = 0;
     std::string node;
   };
-  static RankProcess rank_process(const std::string& job, int rank) {
+  // The kiln processes whose environment holds every one of `entries` ("NAME=VALUE").
+  static std::vector<RankProcess> kiln_processes(const std::vector<std::string>& entries) {
+    std::vector<RankProcess> found;
     for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
       const std::string pid = entry.path().filename();
       if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
       std::string environ = "\n" + testing::read_file(entry.path() / "environ");
       std::replace(environ.begin(), environ.end(), '\0', '\n');
       const std::string cmdline = testing::read_file(entry.path() / "cmdline");
-      if (cmdline.rfind(KILN_BINARY, 0) == 0 &&
-          environ.find("\nSLURM_JOB_ID=" + job + "\n") != std::string::npos &&
-          environ.find("\nSLURM_PROCID=" + std::to_string(rank) + "\n") != std::string::npos &&
-          environ.find("\nSLURM_STEP_ID=0\n") != std::string::npos) {
-        const std::string key = "\nSLURMD_NODENAME=";
-        const size_t at = environ.find(key);
-        const size_t start = at == std::string::npos ? environ.size() : at + key.size();
-        return {std::stoi(pid), environ.substr(start, environ.find('\n', start) - start)};
-      }
+      if (cmdline.rfind(KILN_BINARY, 0) != 0 ||
+          !std::all_of(entries.begin(), entries.end(), [&](const std::string& e) {
+            return environ.find("\n" + e + "\n") != std::string::npos;
+          }))
+        continue;
+      const std::string key = "\nSLURMD_NODENAME=";
+      const size_t at = environ.find(key);
+      const size_t start = at == std::string::npos ? environ.size() : at + key.size();
+      found.push_back({std::stoi(pid), environ.substr(start, environ.find('\n', start) - start)});
     }
-    return {};
+    return found;
+  }
+  // Rank `rank` of job `job`'s member (a kiln process srun started): pid 0 while there is none.
+  static RankProcess rank_process(const std::string& job, int rank) {
+    const auto found = kiln_processes(
+        {"SLURM_JOB_ID=" + job, "SLURM_PROCID=" + std::to_string(rank), "SLURM_STEP_ID=0"});
+    return found.empty() ? RankProcess{} : found.front();
   }
 
   // From a rank's loss (now) to the member's first step after its snapshot, polled until it
@@ -307,6 +315,70 @@ TEST_F(SlurmNodes, ANodeLostMidRunResumesItsMemberOnTheNodesThatRemain) {
   EXPECT_EQ(allocations[0].count(lost.node), 0u) << lost.node;
   expect_same_curve("single", member.name, 40);
   EXPECT_EQ(scalar(db(), step_rows(member.name)), "40 40");
+}
+
+// An asha search under Slurm as three worker tasks, each taking a whole node (--cpus-per-task 2,
+// the CPUs each test node claims), so that they run on three different nodes; one worker's node
+// is lost mid-search (drained, its kiln processes killed). Its claim goes stale and the two other
+// workers take its member over and finish the search: every trial has its run, no claim is
+// left, and a member went the whole way.
+TEST_F(SlurmNodes, AnAshaSearchFinishesWithOneWorkersNodeLost) {
+  const testing::ScopedEnv stale("KILN_SWEEP_CLAIM_TIMEOUT", "2");  // sbatch passes it on
+  const std::string file = dir_ / "asha.toml";
+  testing::write_text(file, "base = \"" + experiment() +
+                                "\"\nname = \"an\"\n[set]\ntrain.steps = 27\n"
+                                "checkpoint.every = 3\n[search]\ntype = \"asha\"\ntrials = 6\n"
+                                "seed = 2\nmetric = \"val_loss\"\nmin_steps = 3\n[space]\n"
+                                "optimizer.lr = { log_uniform = [1e-4, 3e-1] }\n");
+  auto submitted = run_kiln("sweep " + file +
+                            " --launcher slurm --max-parallel 3 --cpus-per-task 2 --db " + db());
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  const std::string job = testing::job_of(submitted.output);
+  std::vector<RankProcess> workers;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        workers = kiln_processes({"SLURM_ARRAY_JOB_ID=" + job});
+        std::set<std::string> nodes;
+        for (const auto& w : workers)
+          nodes.insert(w.node);
+        const std::string started = scalar(db(), "select count(*) from runs where sweep = 'an'");
+        return nodes.size() == 3 && !started.empty() && std::stoi(started) >= 3;
+      },
+      std::chrono::seconds(300)))
+      << story("an");
+  const std::string lost = workers.front().node;
+  ASSERT_EQ(shell("scontrol update NodeName=" + lost + " State=DRAIN Reason=lost").exit_code, 0);
+  struct Undrain {
+    std::string node;
+    ~Undrain() { shell("scontrol update NodeName=" + node + " State=RESUME"); }
+  } undrain{lost};
+  std::string lost_pids;  // the worker's and its member's: the worker is named HOST:PID
+  for (const auto& w : workers) {
+    if (w.node != lost) continue;
+    ::kill(w.pid, SIGKILL);
+    lost_pids += (lost_pids.empty() ? "'" : ", '") + std::to_string(w.pid) + "'";
+  }
+  ASSERT_TRUE(
+      wait_for([&] { return shell("squeue -h -j " + job).output.find(job) == std::string::npos; },
+               std::chrono::seconds(400)))
+      << story("an");
+  EXPECT_EQ(scalar(db(), "select count(*) from runs where sweep = 'an'"), "6") << story("an");
+  EXPECT_EQ(scalar(db(), "select count(*) from sweep_claims"), "0") << story("an");
+  // The lost worker had claimed a member, which the others took over (no run is left running).
+  EXPECT_NE(scalar(db(),
+                   "select count(*) from sweep_decisions where sweep = 'an' and "
+                   "substr(worker, instr(worker, ':') + 1) in (" +
+                       lost_pids + ")"),
+            "0")
+      << story("an");
+  const std::string whole_way = scalar(db(),
+                                       "select count(*) from runs r where sweep = 'an' and "
+                                       "(select max(step) from metrics m where m.run_id = r.id) "
+                                       "= 27");
+  EXPECT_GE(whole_way.empty() ? 0 : std::stoi(whole_way), 1) << story("an");
+  EXPECT_EQ(scalar(db(), "select count(*) from runs where sweep = 'an' and status = 'running'"),
+            "0")
+      << story("an");
 }
 
 }  // namespace
