@@ -52,19 +52,14 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-// A layer's parameters and the adapter tensors on its weights (core/api/adapter.h), which
-// train on the layer's stage.
-std::vector<at::Tensor> parameters_of(const Layer& layer) {
-  return with_low_rank_parameters(layer.parameters());
-}
-
-// The stages average the gradients of their layers' parameters only: a trainable parameter
-// registered elsewhere would train apart on each replica.
+// The stages average the gradients of their layers' parameters only (with the adapter tensors
+// on their weights, core/api/adapter.h): a trainable parameter registered elsewhere would train
+// apart on each replica.
 void refuse_parameters_outside(const Model& model,
                                const std::vector<std::shared_ptr<Layer>>& layers) {
   std::unordered_set<const void*> in_layers;
   for (const auto& layer : layers) {
-    for (const auto& p : parameters_of(*layer))
+    for (const auto& p : with_low_rank_parameters(layer->parameters()))
       in_layers.insert(p.unsafeGetTensorImpl());
   }
   for (const auto& item : model.named_parameters()) {
@@ -144,7 +139,7 @@ class Pipeline : public DataParallel {
     }
     std::vector<at::Tensor> stage_parameters;
     for (auto& layer : mine_) {
-      for (auto& p : parameters_of(*layer))
+      for (auto& p : with_low_rank_parameters(layer->parameters()))
         stage_parameters.push_back(p);
     }
     for (auto& t : tied_) {
