@@ -117,7 +117,7 @@ at::Tensor Trainer::masked_loss_sum(const Batch& batch) {
   return loss_from_logits(run_.model->forward(inputs), targets, /*sum=*/true);
 }
 
-int64_t Trainer::masked_micro_steps(at::Tensor& loss_sum) {
+int64_t Trainer::masked_micro_steps(at::Tensor& loss_sum, PhaseClock& clock) {
   std::vector<Batch> batches;
   int64_t local = 0;  // counted on the host, from the CPU masks: no device sync
   for (int64_t micro = 0; micro < run_.grad_accum; ++micro) {
@@ -130,6 +130,7 @@ int64_t Trainer::masked_micro_steps(at::Tensor& loss_sum) {
     at::Tensor all = at::tensor({static_cast<double>(local)}, at::kDouble).to(run_.device);
     counted = std::llround(run_.parallel->sum(all).item<double>());
   }
+  clock.lap(phases_.data_ms);
   // The ranks' gradients are combined with weight loss_share (ddp and zero average them), so
   // dividing by counted x loss_share makes the combined gradient that of the counted tokens'
   // summed loss over their global count. A step that counts nothing (possible only for empty
@@ -141,7 +142,9 @@ int64_t Trainer::masked_micro_steps(at::Tensor& loss_sum) {
     DrawScope draws(draws_of(micro));
     at::Tensor loss = masked_loss_sum(batches[static_cast<size_t>(micro)]) / divisor;
     loss_sum += loss.detach();
+    clock.lap(phases_.forward_ms);
     run_.precision->scale_loss(loss).backward();
+    clock.lap(phases_.backward_ms);
   }
   return counted;
 }
@@ -174,10 +177,7 @@ StepStats Trainer::train_step(int64_t step) {
   std::optional<at::Tensor> piped = run_.parallel->run_passes(passes);
   at::Tensor loss_sum = piped ? *piped : at::zeros({}, at::TensorOptions().device(run_.device));
   if (piped) clock.lap(phases_.forward_ms);  // a pipeline's passes interleave both directions
-  if (masked_) {  // its phases are not told apart: all of it counts as forward
-    stats.counted_tokens = masked_micro_steps(loss_sum);
-    clock.lap(phases_.forward_ms);
-  }
+  if (masked_) stats.counted_tokens = masked_micro_steps(loss_sum, clock);
   for (int64_t micro = 0; !piped && !masked_ && micro < run_.grad_accum; ++micro) {
     run_.parallel->begin_micro_step(micro == run_.grad_accum - 1);
     DrawScope draws(draws_of(micro));

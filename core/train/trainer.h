@@ -21,6 +21,8 @@
 
 namespace kiln {
 
+class PhaseClock;
+
 struct StepStats {
   int64_t step = 0;  // 1-based: the number of updates done once this one is applied
   double loss = 0;   // mean cross-entropy over the step's (counted) tokens, all ranks
@@ -94,9 +96,9 @@ class Trainer {
   at::Tensor micro_loss(const at::Tensor& inputs, const at::Tensor& targets);
   // The sum of the losses of the targets `batch.loss_mask` counts (fp32).
   at::Tensor masked_loss_sum(const Batch& batch);
-  // A step's micro-steps on masked data, adding each one's loss to `loss_sum`; returns the
-  // targets counted over all ranks.
-  int64_t masked_micro_steps(at::Tensor& loss_sum);
+  // A step's micro-steps on masked data, adding each one's loss to `loss_sum` and each phase's
+  // time to `clock`; returns the targets counted over all ranks.
+  int64_t masked_micro_steps(at::Tensor& loss_sum, PhaseClock& clock);
   EvalResult masked_evaluate(DataSource& data, int64_t batches);
 
   AssembledRun& run_;

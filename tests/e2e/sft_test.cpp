@@ -1,11 +1,12 @@
 // The shipped fine-tuning example (experiments/sft_example.toml), shortened: it trains, and its
 // step lines, eval lines, run store rows and `kiln eval` say how many tokens the loss counted,
-// numbers this test counts itself from the records' responses.
+// numbers this test counts itself from the records' responses; its bench times the passes apart.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 
 #include <fmt/format.h>
@@ -42,6 +43,28 @@ int64_t counted_in_file(const std::string& path, size_t limit) {
   for (size_t n = 0; n < limit && std::getline(in, line); ++n)
     counted += counted_in(nlohmann::json::parse(line));
   return counted;
+}
+
+// `kiln bench` of the example times its masked steps' phases apart: the backward pass is not
+// folded into the forward's row (a row reads "backward  12.345  40.1%").
+TEST(SftExample, BenchTimesTheForwardAndBackwardPassesApart) {
+  testing::InDirectory source(KILN_SOURCE_DIR);
+  if (!std::filesystem::exists("data/kjv_char/tokenizer.json")) {
+    GTEST_SKIP() << "SKIP: data/kjv_char is not prepared (tools/setup.sh makes it)";
+  }
+  testing::TempDir dir;
+  auto result = run_kiln(
+      fmt::format("bench experiments/sft_example.toml --steps 2 --warmup 1 --set run.db={} "
+                  "--set run.out_dir={}",
+                  dir / "kiln.db", dir / "runs"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto ms_of = [&](const std::string& phase) {
+    const std::regex row("\n" + phase + " +([0-9.]+) +[0-9.]+%");
+    std::smatch m;
+    return std::regex_search(result.output, m, row) ? std::stod(m[1]) : -1.0;
+  };
+  EXPECT_GT(ms_of("forward"), 0) << result.output;
+  EXPECT_GT(ms_of("backward"), 0) << result.output;
 }
 
 TEST(SftExample, TrainsAndReportsTheTokensItsLossCounted) {
