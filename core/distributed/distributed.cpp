@@ -233,10 +233,23 @@ Communicator::Pending Communicator::start_all_gather(const at::Tensor& shard,
     slots.front().copy_(shard);
     return pending;
   }
-  std::vector<std::vector<at::Tensor>> outputs = {slots};
-  std::vector<at::Tensor> inputs = {shard};
+  // Gloo gathers no bf16 or fp16: such a shard (a frozen base kept in bf16, adapter.base_dtype)
+  // travels widened to fp32, which holds it exactly, and lands narrowed into its slots.
+  const auto type = shard.scalar_type();
+  const bool widen = backend_ == "gloo" && (type == at::kBFloat16 || type == at::kHalf);
+  std::vector<at::Tensor> wire = slots;
+  if (widen) {
+    for (at::Tensor& slot : wire)
+      slot = at::empty(slot.sizes(), slot.options().dtype(at::kFloat));
+  }
+  std::vector<std::vector<at::Tensor>> outputs = {wire};
+  std::vector<at::Tensor> inputs = {widen ? shard.to(at::kFloat) : shard};
   impl_->run([&](auto& group) {
-    pending.add([work = group.allgather(outputs, inputs)] { work->wait(); });
+    pending.add([work = group.allgather(outputs, inputs), inputs, wire, slots, widen] {
+      work->wait();
+      for (size_t r = 0; widen && r < slots.size(); ++r)
+        slots[r].copy_(wire[r]);
+    });
   });
   return pending;
 }

@@ -64,7 +64,8 @@ class Communicator {
   void all_reduce_sum(std::vector<at::Tensor>& tensors) { start_all_reduce_sum(tensors).wait(); }
   void all_reduce_max(std::vector<at::Tensor>& tensors);
   void broadcast(std::vector<at::Tensor>& tensors, int root);
-  // Every rank's `shard` (the same shape on all) into `slots[r]` for rank r, on every rank.
+  // Every rank's `shard` (the same shape on all) into `slots[r]` for rank r, on every rank. On
+  // Gloo, which gathers no bf16 or fp16, such a shard travels as fp32 (exactly).
   Pending start_all_gather(const at::Tensor& shard, const std::vector<at::Tensor>& slots);
   void all_gather(const at::Tensor& shard, const std::vector<at::Tensor>& slots) {
     start_all_gather(shard, slots).wait();

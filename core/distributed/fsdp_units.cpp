@@ -19,16 +19,6 @@
 #include "core/util/fault.h"
 
 namespace kiln {
-namespace {
-
-// What a block travels as: Gloo gathers no bf16 or fp16, so a frozen base kept narrower
-// (adapter.base_dtype) goes widened to fp32, which holds it exactly.
-at::Tensor on_the_wire(const at::Tensor& block) {
-  const auto type = block.scalar_type();
-  return type == at::kBFloat16 || type == at::kHalf ? block.to(at::kFloat) : block.contiguous();
-}
-
-}  // namespace
 
 // One parameter and its dim-0 blocks. Not in an anonymous namespace: FsdpUnits::State holds
 // them, and a type of internal linkage inside it is refused by -Wsubobject-linkage where this
@@ -94,11 +84,11 @@ struct FsdpUnits::State {
     for (size_t i : units[unit]) {
       if (params[i].gathered) continue;
       g.params.push_back(&params[i]);
-      blocks.push_back(on_the_wire(params[i].block).reshape(-1));
+      blocks.push_back(params[i].block.reshape(-1));
       params[i].gathered = true;  // on its way: neither gathered again nor released meanwhile
     }
     if (g.params.empty()) return std::nullopt;
-    const at::Tensor mine = at::cat(blocks);
+    const at::Tensor mine = at::cat(blocks);  // a frozen bf16 base beside fp32: joined in fp32
     g.per_rank = mine.numel();
     g.all = at::empty({comm.size() * g.per_rank}, mine.options());
     g.pending = comm.start_all_gather(mine, g.all.chunk(comm.size()));
@@ -301,10 +291,9 @@ void FsdpUnits::gather(torch::optim::Optimizer& optimizer) {
   Communicator& comm = state_->comm;
   for (FsdpShard& s : state_->params) {
     const auto whole_of = [&](const at::Tensor& block) {
-      const at::Tensor wire = on_the_wire(block);
-      at::Tensor padded = at::empty(s.padded.sizes(), wire.options());
-      comm.all_gather(wire, padded.chunk(comm.size()));
-      return padded.narrow(0, 0, s.whole.size(0)).to(block.scalar_type(), false, true);
+      at::Tensor padded = at::empty(s.padded.sizes(), block.options());
+      comm.all_gather(block.contiguous(), padded.chunk(comm.size()));
+      return padded.narrow(0, 0, s.whole.size(0)).clone();
     };
     // Each state tensor is laid out as its parameter (DeclaredState): cut and joined alike.
     for (at::Tensor* t : parameter_state(optimizer, s.param))
