@@ -6,10 +6,11 @@
 #include <limits>
 #include <optional>
 
-#include <torch/nn/functional/loss.h>
 #include <torch/utils.h>
 
 #include "core/api/document_positions.h"
+#include "core/api/fused_cross_entropy.h"
+#include "core/api/kernel_choice.h"
 #include "core/api/optimizer.h"
 #include "core/train/phase_clock.h"
 #include "core/train/run_device.h"
@@ -21,6 +22,8 @@ Trainer::Trainer(AssembledRun& run)
     : run_(run),
       parameters_(run.model->parameters()),
       masked_(run.train_data && run.train_data->masks_loss()),
+      fused_loss_(run.config.params("model").has("kernels") &&
+                  uses_fused_kernels(run.config.params("model"))),
       trace_(SampleTrace::from_environment(run.parallel->rank())),
       threads_follow_share_(fixed_threads(run.options) == 0 && run.options.share_cores) {
   if (run.train.cuda_graphs) {
@@ -55,8 +58,8 @@ at::Tensor Trainer::forward_loss(const at::Tensor& inputs, const at::Tensor& tar
 at::Tensor Trainer::loss_from_logits(at::Tensor logits, const at::Tensor& targets, bool sum) const {
   const int64_t vocab = run_.model->vocab_size();
   if (logits.size(-1) != vocab) logits = logits.narrow(-1, 0, vocab);  // padded vocabulary
-  return at::cross_entropy_loss(logits.reshape({-1, vocab}).to(at::kFloat), targets.reshape(-1), {},
-                                sum ? at::Reduction::Sum : at::Reduction::Mean, kUncounted);
+  return cross_entropy(logits.reshape({-1, vocab}).to(at::kFloat), targets.reshape(-1), kUncounted,
+                       sum, fused_loss_);
 }
 
 PassContext Trainer::pass_context(DataSource& data, int64_t micro_batches, bool train) {

@@ -107,6 +107,7 @@ class Trainer {
   int64_t tokens_seen_ = 0;
   int64_t step_ = 0;                    // the step train_step is taking
   bool masked_ = false;                 // the train data's batches carry a loss mask
+  bool fused_loss_ = false;             // model.kernels = "fused": core/api/fused_cross_entropy.h
   std::unique_ptr<SampleTrace> trace_;  // KILN_TRACE_SAMPLES (a test mode); null otherwise
   bool threads_follow_share_ = false;   // run.share_cores without a fixed count (run_device.h)
   bool profile_ = false;

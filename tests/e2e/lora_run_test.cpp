@@ -221,7 +221,7 @@ TEST_F(LoraRun, AnAshaSweepOverRankAlphaAndLearningRateRunsAdaptedMembers) {
 // a run paused and resumed follows the uninterrupted one bit for bit (the bf16 weights through a
 // snapshot); ddp, which broadcasts rank 0's weights, and fsdp, which shards them, follow the
 // single process.
-TEST_F(LoraRun, ABf16BaseHalvesItsLinearWeightsAndResumesAndRunsUnderDdpAndFsdp) {
+TEST_F(LoraRun, ABf16BaseHalvesItsLinearWeightsAndResumesAndRunsUnderDdpFsdpAndTensorParallelism) {
   const std::string exp = fine_tune("dropout = 0.1\n");
   const auto frozen_bytes = [&](const std::string& extra) {
     auto bench = run_kiln("bench " + exp + " --steps 1 --warmup 0" + extra);
@@ -258,6 +258,11 @@ TEST_F(LoraRun, ABf16BaseHalvesItsLinearWeightsAndResumesAndRunsUnderDdpAndFsdp)
   codes = run_ranks(2, "run " + exp + " --name fsdp --set parallel.type=fsdp" + bf16, logs);
   ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
   expect_same_curve("one", "fsdp", 8);
+  // Tensor parallelism gathers the bf16 blocks whole for its snapshots at steps 4 and 8.
+  codes = run_ranks(
+      2, "run " + exp + " --name tp --set parallel.type=tensor --set parallel.tp=2" + bf16, logs);
+  ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
+  expect_same_curve("one", "tp", 8);
 }
 
 TEST_F(LoraRun, ExportsPeftsFolderAndAMergedOneAndRefusesWhatItCannot) {
