@@ -128,14 +128,15 @@ void Communicator::join(std::chrono::milliseconds timeout) {
       return;
 #else
       throw UserError(
-          "parallel.backend = \"nccl\" but this LibTorch was built without NCCL: use "
-          "\"gloo\"");
+          "parallel.backend = \"nccl\" but this LibTorch was built without NCCL: use \"gloo\"");
 #endif
     }
-    auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
-    gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    impl_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env_.rank,
-                                                              env_.world_size, gloo_options);
+    using Gloo = c10d::ProcessGroupGloo;
+    auto gloo_options = Gloo::Options::create(timeout);
+    gloo_options->devices.push_back(env_.bind_address.empty()
+                                        ? Gloo::createDefaultDevice()
+                                        : Gloo::createDeviceForHostname(env_.bind_address));
+    impl_->gloo = c10::make_intrusive<Gloo>(impl_->store, env_.rank, env_.world_size, gloo_options);
   } catch (const c10::Error& e) {
     throw UserError(fmt::format("rank {} of {} could not set up its {} process group: {}",
                                 env_.rank, env_.world_size, backend_, e.what_without_backtrace()));

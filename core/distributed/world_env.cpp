@@ -4,6 +4,7 @@
 
 #include "core/util/env.h"
 #include "core/util/error.h"
+#include "core/util/process.h"
 
 namespace kiln {
 
@@ -17,6 +18,26 @@ int env_rank(const char* name, int64_t min) {
 }
 
 }  // namespace
+
+std::optional<std::string> slurm_node_address(const std::string& node) {
+  ProcessOptions options;
+  options.program = "scontrol";
+  options.argv = {"scontrol", "show", "node", node};
+  CapturedRun shown;
+  try {
+    shown = run_captured(options);
+  } catch (const ProcessStartError&) {
+    return std::nullopt;
+  }
+  const std::string key = "NodeAddr=";
+  const size_t at = shown.code == 0 ? shown.output.find(key) : std::string::npos;
+  if (at == std::string::npos) return std::nullopt;
+  const size_t start = at + key.size();
+  const std::string address =
+      shown.output.substr(start, shown.output.find_first_of(" \n", start) - start);
+  if (address.empty()) return std::nullopt;
+  return address;
+}
 
 WorldEnv read_world_env() {
   WorldEnv w;
@@ -71,6 +92,10 @@ WorldEnv read_world_env() {
     }
     w.master_addr = *addr;
     w.master_port = static_cast<int>(env_integer("MASTER_PORT", 0, 1, 65535));
+    const std::optional<std::string> node = env_text("SLURMD_NODENAME");
+    if (node && !env_text("GLOO_SOCKET_IFNAME")) {
+      w.bind_address = slurm_node_address(*node).value_or("");
+    }
   }
   return w;
 }

@@ -238,6 +238,19 @@ ExitStatus Process::wait() {
   return *status_;
 }
 
+CapturedRun run_captured(ProcessOptions options) {
+  options.output = ProcessOptions::Output::kPipe;
+  Process process = Process::start(options);
+  CapturedRun result;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(process.output_fd(), buffer, sizeof buffer)) != 0;) {
+    if (n > 0) result.output.append(buffer, static_cast<size_t>(n));
+    if (n < 0 && errno != EINTR) break;
+  }
+  result.code = process.wait().shell_code();
+  return result;
+}
+
 std::string host_name() {
   char buf[256] = {};
   ::gethostname(buf, sizeof buf - 1);

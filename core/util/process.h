@@ -105,6 +105,16 @@ class Process {
   std::optional<ExitStatus> status_;
 };
 
+// A child run to its end with its output captured: its code as a shell reports it, and what it
+// wrote to stdout and stderr.
+struct CapturedRun {
+  int code = 0;
+  std::string output;
+};
+// Starts `options` with its output piped here (a ProcessStartError as Process::start's) and
+// waits for it.
+CapturedRun run_captured(ProcessOptions options);
+
 // This machine's name (gethostname): recorded with each run, and part of TensorBoard file names.
 std::string host_name();
 

@@ -3,7 +3,8 @@
 // submitted with --nodes 2 is one job whose two ranks sit on two different nodes (the job's node
 // list says so), meet at the first node's NodeAddr (the node names kiln1..kiln3 resolve to no
 // host), and follow the single-process curve within 1e-4 with dropout 0.1 under ddp and fsdp; a
-// run under srun as docs/slurm.md writes it does under tensor parallelism. A rank that hangs, or
+// run under srun as docs/slurm.md writes it does under tensor parallelism, and one `kiln run
+// --launcher slurm` submits under tensor x data parallelism. A rank that hangs, or
 // a node lost mid-run, ends in a requeued task that resumes the member to the same curve (on
 // other nodes, for the lost one). An asha search's workers, one a node, finish the search when
 // one of their nodes is lost.
@@ -13,8 +14,10 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -103,6 +106,53 @@ class SlurmNodes : public testing::TinyRun {
     const auto found = kiln_processes(
         {"SLURM_JOB_ID=" + job, "SLURM_PROCID=" + std::to_string(rank), "SLURM_STEP_ID=0"});
     return found.empty() ? RankProcess{} : found.front();
+  }
+
+  // The IPv4 addresses at either end of process `pid`'s established TCP connections, those on
+  // port `left_out` (the rendezvous store's) left out: from its open files and the kernel's
+  // socket tables (an IPv4 peer of an IPv6 socket is mapped: ::ffff:a.b.c.d).
+  static std::set<std::string> connection_addresses(pid_t pid, int left_out) {
+    const std::filesystem::path proc = "/proc/" + std::to_string(pid);
+    std::set<std::string> inodes;
+    for (const auto& fd : std::filesystem::directory_iterator(proc / "fd")) {
+      std::error_code error;
+      const std::string target = std::filesystem::read_symlink(fd.path(), error).string();
+      if (!error && target.rfind("socket:[", 0) == 0)
+        inodes.insert(target.substr(8, target.size() - 9));
+    }
+    // "0100007F:1F90" (or its 32-digit IPv6 form): the address in the host's byte order, then
+    // the port; nullopt for a port left out or an IPv6 address that is not a mapped IPv4 one.
+    const auto endpoint = [&](const std::string& field) -> std::optional<std::string> {
+      const std::string address = field.substr(0, field.find(':'));
+      if (std::stoi(field.substr(field.find(':') + 1), nullptr, 16) == left_out) return {};
+      if (address.size() == 32 && address.substr(0, 24) != "0000000000000000FFFF0000") return {};
+      const auto ip =
+          static_cast<uint32_t>(std::stoul(address.substr(address.size() - 8), nullptr, 16));
+      return fmt::format("{}.{}.{}.{}", ip & 255, (ip >> 8) & 255, (ip >> 16) & 255, ip >> 24);
+    };
+    std::set<std::string> addresses;
+    for (const char* table_name : {"net/tcp", "net/tcp6"}) {
+      std::istringstream table(testing::read_file(proc / table_name));
+      std::string line;
+      std::getline(table, line);  // the header
+      while (std::getline(table, line)) {
+        std::istringstream fields(line);
+        std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+        fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >>
+            timeout >> inode;
+        if (state != "01" || inodes.count(inode) == 0) continue;  // 01: ESTABLISHED
+        const auto here = endpoint(local), there = endpoint(remote);
+        if (!here || !there) continue;
+        addresses.insert({*here, *there});
+      }
+    }
+    return addresses;
+  }
+
+  static std::string node_address(const std::string& node) {
+    const std::string shown = shell("scontrol show node " + node).output;
+    std::smatch found;
+    return std::regex_search(shown, found, std::regex(R"(NodeAddr=(\S+))")) ? found[1].str() : "";
   }
 
   // From a rank's loss (now) to the member's first step after its snapshot, polled until it
@@ -247,6 +297,38 @@ TEST_F(SlurmNodes, ARunUnderSrunSplitsItsTensorsAcrossTwoNodes) {
   expect_same_curve("single", "tp", 8);
 }
 
+// `kiln run --launcher slurm`: one job of two nodes and two ranks a node, tensor parallelism
+// within each node (tp = 2) and data parallelism across them, on the single process's curve;
+// `kiln sweep status` follows it by the run's name.
+TEST_F(SlurmNodes, ARunSubmittedByKilnSplitsTensorsWithinNodesAndDataAcrossThem) {
+  const std::string exp = experiment();
+  ASSERT_EQ(run_kiln("run " + exp + " --name single" + kSteps).exit_code, 0);
+  auto submitted =
+      run_kiln("run " + exp + " --name txd --launcher slurm --nodes 2 " +
+               "--ntasks-per-node 2 --set parallel.type=tensor --set parallel.tp=2" + kSteps);
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  EXPECT_NE(submitted.output.find("kiln sweep status txd"), std::string::npos) << submitted.output;
+  const std::string job = testing::job_of(submitted.output);
+  ASSERT_TRUE(
+      wait_for([&] { return shell("squeue -h -j " + job).output.find(job) == std::string::npos; },
+               std::chrono::seconds(300)))
+      << story("txd");
+  const auto tasks = nodes_of(job);
+  ASSERT_EQ(tasks.size(), 1u) << story("txd");
+  EXPECT_EQ(tasks[0].size(), 2u) << shell("scontrol show job " + job).output;
+  ASSERT_EQ(scalar(db(), "select status from runs where name = 'txd'"), "completed")
+      << story("txd");
+  EXPECT_EQ(scalar(db(), "select world_size from runs where name = 'txd'"), "4");
+  expect_same_curve("single", "txd", 8);
+  auto status = run_kiln("sweep status txd --db " + db());
+  EXPECT_EQ(status.exit_code, 0) << status.output;
+  EXPECT_NE(status.output.find("completed"), std::string::npos) << status.output;
+  // Submitted again under the same name: refused, nothing submitted.
+  auto again = run_kiln("run " + exp + " --name txd --launcher slurm" + kSteps);
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.output.find("run 'txd' is in run store"), std::string::npos) << again.output;
+}
+
 // A rank that hangs (SIGSTOP) in a member on two nodes: rank 0 stops within parallel.timeout_s
 // with a line naming it and its node, the member is marked interrupted, its task requeues itself,
 // and the task's next run resumes the member from its latest snapshot to the end, on the single
@@ -254,6 +336,24 @@ TEST_F(SlurmNodes, ARunUnderSrunSplitsItsTensorsAcrossTwoNodes) {
 TEST_F(SlurmNodes, AHungRankRequeuesItsTaskWhichResumesToTheSingleProcessCurve) {
   const RunningMember member = two_node_member_at_step_15("h", 1);
   ASSERT_GT(member.rank.pid, 0);
+  // The ranks' Gloo connection listened at a node's NodeAddr (each node of the test cluster has
+  // an address of its own in 127/8), not at the host name's address, 127.0.0.1 here: one end of
+  // it is at the accepting rank's node address. The other end, the connecting socket, takes
+  // 127.0.0.1 from the loopback route, as does everything when the ranks listen there.
+  const RankProcess rank0 = rank_process(member.job, 0);
+  ASSERT_GT(rank0.pid, 0);
+  const std::string environ = testing::read_file("/proc/" + std::to_string(rank0.pid) + "/environ");
+  const size_t port_at = environ.find("MASTER_PORT=");
+  ASSERT_NE(port_at, std::string::npos);
+  const int store_port = std::stoi(environ.substr(port_at + 12));
+  std::set<std::string> ends = connection_addresses(rank0.pid, store_port);
+  const std::set<std::string> rank1_ends = connection_addresses(member.rank.pid, store_port);
+  ends.insert(rank1_ends.begin(), rank1_ends.end());
+  const std::string addr0 = node_address(rank0.node), addr1 = node_address(member.rank.node);
+  EXPECT_NE(addr0, addr1);
+  EXPECT_TRUE(ends.count(addr0) + ends.count(addr1) > 0)
+      << "rank 0 on " << rank0.node << " (" << addr0 << "), rank 1 on " << member.rank.node << " ("
+      << addr1 << "): their connections' ends are at " << fmt::format("{}", ends);
   ASSERT_EQ(::kill(member.rank.pid, SIGSTOP), 0);
   const bool completed = wait_for(
       [&] {

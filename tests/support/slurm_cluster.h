@@ -163,16 +163,18 @@ class SlurmCluster {
     const std::string hardware = node_line.substr(node_line.find(' '));  // CPUs=2 Boards=1 ...
     const std::string user = shell("id -un").output.substr(0, shell("id -un").output.find('\n'));
     std::filesystem::create_directories(dir_ / "spool-ctld");
-    // One node: this machine by its own name. Several: kiln1..kilnN, each slurmd on its port.
+    // One node: this machine by its own name. Several: kiln1..kilnN, each slurmd on its port
+    // and at an address of its own, 127.0.0.K (all of 127/8 reaches this machine), so that a
+    // rank that listens at its node's address is told from one at the host name's.
     std::string node_lines, names;
     for (int k = 1; k <= nodes_; ++k) {
       const std::string name = nodes_ == 1 ? host : fmt::format("kiln{}", k);
       node_names_.push_back(name);
       std::filesystem::create_directories(dir_ / ("spool-d-" + name));
       node_lines += fmt::format(
-          "NodeName={}{}{} NodeAddr=127.0.0.1 State=UNKNOWN\n", name,
+          "NodeName={}{}{} NodeAddr=127.0.0.{} State=UNKNOWN\n", name,
           nodes_ == 1 ? "" : fmt::format(" NodeHostname={} Port={}", host, free_local_port()),
-          hardware);
+          hardware, nodes_ == 1 ? 1 : k + 1);
       names += (k > 1 ? "," : "") + name;
     }
     const std::string conf = dir_ / "slurm.conf";

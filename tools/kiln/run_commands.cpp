@@ -1,7 +1,8 @@
 // `kiln run` and `kiln resume`: train an experiment, or go on with a run from its latest
-// snapshot. While either trains, SIGINT/SIGTERM stop it after the current step and a snapshot
-// (exit code kExitInterrupted); a second signal stops it sooner, without that snapshot (one
-// being written is dropped), and the run is still marked interrupted.
+// snapshot; `kiln run --launcher slurm` submits the run to Slurm instead (core/app/slurm/sweep.h).
+// While either trains, SIGINT/SIGTERM stop it after the current step and a snapshot (exit code
+// kExitInterrupted); a second signal stops it sooner, without that snapshot (one being written is
+// dropped), and the run is still marked interrupted.
 #include <iostream>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/app/run/run_command.h"
+#include "core/app/slurm/sweep.h"
 #include "core/config/config.h"
 #include "core/config/schema.h"
 #include "core/util/blas_kernels.h"
@@ -18,6 +20,7 @@
 #include "core/util/stop_signal.h"
 #include "tools/kiln/cli_checks.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/slurm_options.h"
 
 namespace kiln {
 
@@ -31,6 +34,9 @@ struct RunArgs {
   int64_t until = 0;           // kiln run --until (kiln resume's is in `resume`)
   int64_t probe_cooldown = 0;  // kiln run --probe-cooldown (likewise)
   ResumeOptions resume;
+  std::string launcher = "local";  // kiln run --launcher
+  SlurmOptions slurm;
+  bool slurm_given = false;
 };
 
 int finish(const SessionOutcome& outcome) {
@@ -46,10 +52,28 @@ int finish(const SessionOutcome& outcome) {
   return kExitOk;
 }
 
+void print_line(const std::string& line) {
+  std::cout << line << std::endl;
+}
+
 int run_command(const RunArgs& args) {
   std::vector<std::string> overrides = args.overrides;
   // Quoted, so that a name such as "nan", "42" or "true" stays a name and not a number.
   if (!args.name.empty()) overrides.push_back("run.name=" + quote_toml(args.name));
+  if (args.launcher == "slurm") {
+    if (args.restart || args.until > 0 || args.probe_cooldown > 0) {
+      throw UserError(
+          "--restart, --until and --probe-cooldown act on a run here: with --launcher slurm, "
+          "give another --name, or cancel it with `kiln sweep cancel NAME`");
+    }
+    submit_run(args.experiment, overrides, args.slurm, print_line);
+    return kExitOk;
+  }
+  if (args.slurm_given) {
+    throw UserError(
+        "--partition, --time, --nodes, --ntasks-per-node, --gpus-per-node, --cpus-per-task, "
+        "--signal-seconds and --sbatch-arg are for --launcher slurm");
+  }
   ResolvedConfig config = load_config(args.experiment, overrides);
   restart_with_better_blas_kernels();
   for (const auto& note : config.notes)
@@ -82,6 +106,12 @@ ChosenCommand add_run_commands(CLI::App& app) {
       "ending there, and record its val loss as the run's probe at that step (an asha rung's "
       "score); the branch is thrown away";
   run->add_option("--probe-cooldown", args->probe_cooldown, probe_help)->check(at_least(1));
+  run->add_option("--launcher", args->launcher,
+                  "local: train here; slurm: submit it as one Slurm job and exit "
+                  "(docs/slurm.md)")
+      ->check(CLI::IsMember({"local", "slurm"}))
+      ->capture_default_str();
+  add_slurm_options(*run, args->slurm, /*array=*/false);
 
   CLI::App* resume = app.add_subcommand("resume", "continue a run from its latest intact snapshot");
   resume->add_option("run", args->run_ref, "run name or id")->required();
@@ -108,7 +138,10 @@ ChosenCommand add_run_commands(CLI::App& app) {
       ->capture_default_str();
 
   return [run, resume, args]() -> std::optional<int> {
-    if (*run) return run_command(*args);
+    if (*run) {
+      args->slurm_given = slurm_options_given(*run);
+      return run_command(*args);
+    }
     if (*resume) return resume_command(*args);
     return std::nullopt;
   };

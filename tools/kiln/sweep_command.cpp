@@ -30,6 +30,7 @@
 #include "core/store/runs/sweep_claims.h"
 #include "core/util/error.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/slurm_options.h"
 
 namespace kiln {
 
@@ -81,8 +82,8 @@ int sweep_command(const SweepArgs& args) {
   }
   if (!slurm && args.slurm_given) {
     throw UserError(
-        "--partition, --time, --nodes, --gpus-per-node, --cpus-per-task, "
-        "--max-parallel and --sbatch-arg are for --launcher slurm");
+        "--partition, --time, --nodes, --ntasks-per-node, --gpus-per-node, --cpus-per-task, "
+        "--max-parallel, --signal-seconds and --sbatch-arg are for --launcher slurm");
   }
   const SweepSpec spec = sweep_spec(args);
   if (slurm && spec.search.type == SweepSearch::Type::kAsha &&
@@ -157,36 +158,6 @@ int sweep_best(const SweepArgs& args, bool db_given, bool by_given) {
   return kExitOk;
 }
 
-void add_slurm_options(CLI::App& sweep, SweepArgs& args) {
-  const std::string group = "Slurm (with --launcher slurm)";
-  SlurmOptions& slurm = args.slurm;
-  sweep.add_option("--partition", slurm.partition, "the partition each member's task runs in")
-      ->group(group);
-  sweep.add_option("--time", slurm.time, "each task's time limit, as sbatch's --time")
-      ->group(group);
-  sweep.add_option("--nodes", slurm.nodes, "nodes per member")
-      ->check(CLI::Range(1, 100000))
-      ->group(group)
-      ->capture_default_str();
-  sweep.add_option("--gpus-per-node", slurm.gpus_per_node, "GPUs per node, one rank each")
-      ->group(group);
-  sweep.add_option("--cpus-per-task", slurm.cpus_per_task, "CPU cores per rank (run.threads)")
-      ->check(CLI::Range(1, 100000))
-      ->group(group)
-      ->capture_default_str();
-  sweep.add_option("--max-parallel", slurm.max_parallel, "members running at once (array %K)")
-      ->check(CLI::Range(0, 100000))
-      ->group(group);
-  sweep
-      .add_option("--signal-seconds", slurm.signal_seconds,
-                  "seconds before the time limit at which a member snapshots and requeues")
-      ->group(group)
-      ->capture_default_str();
-  sweep.add_option("--sbatch-arg", slurm.sbatch_args, "an sbatch option, e.g. --account=A")
-      ->group(group)
-      ->allow_extra_args(false);
-}
-
 // status, cancel, resubmit, and the hidden task: each takes the sweep's name and its run store.
 CLI::App* add_follow_up(CLI::App& sweep, SweepArgs& args, const std::string& name,
                         const std::string& help) {
@@ -228,7 +199,7 @@ ChosenCommand add_sweep_command(CLI::App& app) {
   sweep->add_option("--launcher", args->launcher, "local: child processes; slurm: a job array")
       ->check(CLI::IsMember({"local", "slurm"}))
       ->capture_default_str();
-  add_slurm_options(*sweep, *args);
+  add_slurm_options(*sweep, args->slurm, /*array=*/true);
   CLI::App* status = add_follow_up(*sweep, *args, "status", "each member's state and Slurm's");
   CLI::App* cancel = add_follow_up(*sweep, *args, "cancel", "scancel what is pending or running");
   CLI::App* resubmit =
@@ -256,12 +227,7 @@ ChosenCommand add_sweep_command(CLI::App& app) {
     if (*status || *cancel || *resubmit) return kExitOk;
     args->jobs_given = sweep->count("--jobs") > 0;
     args->sort_given = sweep->count("--sort") > 0;
-    args->slurm_given = false;
-    for (const char* option :
-         {"--partition", "--time", "--nodes", "--gpus-per-node", "--cpus-per-task",
-          "--max-parallel", "--sbatch-arg", "--signal-seconds"}) {
-      args->slurm_given = args->slurm_given || sweep->count(option) > 0;
-    }
+    args->slurm_given = slurm_options_given(*sweep);
     return sweep_command(*args);
   };
 }

@@ -92,13 +92,25 @@ void refuse_newline(const std::string& text, const char* what) {
 
 }  // namespace
 
+namespace {
+
+// One task per node unless asked, or each node runs a rank per GPU.
+int ranks_per_node(const SlurmOptions& options) {
+  return options.ntasks_per_node > 0 ? options.ntasks_per_node : std::max(1, options.gpus_per_node);
+}
+
+}  // namespace
+
+int ranks_per_job(const SlurmOptions& options) {
+  return options.nodes * ranks_per_node(options);
+}
+
 std::vector<std::string> sbatch_options(const SlurmOptions& options, const std::string& job_name,
                                         const std::string& folder, const std::string& workdir) {
   std::vector<std::string> args = {"--job-name=" + job_name,
                                    "--nodes=" + std::to_string(options.nodes)};
-  // One task per node unless each node runs a rank per GPU; a member of one task runs as the
-  // batch script's child, one of several under srun.
-  args.push_back(fmt::format("--ntasks-per-node={}", std::max(1, options.gpus_per_node)));
+  // A member of one task runs as the batch script's child, one of several under srun.
+  args.push_back(fmt::format("--ntasks-per-node={}", ranks_per_node(options)));
   args.push_back(fmt::format("--cpus-per-task={}", options.cpus_per_task));
   if (options.gpus_per_node > 0) {
     args.push_back(fmt::format("--gpus-per-node={}", options.gpus_per_node));
@@ -148,26 +160,15 @@ ToolResult run_slurm_tool(const std::vector<std::string>& argv) {
   ProcessOptions options;
   options.program = argv.front();
   options.argv = argv;
-  options.output = ProcessOptions::Output::kPipe;
-  Process process = [&] {
-    try {
-      return Process::start(options);
-    } catch (const ProcessStartError& e) {
-      if (e.error() != ENOENT) throw;
-      throw UserError(fmt::format(
-          "{} is not on PATH: Kiln drives Slurm with its own commands; run this on a host of "
-          "the Slurm cluster (a login node), or add Slurm's bin folder to PATH",
-          argv.front()));
-    }
-  }();
-  ToolResult result;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(process.output_fd(), buffer, sizeof buffer)) != 0;) {
-    if (n > 0) result.output.append(buffer, static_cast<size_t>(n));
-    if (n < 0 && errno != EINTR) break;
+  try {
+    return run_captured(options);
+  } catch (const ProcessStartError& e) {
+    if (e.error() != ENOENT) throw;
+    throw UserError(fmt::format(
+        "{} is not on PATH: Kiln drives Slurm with its own commands; run this on a host of "
+        "the Slurm cluster (a login node), or add Slurm's bin folder to PATH",
+        argv.front()));
   }
-  result.code = process.wait().shell_code();
-  return result;
 }
 
 void require_sbatch() {

@@ -9,12 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "core/util/process.h"
+
 namespace kiln {
 
 struct SlurmOptions {
   std::string partition;  // empty: the cluster's default
   std::string time;       // a task's time limit, as sbatch's --time takes it; empty: default
   int nodes = 1;
+  int ntasks_per_node = 0;  // ranks per node; 0: one per GPU, else 1
   int gpus_per_node = 0;
   int cpus_per_task = 1;
   int max_parallel = 0;  // array tasks running at once (%K); 0: as many as Slurm allows
@@ -23,6 +26,9 @@ struct SlurmOptions {
   int signal_seconds = 120;
   std::vector<std::string> sbatch_args;  // passed on as #SBATCH lines, after Kiln's own
 };
+
+// The ranks one task of the job runs: nodes x ranks per node.
+int ranks_per_job(const SlurmOptions& options);
 
 // The job's sbatch options, one argument each (--partition=P, ...), the array excepted: its
 // tasks write their Slurm logs to `folder`/%A_%a.out and start in `workdir`.
@@ -38,10 +44,7 @@ std::string array_spec(const std::vector<int64_t>& tasks, int max_parallel);
 std::string sbatch_script(const std::vector<std::string>& options, const std::string& array,
                           const std::vector<std::string>& command, const std::string& comment);
 
-struct ToolResult {
-  int code = 0;
-  std::string output;  // stdout and stderr together
-};
+using ToolResult = CapturedRun;
 // Runs `argv` (argv[0] looked up on PATH), waiting for it; a UserError when it is not installed.
 ToolResult run_slurm_tool(const std::vector<std::string>& argv);
 // A UserError "sbatch is not on PATH: ..." before anything is written.

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "core/app/run/new_run.h"
 #include "core/app/sweeps/asha_search.h"
 #include "core/app/sweeps/check.h"
 #include "core/app/sweeps/runner.h"
@@ -20,6 +21,7 @@
 #include "core/store/runs/paths.h"
 #include "core/store/runs/sweep_records.h"
 #include "core/store/runs/writer.h"
+#include "core/train/assemble.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
 #include "core/util/table.h"
@@ -111,6 +113,25 @@ void resubmit_workers(RunStore& store, const SweepRecord& sweep, const PrintLine
                     sweep.name, job, array_spec(tasks, sweep.max_parallel)));
 }
 
+// What would fail on the nodes fails here, before anything is submitted: each member's config
+// loads (its keys, types and values), and a member of one rank is assembled as `kiln check` does.
+// One of several ranks is assembled by its ranks alone: its strategy checks the world it starts in
+// (tensor parallelism's tp against the ranks), which this one process is not.
+void check_before_submitting(const SweepSpec& spec, const std::vector<SweepMember>& members,
+                             const SlurmOptions& slurm) {
+  if (ranks_per_job(slurm) == 1) {
+    check_members(spec, members);
+    return;
+  }
+  for (const auto& member : members) {
+    try {
+      load_config(spec.base, member.overrides);
+    } catch (const UserError& e) {
+      throw UserError(fmt::format("sweep member '{}': {}", member.name, e.what()));
+    }
+  }
+}
+
 std::string number(const std::optional<double>& value) {
   return value ? fmt::format("{:.4f}", *value) : "-";
 }
@@ -120,7 +141,7 @@ std::string number(const std::optional<double>& value) {
 void submit_sweep(const SweepSpec& spec, const SlurmOptions& slurm, const std::string& db,
                   const PrintLine& print) {
   const std::vector<SweepMember> members = expand_sweep(spec);
-  check_members(spec, members);
+  check_before_submitting(spec, members, slurm);
   if (spec.search.type == SweepSearch::Type::kTpe) {
     throw UserError(
         "a tpe search proposes its trials as earlier ones end, which a job array of listed "
@@ -128,10 +149,11 @@ void submit_sweep(const SweepSpec& spec, const SlurmOptions& slurm, const std::s
         "share the proposals through the run store), or run it here without --launcher slurm");
   }
   const bool search = spec.search.type == SweepSearch::Type::kAsha;
-  if (search && (slurm.nodes > 1 || slurm.gpus_per_node > 0)) {
+  if (search && (slurm.nodes > 1 || slurm.ntasks_per_node > 1 || slurm.gpus_per_node > 0)) {
     throw UserError(
-        "an asha sweep's workers each run one member at a time on their own task: --nodes and "
-        "--gpus-per-node (members of several ranks) are for sweeps that list their members");
+        "an asha sweep's workers each run one member at a time on their own task: --nodes, "
+        "--ntasks-per-node and --gpus-per-node (members of several ranks) are for sweeps that "
+        "list their members");
   }
   require_sbatch();
   const RunOptions base = run_options(load_config(spec.base, spec.fixed));
@@ -174,6 +196,49 @@ void submit_sweep(const SweepSpec& spec, const SlurmOptions& slurm, const std::s
                            : fmt::format("{} members", members.size()),
                     job, array_spec(tasks, slurm.max_parallel), sweep.folder));
   print(fmt::format("follow it with `kiln sweep status {} --db {}`", spec.name, store_path));
+}
+
+void submit_run(const std::string& experiment, std::vector<std::string> overrides,
+                const SlurmOptions& slurm, const PrintLine& print) {
+  // What would fail on the nodes fails here, submitting nothing; as check_before_submitting.
+  const ResolvedConfig config = load_config(experiment, overrides);
+  if (ranks_per_job(slurm) == 1) assemble(config, Assembly::kCheck);
+  const RunOptions options = run_options(config);
+  const std::string name =
+      options.name.empty() ? default_run_name(config.experiment) : options.name;
+  if (options.name.empty()) overrides.push_back("run.name=" + quote_toml(name));
+  require_sbatch();
+  const std::string store_path =
+      is_database_url(options.db) ? options.db : absolute_path(options.db);
+  RunStore store(store_path);
+  if (store.find_run(name)) {
+    throw UserError(fmt::format(
+        "run '{}' is in run store '{}' already: `kiln resume {} --db {}` goes on with it, or give "
+        "this one another --name",
+        name, store_path, name, store_path));
+  }
+  SweepRecord sweep;
+  sweep.name = name;
+  sweep.launcher = "slurm";
+  sweep.base = absolute_path(experiment);
+  sweep.settings = {"run.db=" + format_value(store_path)};
+  sweep.folder = absolute_path(options.out_dir) + "/" + name + "/slurm";
+  sweep.scheduler_args =
+      sbatch_options(slurm, "kiln:" + name, sweep.folder, std::filesystem::current_path().string());
+  record_sweep(store, sweep, {{0, name, overrides}});
+  warn_if_local(store_path, print);
+  std::string job;
+  try {
+    job = submit_tasks(store, sweep, {0});
+  } catch (...) {
+    forget_sweep(store, sweep.name);
+    throw;
+  }
+  print(
+      fmt::format("submitted run '{}' as Slurm job {} ({} ranks on {} nodes); script "
+                  "{}/sweep.sbatch",
+                  name, job, ranks_per_job(slurm), slurm.nodes, sweep.folder));
+  print(fmt::format("follow it with `kiln sweep status {} --db {}`", name, store_path));
 }
 
 void print_sweep_status(const std::string& db, const std::string& name, const PrintLine& print) {

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/app/slurm/sbatch.h"
 #include "core/app/sweeps/spec.h"
@@ -21,6 +22,14 @@ using PrintLine = std::function<void(const std::string&)>;
 // this store before.
 void submit_sweep(const SweepSpec& spec, const SlurmOptions& slurm, const std::string& db,
                   const PrintLine& print);
+// `kiln run EXPERIMENT --launcher slurm`: the run, its config loaded and (for one rank) assembled
+// without training as `kiln check` does, submitted as a sweep of one member of its name
+// (`overrides` are its --set values; its store is its run.db; no run.name: `kiln run`'s default,
+// fixed now), so that `kiln sweep status|cancel|resubmit NAME` follow it. A UserError, with nothing
+// left in the store, when the config does not assemble, sbatch is missing or refuses the job, or
+// the store holds a run or a sweep of that name.
+void submit_run(const std::string& experiment, std::vector<std::string> overrides,
+                const SlurmOptions& slurm, const PrintLine& print);
 // One row per member: its task, name, state in the store (pending before its run exists), its
 // array task's state in Slurm, steps done and final loss.
 void print_sweep_status(const std::string& db, const std::string& name, const PrintLine& print);

@@ -9,6 +9,7 @@
 
 #include "core/app/slurm/sbatch.h"
 #include "core/app/sweeps/member.h"
+#include "core/distributed/world_env.h"
 #include "core/store/runs/lookup.h"
 #include "core/store/runs/sweep_records.h"
 #include "core/store/runs/writer.h"
@@ -63,13 +64,7 @@ std::string first_node_address() {
   const ToolResult hosts = run_slurm_tool(
       {"scontrol", "show", "hostnames", env_text("SLURM_JOB_NODELIST").value_or("")});
   const std::string first = hosts.output.substr(0, hosts.output.find('\n'));
-  const ToolResult node = run_slurm_tool({"scontrol", "show", "node", first});
-  const size_t at = node.code == 0 ? node.output.find("NodeAddr=") : std::string::npos;
-  if (at == std::string::npos) return first;
-  const size_t start = at + std::string("NodeAddr=").size();
-  const std::string address =
-      node.output.substr(start, node.output.find_first_of(" \n", start) - start);
-  return address.empty() ? first : address;
+  return slurm_node_address(first).value_or(first);
 }
 
 // The launch of this task's member: the CPUs Slurm gave it, and srun for several ranks.

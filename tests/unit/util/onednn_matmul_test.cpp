@@ -131,7 +131,9 @@ void expect_exact_products_under(const std::string& pin) {
             const Checked got = check(s, a16, b16, a, b, c, sums);
             EXPECT_LE(got.worst_excess, 1.0);
             // The operands were rounded: the result is not the fp32 operands' product.
-            if (k > 1) EXPECT_GT(got.largest_change, 1e-4);
+            if (k > 1) {
+              EXPECT_GT(got.largest_change, 1e-4);
+            }
           } else {
             onednn_matmul(s, a.data(), b.data(), c.data());
             // bf32 may round each operand to bf16 (2^-9 relative, to nearest) before an exact
