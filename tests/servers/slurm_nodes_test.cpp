@@ -6,7 +6,8 @@
 // run under srun as docs/slurm.md writes it does under tensor parallelism, and one `kiln run
 // --launcher slurm` submits under tensor x data parallelism. A rank that hangs, or
 // a node lost mid-run, ends in a requeued task that resumes the member to the same curve (on
-// other nodes, for the lost one). An asha search's workers, one a node, finish the search when
+// other nodes, for the lost one); with --nodes 1-2 a lost node's member goes on at once on the
+// node left, at world 1, without a requeue. An asha search's workers, one a node, finish the search when
 // one of their nodes is lost.
 #include <signal.h>
 
@@ -204,7 +205,8 @@ class SlurmNodes : public testing::TinyRun {
     std::string job, name;
     RankProcess rank;
   };
-  RunningMember two_node_member_at_step_15(const std::string& sweep, int rank) {
+  RunningMember two_node_member_at_step_15(const std::string& sweep, int rank,
+                                           const std::string& nodes = "2") {
     const std::string steps =
         " --set train.steps=40 --set eval.every=0 --set run.seed=1 --set train.micro_batch=4 "
         "--set train.batch_tokens=256 --set model.dropout=0.1 --set checkpoint.every=10";
@@ -212,7 +214,8 @@ class SlurmNodes : public testing::TinyRun {
     auto submitted =
         run_kiln("sweep " + experiment() + " --name " + sweep + " --grid run.seed=1" + steps +
                  " --set parallel.type=ddp --set parallel.timeout_s=5 "
-                 "--launcher slurm --nodes 2");
+                 "--launcher slurm --nodes " +
+                 nodes);
     EXPECT_EQ(submitted.exit_code, 0) << submitted.output;
     RunningMember member{testing::job_of(submitted.output), sweep + "/run.seed=1", {}};
     EXPECT_TRUE(wait_for(
@@ -225,6 +228,18 @@ class SlurmNodes : public testing::TinyRun {
         << story(sweep);
     return member;
   }
+
+  // A node drained (lost, to Slurm) for as long as this lives, then resumed.
+  struct DrainedNode {
+    explicit DrainedNode(std::string name) : node(std::move(name)) {
+      EXPECT_EQ(shell("scontrol update NodeName=" + node + " State=DRAIN Reason=lost").exit_code,
+                0);
+    }
+    ~DrainedNode() { shell("scontrol update NodeName=" + node + " State=RESUME"); }
+    DrainedNode(const DrainedNode&) = delete;
+    DrainedNode& operator=(const DrainedNode&) = delete;
+    std::string node;
+  };
 
   // "distinct steps, rows" of a run's metrics: "40 40" when no step was stored twice.
   static std::string step_rows(const std::string& run) {
@@ -387,12 +402,7 @@ TEST_F(SlurmNodes, ANodeLostMidRunResumesItsMemberOnTheNodesThatRemain) {
   const RankProcess& lost = member.rank;
   ASSERT_GT(lost.pid, 0);
   ASSERT_FALSE(lost.node.empty());
-  ASSERT_EQ(shell("scontrol update NodeName=" + lost.node + " State=DRAIN Reason=lost").exit_code,
-            0);
-  struct Undrain {
-    std::string node;
-    ~Undrain() { shell("scontrol update NodeName=" + node + " State=RESUME"); }
-  } undrain{lost.node};
+  const DrainedNode drained(lost.node);
   ASSERT_EQ(::kill(lost.pid, SIGKILL), 0);
   const std::string timeline = recovery_timeline(member.job, member.name);
   std::cout << timeline << std::endl;  // tools/bench/recovery.sh reads it
@@ -413,6 +423,38 @@ TEST_F(SlurmNodes, ANodeLostMidRunResumesItsMemberOnTheNodesThatRemain) {
   ASSERT_EQ(allocations.size(), 1u) << shell("scontrol show job " + member.job).output;
   EXPECT_EQ(allocations[0].size(), 2u);
   EXPECT_EQ(allocations[0].count(lost.node), 0u) << lost.node;
+  expect_same_curve("single", member.name, 40);
+  EXPECT_EQ(scalar(db(), step_rows(member.name)), "40 40");
+}
+
+// --nodes 1-2: a member that loses one of its two nodes goes on at once in the same allocation,
+// on the node left, at world 1 (no requeue, no wait for Slurm), and ends on the single process's
+// curve with every step stored once.
+TEST_F(SlurmNodes, ARangeOfNodesResumesAtOnceOnTheNodeLeft) {
+  const RunningMember member = two_node_member_at_step_15("r", 1, "1-2");
+  const RankProcess& lost = member.rank;
+  ASSERT_GT(lost.pid, 0);
+  const DrainedNode drained(lost.node);
+  const auto lost_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(lost.pid, SIGKILL), 0);
+  ASSERT_TRUE(wait_for(
+      [&] {
+        return shell("squeue -h -j " + member.job).output.find(member.job) == std::string::npos;
+      },
+      std::chrono::seconds(300)))
+      << story("r");
+  std::cout << "from the loss to the member's end: "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - lost_at).count()
+            << " s" << std::endl;
+  ASSERT_EQ(scalar(db(), "select status from runs where name = '" + member.name + "'"), "completed")
+      << story("r");
+  const std::string tasks = story("r");
+  EXPECT_NE(tasks.find("on the 1 node(s) that remain (" +
+                       std::string(lost.node == "kiln1" ? "kiln2" : "kiln1")),
+            std::string::npos)
+      << tasks;
+  EXPECT_EQ(tasks.find("requeued"), std::string::npos) << tasks;
+  EXPECT_NE(shell("scontrol show job " + member.job).output.find("Restarts=0"), std::string::npos);
   expect_same_curve("single", member.name, 40);
   EXPECT_EQ(scalar(db(), step_rows(member.name)), "40 40");
 }

@@ -1,10 +1,30 @@
 #include "tools/kiln/slurm_options.h"
 
+#include <optional>
+#include <string>
+#include <utility>
+
 namespace kiln {
 
 namespace {
 
 const char* const kGroup = "Slurm (with --launcher slurm)";
+
+// "N" or "MIN-MAX", 1 <= MIN <= MAX <= 100000, as (MIN, MAX); nullopt otherwise.
+std::optional<std::pair<int, int>> node_range(const std::string& text) {
+  const size_t dash = text.find('-');
+  const auto count = [](const std::string& digits) -> int {
+    if (digits.empty() || digits.size() > 6 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      return 0;
+    const int value = std::stoi(digits);
+    return value <= 100000 ? value : 0;
+  };
+  const int fewest = count(text.substr(0, dash));
+  const int most = dash == std::string::npos ? fewest : count(text.substr(dash + 1));
+  if (fewest < 1 || most < fewest) return std::nullopt;
+  return std::make_pair(fewest, most);
+}
 
 }  // namespace
 
@@ -13,10 +33,24 @@ void add_slurm_options(CLI::App& command, SlurmOptions& slurm, bool array) {
   command.add_option("--partition", slurm.partition, "the partition " + each + " task runs in")
       ->group(kGroup);
   command.add_option("--time", slurm.time, each + " time limit, as sbatch's --time")->group(kGroup);
-  command.add_option("--nodes", slurm.nodes, array ? "nodes per member" : "nodes")
-      ->check(CLI::Range(1, 100000))
-      ->group(kGroup)
-      ->capture_default_str();
+  const CLI::Validator node_count(
+      [](std::string& text) -> std::string {
+        return node_range(text) ? "" : text + " is not a node count N or a range MIN-MAX";
+      },
+      "N or MIN-MAX");
+  command
+      .add_option_function<std::string>(
+          "--nodes",
+          [&slurm](const std::string& text) {
+            const auto [fewest, most] = *node_range(text);
+            slurm.nodes = most;
+            slurm.min_nodes = fewest < most ? fewest : 0;
+          },
+          std::string(array ? "nodes per member" : "nodes") +
+              " (default 1); MIN-MAX: one that loses nodes resumes at once on those left, "
+              "down to MIN")
+      ->check(node_count)
+      ->group(kGroup);
   command
       .add_option("--ntasks-per-node", slurm.ntasks_per_node,
                   "ranks per node (default: one per GPU, else 1)")

@@ -112,6 +112,9 @@ std::vector<std::string> sbatch_options(const SlurmOptions& options, const std::
   // A member of one task runs as the batch script's child, one of several under srun.
   args.push_back(fmt::format("--ntasks-per-node={}", ranks_per_node(options)));
   args.push_back(fmt::format("--cpus-per-task={}", options.cpus_per_task));
+  if (options.min_nodes > 0 && options.min_nodes < options.nodes) {
+    args.push_back(fmt::format("--export=ALL,KILN_MIN_NODES={}", options.min_nodes));
+  }
   if (options.gpus_per_node > 0) {
     args.push_back(fmt::format("--gpus-per-node={}", options.gpus_per_node));
   }

@@ -17,6 +17,9 @@ struct SlurmOptions {
   std::string partition;  // empty: the cluster's default
   std::string time;       // a task's time limit, as sbatch's --time takes it; empty: default
   int nodes = 1;
+  // --nodes MIN-MAX: a task that loses nodes resumes its member at once on those left, down to
+  // this many (core/app/slurm/task.h); 0: never on fewer than `nodes`.
+  int min_nodes = 0;
   int ntasks_per_node = 0;  // ranks per node; 0: one per GPU, else 1
   int gpus_per_node = 0;
   int cpus_per_task = 1;

@@ -1,9 +1,11 @@
 #include "core/app/slurm/task.h"
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -16,6 +18,7 @@
 #include "core/util/env.h"
 #include "core/util/error.h"
 #include "core/util/stop_signal.h"
+#include "core/util/text.h"
 
 namespace kiln {
 
@@ -85,6 +88,44 @@ MemberLaunch launch_for(const SweepRecord& sweep, const std::string& db) {
   return launch;
 }
 
+// With --nodes MIN-MAX (KILN_MIN_NODES), a member that lost nodes resumes at once in this
+// allocation, on the nodes of it that remain usable, when they are at least MIN: no requeue, no
+// wait for Slurm to start the task again. Its ranks meet at the first of them, on another port
+// (the last store's may linger), and resume at that smaller world, exactly where the strategy's
+// randomness does not depend on the world (ddp, zero, fsdp). nullopt: no range, nothing lost,
+// or too few left.
+struct RemainingNodes {
+  std::vector<std::string> nodes;
+  MemberLaunch launch;  // the member's on them
+};
+std::optional<RemainingNodes> on_remaining_nodes(const MemberLaunch& launch) {
+  if (!env_text("KILN_MIN_NODES") || launch.wrapper.empty()) return std::nullopt;
+  const int64_t fewest = env_integer("KILN_MIN_NODES", 1, 1, kMostSlurm);
+  const std::string nodes = env_text("SLURM_JOB_NODELIST").value_or("");
+  const int64_t allocated = env_integer("SLURM_JOB_NUM_NODES", 1, 1, kMostSlurm);
+  // Usable: idle, mixed, allocated or completing, and responding (a '*' marks a node that is not).
+  const ToolResult states = run_slurm_tool({"sinfo", "-h", "-N", "-n", nodes, "-o", "%N %t"});
+  std::vector<std::string> usable;
+  for (const auto& line : split(states.code == 0 ? states.output : "", '\n')) {
+    const std::vector<std::string> fields = split(line, ' ');
+    if (fields.size() == 2 &&
+        std::set<std::string>{"idle", "mix", "alloc", "comp"}.count(fields[1]) &&
+        std::find(usable.begin(), usable.end(), fields[0]) == usable.end())
+      usable.push_back(fields[0]);
+  }
+  const int64_t left = static_cast<int64_t>(usable.size());
+  if (left >= allocated || left < fewest) return std::nullopt;
+  const int64_t per_node = env_integer("SLURM_NTASKS", allocated, 1, kMostSlurm) / allocated;
+  MemberLaunch smaller = launch;
+  smaller.wrapper.insert(smaller.wrapper.end(), {fmt::format("--nodes={}", left),
+                                                 fmt::format("--ntasks={}", left * per_node),
+                                                 "--nodelist=" + join(usable, ",")});
+  const int port = std::stoi(launch.env.back().second) + 1;
+  smaller.env = {{"MASTER_ADDR", slurm_node_address(usable.front()).value_or(usable.front())},
+                 {"MASTER_PORT", std::to_string(port)}};
+  return RemainingNodes{usable, smaller};
+}
+
 // What reached the task while its member ran.
 enum class Asked { nothing, stop, requeue };
 
@@ -142,17 +183,35 @@ int run_sweep_task(const std::string& db, const std::string& name,
     print(fmt::format("{} completed already: nothing to do", member->name));
     return kExitOk;
   }
-  const MemberLaunch launch = launch_for(sweep, db);
-  const std::string started_from = newest_snapshot(store, member->name);
-  MemberProcess child = start_member(launch, MemberJob{&*member, 0}, print);
-  const Asked asked = wait_for_member(child, print);
-  std::string state = finished_member_state(launch, child);
-  if (state == "running") {  // rank 0 itself ended without a word: killed, or its node lost
-    store.finish_run(store.find_run(member->name)->id, "interrupted",
-                     "rank 0 ended without recording why: killed, or its node lost");
-    state = "interrupted";
+  MemberLaunch launch = launch_for(sweep, db);
+  std::string started_from = newest_snapshot(store, member->name);
+  Asked asked = Asked::nothing;
+  std::string state;
+  for (;;) {
+    MemberProcess child = start_member(launch, MemberJob{&*member, 0}, print);
+    asked = wait_for_member(child, print);
+    state = finished_member_state(launch, child);
+    if (state == "running") {  // rank 0 itself ended without a word: killed, or its node lost
+      store.finish_run(store.find_run(member->name)->id, "interrupted",
+                       "rank 0 ended without recording why: killed, or its node lost");
+      state = "interrupted";
+    }
+    print(fmt::format("{} {}", member->name, state));
+    // A rank stopped answering (nothing was asked of the task): go on here on fewer nodes, when
+    // --nodes is a range and the member saved a newer snapshot than it started from.
+    const std::string latest = newest_snapshot(store, member->name);
+    if (state != "interrupted" || asked != Asked::nothing || latest.empty() ||
+        latest == started_from)
+      break;
+    const std::optional<RemainingNodes> remaining = on_remaining_nodes(launch);
+    if (!remaining) break;
+    print(
+        fmt::format("a rank of {} stopped answering: it resumes from {} on the {} node(s) that "
+                    "remain ({})",
+                    member->name, latest, remaining->nodes.size(), join(remaining->nodes, ",")));
+    launch = remaining->launch;
+    started_from = latest;
   }
-  print(fmt::format("{} {}", member->name, state));
   if (state == "completed") return kExitOk;
   if (state == "interrupted" && asked == Asked::requeue) requeue_this_task(print);
   // Interrupted with no signal here: a rank stopped answering (its node lost, its process
