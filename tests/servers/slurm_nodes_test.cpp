@@ -4,11 +4,11 @@
 // list says so), meet at the first node's NodeAddr (the node names kiln1..kiln3 resolve to no
 // host), and follow the single-process curve within 1e-4 with dropout 0.1 under ddp and fsdp; a
 // run under srun as docs/slurm.md writes it does under tensor parallelism, and one `kiln run
-// --launcher slurm` submits under tensor x data parallelism. A rank that hangs, or
-// a node lost mid-run, ends in a requeued task that resumes the member to the same curve (on
-// other nodes, for the lost one); with --nodes 1-2 a lost node's member goes on at once on the
-// node left, at world 1, without a requeue. An asha search's workers, one a node, finish the search when
-// one of their nodes is lost.
+// --launcher slurm` submits under tensor x data parallelism. A rank that hangs, or a node lost
+// mid-run, ends in a requeued task that resumes the member to the same curve (on other nodes, for
+// the lost one); with --nodes 1-2 a lost node's member goes on at once on the node left, at world
+// 1, without a requeue. An asha search's workers, one a node, finish the search when one of their
+// nodes is lost.
 #include <signal.h>
 
 #include <algorithm>
