@@ -46,7 +46,7 @@ std::vector<std::string> lines_of(const std::string& text) {
 // Rows of `|`-separated fields that a squeue or sacct format printed; none when it failed.
 std::vector<std::vector<std::string>> rows_of(const std::vector<std::string>& argv) {
   std::vector<std::vector<std::string>> rows;
-  ToolResult result;
+  CapturedRun result;
   try {
     result = run_slurm_tool(argv);
   } catch (const UserError&) {
@@ -159,7 +159,7 @@ std::string sbatch_script(const std::vector<std::string>& options, const std::st
   return script + "exec " + join(words, " ") + "\n";
 }
 
-ToolResult run_slurm_tool(const std::vector<std::string>& argv) {
+CapturedRun run_slurm_tool(const std::vector<std::string>& argv) {
   ProcessOptions options;
   options.program = argv.front();
   options.argv = argv;
@@ -185,7 +185,7 @@ void require_sbatch() {
 }
 
 std::string submit_batch(const std::string& script_path) {
-  const ToolResult result = run_slurm_tool({"sbatch", "--parsable", script_path});
+  const CapturedRun result = run_slurm_tool({"sbatch", "--parsable", script_path});
   const std::vector<std::string> lines = lines_of(result.output);
   const std::string last = lines.empty() ? "" : lines.back();
   const std::string job = last.substr(0, last.find(';'));  // "JOB" or "JOB;CLUSTER"

@@ -47,9 +47,8 @@ std::string array_spec(const std::vector<int64_t>& tasks, int max_parallel);
 std::string sbatch_script(const std::vector<std::string>& options, const std::string& array,
                           const std::vector<std::string>& command, const std::string& comment);
 
-using ToolResult = CapturedRun;
 // Runs `argv` (argv[0] looked up on PATH), waiting for it; a UserError when it is not installed.
-ToolResult run_slurm_tool(const std::vector<std::string>& argv);
+CapturedRun run_slurm_tool(const std::vector<std::string>& argv);
 // A UserError "sbatch is not on PATH: ..." before anything is written.
 void require_sbatch();
 // Submits the script; its job id, or a UserError with sbatch's own error on one line.

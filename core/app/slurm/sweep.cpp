@@ -88,6 +88,21 @@ std::string submit_tasks(RunStore& store, const SweepRecord& sweep,
   return job;
 }
 
+// Records `sweep` and its members, then submits `tasks`; the job id. A submission the scheduler
+// refuses leaves nothing of the sweep in the store.
+std::string record_and_submit(RunStore& store, const SweepRecord& sweep,
+                              const std::vector<SweepMemberRecord>& members,
+                              const std::vector<int64_t>& tasks, const PrintLine& print) {
+  record_sweep(store, sweep, members);
+  warn_if_local(store.path(), print);
+  try {
+    return submit_tasks(store, sweep, tasks);
+  } catch (...) {
+    forget_sweep(store, sweep.name);
+    throw;
+  }
+}
+
 // The store a sweep was submitted to: one that does not exist is a mistyped --db, not a new store.
 std::unique_ptr<RunStore> submitted_store(const std::string& db) {
   if (!is_database_url(db) && !std::filesystem::exists(db)) {
@@ -181,15 +196,7 @@ void submit_sweep(const SweepSpec& spec, const SlurmOptions& slurm, const std::s
     tasks = worker_tasks(slurm.max_parallel);
   }
   RunStore store(store_path);
-  record_sweep(store, sweep, records);
-  warn_if_local(store_path, print);
-  std::string job;
-  try {
-    job = submit_tasks(store, sweep, tasks);
-  } catch (...) {
-    forget_sweep(store, sweep.name);  // refused: nothing of it stays in the store
-    throw;
-  }
+  const std::string job = record_and_submit(store, sweep, records, tasks, print);
   print(fmt::format("submitted sweep '{}': {} as Slurm job {} (array {}); script {}/sweep.sbatch",
                     spec.name,
                     search ? fmt::format("{} workers of its search", tasks.size())
@@ -225,15 +232,7 @@ void submit_run(const std::string& experiment, std::vector<std::string> override
   sweep.folder = absolute_path(options.out_dir) + "/" + name + "/slurm";
   sweep.scheduler_args =
       sbatch_options(slurm, "kiln:" + name, sweep.folder, std::filesystem::current_path().string());
-  record_sweep(store, sweep, {{0, name, overrides}});
-  warn_if_local(store_path, print);
-  std::string job;
-  try {
-    job = submit_tasks(store, sweep, {0});
-  } catch (...) {
-    forget_sweep(store, sweep.name);
-    throw;
-  }
+  const std::string job = record_and_submit(store, sweep, {{0, name, overrides}}, {0}, print);
   print(
       fmt::format("submitted run '{}' as Slurm job {} ({} ranks on {} nodes); script "
                   "{}/sweep.sbatch",
@@ -294,7 +293,7 @@ void cancel_sweep(const std::string& db, const std::string& name, const PrintLin
   }
   std::vector<std::string> argv = {"scancel"};
   argv.insert(argv.end(), jobs.begin(), jobs.end());
-  const ToolResult result = run_slurm_tool(argv);
+  const CapturedRun result = run_slurm_tool(argv);
   if (result.code != 0) {
     throw UserError(fmt::format("scancel {} failed: {}", join(jobs, " "), result.output));
   }

@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <optional>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -60,14 +63,24 @@ int64_t array_task() {
   return env_integer("SLURM_ARRAY_TASK_ID", -1, 0, kMostSlurm);
 }
 
-// Where the job's first node listens: its NodeAddr, which a node name need not resolve to (a
-// cluster's names may be aliases; several slurmd of one machine share its address); the name
-// itself where scontrol does not say.
-std::string first_node_address() {
-  const ToolResult hosts = run_slurm_tool(
+// The job's first node.
+std::string first_node() {
+  const CapturedRun hosts = run_slurm_tool(
       {"scontrol", "show", "hostnames", env_text("SLURM_JOB_NODELIST").value_or("")});
-  const std::string first = hosts.output.substr(0, hosts.output.find('\n'));
-  return slurm_node_address(first).value_or(first);
+  return hosts.output.substr(0, hosts.output.find('\n'));
+}
+
+// A port of this job's own, so that two members sharing a node do not meet.
+int job_port() {
+  return 20000 + static_cast<int>(env_integer("SLURM_JOB_ID", 0, 0, kMostSlurm) % 20000);
+}
+
+// The ranks' rendezvous at `node`: its NodeAddr, which a node name need not resolve to (a
+// cluster's names may be aliases; several slurmd of one machine share its address), or the name
+// itself where scontrol does not say.
+std::vector<std::pair<std::string, std::string>> rendezvous_at(const std::string& node, int port) {
+  return {{"MASTER_ADDR", slurm_node_address(node).value_or(node)},
+          {"MASTER_PORT", std::to_string(port)}};
 }
 
 // The launch of this task's member: the CPUs Slurm gave it, and srun for several ranks.
@@ -79,32 +92,28 @@ MemberLaunch launch_for(const SweepRecord& sweep, const std::string& db) {
   launch.threads = static_cast<int>(env_integer("SLURM_CPUS_PER_TASK", 0, 1, kMostSlurm));
   if (env_integer("SLURM_NTASKS", 1, 1, kMostSlurm) > 1) {
     launch.wrapper = {"srun", "--kill-on-bad-exit=1"};
-    const std::string first = first_node_address();
-    // A port of this job's own, so that two members sharing a node do not meet.
-    const int port =
-        20000 + static_cast<int>(env_integer("SLURM_JOB_ID", 0, 0, kMostSlurm) % 20000);
-    launch.env = {{"MASTER_ADDR", first}, {"MASTER_PORT", std::to_string(port)}};
+    launch.env = rendezvous_at(first_node(), job_port());
   }
   return launch;
 }
 
 // With --nodes MIN-MAX (KILN_MIN_NODES), a member that lost nodes resumes at once in this
 // allocation, on the nodes of it that remain usable, when they are at least MIN: no requeue, no
-// wait for Slurm to start the task again. Its ranks meet at the first of them, on another port
-// (the last store's may linger), and resume at that smaller world, exactly where the strategy's
+// wait for Slurm to start the task again. Its ranks meet at the first of them, on `port` (the
+// last store's may linger), and resume at that smaller world, exactly where the strategy's
 // randomness does not depend on the world (ddp, zero, fsdp). nullopt: no range, nothing lost,
 // or too few left.
 struct RemainingNodes {
   std::vector<std::string> nodes;
   MemberLaunch launch;  // the member's on them
 };
-std::optional<RemainingNodes> on_remaining_nodes(const MemberLaunch& launch) {
+std::optional<RemainingNodes> on_remaining_nodes(const MemberLaunch& launch, int port) {
   if (!env_text("KILN_MIN_NODES") || launch.wrapper.empty()) return std::nullopt;
   const int64_t fewest = env_integer("KILN_MIN_NODES", 1, 1, kMostSlurm);
   const std::string nodes = env_text("SLURM_JOB_NODELIST").value_or("");
   const int64_t allocated = env_integer("SLURM_JOB_NUM_NODES", 1, 1, kMostSlurm);
   // Usable: idle, mixed, allocated or completing, and responding (a '*' marks a node that is not).
-  const ToolResult states = run_slurm_tool({"sinfo", "-h", "-N", "-n", nodes, "-o", "%N %t"});
+  const CapturedRun states = run_slurm_tool({"sinfo", "-h", "-N", "-n", nodes, "-o", "%N %t"});
   std::vector<std::string> usable;
   for (const auto& line : split(states.code == 0 ? states.output : "", '\n')) {
     const std::vector<std::string> fields = split(line, ' ');
@@ -120,9 +129,7 @@ std::optional<RemainingNodes> on_remaining_nodes(const MemberLaunch& launch) {
   smaller.wrapper.insert(smaller.wrapper.end(), {fmt::format("--nodes={}", left),
                                                  fmt::format("--ntasks={}", left * per_node),
                                                  "--nodelist=" + join(usable, ",")});
-  const int port = std::stoi(launch.env.back().second) + 1;
-  smaller.env = {{"MASTER_ADDR", slurm_node_address(usable.front()).value_or(usable.front())},
-                 {"MASTER_PORT", std::to_string(port)}};
+  smaller.env = rendezvous_at(usable.front(), port);
   return RemainingNodes{usable, smaller};
 }
 
@@ -158,7 +165,7 @@ std::string newest_snapshot(RunStore& store, const std::string& name) {
 void requeue_this_task(const std::function<void(const std::string&)>& print) {
   const std::string task = fmt::format("{}_{}", env_text("SLURM_ARRAY_JOB_ID").value_or(""),
                                        env_text("SLURM_ARRAY_TASK_ID").value_or(""));
-  const ToolResult result = run_slurm_tool({"scontrol", "requeue", task});
+  const CapturedRun result = run_slurm_tool({"scontrol", "requeue", task});
   print(result.code == 0 ? fmt::format("requeued Slurm task {}", task)
                          : fmt::format("scontrol requeue {} failed: {}", task, result.output));
 }
@@ -187,7 +194,7 @@ int run_sweep_task(const std::string& db, const std::string& name,
   std::string started_from = newest_snapshot(store, member->name);
   Asked asked = Asked::nothing;
   std::string state;
-  for (;;) {
+  for (int moves = 1;; ++moves) {
     MemberProcess child = start_member(launch, MemberJob{&*member, 0}, print);
     asked = wait_for_member(child, print);
     state = finished_member_state(launch, child);
@@ -203,7 +210,7 @@ int run_sweep_task(const std::string& db, const std::string& name,
     if (state != "interrupted" || asked != Asked::nothing || latest.empty() ||
         latest == started_from)
       break;
-    const std::optional<RemainingNodes> remaining = on_remaining_nodes(launch);
+    const std::optional<RemainingNodes> remaining = on_remaining_nodes(launch, job_port() + moves);
     if (!remaining) break;
     print(
         fmt::format("a rank of {} stopped answering: it resumes from {} on the {} node(s) that "
