@@ -1,7 +1,9 @@
 #include "core/distributed/distributed.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
@@ -12,6 +14,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include "core/distributed/backend_choice.h"
 #include "core/distributed/roll_call.h"
 #include "core/util/env.h"
 #include "core/util/error.h"
@@ -39,48 +42,22 @@ struct Communicator::Impl {
 #endif
     fn(*gloo);
   }
+
+  // What waits for `work`, then runs `then`. Gloo's worker thread marks a collective finished
+  // before it drops the work, and with it the work's tensors: on Gloo the wait also lasts until
+  // it has (50 ms at most), so a finished collective's buffers are freed when the wait returns,
+  // not a thread switch later (which made the memory measured between steps vary with load).
+  template <class Work>
+  std::function<void()> awaiting(c10::intrusive_ptr<Work> work, std::function<void()> then = {}) {
+    return [work = std::move(work), then = std::move(then), settle = gloo != nullptr] {
+      work->wait();
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+      while (settle && work.use_count() > 1 && std::chrono::steady_clock::now() < until)
+        std::this_thread::yield();
+      if (then) then();
+    };
+  }
 };
-
-std::string choose_backend(const std::string& requested, int a_cuda_rank, int a_cpu_rank) {
-  if (a_cuda_rank >= 0 && a_cpu_rank >= 0) {
-    throw UserError(fmt::format(
-        "rank {} trains on CUDA but rank {} on the CPU (it sees no GPU, or its run.device says "
-        "cpu): give every rank a GPU, or set run.device = \"cpu\"",
-        a_cuda_rank, a_cpu_rank));
-  }
-  if (requested == "nccl" && a_cpu_rank >= 0) {
-    throw UserError(fmt::format(
-        "parallel.backend = \"nccl\" needs every rank on a CUDA device, but rank {} trains on "
-        "the CPU (it sees no GPU, or run.device says cpu): use parallel.backend = \"gloo\" or "
-        "\"auto\"",
-        a_cpu_rank));
-  }
-  if (requested != "auto") return requested;
-#ifdef USE_C10D_NCCL
-  if (a_cuda_rank >= 0) return "nccl";
-#endif
-  return "gloo";
-}
-
-namespace {
-
-// Every rank publishes whether it trains on CUDA and reads the others', so that all reach the
-// same backend, or the same error, before any process group exists.
-std::string agree_on_backend(c10d::Store& store, const WorldEnv& env, const std::string& requested,
-                             bool on_cuda) {
-  store.set("on_cuda/" + std::to_string(env.rank),
-            std::vector<uint8_t>{static_cast<uint8_t>(on_cuda ? '1' : '0')});
-  int a_cuda_rank = -1, a_cpu_rank = -1;
-  for (int r = 0; r < env.world_size; ++r) {
-    const bool cuda =
-        store.get("on_cuda/" + std::to_string(r)) == std::vector<uint8_t>{uint8_t{'1'}};
-    int& first = cuda ? a_cuda_rank : a_cpu_rank;
-    if (first < 0) first = r;
-  }
-  return choose_backend(requested, a_cuda_rank, a_cpu_rank);
-}
-
-}  // namespace
 
 Communicator::Communicator(const WorldEnv& env, const std::string& backend, bool on_cuda,
                            std::chrono::milliseconds timeout)
@@ -193,7 +170,7 @@ Communicator::Pending Communicator::start_all_reduce_sum(std::vector<at::Tensor>
   impl_->run([&](auto& group) {
     for (auto& t : tensors) {
       std::vector<at::Tensor> one = {t};
-      pending.add([work = group.allreduce(one)] { work->wait(); });
+      pending.add(impl_->awaiting(group.allreduce(one)));
     }
   });
   return pending;
@@ -207,7 +184,7 @@ void Communicator::all_reduce_max(std::vector<at::Tensor>& tensors) {
   impl_->run([&](auto& group) {
     for (auto& t : tensors) {
       std::vector<at::Tensor> one = {t};
-      pending.add([work = group.allreduce(one, options)] { work->wait(); });
+      pending.add(impl_->awaiting(group.allreduce(one, options)));
     }
   });
   pending.wait();
@@ -221,7 +198,7 @@ void Communicator::broadcast(std::vector<at::Tensor>& tensors, int root) {
   impl_->run([&](auto& group) {
     for (auto& t : tensors) {
       std::vector<at::Tensor> one = {t};
-      pending.add([work = group.broadcast(one, options)] { work->wait(); });
+      pending.add(impl_->awaiting(group.broadcast(one, options)));
     }
   });
   pending.wait();
@@ -246,11 +223,10 @@ Communicator::Pending Communicator::start_all_gather(const at::Tensor& shard,
   std::vector<std::vector<at::Tensor>> outputs = {wire};
   std::vector<at::Tensor> inputs = {widen ? shard.to(at::kFloat) : shard};
   impl_->run([&](auto& group) {
-    pending.add([work = group.allgather(outputs, inputs), inputs, wire, slots, widen] {
-      work->wait();
+    pending.add(impl_->awaiting(group.allgather(outputs, inputs), [inputs, wire, slots, widen] {
       for (size_t r = 0; widen && r < slots.size(); ++r)
         slots[r].copy_(wire[r]);
-    });
+    }));
   });
   return pending;
 }
@@ -262,7 +238,7 @@ Communicator::Pending Communicator::start_reduce_sum(const at::Tensor& tensor, i
   options.rootRank = root;
   std::vector<at::Tensor> one = {tensor};
   impl_->run([&](auto& group) {
-    pending.add([work = group.reduce(one, options), keep = tensor] { work->wait(); });
+    pending.add(impl_->awaiting(group.reduce(one, options), [keep = tensor] {}));
   });
   return pending;
 }
@@ -270,7 +246,7 @@ Communicator::Pending Communicator::start_reduce_sum(const at::Tensor& tensor, i
 void Communicator::barrier() {
   if (env_.world_size == 1) return;
   Pending pending(this);
-  impl_->run([&](auto& group) { pending.add([work = group.barrier()] { work->wait(); }); });
+  impl_->run([&](auto& group) { pending.add(impl_->awaiting(group.barrier())); });
   pending.wait();
 }
 
@@ -278,7 +254,7 @@ Communicator::Pending Communicator::start_send(const at::Tensor& tensor, int pee
   Pending pending(this);
   std::vector<at::Tensor> one = {tensor};
   impl_->run([&](auto& group) {
-    pending.add([work = group.send(one, peer, tag), keep = tensor] { work->wait(); });
+    pending.add(impl_->awaiting(group.send(one, peer, tag), [keep = tensor] {}));
   });
   return pending;
 }
@@ -287,7 +263,7 @@ Communicator::Pending Communicator::start_recv(const at::Tensor& tensor, int pee
   Pending pending(this);
   std::vector<at::Tensor> one = {tensor};
   impl_->run([&](auto& group) {
-    pending.add([work = group.recv(one, peer, tag), keep = tensor] { work->wait(); });
+    pending.add(impl_->awaiting(group.recv(one, peer, tag), [keep = tensor] {}));
   });
   return pending;
 }

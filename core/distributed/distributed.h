@@ -23,11 +23,6 @@ class PeerLostError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The c10d backend for parallel.backend `requested` ("auto", "gloo", "nccl"), given a rank that
-// trains on CUDA and one that trains on the CPU (-1: none does); a UserError for a world that
-// mixes the two, or for "nccl" with a rank on the CPU.
-std::string choose_backend(const std::string& requested, int a_cuda_rank, int a_cpu_rank);
-
 class Communicator {
  public:
   // Blocks until every rank has arrived or `timeout` passes (then a UserError). `backend` is

@@ -1,9 +1,9 @@
-// parallel.backend against where the ranks train (core/distributed/distributed.h, choose_backend):
-// the rule is written out here case by case, from the parallel.backend rule in docs/gpu.md, not
-// derived from the code.
+// parallel.backend against where the ranks train (core/distributed/backend_choice.h,
+// choose_backend): the rule is written out here case by case, from the parallel.backend rule in
+// docs/gpu.md, not derived from the code.
 #include <gtest/gtest.h>
 
-#include "core/distributed/distributed.h"
+#include "core/distributed/backend_choice.h"
 #include "core/util/error.h"
 
 namespace kiln {
