@@ -253,6 +253,12 @@ TEST_F(Distributed, ASnapshotTakenOnTwoRanksResumesOnOne) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("x 2 micro-steps x 1 rank(s)"), std::string::npos)
       << resumed.output;
+  // The store says where it ran last, and the resume says what changed.
+  EXPECT_EQ(
+      testing::query(db(),
+                     "SELECT world_size, changes FROM runs JOIN resumes r ON "
+                     "runs.id = r.run_id WHERE runs.name = 'w'"),
+      (std::vector<std::vector<std::string>>{{"1", "train.steps: 20 -> 40; world size 2 -> 1"}}));
   expect_same_curve("ref", "w", 40);
 }
 

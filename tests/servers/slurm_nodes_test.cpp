@@ -457,6 +457,7 @@ TEST_F(SlurmNodes, ARangeOfNodesResumesAtOnceOnTheNodeLeft) {
   EXPECT_NE(shell("scontrol show job " + member.job).output.find("Restarts=0"), std::string::npos);
   expect_same_curve("single", member.name, 40);
   EXPECT_EQ(scalar(db(), step_rows(member.name)), "40 40");
+  EXPECT_EQ(scalar(db(), "select world_size from runs where name = '" + member.name + "'"), "1");
 }
 
 // An asha search under Slurm as three worker tasks, each taking a whole node (--cpus-per-task 2,

@@ -315,9 +315,13 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
     session.pause_after(options.until);
   }
   check_probe(run, options.until, options.probe_cooldown);
+  const int world = run.parallel->world_size();
+  if (world != record.world_size) {
+    changes.push_back(fmt::format("world size {} -> {}", record.world_size, world));
+  }
   if (store) {
     store->reopen_run(record.id, from_step, join(changes, "; "), config.to_toml(), config.hash(),
-                      run.train.steps,
+                      run.train.steps, world,
                       RunProvenance{{}, key_source_lines(config, /*all=*/false), inputs});
   }
   for (const auto& change : changes) {

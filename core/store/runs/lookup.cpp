@@ -26,7 +26,7 @@ std::string run_summary_select(const RunColumns& columns) {
                coalesce(r.experiment, '') AS experiment, r.config AS config,
                r.config_hash AS config_hash, coalesce(r.git_commit, '') AS git_commit,
                coalesce(r.host, '') AS host, coalesce(r.error, '') AS error,
-               r.steps AS planned_steps,
+               r.steps AS planned_steps, r.world_size AS world_size,
                coalesce((SELECT max(step) FROM metrics WHERE run_id = r.id), 0) AS steps,
                (SELECT loss FROM metrics WHERE run_id = r.id ORDER BY step DESC LIMIT 1)
                  AS final_loss,
@@ -38,7 +38,7 @@ std::string run_summary_select(const RunColumns& columns) {
         FROM runs r)
       SELECT id, name, status, sweep, created_at, finished_at, experiment, config, config_hash,
              git_commit, host, error, planned_steps, steps, final_loss, best_loss, best_val,
-             tokens_per_sec, duration, uuid, folder
+             tokens_per_sec, duration, uuid, folder, world_size
       FROM summary)sql",
                      columns.sweep ? "coalesce(r.sweep, '')" : "''",
                      columns.identity ? "coalesce(r.uuid, '')" : "''",
@@ -71,6 +71,7 @@ std::vector<RunRecord> read_run_records(Connection& db, const SqlFragment& query
     r.duration_s = q.maybe_real(18);
     r.uuid = q.text(19);
     r.folder = q.text(20);
+    r.world_size = q.integer(21);
     out.push_back(std::move(r));
   }
   return out;

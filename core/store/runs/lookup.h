@@ -22,6 +22,7 @@ struct RunRecord {
   std::string folder;  // absolute, as made; "" for a run made before runs had identities
   int64_t steps = 0;   // optimizer steps done (the last metrics row)
   int64_t planned_steps = 0;
+  int64_t world_size = 1;                // ranks it last ran on (a resume may change it)
   std::optional<double> final_loss;      // loss of the last step
   std::optional<double> best_loss;       // lowest training loss
   std::optional<double> best_val;        // lowest validation loss (evals, split 'val')

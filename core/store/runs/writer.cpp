@@ -95,7 +95,8 @@ UpdateCount RunStore::count_updates(int64_t run_id) {
 
 void RunStore::reopen_run(int64_t run_id, int64_t from_step, const std::string& changes,
                           const std::string& config_toml, const std::string& config_hash,
-                          int64_t planned_steps, const RunProvenance& provenance) {
+                          int64_t planned_steps, int64_t world_size,
+                          const RunProvenance& provenance) {
   flush();
   Transaction write(db_);
   // Steps after the snapshot are re-done: their old rows go, so none is ever duplicated or left
@@ -110,10 +111,10 @@ void RunStore::reopen_run(int64_t run_id, int64_t from_step, const std::string& 
   }
   Statement update(db_, R"sql(
       UPDATE runs SET status = 'running', finished_at = NULL, error = NULL, config = ?,
-                      config_hash = ?, config_json = ?, steps = ?
+                      config_hash = ?, config_json = ?, steps = ?, world_size = ?
       WHERE id = ?)sql");
   update.bind(1, config_toml).bind(2, config_hash).bind(3, config_json(config_toml));
-  update.bind(4, planned_steps).bind(5, run_id);
+  update.bind(4, planned_steps).bind(5, world_size).bind(6, run_id);
   update.step();
   Statement record(db_, "INSERT INTO resumes (run_id, from_step, changes) VALUES (?, ?, ?)");
   record.bind(1, run_id).bind(2, from_step).bind_text_or_null(3, changes);

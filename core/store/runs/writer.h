@@ -116,13 +116,13 @@ class RunStore {
   void set_listener(RunStoreListener* listener) { listener_ = listener; }
   void finish_run(int64_t run_id, const std::string& status, const std::string& error = "");
   // A resumed run: rows after `from_step` are dropped, the status is running again, the
-  // (possibly changed) config and its planned steps replace the old ones and the resume is
-  // recorded with `changes`;
+  // (possibly changed) config, its planned steps and the world size it now runs at replace the
+  // old ones and the resume is recorded with `changes`;
   // `provenance` adds to the run's (the sources of the keys the resume gave a value, its inputs
   // as they are now).
   void reopen_run(int64_t run_id, int64_t from_step, const std::string& changes,
                   const std::string& config_toml, const std::string& config_hash,
-                  int64_t planned_steps, const RunProvenance& provenance = {});
+                  int64_t planned_steps, int64_t world_size, const RunProvenance& provenance = {});
   void add_snapshot(int64_t run_id, int64_t step, const std::string& label,
                     const std::string& path);
   void remove_snapshot(int64_t run_id, const std::string& label);

@@ -345,10 +345,11 @@ TEST_F(RunHistory, ShowListsIdentityMetricsEvalsAndConfig) {
     RunStore store(db_path());
     store.add_snapshot(2, 4, "step_000004", dir_ / "runs/lr3/snapshots/step_000004");
     store.reopen_run(2, 4, "train.steps: 4 -> 8", config({"lr3", 3e-3, 4, "bbbb", {}, {}}), "bbbb",
-                     8);
+                     8, /*world_size=*/2);
     store.finish_run(2, "completed");
   }
   HistoryDb db(db_path());
+  EXPECT_EQ(find_run_record(db, "lr3").world_size, 2);  // made at 1, resumed at 2
   const std::string text = describe_run(db, find_run_record(db, "lr3"));
   for (const char* expect :
        {"run lr3 (id 2): completed", "git commit   abc123", "host         host",
