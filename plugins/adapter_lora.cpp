@@ -26,6 +26,7 @@
 
 #include "core/api/adapter.h"
 #include "core/api/dropout.h"
+#include "core/api/int8_weights.h"
 #include "core/checkpoint/hf_directory.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
@@ -40,8 +41,9 @@ struct LoraOptions {
   std::string targets;
   bool rslora = false;
   std::string init;
-  std::string init_from;   // a PEFT adapter folder to start from
-  std::string base_dtype;  // "fp32", or "bf16": the blocks' frozen linear weights kept in bf16
+  std::string init_from;  // a PEFT adapter folder to start from
+  std::string
+      base_dtype;  // "fp32", "bf16" or "int8": how the blocks' frozen linear weights are kept
 
   double scale() const {
     return alpha / (rslora ? std::sqrt(static_cast<double>(rank)) : static_cast<double>(rank));
@@ -150,7 +152,9 @@ class Lora : public Adapter {
   }
 
   bool adapts() const override { return true; }
-  int narrowest_weight_bytes() const override { return o_.base_dtype == "bf16" ? 2 : 4; }
+  int narrowest_weight_bytes() const override {
+    return o_.base_dtype == "int8" ? 1 : o_.base_dtype == "bf16" ? 2 : 4;
+  }
 
   void attach(Model& model, bool starts) override {
     const std::vector<LinearLayer> layers = block_linear_layers(model);
@@ -169,7 +173,7 @@ class Lora : public Adapter {
     }
     for (auto& p : model.parameters())
       p.requires_grad_(false);
-    if (o_.base_dtype == "bf16") set_base_dtype(layers, at::kBFloat16);
+    narrow_base(layers);
     module_ = model.register_module("adapter", std::make_shared<LoraModule>(o_, chosen));
     if (starts && !o_.init_from.empty()) load_peft(o_.init_from);
   }
@@ -230,8 +234,7 @@ class Lora : public Adapter {
 
   void merge(Model& model) override {
     torch::NoGradGuard no_grad;
-    // A bf16 base widens back: the merged model is an fp32 checkpoint, its sums taken in fp32.
-    if (o_.base_dtype == "bf16") set_base_dtype(block_linear_layers(model), at::kFloat);
+    widen_base(model);
     for (size_t i = 0; i < module_->layers().size(); ++i) {
       const auto& [a, b] = module_->ab()[i];
       at::Tensor w = module_->layers()[i].weight;
@@ -253,15 +256,30 @@ class Lora : public Adapter {
   }
 
   // The blocks' linear weights (most of a large model's; not the embedding, the head, the norms
-  // or the biases) in `dtype`, in place: the same tensors, so that linear() still
-  // finds each adapter's site by its weight, and a snapshot's restore copies into them whatever
-  // dtype it reads (model.init_from's weights are in before attach).
-  static void set_base_dtype(const std::vector<LinearLayer>& layers, at::ScalarType dtype) {
+  // or the biases) in base_dtype, in place: the same tensors, so that linear() still finds each
+  // adapter's site by its weight, and a snapshot's restore copies into them (model.init_from's
+  // weights are in before attach, so an int8 base's scales come from the same weights again on
+  // every resume, eval or export, and need no place in a snapshot).
+  void narrow_base(const std::vector<LinearLayer>& layers) {
     torch::NoGradGuard no_grad;
     for (const auto& layer : layers) {
       at::Tensor w = layer.weight;
-      w.set_data(w.to(dtype));
+      if (o_.base_dtype == "bf16") w.set_data(w.to(at::kBFloat16));
+      if (o_.base_dtype != "int8") continue;
+      Int8Rows q = quantize_rows(w);
+      w.set_data(q.values);
+      int8_scales_.push_back(register_int8_scales(w, std::move(q.scales)));
     }
+  }
+
+  // Back to fp32 for a merge: the merged model is an fp32 checkpoint, its sums taken in fp32.
+  void widen_base(const Model& model) {
+    torch::NoGradGuard no_grad;
+    for (const auto& layer : block_linear_layers(model)) {
+      at::Tensor w = layer.weight;
+      w.set_data(w.scalar_type() == at::kChar ? dequantized(w) : w.to(at::kFloat));
+    }
+    int8_scales_.clear();
   }
 
   // A PEFT adapter folder's tensors into this adapter: the same rank, alpha and scaling, and
@@ -333,6 +351,7 @@ class Lora : public Adapter {
   LoraOptions o_;
   std::vector<std::string> targets_;
   std::shared_ptr<LoraModule> module_;
+  std::vector<std::shared_ptr<void>> int8_scales_;  // registrations of an int8 base's scales
 };
 
 LoraOptions lora_options(const Params& p) {
@@ -373,10 +392,12 @@ const bool registered = AdapterRegistry::add(
                       "and use_rslora must be rank, alpha and rslora; \"\" = init")
           .files(),
       ParamSpec::text("base_dtype", "fp32",
-                      "the frozen linear weights of the blocks: fp32, or bf16 (half their bytes; "
+                      "the frozen linear weights of the blocks: fp32; bf16 (half their bytes; "
                       "each product then takes the bf16-rounded weight, widened to the "
-                      "precision's operands)")
-          .one_of({"fp32", "bf16"})}},
+                      "precision's operands); or int8 (a quarter: weight-only, one scale per "
+                      "output channel, each weight within half its row's scale; dequantized to "
+                      "fp32 for each product)")
+          .one_of({"fp32", "bf16", "int8"})}},
     [](const Params& p) { return std::make_shared<Lora>(lora_options(p)); });
 
 }  // namespace

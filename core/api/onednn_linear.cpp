@@ -13,6 +13,7 @@
 
 #include "core/api/adapter.h"
 #include "core/api/dropout.h"
+#include "core/api/int8_weights.h"
 #include "core/util/text.h"
 #include "core/util/torch_compat.h"
 
@@ -70,6 +71,14 @@ void gemm(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, const at:
   }
 }
 
+// The weight as a product's operands: a frozen int8 weight (adapter.base_dtype) dequantized, one
+// kept in bf16 widened.
+at::Tensor operand_weight(const at::Tensor& weight, at::ScalarType operands) {
+  return (weight.scalar_type() == at::kChar ? dequantized(weight) : weight)
+      .to(operands)
+      .contiguous();
+}
+
 // y = x w^T over x's rows; the bias is added outside, where LibTorch's add gives its gradient.
 struct OnednnLinear : torch::autograd::Function<OnednnLinear> {
   // bf16 rounds x and the weight to bfloat16 here (the sums and y stay fp32); backward takes its
@@ -78,12 +87,12 @@ struct OnednnLinear : torch::autograd::Function<OnednnLinear> {
                             const at::Tensor& weight, MatmulMath math) {
     const auto operands = math == MatmulMath::bf16 ? at::kBFloat16 : at::kFloat;
     const at::Tensor rows = x.reshape({-1, x.size(-1)}).to(operands).contiguous(),
-                     w = weight.to(operands).contiguous();
+                     w = operand_weight(weight, operands);
     at::Tensor y = at::empty({rows.size(0), w.size(0)}, rows.options().dtype(at::kFloat));
     gemm('N', 'T', rows.size(0), w.size(0), rows.size(1), rows, w, y, math);
-    // A weight kept narrower than the product's operands (a frozen base in bf16 under fp32
-    // math, adapter.base_dtype) is saved as it is and widened again for backward: saving the
-    // widened copy would hold every layer's fp32 weight until backward, the memory bf16 saves.
+    // A weight kept narrower than the product's operands (a frozen base in bf16 or int8 under
+    // fp32 math, adapter.base_dtype) is saved as it is and widened again for backward: saving the
+    // widened copy would hold every layer's fp32 weight until backward, the memory it saves.
     ctx->save_for_backward({rows, weight.element_size() < w.element_size() ? weight : w});
     ctx->saved_data["math"] = static_cast<int64_t>(math);
     std::vector<int64_t> shape = x.sizes().vec();
@@ -95,7 +104,7 @@ struct OnednnLinear : torch::autograd::Function<OnednnLinear> {
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor& rows = saved[0];
-    const at::Tensor w = saved[1].to(rows.scalar_type()).contiguous();
+    const at::Tensor w = operand_weight(saved[1], rows.scalar_type());
     const auto math = static_cast<MatmulMath>(ctx->saved_data["math"].toInt());
     const int64_t m = rows.size(0), in = rows.size(1), out = w.size(0);
     const at::Tensor dy = grads[0].reshape({m, out}).to(rows.scalar_type()).contiguous();
@@ -124,8 +133,9 @@ std::optional<MatmulMath> onednn_linear_math(const at::Tensor& x, const at::Tens
   for (const at::Tensor* t : {&x, &weight}) {
     if (!t->device().is_cpu() || t->layout() != at::kStrided) return std::nullopt;
   }
-  const bool weight_dtype = weight.scalar_type() == at::kFloat ||
-                            (weight.scalar_type() == at::kBFloat16 && !weight.requires_grad());
+  const auto type = weight.scalar_type();
+  const bool weight_dtype = type == at::kFloat || ((type == at::kBFloat16 || type == at::kChar) &&
+                                                   !weight.requires_grad());
   if (weight.dim() != 2 || !weight_dtype || x.dim() < 1 || x.size(-1) != weight.size(1)) {
     return std::nullopt;
   }
@@ -152,12 +162,14 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   const auto math = fused ? onednn_linear_math(x, weight) : std::nullopt;
   at::Tensor y;
   if (!math) {
-    // Outside autocast, a frozen weight kept in bf16 (adapter.base_dtype) is widened to the
-    // input's type for LibTorch's linear, which takes one type; autocast casts both itself.
-    const bool widen = weight.scalar_type() == at::kBFloat16 && !weight.requires_grad() &&
+    // A frozen int8 weight (adapter.base_dtype) is dequantized; outside autocast, one kept in bf16
+    // is widened to the input's type for LibTorch's linear, which takes one type; autocast casts
+    // both itself.
+    const at::Tensor w = weight.scalar_type() == at::kChar ? dequantized(weight) : weight;
+    const bool widen = w.scalar_type() == at::kBFloat16 && !w.requires_grad() &&
                        x.scalar_type() == at::kFloat &&
                        !compat::AutocastGuard::enabled(x.device().type());
-    y = at::linear(x, widen ? weight.to(x.scalar_type()) : weight, bias);
+    y = at::linear(x, widen ? w.to(x.scalar_type()) : w, bias);
   } else {
     y = OnednnLinear::apply(x, weight, *math);
     if (bias.defined()) y = y + bias;

@@ -25,7 +25,9 @@ namespace kiln {
 //         rounds the operands to bf16 itself where the CPU multiplies bf16 natively (AMX).
 // Each runs on the matmul primitive or the BLAS-like entry point, whichever was measured faster on
 // the instruction set oneDNN runs here (onednn_matmul_preferred). nullopt without oneDNN, for
-// another autocast type, or a weight that is not float32.
+// another autocast type, or a weight that is not float32 (or a frozen one kept in bf16 or int8,
+// adapter.base_dtype: widened or dequantized to the operands for each product, forward and
+// backward, and saved as it is).
 std::optional<MatmulMath> onednn_linear_math(const at::Tensor& x, const at::Tensor& weight);
 
 // x [..., in] by weight [out, in], plus bias [out] when defined, as at::linear; differentiable in

@@ -6,6 +6,8 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include "core/api/int8_weights.h"
+
 namespace kiln {
 
 at::Tensor slice_for_rank(const at::Tensor& whole, const ParameterSplit& split, int rank,
@@ -35,6 +37,11 @@ void keep_slices(torch::nn::Module& model, const std::vector<ParameterSplit>& sp
   for (const auto& split : splits) {
     at::Tensor* p = parameters.find(split.name);
     if (!p) throw std::logic_error("tensor parallel: the model has no parameter " + split.name);
+    // An int8 weight's scales are per row: a cut of its rows takes theirs.
+    const at::Tensor scales = int8_scales(*p);
+    if (scales.defined() && split.dim == 0) {
+      set_int8_scales(*p, slice_for_rank(scales, split, group.rank, group.size));
+    }
     p->set_data(slice_for_rank(*p, split, group.rank, group.size));
   }
 }

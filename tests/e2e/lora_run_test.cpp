@@ -221,7 +221,10 @@ TEST_F(LoraRun, AnAshaSweepOverRankAlphaAndLearningRateRunsAdaptedMembers) {
 // a run paused and resumed follows the uninterrupted one bit for bit (the bf16 weights through a
 // snapshot); ddp, which broadcasts rank 0's weights, and fsdp, which shards them, follow the
 // single process.
-TEST_F(LoraRun, ABf16BaseHalvesItsLinearWeightsAndResumesAndRunsUnderDdpFsdpAndTensorParallelism) {
+// A base kept narrower (adapter.base_dtype) takes the bytes it should, stays near the fp32 base's
+// curve, resumes bit for bit and runs under ddp, fsdp and tensor parallelism as one process.
+TEST_F(LoraRun,
+       ANarrowBaseShrinksItsLinearWeightsAndResumesAndRunsUnderDdpFsdpAndTensorParallelism) {
   const std::string exp = fine_tune("dropout = 0.1\n");
   const auto frozen_bytes = [&](const std::string& extra) {
     auto bench = run_kiln("bench " + exp + " --steps 1 --warmup 0" + extra);
@@ -233,36 +236,67 @@ TEST_F(LoraRun, ABf16BaseHalvesItsLinearWeightsAndResumesAndRunsUnderDdpFsdpAndT
   // 2 blocks of width 32 (q, k, v and o: 2 heads of 16, as many for k and v) and ffn 64 (the
   // three SwiGLU matrices).
   const int64_t linear_elements = 2 * (4 * 32 * 32 + 3 * 32 * 64);
-  EXPECT_EQ(frozen_bytes("") - frozen_bytes(" --set adapter.base_dtype=bf16"), 2 * linear_elements);
   const std::string steps = std::string(" --set train.steps=8") + kParallelSettings;
-  const std::string bf16 = " --set adapter.base_dtype=bf16" + steps;
   ASSERT_EQ(run_kiln("run " + exp + " --name fp32" + steps).exit_code, 0);
-  auto one = run_kiln("run " + exp + " --name one" + bf16);
-  ASSERT_EQ(one.exit_code, 0) << one.output;
-  const auto fp32_losses = losses("fp32"), bf16_losses = losses("one");
-  ASSERT_EQ(bf16_losses.size(), 8u);
-  for (size_t i = 0; i < bf16_losses.size(); ++i)
-    EXPECT_NEAR(bf16_losses[i], fp32_losses.at(i), 0.02) << "step " << i + 1;
-  ASSERT_EQ(run_kiln("run " + exp + " --name paused --until 4" + bf16).exit_code, 0);
-  auto resumed = run_kiln("resume paused --db " + db());
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  expect_same_curve("one", "paused", 8, 0.0);
-  const std::string logs = dir_ / "bf16_rank";
-  // Buckets of a few KiB, so that the first broadcast sends buckets of bf16 weights alone.
-  auto codes = run_ranks(
-      2, "run " + exp + " --name ddp --set parallel.type=ddp --set parallel.bucket_mb=0.004" + bf16,
-      logs);
-  ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
-  expect_same_curve("one", "ddp", 8);
-  // fsdp gathers the bf16 blocks beside the fp32 norms in one collective.
-  codes = run_ranks(2, "run " + exp + " --name fsdp --set parallel.type=fsdp" + bf16, logs);
-  ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
-  expect_same_curve("one", "fsdp", 8);
-  // Tensor parallelism gathers the bf16 blocks whole for its snapshots at steps 4 and 8.
-  codes = run_ranks(
-      2, "run " + exp + " --name tp --set parallel.type=tensor --set parallel.tp=2" + bf16, logs);
-  ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
-  expect_same_curve("one", "tp", 8);
+  const auto fp32_losses = losses("fp32");
+  struct Base {
+    std::string dtype;
+    int64_t bytes_saved_per_weight;
+    double near_fp32;  // the most any step's loss may differ from the fp32 base's
+  };
+  for (const Base& base : {Base{"bf16", 2, 0.02}, Base{"int8", 3, 0.02}}) {
+    SCOPED_TRACE(base.dtype);
+    const std::string narrow = " --set adapter.base_dtype=" + base.dtype;
+    EXPECT_EQ(frozen_bytes("") - frozen_bytes(narrow),
+              base.bytes_saved_per_weight * linear_elements);
+    const std::string settings = narrow + steps;
+    const std::string one = base.dtype + "_one";
+    auto single = run_kiln("run " + exp + " --name " + one + settings);
+    ASSERT_EQ(single.exit_code, 0) << single.output;
+    const auto narrow_losses = losses(one);
+    ASSERT_EQ(narrow_losses.size(), 8u);
+    for (size_t i = 0; i < narrow_losses.size(); ++i)
+      EXPECT_NEAR(narrow_losses[i], fp32_losses.at(i), base.near_fp32) << "step " << i + 1;
+    const std::string paused = base.dtype + "_paused";
+    ASSERT_EQ(run_kiln("run " + exp + " --name " + paused + " --until 4" + settings).exit_code, 0);
+    auto resumed = run_kiln("resume " + paused + " --db " + db());
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    expect_same_curve(one, paused, 8, 0.0);
+    const std::string logs = dir_ / (base.dtype + "_rank");
+    // Buckets of a few KiB, so that the first broadcast sends buckets of narrow weights alone.
+    const std::string ddp = base.dtype + "_ddp";
+    auto codes = run_ranks(2,
+                           "run " + exp + " --name " + ddp +
+                               " --set parallel.type=ddp --set parallel.bucket_mb=0.004" + settings,
+                           logs);
+    ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
+    expect_same_curve(one, ddp, 8);
+    // fsdp gathers the narrow blocks beside the fp32 norms in one collective.
+    const std::string fsdp = base.dtype + "_fsdp";
+    codes = run_ranks(2, "run " + exp + " --name " + fsdp + " --set parallel.type=fsdp" + settings,
+                      logs);
+    ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
+    expect_same_curve(one, fsdp, 8);
+    // Tensor parallelism cuts int8 rows with their scales, and gathers the narrow blocks whole
+    // for its snapshots at steps 4 and 8.
+    const std::string tp = base.dtype + "_tp";
+    codes = run_ranks(2,
+                      "run " + exp + " --name " + tp +
+                          " --set parallel.type=tensor --set parallel.tp=2" + settings,
+                      logs);
+    ASSERT_EQ(codes, (std::vector<int>{0, 0})) << testing::read_file(logs + "0.log");
+    expect_same_curve(one, tp, 8);
+  }
+  // An int8 base's values mean nothing as another type's: a resume that changes it is refused, as
+  // every change of the model is.
+  ASSERT_EQ(
+      run_kiln("run " + exp + " --name changed --until 4 --set adapter.base_dtype=int8" + steps)
+          .exit_code,
+      0);
+  auto changed = run_kiln("resume changed --db " + db() + " --set adapter.base_dtype=fp32");
+  EXPECT_EQ(changed.exit_code, 2) << changed.output;
+  EXPECT_NE(changed.output.find("resume cannot change adapter.base_dtype"), std::string::npos)
+      << changed.output;
 }
 
 TEST_F(LoraRun, ExportsPeftsFolderAndAMergedOneAndRefusesWhatItCannot) {

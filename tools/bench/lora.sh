@@ -2,8 +2,8 @@
 # LoRA against full fine-tuning on experiments/lora_llama.toml (docs/fine-tuning.md): the llama
 # experiment trained and exported as its base, then, in one sitting, for each way
 # (lora: rank-8 adapters on every linear layer of the blocks, the base frozen; lora_bf16: the
-# same with the blocks' frozen linear weights in bf16, adapter.base_dtype; full: every weight,
-# adapter.type = none, lr 1e-3):
+# same with the blocks' frozen linear weights in bf16, adapter.base_dtype; lora_int8: in int8;
+# full: every weight, adapter.type = none, lr 1e-3):
 #   kiln bench    tokens/s, trainable and frozen parameters and the frozen ones' bytes,
 #                 optimizer state, peak gradient and
 #                 training-state bytes (the allocator's and Kiln's counts; STEPS timed steps)
@@ -22,8 +22,9 @@ db="$scratch/kiln.db"
 common=(--set run.db="$db" --set run.out_dir="$scratch/runs")
 "$kiln" run experiments/llama_kjv.toml --name base "${common[@]}" >/dev/null
 "$kiln" export base -o "$scratch/base_hf" --db "$db" >/dev/null
-ways=(lora lora_bf16 full)
+ways=(lora lora_bf16 lora_int8 full)
 declare -A sets=([lora]="" [lora_bf16]="--set adapter.base_dtype=bf16"
+                 [lora_int8]="--set adapter.base_dtype=int8"
                  [full]="--set adapter.type=none --set optimizer.lr=1e-3")
 for way in "${ways[@]}"; do
   # shellcheck disable=SC2086

@@ -187,73 +187,86 @@ TEST(Lora, MergeFoldsTheAdapterIntoTheWeightsAndRemovesIt) {
   EXPECT_TRUE(torch::allclose(m->forward(tokens), adapted, 1e-5, 1e-5));
 }
 
-// adapter.base_dtype = "bf16": the blocks' linear weights become bf16 (half their bytes) while
-// everything else stays fp32, the adapted model computes the formula above over the
-// bf16-rounded weights, the adapter trains, and a merge sums in fp32.
-TEST(Lora, ABf16BaseComputesTheFormulaOverItsRoundedWeightsAndMergesInFp32) {
-  auto adapted = model("llama", kLoraLlama);
-  auto merged = model("llama", kLoraLlama);
-  int64_t bytes_before = 0;
-  for (const auto& p : adapted->parameters())
-    bytes_before += static_cast<int64_t>(p.nbytes());
-  auto adapter = lora({"adapter.rank=4", "adapter.alpha=8", "adapter.targets=q_proj,down_proj",
-                       "adapter.base_dtype=bf16"});
-  adapter->attach(*adapted, true);
-  randomise_b(*adapted);
-  auto params = adapted->named_parameters();
-  int64_t narrowed = 0, linear_elements = 0;
-  for (const auto& item : params) {
-    const bool block_linear =
-        item.key().rfind("adapter.", 0) != 0 && item.key().find("proj.weight") != std::string::npos;
-    EXPECT_EQ(item.value().scalar_type(), block_linear ? torch::kBFloat16 : torch::kFloat)
-        << item.key();
-    if (block_linear) linear_elements += item.value().numel();
-    if (item.value().scalar_type() == torch::kBFloat16) ++narrowed;
-  }
-  EXPECT_EQ(narrowed, 14);  // 7 projections in each of 2 blocks
-  int64_t base_bytes = 0;
-  for (const auto& item : params)
-    if (item.key().rfind("adapter.", 0) != 0)
-      base_bytes += static_cast<int64_t>(item.value().nbytes());
-  EXPECT_EQ(base_bytes, bytes_before - 2 * linear_elements);
-  // The memory check counts the weights at the width the narrowest of them has once attached.
-  int64_t narrowest = 8;
-  for (const auto& item : params)
-    narrowest = std::min<int64_t>(narrowest, static_cast<int64_t>(item.value().element_size()));
-  EXPECT_EQ(adapter->narrowest_weight_bytes(), narrowest);
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& item : merged->named_parameters()) {
-      if (item.key().find("proj.weight") == std::string::npos) continue;
-      at::Tensor w = item.value().to(torch::kBFloat16).to(torch::kDouble);
-      std::string site = item.key().substr(0, item.key().size() - std::string(".weight").size());
-      for (char& c : site)
-        if (c == '.') c = '_';
-      if (params.contains("adapter." + site + ".lora_A")) {
-        w = w + 2.0 * params["adapter." + site + ".lora_B"]
-                          .to(torch::kDouble)
-                          .matmul(params["adapter." + site + ".lora_A"].to(torch::kDouble));
-      }
-      item.value().copy_(w);
+// A frozen linear weight as adapter.base_dtype keeps it, in double: rounded to bf16, or row i
+// rounded to a multiple of s_i = max |w_i| / 127 (in fp32, as stored) within 127 of them.
+at::Tensor kept_weight(const at::Tensor& w, const std::string& dtype) {
+  if (dtype == "bf16") return w.to(torch::kBFloat16).to(torch::kDouble);
+  at::Tensor s = w.abs().amax(1, /*keepdim=*/true).div(127.0);
+  s = torch::where(s == 0, torch::ones_like(s), s);
+  return (w / s).round().clamp(-127, 127).to(torch::kDouble) * s.to(torch::kDouble);
+}
+
+// adapter.base_dtype = "bf16" or "int8": the blocks' linear weights become bf16 (half their
+// bytes) or int8 (a quarter) while everything else stays fp32, the adapted model computes the
+// formula above over the weights as kept, the adapter trains, and a merge sums in fp32.
+TEST(Lora, ANarrowBaseComputesTheFormulaOverItsKeptWeightsAndMergesInFp32) {
+  for (const auto& [dtype, type] : {std::pair<std::string, torch::Dtype>{"bf16", torch::kBFloat16},
+                                    std::pair<std::string, torch::Dtype>{"int8", torch::kChar}}) {
+    SCOPED_TRACE(dtype);
+    auto adapted = model("llama", kLoraLlama);
+    auto merged = model("llama", kLoraLlama);
+    int64_t bytes_before = 0;
+    for (const auto& p : adapted->parameters())
+      bytes_before += static_cast<int64_t>(p.nbytes());
+    auto adapter = lora({"adapter.rank=4", "adapter.alpha=8", "adapter.targets=q_proj,down_proj",
+                         "adapter.base_dtype=" + dtype});
+    adapter->attach(*adapted, true);
+    randomise_b(*adapted);
+    auto params = adapted->named_parameters();
+    int64_t narrowed = 0, linear_elements = 0;
+    for (const auto& item : params) {
+      const bool block_linear = item.key().rfind("adapter.", 0) != 0 &&
+                                item.key().find("proj.weight") != std::string::npos;
+      EXPECT_EQ(item.value().scalar_type(), block_linear ? type : torch::kFloat) << item.key();
+      if (block_linear) linear_elements += item.value().numel();
+      if (item.value().scalar_type() == type) ++narrowed;
     }
+    EXPECT_EQ(narrowed, 14);  // 7 projections in each of 2 blocks
+    int64_t base_bytes = 0;
+    for (const auto& item : params)
+      if (item.key().rfind("adapter.", 0) != 0)
+        base_bytes += static_cast<int64_t>(item.value().nbytes());
+    EXPECT_EQ(base_bytes, bytes_before - (4 - static_cast<int64_t>(torch::elementSize(type))) *
+                                             linear_elements);
+    // The memory check counts the weights at the width the narrowest of them has once attached.
+    int64_t narrowest = 8;
+    for (const auto& item : params)
+      narrowest = std::min<int64_t>(narrowest, static_cast<int64_t>(item.value().element_size()));
+    EXPECT_EQ(adapter->narrowest_weight_bytes(), narrowest);
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& item : merged->named_parameters()) {
+        if (item.key().find("proj.weight") == std::string::npos) continue;
+        at::Tensor w = kept_weight(item.value(), dtype);
+        std::string site = item.key().substr(0, item.key().size() - std::string(".weight").size());
+        for (char& c : site)
+          if (c == '.') c = '_';
+        if (params.contains("adapter." + site + ".lora_A")) {
+          w = w + 2.0 * params["adapter." + site + ".lora_B"]
+                            .to(torch::kDouble)
+                            .matmul(params["adapter." + site + ".lora_A"].to(torch::kDouble));
+        }
+        item.value().copy_(w);
+      }
+    }
+    adapted->eval();
+    merged->eval();
+    const auto tokens = torch::randint(40, {2, 8}, torch::kLong);
+    const auto expected = merged->forward(tokens);
+    EXPECT_TRUE(torch::allclose(adapted->forward(tokens), expected, 1e-5, 1e-5));
+    adapted->train();
+    torch::nn::functional::cross_entropy(adapted->forward(tokens).view({-1, 40}), tokens.view(-1))
+        .backward();
+    for (const auto& p : parameters_of(*adapted)) {
+      ASSERT_TRUE(p.grad().defined());
+      EXPECT_EQ(p.grad().scalar_type(), torch::kFloat);
+    }
+    adapter->merge(*adapted);
+    for (const auto& p : adapted->parameters())
+      EXPECT_EQ(p.scalar_type(), torch::kFloat);
+    adapted->eval();
+    EXPECT_TRUE(torch::allclose(adapted->forward(tokens), expected, 1e-5, 1e-5));
   }
-  adapted->eval();
-  merged->eval();
-  const auto tokens = torch::randint(40, {2, 8}, torch::kLong);
-  const auto expected = merged->forward(tokens);
-  EXPECT_TRUE(torch::allclose(adapted->forward(tokens), expected, 1e-5, 1e-5));
-  adapted->train();
-  torch::nn::functional::cross_entropy(adapted->forward(tokens).view({-1, 40}), tokens.view(-1))
-      .backward();
-  for (const auto& p : parameters_of(*adapted)) {
-    ASSERT_TRUE(p.grad().defined());
-    EXPECT_EQ(p.grad().scalar_type(), torch::kFloat);
-  }
-  adapter->merge(*adapted);
-  for (const auto& p : adapted->parameters())
-    EXPECT_EQ(p.scalar_type(), torch::kFloat);
-  adapted->eval();
-  EXPECT_TRUE(torch::allclose(adapted->forward(tokens), expected, 1e-5, 1e-5));
 }
 
 TEST(Lora, TargetsThatNameNoLinearLayerAreOneErrorListingThem) {
