@@ -179,7 +179,9 @@ class SlurmCluster {
     }
     const std::string conf = dir_ / "slurm.conf";
     // cred_expire is also how long a requeued task waits before it may start again (default
-    // 120 s): short here, so the requeue test does not wait minutes.
+    // 120 s): short here, so the requeue test does not wait minutes. The scheduler is Slurm's
+    // default, backfill, which starts a requeued task at its next pass once it may start (the
+    // builtin one waited for its main pass, up to a minute).
     write_text(conf, fmt::format(R"(ClusterName=kilntest
 SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={ctld_port}
@@ -203,7 +205,7 @@ AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 MpiDefault=none
-SchedulerType=sched/builtin
+SchedulerType=sched/backfill
 ReturnToService=2
 MinJobAge=600
 KillWait=10
