@@ -1,26 +1,18 @@
 #include "core/api/int8_weights.h"
 
-#include <atomic>
-#include <map>
-#include <mutex>
-#include <shared_mutex>
 #include <stdexcept>
+#include <utility>
 
 #include <ATen/ATen.h>
+
+#include "core/api/weight_registry.h"
 
 namespace kiln {
 namespace {
 
-// Written when an adapter attaches or goes (and when tensor parallelism cuts a weight), read by
-// every int8 layer's forward and backward, on OpenMP's or a pipeline's threads too.
-struct ScaleTable {
-  std::shared_mutex mutex;
-  std::map<const void*, at::Tensor> scales;
-};
-
-ScaleTable& table() {
-  static ScaleTable* const t = new ScaleTable();  // outlives every model, whatever the exit order
-  return *t;
+WeightRegistry<at::Tensor>& scale_registry() {
+  static auto* const registry = new WeightRegistry<at::Tensor>();  // outlives every model
+  return *registry;
 }
 
 }  // namespace
@@ -35,34 +27,18 @@ Int8Rows quantize_rows(const at::Tensor& weight) {
 }
 
 std::shared_ptr<void> register_int8_scales(const at::Tensor& weight, at::Tensor scales) {
-  const void* key = weight.unsafeGetTensorImpl();
-  ScaleTable& t = table();
-  {
-    std::unique_lock lock(t.mutex);
-    if (!t.scales.emplace(key, std::move(scales)).second) {
-      throw std::logic_error("an int8 weight registered twice");
-    }
-  }
-  return std::shared_ptr<void>(const_cast<void*>(key), [](void* gone) {
-    ScaleTable& t = table();
-    std::unique_lock lock(t.mutex);
-    t.scales.erase(gone);
-  });
+  return scale_registry().add(weight, std::move(scales), "an int8 weight registered twice");
 }
 
 at::Tensor int8_scales(const at::Tensor& weight) {
-  ScaleTable& t = table();
-  std::shared_lock lock(t.mutex);
-  const auto it = t.scales.find(weight.unsafeGetTensorImpl());
-  return it == t.scales.end() ? at::Tensor() : it->second;
+  const at::Tensor* found = scale_registry().find(weight);
+  return found ? *found : at::Tensor();
 }
 
 void set_int8_scales(const at::Tensor& weight, at::Tensor scales) {
-  ScaleTable& t = table();
-  std::unique_lock lock(t.mutex);
-  const auto it = t.scales.find(weight.unsafeGetTensorImpl());
-  if (it == t.scales.end()) throw std::logic_error("set_int8_scales: no such int8 weight");
-  it->second = std::move(scales);
+  if (!scale_registry().update(weight, [&](at::Tensor& kept) { kept = std::move(scales); })) {
+    throw std::logic_error("set_int8_scales: no such int8 weight");
+  }
 }
 
 at::Tensor dequantized(const at::Tensor& weight) {

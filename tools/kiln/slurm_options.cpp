@@ -4,6 +4,8 @@
 #include <string>
 #include <utility>
 
+#include "core/util/env.h"
+
 namespace kiln {
 
 namespace {
@@ -13,17 +15,11 @@ const char* const kGroup = "Slurm (with --launcher slurm)";
 // "N" or "MIN-MAX", 1 <= MIN <= MAX <= 100000, as (MIN, MAX); nullopt otherwise.
 std::optional<std::pair<int, int>> node_range(const std::string& text) {
   const size_t dash = text.find('-');
-  const auto count = [](const std::string& digits) -> int {
-    if (digits.empty() || digits.size() > 6 ||
-        digits.find_first_not_of("0123456789") != std::string::npos)
-      return 0;
-    const int value = std::stoi(digits);
-    return value <= 100000 ? value : 0;
-  };
-  const int fewest = count(text.substr(0, dash));
-  const int most = dash == std::string::npos ? fewest : count(text.substr(dash + 1));
-  if (fewest < 1 || most < fewest) return std::nullopt;
-  return std::make_pair(fewest, most);
+  const auto fewest = parse_integer(text.substr(0, dash), 1, 100000);
+  const auto most =
+      dash == std::string::npos ? fewest : parse_integer(text.substr(dash + 1), 1, 100000);
+  if (!fewest || !most || *most < *fewest) return std::nullopt;
+  return std::make_pair(static_cast<int>(*fewest), static_cast<int>(*most));
 }
 
 }  // namespace
