@@ -165,28 +165,27 @@ Process Process::start(const ProcessOptions& options) {
 }
 
 std::optional<size_t> Process::wait_any(const std::vector<Process*>& children,
+                                        const std::function<bool()>& interrupted,
                                         std::optional<std::chrono::milliseconds> limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit.value_or(std::chrono::hours(0));
+  const auto start = std::chrono::steady_clock::now();
   while (true) {
     int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, limit ? WNOHANG : 0);
-    if (pid == 0) {  // none ended yet (WNOHANG)
-      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-      const timespec pause{0, 20 * 1000 * 1000};
-      if (::nanosleep(&pause, nullptr) != 0 && errno == EINTR) return std::nullopt;
-      continue;
-    }
-    if (pid < 0) {
-      if (errno == EINTR) return std::nullopt;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid < 0 && errno != EINTR) {
       // ECHILD: the listed children were reaped elsewhere (SIGCHLD ignored?): a bug to report.
       throw std::system_error(errno, std::generic_category(), "waiting for a child process");
     }
-    for (size_t i = 0; i < children.size(); ++i) {
+    for (size_t i = 0; pid > 0 && i < children.size(); ++i) {
       if (children[i]->pid_ == pid && children[i]->running()) {
         children[i]->status_ = decode(status);
         return i;
       }
     }
+    if (pid > 0) continue;  // a child not listed: reaped, and the next one looked at at once
+    if (interrupted()) return std::nullopt;
+    if (limit && std::chrono::steady_clock::now() - start >= *limit) return std::nullopt;
+    const timespec pause{0, 20 * 1000 * 1000};
+    ::nanosleep(&pause, nullptr);  // EINTR or not, the loop asks again
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -69,12 +70,14 @@ class Process {
   // A ProcessStartError when the output file cannot be opened or the program cannot be run.
   static Process start(const ProcessOptions& options);
 
-  // Waits until one of `children` (not empty) ends and returns its index; nullopt when a signal
-  // interrupted the wait, so the caller can look at StopSignal and wait again, or `limit` (when
-  // given) passed first. Waits on any child of this process: one missing from the list is
-  // reaped and passed over.
+  // Waits until one of `children` (not empty) ends and returns its index; nullopt as soon as
+  // `interrupted()` is true, or when `limit` (if given) passed first. `interrupted` is asked
+  // before the first wait and every 20 ms, never left to a signal's EINTR: a signal that lands
+  // between the caller's check and a blocking wait (or in another thread) would otherwise go
+  // unnoticed until a child ends. Waits on any child of this process: one missing from the
+  // list is reaped and passed over.
   static std::optional<size_t> wait_any(
-      const std::vector<Process*>& children,
+      const std::vector<Process*>& children, const std::function<bool()>& interrupted,
       std::optional<std::chrono::milliseconds> limit = std::nullopt);
 
   Process(Process&& other) noexcept;

@@ -141,8 +141,10 @@ Asked wait_for_member(MemberProcess& child, const std::function<void(const std::
   const StopSignal stop;
   const RequeueSignal requeue;
   bool forwarded = false;
-  while (!Process::wait_any({&child.process})) {
-    if (forwarded || (!StopSignal::requested() && !g_requeue)) continue;
+  const auto unforwarded_stop = [&] {
+    return !forwarded && (StopSignal::requested() || g_requeue);
+  };
+  while (!Process::wait_any({&child.process}, unforwarded_stop)) {
     forwarded = true;
     print(g_requeue ? "the time limit is near: the member snapshots and stops, then this task "
                       "is requeued"

@@ -61,11 +61,14 @@ bool run_jobs(const MemberLaunch& launch, int jobs, const JobHooks& hooks, size_
       std::vector<Process*> processes;
       for (auto& c : running)
         processes.push_back(&c.process);
-      const std::optional<size_t> ended =
-          Process::wait_any(processes, hooks.tick ? std::optional(hooks.tick_every) : std::nullopt);
+      const auto unforwarded_stop = [&] {
+        return StopSignal::requested() && forwarded != StopSignal::received();
+      };
+      const std::optional<size_t> ended = Process::wait_any(
+          processes, unforwarded_stop, hooks.tick ? std::optional(hooks.tick_every) : std::nullopt);
       if (hooks.tick) hooks.tick();
-      if (!ended) {  // a signal interrupted the wait, or the tick came
-        if (StopSignal::requested() && forwarded != StopSignal::received()) {
+      if (!ended) {  // a stop to pass on came, or the tick
+        if (unforwarded_stop()) {
           forwarded = StopSignal::received();
           print(
               "stopping: members finish their current step, snapshot and stop; re-run the "

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <string>
 #include <vector>
@@ -94,7 +95,7 @@ TEST(ProcessTest, ASignalEndsTheChildAndIsReportedAsOne) {
 TEST(ProcessTest, WaitAnyReturnsTheChildThatEnded) {
   Process slow = Process::start(shell("exec sleep 30"));
   Process quick = Process::start(shell("exit 7"));
-  const std::optional<size_t> ended = Process::wait_any({&slow, &quick});
+  const std::optional<size_t> ended = Process::wait_any({&slow, &quick}, [] { return false; });
   ASSERT_TRUE(ended.has_value());
   EXPECT_EQ(*ended, 1u);
   EXPECT_EQ(quick.try_wait()->code, 7);
@@ -122,13 +123,32 @@ TEST(StopSignalTest, ASignalIsRecordedAndTheOldHandlerComesBack) {
 
 TEST(StopSignalTest, ASignalInterruptsWaitAny) {
   const StopSignal stop;
-  // SIGINT to this process every 0.1 s, so one arrives while wait_any blocks.
+  // SIGINT to this process every 0.1 s, so one arrives while wait_any waits.
   Process sender = Process::start(
       shell("while :; do sleep 0.1; kill -INT " + std::to_string(::getpid()) + " || exit; done"));
-  EXPECT_FALSE(Process::wait_any({&sender}).has_value());
+  EXPECT_FALSE(Process::wait_any({&sender}, StopSignal::requested).has_value());
   EXPECT_EQ(StopSignal::received(), SIGINT);
   sender.signal(SIGKILL);
   sender.wait();
+}
+
+TEST(StopSignalTest, ASignalThatCameBeforeWaitAnyIsNotMissed) {
+  // The race a blocking waitpid() loses: the signal lands after the caller last looked and
+  // before the wait begins, so no EINTR ever comes and the wait lasts until the child ends.
+  const StopSignal stop;
+  Process child = Process::start(shell("exec sleep 30"));
+  std::raise(SIGINT);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(Process::wait_any({&child}, StopSignal::requested).has_value());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_TRUE(child.running());
+  // And a limit ends the wait with the child still running.
+  EXPECT_FALSE(Process::wait_any(
+                   {&child}, [] { return false; }, std::chrono::milliseconds(50))
+                   .has_value());
+  EXPECT_TRUE(child.running());
+  child.signal(SIGKILL);
+  child.wait();
 }
 
 TEST(StopSignalTest, KAbandonMarksTheSecondSignalAndForgetsItOnceUninstalled) {
