@@ -135,16 +135,18 @@ TEST_F(Asha, ASweepKilledWithItsMemberAndRunAgainEndsWithTheUninterruptedLadder)
     const std::string file = asha_file(dir_ / "", exp, killed_name, 6, lines);
     const std::string log = dir_ / (killed_name + ".log");
     const testing::Outcome killed = testing::run_child_until({"sweep", file}, log, "", [&] {
-      return scalar(db(), "select count(*) from runs where sweep = '" + killed_name + "'") == "4";
+      const std::string started =
+          scalar(db(), "select count(*) from runs where sweep = '" + killed_name + "'");
+      return !started.empty() && std::stoi(started) >= 4;
     });
     ASSERT_TRUE(killed.killed) << testing::read_file(log);
     // The member it was running stops by itself: it asked for SIGTERM at its worker's death (its
     // own process group keeps it from the worker's other signals), and takes it as a Ctrl-C.
-    // Within 5 s no member process is left.
+    // Soon no member process is left (a step, a snapshot and an exit: 30 s for a busy machine).
     const std::string pattern = "'" + killed_name + "/tria[l]='";
     EXPECT_TRUE(
         testing::wait_for([&] { return testing::run_shell("pgrep -f " + pattern).exit_code != 0; },
-                          std::chrono::seconds(5)))
+                          std::chrono::seconds(30)))
         << testing::run_shell("ps -ef | grep " + pattern).output;
     auto again = run_kiln("sweep " + file);
     ASSERT_EQ(again.exit_code, 0) << again.output;

@@ -384,8 +384,12 @@ TEST_F(Faults, ASignalStormWhileTrainingStopsEveryRunCleanly) {
     if (!ended) ::waitpid(pid, &status, 0);
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     const std::string text = testing::read_file(log);
-    EXPECT_EQ(code, kExitInterrupted)
-        << "..." << text.substr(text.size() > 2000 ? text.size() - 2000 : 0);
+    // 143 only where the run had said it stopped: a storm signal sent between the test's last
+    // look at the log and the line's landing there, that reached the process after its
+    // StopSignal was gone (a descheduled test on a busy machine).
+    const bool late_signal = code == 128 + SIGTERM && stopping();
+    EXPECT_TRUE(code == kExitInterrupted || late_signal)
+        << "exit " << code << "\n..." << text.substr(text.size() > 2000 ? text.size() - 2000 : 0);
     EXPECT_EQ(scalar(db(), fmt::format("select status from runs where name = '{}'", name)),
               "interrupted");
   }

@@ -107,7 +107,10 @@ optimizer.lr = {{ log_uniform = [1e-4, 3e-1] }}
 };
 
 TEST_P(AshaWorkers, AWorkerKilledWhileHoldingAPromotionLosesNothing) {
-  const ScopedEnv timeout("KILN_SWEEP_CLAIM_TIMEOUT", "2");
+  // A killed worker on this host loses its claims at once (its pid is gone); the timeout is for
+  // workers on other hosts, and one as short as 2 s could take claims from a live worker stalled
+  // on a busy machine. Below the default (120 s), so that a claim left behind shows as a slow test.
+  const ScopedEnv timeout("KILN_SWEEP_CLAIM_TIMEOUT", "30");
   const std::string file = sweep_file();
   const std::vector<std::string> args = {"sweep", file, "--db", store_};
   // Worker A alone until its first promotion, where it dies (SIGKILL) holding the claim, before

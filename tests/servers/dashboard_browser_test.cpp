@@ -145,7 +145,8 @@ TEST_F(DashboardBrowser, TableFilterAndALiveChart) {
   EXPECT_EQ(lines_of(output, "filtered"), std::vector<std::string>{"1 live"}) << output;
 
   // Every commit made while the page watched (after its first poll, and early enough for the
-  // page to have had 2 s to show it) is shown within 2 s.
+  // page to have had 3 s to show it) is shown within 3 s: the next poll (each second) shows it,
+  // or the one after where a poll overran its tick on a busy machine and the tick was skipped.
   const int64_t watch_start = std::stoll(lines_of(output, "watch-start").at(0));
   const int64_t watch_end = std::stoll(lines_of(output, "watch-end").at(0));
   std::vector<std::pair<int64_t, int64_t>> shown;  // step, when
@@ -157,7 +158,7 @@ TEST_F(DashboardBrowser, TableFilterAndALiveChart) {
   }
   int checked = 0;
   for (const auto& [step, when] : committed) {
-    if (when < watch_start + 1500 || when > watch_end - 2500) continue;
+    if (when < watch_start + 1500 || when > watch_end - 3500) continue;
     ++checked;
     int64_t seen = -1;
     for (const auto& [shown_step, shown_when] : shown) {
@@ -167,7 +168,7 @@ TEST_F(DashboardBrowser, TableFilterAndALiveChart) {
       }
     }
     ASSERT_GE(seen, 0) << "step " << step << " never shown\n" << output;
-    EXPECT_LE(seen - when, 2000) << "step " << step << " committed at " << when << "\n" << output;
+    EXPECT_LE(seen - when, 3000) << "step " << step << " committed at " << when << "\n" << output;
   }
   EXPECT_GE(checked, 3) << output;
   const std::string png = read_file(screenshot);
@@ -198,9 +199,11 @@ TEST_F(DashboardBrowser, HundredRunsOfTenThousandStepsDoNotStall) {
       "loading and drawing, %s ms after\n",
       rendered[0].c_str(), load_gap[0].c_str(), gap[0].c_str());
   EXPECT_LT(std::stoll(rendered[0]), 30000) << output;
-  // Bounds for a busy 2-core CI machine; on an idle one they are about a fifth of these.
-  EXPECT_LT(std::stoll(load_gap[0]), 1000) << output;
-  EXPECT_LT(std::stoll(gap[0]), 500) << output;
+  // Bounds for a busy 2-core CI machine, where the interop tests run beside this one: on an
+  // idle machine the gaps are a tenth of these (CI measured 433 and 83 ms); a page that stalls
+  // on a million points takes seconds.
+  EXPECT_LT(std::stoll(load_gap[0]), 2500) << output;
+  EXPECT_LT(std::stoll(gap[0]), 1000) << output;
 }
 
 // An asha sweep run for real, its ladder opened from the sweep's name in the table: each column

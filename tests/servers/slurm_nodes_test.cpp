@@ -37,6 +37,8 @@ using testing::scalar;
 using testing::shell;
 using testing::wait_for;
 
+constexpr int kMemberSteps = 120;  // the steps of the members the tests below lose a rank of
+
 class SlurmNodes : public testing::TinyRun {
  protected:
   static void SetUpTestSuite() { cluster_ = testing::SlurmCluster::start(why_, 3); }
@@ -199,8 +201,10 @@ class SlurmNodes : public testing::TinyRun {
   }
 
   // A ddp member on two nodes that the tests below lose a rank of (parallel.timeout_s = 5), once
-  // rank `rank` runs and 15 of its 40 steps are stored: the job, the member and that rank, after
-  // the single process's run of the same steps ("single").
+  // rank `rank` runs and 15 of its kMemberSteps are stored: the job, the member and that rank,
+  // after the single process's run of the same steps ("single"). Rows are stored at each
+  // snapshot (every 10 steps), so the member is seen at step 20 and still has 100 steps to go
+  // while the test stops or kills a rank: a fast machine cannot finish it first.
   struct RunningMember {
     std::string job, name;
     RankProcess rank;
@@ -208,7 +212,8 @@ class SlurmNodes : public testing::TinyRun {
   RunningMember two_node_member_at_step_15(const std::string& sweep, int rank,
                                            const std::string& nodes = "2") {
     const std::string steps =
-        " --set train.steps=40 --set eval.every=0 --set run.seed=1 --set train.micro_batch=4 "
+        " --set train.steps=" + std::to_string(kMemberSteps) +
+        " --set eval.every=0 --set run.seed=1 --set train.micro_batch=4 "
         "--set train.batch_tokens=256 --set model.dropout=0.1 --set checkpoint.every=10";
     EXPECT_EQ(run_kiln("run " + experiment() + " --name single" + steps).exit_code, 0);
     auto submitted =
@@ -389,8 +394,8 @@ TEST_F(SlurmNodes, AHungRankRequeuesItsTaskWhichResumesToTheSingleProcessCurve) 
             std::string::npos)
       << console;
   EXPECT_NE(console.find("(Slurm node " + member.rank.node + ")"), std::string::npos) << console;
-  expect_same_curve("single", member.name, 40);
-  EXPECT_EQ(scalar(db(), step_rows(member.name)), "40 40");
+  expect_same_curve("single", member.name, kMemberSteps);
+  EXPECT_EQ(scalar(db(), step_rows(member.name)), fmt::format("{0} {0}", kMemberSteps));
 }
 
 // A node lost mid-run: rank 1 killed (its node's processes gone) and its node drained, so that
@@ -423,8 +428,8 @@ TEST_F(SlurmNodes, ANodeLostMidRunResumesItsMemberOnTheNodesThatRemain) {
   ASSERT_EQ(allocations.size(), 1u) << shell("scontrol show job " + member.job).output;
   EXPECT_EQ(allocations[0].size(), 2u);
   EXPECT_EQ(allocations[0].count(lost.node), 0u) << lost.node;
-  expect_same_curve("single", member.name, 40);
-  EXPECT_EQ(scalar(db(), step_rows(member.name)), "40 40");
+  expect_same_curve("single", member.name, kMemberSteps);
+  EXPECT_EQ(scalar(db(), step_rows(member.name)), fmt::format("{0} {0}", kMemberSteps));
 }
 
 // --nodes 1-2: a member that loses one of its two nodes goes on at once in the same allocation,
@@ -455,8 +460,8 @@ TEST_F(SlurmNodes, ARangeOfNodesResumesAtOnceOnTheNodeLeft) {
       << tasks;
   EXPECT_EQ(tasks.find("requeued"), std::string::npos) << tasks;
   EXPECT_NE(shell("scontrol show job " + member.job).output.find("Restarts=0"), std::string::npos);
-  expect_same_curve("single", member.name, 40);
-  EXPECT_EQ(scalar(db(), step_rows(member.name)), "40 40");
+  expect_same_curve("single", member.name, kMemberSteps);
+  EXPECT_EQ(scalar(db(), step_rows(member.name)), fmt::format("{0} {0}", kMemberSteps));
   EXPECT_EQ(scalar(db(), "select world_size from runs where name = '" + member.name + "'"), "1");
 }
 
@@ -466,7 +471,10 @@ TEST_F(SlurmNodes, ARangeOfNodesResumesAtOnceOnTheNodeLeft) {
 // workers take its member over and finish the search: every trial has its run, no claim is
 // left, and a member went the whole way.
 TEST_F(SlurmNodes, AnAshaSearchFinishesWithOneWorkersNodeLost) {
-  const testing::ScopedEnv stale("KILN_SWEEP_CLAIM_TIMEOUT", "2");  // sbatch passes it on
+  // A killed worker on this host loses its claims at once (its pid is gone); the timeout is for
+  // workers on other hosts, and one as short as 2 s could take claims from a live worker stalled
+  // on a busy machine. Below the default (120 s), so that a claim left behind shows as a slow test.
+  const testing::ScopedEnv stale("KILN_SWEEP_CLAIM_TIMEOUT", "30");  // sbatch passes it on
   const std::string file = dir_ / "asha.toml";
   testing::write_text(file, "base = \"" + experiment() +
                                 "\"\nname = \"an\"\n[set]\ntrain.steps = 27\n"

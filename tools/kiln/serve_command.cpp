@@ -143,10 +143,10 @@ int serve(const ServeOptions& options) {
   }
   const std::string shown_host =
       options.host.find(':') == std::string::npos ? options.host : "[" + options.host + "]";
+  StopSignal stop;  // before the line: whoever reads it may stop the server at once
   std::cout << fmt::format("kiln serve: http://{}:{}/ (run store '{}', read-only; Ctrl-C stops)",
                            shown_host, port, options.db)
             << std::endl;
-  StopSignal stop;
   std::atomic<bool> done{false};
   std::thread listener([&server, &done] {
     server.listen_after_bind();
