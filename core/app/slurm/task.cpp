@@ -136,10 +136,9 @@ std::optional<RemainingNodes> on_remaining_nodes(const MemberLaunch& launch, int
 // What reached the task while its member ran.
 enum class Asked { nothing, stop, requeue };
 
-// Waits for the member, passing a stop on to it once.
+// Waits for the member, passing a stop on to it once. The task's StopSignal and RequeueSignal
+// are in place (run_sweep_task).
 Asked wait_for_member(MemberProcess& child, const std::function<void(const std::string&)>& print) {
-  const StopSignal stop;
-  const RequeueSignal requeue;
   bool forwarded = false;
   const auto unforwarded_stop = [&] {
     return !forwarded && (StopSignal::requested() || g_requeue);
@@ -194,9 +193,17 @@ int run_sweep_task(const std::string& db, const std::string& name,
   }
   MemberLaunch launch = launch_for(sweep, db);
   std::string started_from = newest_snapshot(store, member->name);
+  // For the whole task, not only while a member runs: a time-limit SIGUSR1 or a scancel that
+  // lands between two starts of the member is recorded, not the default end of the task.
+  const StopSignal stop;
+  const RequeueSignal requeue;
   Asked asked = Asked::nothing;
   std::string state;
   for (int moves = 1;; ++moves) {
+    if (moves > 1 && (StopSignal::requested() || g_requeue)) {  // came while nodes were sought
+      asked = g_requeue ? Asked::requeue : Asked::stop;
+      break;
+    }
     MemberProcess child = start_member(launch, MemberJob{&*member, 0}, print);
     asked = wait_for_member(child, print);
     state = finished_member_state(launch, child);
