@@ -133,16 +133,19 @@ std::optional<RemainingNodes> on_remaining_nodes(const MemberLaunch& launch, int
   return RemainingNodes{usable, smaller};
 }
 
-// What reached the task while its member ran.
+// What reached the task: the time limit's SIGUSR1 (requeue), or a stop.
 enum class Asked { nothing, stop, requeue };
+
+Asked asked_so_far() {
+  if (g_requeue) return Asked::requeue;
+  return StopSignal::requested() ? Asked::stop : Asked::nothing;
+}
 
 // Waits for the member, passing a stop on to it once. The task's StopSignal and RequeueSignal
 // are in place (run_sweep_task).
 Asked wait_for_member(MemberProcess& child, const std::function<void(const std::string&)>& print) {
   bool forwarded = false;
-  const auto unforwarded_stop = [&] {
-    return !forwarded && (StopSignal::requested() || g_requeue);
-  };
+  const auto unforwarded_stop = [&] { return !forwarded && asked_so_far() != Asked::nothing; };
   while (!Process::wait_any({&child.process}, unforwarded_stop)) {
     forwarded = true;
     print(g_requeue ? "the time limit is near: the member snapshots and stops, then this task "
@@ -150,9 +153,8 @@ Asked wait_for_member(MemberProcess& child, const std::function<void(const std::
                     : "stopping: the member snapshots and stops");
     child.process.signal(SIGTERM);
   }
-  if (g_requeue) return Asked::requeue;
   // A stop that came as the member ended was not passed on, but it was asked all the same.
-  return forwarded || StopSignal::requested() ? Asked::stop : Asked::nothing;
+  return asked_so_far();
 }
 
 // The newest snapshot the store lists for run `name` ("step_000010"), "" for none.
@@ -200,9 +202,9 @@ int run_sweep_task(const std::string& db, const std::string& name,
   Asked asked = Asked::nothing;
   std::string state;
   for (int moves = 1;; ++moves) {
-    if (moves > 1 && (StopSignal::requested() || g_requeue)) {  // came while nodes were sought
-      asked = g_requeue ? Asked::requeue : Asked::stop;
-      break;
+    if (moves > 1) {  // a signal that came while the nodes that remain were sought
+      asked = asked_so_far();
+      if (asked != Asked::nothing) break;
     }
     MemberProcess child = start_member(launch, MemberJob{&*member, 0}, print);
     asked = wait_for_member(child, print);

@@ -41,6 +41,9 @@ bool run_jobs(const MemberLaunch& launch, int jobs, const JobHooks& hooks, size_
               const std::function<void(const std::string&)>& print) {
   const StopSignal stop;
   int forwarded = 0;
+  const auto unforwarded_stop = [&] {
+    return StopSignal::requested() && forwarded != StopSignal::received();
+  };
   std::vector<MemberProcess> running;
   size_t finished = 0;
   try {
@@ -61,9 +64,6 @@ bool run_jobs(const MemberLaunch& launch, int jobs, const JobHooks& hooks, size_
       std::vector<Process*> processes;
       for (auto& c : running)
         processes.push_back(&c.process);
-      const auto unforwarded_stop = [&] {
-        return StopSignal::requested() && forwarded != StopSignal::received();
-      };
       const std::optional<size_t> ended = Process::wait_any(
           processes, unforwarded_stop, hooks.tick ? std::optional(hooks.tick_every) : std::nullopt);
       if (hooks.tick) hooks.tick();
