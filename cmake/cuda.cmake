@@ -70,6 +70,26 @@ function(kiln_decide_cuda mode torch_cuda_major toolkit_version out)
   set(${out} ON PARENT_SCOPE)
 endfunction()
 
+# A PyTorch wheel finds its CUDA libraries (runtime, NCCL, cuDNN: PyPI's nvidia-* packages) by its
+# own RPATH, $ORIGIN/../../nvidia/...; the toolkit CMake links against (nvcc's, which may be an
+# older minor version with an older NCCL) must not take their place. Each of those folders goes
+# first on Kiln's binaries' RPATH, and on the linker's path for the libraries LibTorch needs.
+function(kiln_use_wheel_cuda_libraries library)
+  execute_process(COMMAND ${CMAKE_OBJDUMP} -p ${library} OUTPUT_VARIABLE headers ERROR_QUIET)
+  if(NOT headers MATCHES "(RPATH|RUNPATH) +([^\n]*\\$ORIGIN[^\n]*)")
+    return()
+  endif()
+  get_filename_component(origin ${library} DIRECTORY)
+  string(REPLACE "$ORIGIN" "${origin}" paths "${CMAKE_MATCH_2}")
+  string(REPLACE ":" ";" paths "${paths}")
+  foreach(path IN LISTS paths)
+    get_filename_component(path ${path} ABSOLUTE)
+    if(IS_DIRECTORY ${path} AND NOT path STREQUAL origin)
+      add_link_options("LINKER:-rpath,${path}" "LINKER:-rpath-link,${path}")
+    endif()
+  endforeach()
+endfunction()
+
 function(kiln_cuda_after_torch)
   set(torch_major "")
   if(C10_CUDA_LIBRARY)
@@ -80,6 +100,9 @@ function(kiln_cuda_after_torch)
     endif()
   endif()
   kiln_decide_cuda("${KILN_CUDA}" "${torch_major}" "${CUDAToolkit_VERSION}" with_cuda)
+  if(C10_CUDA_LIBRARY)
+    kiln_use_wheel_cuda_libraries(${C10_CUDA_LIBRARY})
+  endif()
   set(KILN_WITH_CUDA ${with_cuda} PARENT_SCOPE)
   if(with_cuda)
     message(STATUS "Kiln: CUDA build (LibTorch for CUDA ${torch_major}, toolkit "

@@ -20,8 +20,8 @@
 #include "core/api/fused_layer_norm.h"
 #include "core/api/interchange_weights.h"
 #include "core/api/kernel_choice.h"
+#include "core/api/linear.h"
 #include "core/api/model.h"
-#include "core/api/onednn_linear.h"
 #include "core/util/error.h"
 
 namespace kiln {
@@ -141,13 +141,13 @@ class Block : public Layer {
   // the (whole) bias is added once.
   torch::Tensor row_parallel(torch::nn::Linear& layer, const torch::Tensor& x) {
     if (tp_.size == 1) return dense(layer, x);
-    auto y = tp_.leave(linear(x, layer->weight, {}, fused_));
+    auto y = tp_.leave(linear(x, layer->weight, at::Tensor()));
     return layer->bias.defined() ? y + layer->bias : y;
   }
 
-  // The layer on oneDNN's GEMMs with model.kernels = "fused" (core/api/onednn_linear.h).
+  // The layer through Kiln's linear (core/api/linear.h), which adds an adapter's low-rank update.
   torch::Tensor dense(torch::nn::Linear& layer, const torch::Tensor& x) {
-    return linear(x, layer->weight, layer->bias, fused_);
+    return linear(x, layer->weight, layer->bias);
   }
 
   TensorParallelGroup tp_;
@@ -157,13 +157,12 @@ class Head : public Layer {
  public:
   Head(const GptOptions& o, std::shared_ptr<Embedding> embedding)
       : ln_f(register_module("ln_f", LayerNorm(o.n_embd, o.bias))),
-        embedding_(std::move(embedding)),
-        fused_(o.fused_kernels) {}
+        embedding_(std::move(embedding)) {}
 
   // Tied weights: the token embedding matrix doubles as the output projection. It is registered
   // under the embedding only, so it is counted, saved and updated once.
   torch::Tensor forward(const torch::Tensor& x) override {
-    return linear(ln_f(x), embedding_->wte->weight, {}, fused_);
+    return linear(ln_f(x), embedding_->wte->weight, at::Tensor());
   }
   std::vector<torch::Tensor> borrowed_parameters() const override {
     return {embedding_->wte->weight};
@@ -173,7 +172,6 @@ class Head : public Layer {
 
  private:
   std::shared_ptr<Embedding> embedding_;
-  bool fused_;  // model.kernels = "fused": the projection on oneDNN's GEMMs
 };
 
 class Gpt : public Model {

@@ -21,9 +21,9 @@
 #include "core/api/activation_checkpoint.h"
 #include "core/api/interchange_weights.h"
 #include "core/api/kernel_choice.h"
+#include "core/api/linear.h"
 #include "core/api/llama_block.h"
 #include "core/api/model.h"
-#include "core/api/onednn_linear.h"
 #include "core/util/error.h"
 
 namespace kiln {
@@ -52,15 +52,13 @@ class TokenEmbedding : public Layer {
 class Head : public Layer {
  public:
   Head(RmsNorm norm_module, torch::nn::Linear lm_head_module,
-       std::shared_ptr<TokenEmbedding> embedding, bool fused)
-      : norm(register_module("norm", std::move(norm_module))),
-        embedding_(std::move(embedding)),
-        fused_(fused) {
+       std::shared_ptr<TokenEmbedding> embedding)
+      : norm(register_module("norm", std::move(norm_module))), embedding_(std::move(embedding)) {
     if (lm_head_module) lm_head = register_module("lm_head", std::move(lm_head_module));
   }
   torch::Tensor forward(const torch::Tensor& x) override {
-    if (lm_head) return project(lm_head, norm(x), fused_);
-    return linear(norm(x), embedding_->weight, {}, fused_);  // tied
+    if (lm_head) return project(lm_head, norm(x));
+    return linear(norm(x), embedding_->weight, at::Tensor());  // tied
   }
   std::vector<torch::Tensor> borrowed_parameters() const override {
     if (lm_head) return {};
@@ -72,7 +70,6 @@ class Head : public Layer {
 
  private:
   std::shared_ptr<TokenEmbedding> embedding_;
-  bool fused_;  // model.kernels = "fused"
 };
 
 class Llama : public Model {
@@ -86,7 +83,7 @@ class Llama : public Model {
     torch::nn::Linear lm_head{nullptr};
     if (!o.tie_embeddings)
       lm_head = register_module("lm_head", bias_free_linear(o.n_embd, o.vocab_size));
-    head_ = std::make_shared<Head>(norm, lm_head, embed_tokens_, o.fused_kernels);
+    head_ = std::make_shared<Head>(norm, lm_head, embed_tokens_);
     append_layer(embed_tokens_);
     for (const auto& block : *blocks_)
       append_layer(std::dynamic_pointer_cast<Layer>(block));

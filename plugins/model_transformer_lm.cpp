@@ -3,7 +3,6 @@
 // sqrt(d_model), sinusoidal positional encoding, a stack of post-LayerNorm Transformer encoder
 // layers (ReLU feed-forward) under a causal mask, and a linear decoder to the vocabulary.
 // Initialised as the tutorial: embedding and decoder weights U(-0.1, 0.1), decoder bias 0.
-// Its linear layers run on oneDNN's GEMMs under model.kernels = "fused" (core/api/onednn_linear.h).
 #include <cmath>
 
 #include <fmt/format.h>
@@ -16,8 +15,8 @@
 #include "core/api/document_positions.h"
 #include "core/api/dropout.h"
 #include "core/api/kernel_choice.h"
+#include "core/api/linear.h"
 #include "core/api/model.h"
-#include "core/api/onednn_linear.h"
 #include "core/util/error.h"
 
 namespace kiln {
@@ -26,12 +25,11 @@ namespace {
 struct TransformerLmOptions {
   int64_t vocab_size, d_model, nhead, num_layers, dim_feedforward, max_len;
   double dropout;
-  bool fused_kernels;  // model.kernels = "fused": the linear layers on oneDNN's GEMMs
 };
 
-// The layer through Kiln's linear (oneDNN's GEMMs where they apply, else LibTorch's).
-torch::Tensor dense(const torch::nn::Linear& layer, const torch::Tensor& x, bool fused) {
-  return linear(x, layer->weight, layer->bias, fused);
+// The layer through Kiln's linear (core/api/linear.h), which adds an adapter's low-rank update.
+torch::Tensor dense(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return linear(x, layer->weight, layer->bias);
 }
 
 class EmbeddingLayer : public Layer {
@@ -72,7 +70,6 @@ class EncoderLayer : public Layer {
   // dropout sites.
   EncoderLayer(const TransformerLmOptions& o, int64_t layer, bool checkpoint)
       : checkpoint_(checkpoint),
-        fused_(o.fused_kernels),
         nhead_(o.nhead),
         drop_{o.dropout, layer},
         in_proj(register_module("in_proj", torch::nn::Linear(o.d_model, 3 * o.d_model))),
@@ -92,10 +89,8 @@ class EncoderLayer : public Layer {
  private:
   torch::Tensor compute(const torch::Tensor& x) {
     auto h = norm1(x + drop_(attention(x), DropoutPlace::kAttentionOutput, is_training()));
-    auto hidden =
-        drop_(torch::relu(dense(linear1, h, fused_)), DropoutPlace::kMlpHidden, is_training());
-    return norm2(h +
-                 drop_(dense(linear2, hidden, fused_), DropoutPlace::kMlpOutput, is_training()));
+    auto hidden = drop_(torch::relu(dense(linear1, h)), DropoutPlace::kMlpHidden, is_training());
+    return norm2(h + drop_(dense(linear2, hidden), DropoutPlace::kMlpOutput, is_training()));
   }
 
   torch::Tensor attention(const torch::Tensor& x) {
@@ -103,14 +98,13 @@ class EncoderLayer : public Layer {
     auto heads = [&](const torch::Tensor& m) {
       return m.view({b, t, nhead_, c / nhead_}).transpose(1, 2);
     };
-    auto qkv = dense(in_proj, x, fused_).split(c, 2);
+    auto qkv = dense(in_proj, x).split(c, 2);
     auto y = causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), drop_.p, is_training(),
                               drop_.site(DropoutPlace::kAttentionWeights));
-    return dense(out_proj, y.transpose(1, 2).contiguous().view({b, t, c}), fused_);
+    return dense(out_proj, y.transpose(1, 2).contiguous().view({b, t, c}));
   }
 
   bool checkpoint_;
-  bool fused_;
   int64_t nhead_;
   LayerDropout drop_;
 
@@ -122,14 +116,9 @@ class EncoderLayer : public Layer {
 class Decoder : public Layer {
  public:
   explicit Decoder(const TransformerLmOptions& o)
-      : fused_(o.fused_kernels),
-        decoder(register_module("decoder", torch::nn::Linear(o.d_model, o.vocab_size))) {}
-  torch::Tensor forward(const torch::Tensor& x) override { return dense(decoder, x, fused_); }
+      : decoder(register_module("decoder", torch::nn::Linear(o.d_model, o.vocab_size))) {}
+  torch::Tensor forward(const torch::Tensor& x) override { return dense(decoder, x); }
 
- private:
-  bool fused_;
-
- public:
   torch::nn::Linear decoder;
 };
 
@@ -180,7 +169,7 @@ const bool registered = ModelRegistry::add(
       TransformerLmOptions o{
           p.integer("vocab_size"), p.integer("d_model"),         p.integer("nhead"),
           p.integer("num_layers"), p.integer("dim_feedforward"), p.integer("max_len"),
-          p.real("dropout"),       uses_fused_kernels(p)};
+          p.real("dropout")};
       if (o.d_model % o.nhead != 0 || o.d_model % 2 != 0) {
         throw UserError(
             fmt::format("model.d_model = {} must be even and divisible by "

@@ -113,12 +113,11 @@ std::shared_ptr<torch::optim::Optimizer> make_adamw(const Params& p,
         std::make_shared<DeclaredAdamW>(std::move(groups), options(0.0)), group_options);
   }
   const auto device = params.empty() ? torch::kCPU : params.front().device().type();
-  if (device != torch::kCPU && !(device == torch::kCUDA && compat::has_cuda_fused_adamw())) {
+  if (device != torch::kCPU && device != torch::kCUDA) {
     throw ParamError("fused",
-                     fmt::format("optimizer.fused = true runs on the CPU, and on CUDA with "
-                                 "LibTorch 2.0+; this Kiln runs LibTorch {} on {}: set "
-                                 "optimizer.fused = false",
-                                 compat::torch_version(), c10::DeviceTypeName(device)));
+                     fmt::format("optimizer.fused = true runs on the CPU and on CUDA, not on {}: "
+                                 "set optimizer.fused = false",
+                                 c10::DeviceTypeName(device)));
   }
   return compat::with_group_options(std::make_shared<FusedAdamW>(std::move(groups), options(0.0)),
                                     group_options);

@@ -1,8 +1,8 @@
 // precision "bf16": the forward pass and the loss under autocast to bfloat16 (matmuls and
 // convolutions in bf16, reductions and norms kept in fp32 by autocast's op lists), with fp32
 // weights, gradients and optimizer state. bf16 has fp32's exponent range, so no loss scaling.
-// Works on CUDA and on the CPU, where Kiln's fused linear layers take autocast's bf16 as their cue
-// for oneDNN's bf16 GEMMs with fp32 outputs (core/api/onednn_linear.h).
+// Works on CUDA and on the CPU, where LibTorch runs autocast's bf16 products on oneDNN (on AMX's
+// tiles where the CPU has them: core/util/cpu_runtime.h).
 #include "core/api/precision.h"
 #include "core/util/torch_compat.h"
 

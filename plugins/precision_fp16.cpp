@@ -1,9 +1,7 @@
 // precision "fp16": autocast to float16 plus dynamic loss scaling (core/train/loss_scaler.h).
 // Gradients are unscaled before clipping, so grad_clip and the logged norm mean the same as in
-// fp32; a step with inf/NaN gradients is skipped and recorded. Made for CUDA; on the CPU only
-// with LibTorch 2.6+ (1.13's CPU autocast has no float16 kernels), where it is slow but lets the
-// tests run the loss scaling end to end.
-#include <fmt/format.h>
+// fp32; a step with inf/NaN gradients is skipped and recorded. Made for CUDA; on the CPU it is
+// slow, but lets the tests run the loss scaling end to end.
 
 #include "core/api/precision.h"
 #include "core/train/loss_scaler.h"
@@ -54,12 +52,6 @@ const bool registered = PrecisionRegistry::add(
           .at_most(1),
       ParamSpec::real("min_scale", 1.0, "the scale never falls below this").at_least(0)}},
     [](const Params& p, c10::DeviceType device) -> std::shared_ptr<PrecisionPolicy> {
-      if (device != c10::DeviceType::CUDA && !compat::cpu_autocast_has_fp16()) {
-        throw ParamError("type", fmt::format("precision fp16 needs a CUDA device (the CPU autocast "
-                                             "of LibTorch {} has no float16 kernels): use "
-                                             "precision.type = \"bf16\" or \"fp32\" on the CPU",
-                                             compat::torch_version()));
-      }
       LossScalerOptions options{p.real("init_scale"), p.real("growth_factor"),
                                 p.real("backoff_factor"), p.integer("growth_interval"),
                                 p.real("min_scale")};

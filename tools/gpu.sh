@@ -31,7 +31,7 @@ die() {
 # and the compiler's runtime and its C++ library headers (Boost's headers depend on them), which the
 # GPU machine's compiler brings in newer versions. pkgconf too, since
 # CMake's pkg_check_modules needs one and the GPU image may have none.
-kit_dev_packages=(libtomlplusplus-dev libfmt-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
+kit_dev_packages=(libgloo-dev libtomlplusplus-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
                   libpcre2-dev libcpp-httplib-dev libpq-dev libxxhash-dev libutf8proc-dev
                   libboost-dev libssl-dev uuid-dev
                   googletest libgtest-dev libgmock-dev pkgconf)

@@ -46,7 +46,7 @@ echo "gpu-kit: covering $(wc -l <"$hidden") files of the system's copies"
 
 # 3. Inside the namespace: each covered file reads as empty, so a build that fell back to one
 # would fail; then configure from the kit and build.
-torch_prefix=$(dirname "$(find /usr -path '*/Torch/TorchConfig.cmake' -print -quit)")
+torch_prefix=$(.venv/bin/python -W ignore -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')/Torch
 unshare --mount --propagation private bash -euo pipefail -c '
   while IFS= read -r path; do mount --bind /dev/null "$path"; done <"$1"
   prefix=$2 scratch=$3 lib=$2/usr/lib/x86_64-linux-gnu

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # A short summary of the machine, printed first by .ci/run so that a failure on another machine
 # can be read from the log alone: the CPU as the kernel and as cpuid name it (hypervisors may
-# rewrite one and not the other), the flags that choose BLAS kernels, the kernel, memory, cores
-# (and a cgroup's CPU quota), /tmp's file system, locale, time zone, user, and the LibTorch and
-# OpenBLAS packages (before tools/setup.sh has run they may not be installed yet).
+# rewrite one and not the other), the flags that choose kernels (AMX among them), the kernel,
+# memory, cores (and a cgroup's CPU quota), /tmp's file system, locale, time zone, user, the
+# Python that makes .venv/ and the torch pinned for it (before tools/setup.sh has run, .venv/
+# may not exist yet).
 set -uo pipefail
 
 field() { lscpu 2>/dev/null | sed -n "s/^$1:[[:space:]]*//p" | head -1; }
@@ -60,5 +61,5 @@ echo "machine: cores:         nproc $(nproc), online $(getconf _NPROCESSORS_ONLN
 echo "machine: /tmp:          $(findmnt -no FSTYPE -T /tmp 2>/dev/null || echo unknown), $(df -h --output=avail /tmp | tail -1 | tr -d ' ') free"
 echo "machine: locale, zone:  LANG=${LANG:-unset} LC_ALL=${LC_ALL:-unset}, TZ=${TZ:-unset} ($(date +%Z))"
 echo "machine: user:          $(id -un) (uid $(id -u))"
-echo "machine: LibTorch:      libtorch-dev $(package libtorch-dev)"
-echo "machine: OpenBLAS:      libopenblas0-openmp $(package libopenblas0-openmp)"
+echo "machine: Python:        $(/usr/bin/python3 --version 2>&1 || echo 'none'), python3-venv $(package python3-venv)"
+echo "machine: LibTorch:      PyPI's $(grep -m1 '^torch==' tools/requirements/torch.txt | cut -d' ' -f1), in .venv/: $(.venv/bin/python -W ignore -c 'import torch; print(torch.__version__)' 2>/dev/null || echo 'not yet')"

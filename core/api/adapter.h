@@ -5,7 +5,7 @@
 // every strategy see only the adapter's.
 //
 // A low-rank adapter adds to a linear layer y = x W^T + b the term s (drop(x) A^T) B^T. Models
-// call Kiln's linear() (core/api/onednn_linear.h) for their linear layers, which looks up the
+// call Kiln's linear() (core/api/linear.h) for their linear layers, which looks up the
 // layer's weight in the table below: an adapter registers each site by its base weight, and no
 // model names an adapter.
 #pragma once

@@ -7,7 +7,6 @@
 
 #include "core/api/document_positions.h"
 #include "core/api/kv_cache.h"
-#include "core/util/torch_compat.h"
 
 namespace kiln {
 
@@ -33,8 +32,11 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   if (KvCache* cache = active_kv_cache()) return cache->attend(q, k, v);
   const at::Tensor positions = current_positions();
   const at::Tensor visible = positions.defined() ? document_causal_mask(positions) : at::Tensor();
+  // Without dropout, LibTorch's fused kernel (flash / memory-efficient on CUDA); with it,
+  // Kiln's dropout needs the probabilities, formed below.
   if (!training || p == 0) {
-    if (auto fused = compat::fused_causal_attention(q, k, v, visible)) return *fused;
+    if (visible.defined()) return at::scaled_dot_product_attention(q, k, v, visible, 0.0, false);
+    return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, 0.0, /*is_causal=*/true);
   }
   const int64_t t = q.size(-2);
   auto scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));

@@ -46,8 +46,8 @@ at::Tensor dropout(const at::Tensor& x, double p, bool training, int64_t site,
 // probabilities at `site` when training. `heads` places this rank's heads among the model's
 // under tensor parallelism: {1, first head, heads in all}. In packed rows each query sees only
 // its own document (core/api/document_positions.h). Without dropout it is LibTorch's fused
-// kernel where LibTorch has one (compat::fused_causal_attention); otherwise the probabilities are
-// formed explicitly, with the causal mask, so that the dropout mask can be Kiln's.
+// kernel (scaled_dot_product_attention); otherwise the probabilities are formed explicitly, with
+// the causal mask, so that the dropout mask can be Kiln's.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double p,
                             bool training, int64_t site, const SliceOf& heads = {});
 

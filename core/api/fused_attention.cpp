@@ -8,7 +8,6 @@
 #include "core/api/dropout.h"
 #include "core/api/kv_cache.h"
 #include "core/api/rotary.h"
-#include "core/util/torch_compat.h"
 
 namespace kiln {
 namespace {
@@ -159,13 +158,8 @@ at::Tensor contiguous_or_none(const at::Tensor& positions) {
 }  // namespace
 
 bool fused_attention_applies(const at::Tensor& qkv, double dropout, bool training) {
-#if KILN_TORCH_AT_LEAST(2, 0)
   (void)qkv, (void)dropout, (void)training;
   return false;  // not measured against scaled_dot_product_attention's CPU kernel yet
-#else
-  return qkv.device().is_cpu() && qkv.layout() == at::kStrided && qkv.scalar_type() == at::kFloat &&
-         !(training && dropout > 0);
-#endif
 }
 
 at::Tensor fused_causal_attention(const at::Tensor& qkv, int64_t n_head,

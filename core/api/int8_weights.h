@@ -5,7 +5,7 @@
 //
 // The int8 tensor stays the model's parameter (the same TensorImpl, by which linear() and an
 // adapter's low-rank sites find it); its scales are kept here, registered by the weight as the
-// sites are. linear() (core/api/onednn_linear.h) dequantizes such a weight, q s in fp32, for each
+// sites are. linear() (core/api/linear.h) dequantizes such a weight, q s in fp32, for each
 // product: a transient the size of one layer's weight, not the whole model.
 #pragma once
 

@@ -3,7 +3,7 @@
 #include "core/api/activation_checkpoint.h"
 #include "core/api/fused_attention.h"
 #include "core/api/fused_rms_norm.h"
-#include "core/api/onednn_linear.h"
+#include "core/api/linear.h"
 #include "core/api/rotary.h"
 
 namespace kiln {
@@ -21,8 +21,8 @@ torch::nn::Linear bias_free_linear(int64_t in, int64_t out) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
 }
 
-torch::Tensor project(const torch::nn::Linear& layer, const torch::Tensor& x, bool fused) {
-  return linear(x, layer->weight, layer->bias, fused);
+torch::Tensor project(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return linear(x, layer->weight, layer->bias);
 }
 
 LlamaAttentionImpl::LlamaAttentionImpl(const LlamaBlockOptions& o, int64_t layer)
@@ -52,8 +52,8 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& input) {
   const auto x = tp.enter(input);
   const int64_t b = x.size(0), t = x.size(1);
   auto heads = [&](const torch::Tensor& m, int64_t n) { return m.view({b, t, n, head_dim_}); };
-  auto q = project(q_proj, x, fused_);
-  auto k = project(k_proj, x, fused_);
+  auto q = project(q_proj, x);
+  auto k = project(k_proj, x);
   if (q_norm) {
     // Replicated gains applied to this rank's heads only: their gradients are partial sums,
     // which enter adds up over the group in backward.
@@ -62,10 +62,10 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& input) {
   }
   // This rank's heads are heads [rank * n_head_, (rank + 1) * n_head_) of the model's.
   const SliceOf mine{1, tp.rank * n_head_, tp.size * n_head_};
-  auto y = rotary_self_attention(q, k, project(v_proj, x, fused_), n_head_, inv_freq, drop_.p,
-                                 is_training(), fused_, drop_.site(DropoutPlace::kAttentionWeights),
-                                 mine);
-  return tp.leave(project(o_proj, y, fused_));
+  auto y =
+      rotary_self_attention(q, k, project(v_proj, x), n_head_, inv_freq, drop_.p, is_training(),
+                            fused_, drop_.site(DropoutPlace::kAttentionWeights), mine);
+  return tp.leave(project(o_proj, y));
 }
 
 std::vector<ParameterSplit> LlamaAttentionImpl::split(const TensorParallelGroup& group,
@@ -80,15 +80,14 @@ std::vector<ParameterSplit> LlamaAttentionImpl::split(const TensorParallelGroup&
 }
 
 SwiGluMlpImpl::SwiGluMlpImpl(const LlamaBlockOptions& o)
-    : fused_(o.fused_kernels),
-      gate_proj(register_module("gate_proj", bias_free_linear(o.n_embd, o.ffn_dim))),
+    : gate_proj(register_module("gate_proj", bias_free_linear(o.n_embd, o.ffn_dim))),
       up_proj(register_module("up_proj", bias_free_linear(o.n_embd, o.ffn_dim))),
       down_proj(register_module("down_proj", bias_free_linear(o.ffn_dim, o.n_embd))) {}
 
 torch::Tensor SwiGluMlpImpl::forward(const torch::Tensor& input) {
   const auto x = tp.enter(input);
-  const auto hidden = torch::silu(project(gate_proj, x, fused_)) * project(up_proj, x, fused_);
-  return tp.leave(project(down_proj, hidden, fused_));
+  const auto hidden = torch::silu(project(gate_proj, x)) * project(up_proj, x);
+  return tp.leave(project(down_proj, hidden));
 }
 
 std::vector<ParameterSplit> SwiGluMlpImpl::split(const TensorParallelGroup& group,

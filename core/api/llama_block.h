@@ -56,8 +56,8 @@ TORCH_MODULE(RmsNorm);
 // A Linear without a bias, as every matrix of the family is.
 torch::nn::Linear bias_free_linear(int64_t in, int64_t out);
 
-// `layer` on x, on oneDNN's GEMMs with model.kernels = "fused" (core/api/onednn_linear.h).
-torch::Tensor project(const torch::nn::Linear& layer, const torch::Tensor& x, bool fused);
+// `layer` on x through Kiln's linear (core/api/linear.h), which adds an adapter's low-rank update.
+torch::Tensor project(const torch::nn::Linear& layer, const torch::Tensor& x);
 
 class LlamaAttentionImpl : public torch::nn::Module {
  public:
@@ -87,7 +87,6 @@ class SwiGluMlpImpl : public torch::nn::Module {
   // This rank's hidden units: gate and up column-parallel, down row-parallel.
   std::vector<ParameterSplit> split(const TensorParallelGroup& group, const std::string& name);
 
-  bool fused_;  // model.kernels = "fused"
   torch::nn::Linear gate_proj, up_proj, down_proj;
   TensorParallelGroup tp;
 };

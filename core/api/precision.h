@@ -53,9 +53,6 @@ class PrecisionPolicy {
   // Whether prepare_step inspects the gradients (and so needs all of them on every rank).
   // Asked once by assemble(), which refuses a parallel strategy that shards gradients.
   virtual bool inspects_gradients() const { return false; }
-  // Whether the policy acts only through Kiln's fused linear layers (core/api/onednn_linear.h),
-  // so that under model.kernels = "torch" it would silently run as fp32. Asked by assemble().
-  virtual bool needs_fused_linear() const { return false; }
   // What a snapshot keeps of the policy (a loss scale, say) and gives back on resume: state()
   // is read on rank 0 between steps, load_state called on every rank before the first step of a
   // resumed session.

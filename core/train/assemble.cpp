@@ -8,7 +8,6 @@
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
-#include "core/api/kernel_choice.h"
 #include "core/api/tokenizer.h"
 #include "core/checkpoint/hf_directory.h"
 #include "core/config/canonical.h"
@@ -196,14 +195,6 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
         "{}: precision '{}' checks every gradient for overflow, but parallel '{}' leaves each "
         "rank only its shard of them: use precision.type = \"bf16\" or parallel.type = \"ddp\"",
         config.where("precision.type").str(), config.type("precision"), config.type("parallel")));
-  }
-  const Params model = config.params("model");
-  if (a.precision->needs_fused_linear() && model.has("kernels") && !uses_fused_kernels(model)) {
-    throw UserError(
-        fmt::format("{}: precision '{}' acts in Kiln's fused linear layers only, and "
-                    "model.kernels = \"torch\" would run it as fp32: use "
-                    "model.kernels = \"fused\" or precision.type = \"fp32\"",
-                    config.where("precision.type").str(), config.type("precision")));
   }
   std::shared_ptr<torch::optim::Optimizer> stand_in;
   if (loading) {

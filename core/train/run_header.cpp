@@ -6,7 +6,7 @@
 #include "core/api/adapter.h"
 #include "core/store/tensorboard/run_log.h"
 #include "core/train/run_device.h"
-#include "core/util/blas_kernels.h"
+#include "core/util/cpu_runtime.h"
 #include "core/util/text.h"
 
 namespace kiln {
@@ -58,7 +58,7 @@ std::vector<std::string> header_lines(const AssembledRun& run, const HeaderFacts
         100.0 * static_cast<double>(counts.trainable) / static_cast<double>(all), all,
         format_bytes(counts.frozen_bytes)));
   }
-  lines.push_back(blas_report().text());
+  lines.push_back(cpu_runtime_report());
   if (const std::string chosen = run.precision->describe(); !chosen.empty())
     lines.push_back(chosen);
   lines.push_back("data: " + run.train_data->describe());

@@ -54,7 +54,7 @@ class MeteredAllocator final : public c10::Allocator {
  public:
   explicit MeteredAllocator(c10::Allocator* inner) : inner_(inner) {}
 
-  c10::DataPtr allocate(size_t bytes) KILN_ALLOCATE_CONST override {
+  c10::DataPtr allocate(size_t bytes) override {
     c10::DataPtr inner = inner_->allocate(bytes);
     void* data = inner.get();
     const c10::Device device = inner.device();
@@ -70,11 +70,9 @@ class MeteredAllocator final : public c10::Allocator {
   }
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
 
-#if KILN_TORCH_AT_LEAST(2, 3)
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     std::memcpy(dest, src, count);
   }
-#endif
 
  private:
   c10::Allocator* inner_;

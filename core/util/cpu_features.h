@@ -1,6 +1,7 @@
-// What this CPU can run, read with cpuid: which BLAS kernels fit it (blas_kernels.h) and the
-// hardware peak MFU is measured against (cpu_peak.h). A vector feature counts only when the OS
-// also saves its registers (xgetbv), as a kernel using it would otherwise fault. Torch-free.
+// What this CPU can run, read with cpuid: the hardware peak MFU is measured against (cpu_peak.h)
+// and the instruction set oneDNN's bf16 products run on (cpu_runtime.h). A vector feature counts
+// only when the OS also saves its registers (xgetbv), as a kernel using it would otherwise fault.
+// Torch-free.
 #pragma once
 
 #include <string>
@@ -30,7 +31,7 @@ struct CpuFeatures {
 };
 
 // The widest vector instruction set a kernel may use here. AVX-512 means Skylake-SP's set
-// (F, DQ, BW, VL), the one OpenBLAS's SkylakeX kernels assume: Knights Landing's F alone is not.
+// (F, DQ, BW, VL), the one AVX-512 kernels assume: Knights Landing's F alone is not.
 enum class VectorIsa { kSse, kAvx, kAvx2, kAvx512 };
 
 // This machine's CPU (all false off x86), and the kernel's name for it.

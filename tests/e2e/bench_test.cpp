@@ -1,6 +1,7 @@
 // `kiln bench` on the tiny experiment: --record keeps what it printed, --against prints the
-// ratio to it (checked here from the two printed numbers), and the BLAS line names the kernels
-// OpenBLAS itself reports (OPENBLAS_VERBOSE=2) and warns about a user's weaker choice.
+// ratio to it (checked here from the two printed numbers), and the line of what runs the CPU
+// products says what oneDNN itself reports (ONEDNN_VERBOSE), under a cap of its instruction set
+// too, and what the dynamic loader links (ldd): one OpenMP runtime, no second oneDNN.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -45,8 +46,6 @@ std::vector<std::vector<std::string>> lines_starting(const std::string& output,
   return found;
 }
 
-// The environment variable set for one kiln command, unset after it.
-
 TEST_F(Bench, RecordThenAgainstPrintsTheRatioToTheRecordedResult) {
   const std::string exp = experiment();
   auto recorded = run_kiln("bench " + exp + kShort + " --record base");
@@ -89,8 +88,8 @@ TEST_F(Bench, RecordThenAgainstPrintsTheRatioToTheRecordedResult) {
   EXPECT_EQ(query(db(), "select count(*) from bench_results")[0][0], "2");
 }
 
-// The kernels the CPU warrants, from the kernel's own flags ("" for SSE-only CPUs).
-std::string warranted_kernels() {
+// The kernel's flags for this CPU (/proc/cpuinfo), independent of Kiln's cpuid reading.
+std::set<std::string> cpu_flags() {
   std::ifstream in("/proc/cpuinfo");
   std::set<std::string> flags;
   for (std::string line; std::getline(in, line);) {
@@ -100,31 +99,92 @@ std::string warranted_kernels() {
       flags.insert(word);
     break;
   }
-  auto has = [&](const char* flag) { return flags.count(flag) == 1; };
-  if (has("avx512f") && has("avx512dq") && has("avx512bw") && has("avx512vl")) return "SkylakeX";
-  if (has("avx2") && has("fma")) return "Haswell";
-  return has("avx") ? "Sandybridge" : "";
+  return flags;
 }
 
-TEST_F(Bench, TheBlasLineNamesTheKernelsOpenBlasReports) {
-  const std::string command = "bench " + experiment() + " --steps 1 --warmup 0";
-  testing::CommandResult result;
-  {
-    testing::ScopedEnv verbose("OPENBLAS_VERBOSE",
-                               "2");  // OpenBLAS prints "Core: NAME" as it loads
-    result = run_kiln(command);
-  }
+// The implementations of the matmuls oneDNN ran, as ONEDNN_VERBOSE=1 prints them:
+// "brg_matmul:avx10_1_512_amx" from "onednn_verbose,v1,primitive,exec,cpu,matmul,IMPL,...".
+std::vector<std::string> onednn_matmuls(const std::string& output) {
+  std::vector<std::string> found;
+  const std::regex exec(R"(onednn_verbose,[^,\n]*,primitive,exec,cpu,matmul,([^,\n]+),)");
+  for (std::sregex_iterator it(output.begin(), output.end(), exec), end; it != end; ++it)
+    found.push_back((*it)[1]);
+  return found;
+}
+
+// `kiln bench` of the tiny experiment under precision bf16 with oneDNN's verbose log on, and
+// ONEDNN_MAX_CPU_ISA set to `cap` where given.
+testing::CommandResult bench_bf16_verbose(const std::string& experiment, const char* cap) {
+  testing::ScopedEnv verbose("ONEDNN_VERBOSE", "1");
+  testing::ScopedEnv capped("ONEDNN_MAX_CPU_ISA", cap);
+  return run_kiln("bench " + experiment + " --steps 1 --warmup 0 --set precision.type=bf16");
+}
+
+// Where the CPU has AMX's bf16 tiles, bf16 products reach them: every matmul oneDNN reports
+// names an AMX kernel, and the line says so; elsewhere none does and the line does not.
+TEST_F(Bench, Bf16ProductsRunOnTheAmxKernelsOneDnnReportsWhereTheCpuHasThem) {
+  const auto result = bench_bf16_verbose(experiment(), nullptr);
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  const auto core = lines_starting(result.output, "Core:");
-  if (core.empty()) GTEST_SKIP() << "SKIP: this LibTorch's BLAS is not a DYNAMIC_ARCH OpenBLAS";
-  EXPECT_NE(result.output.find("BLAS: OpenBLAS "), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("(kernels " + core.back()[1]), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("1 thread;"), std::string::npos) << result.output;  // threads = 1
+  const bool amx = cpu_flags().count("amx_bf16") == 1;
+  const auto matmuls = onednn_matmuls(result.output);
+  if (amx) {
+    ASSERT_FALSE(matmuls.empty()) << result.output;
+  }
+  for (const std::string& impl : matmuls)
+    EXPECT_EQ(impl.find("amx") != std::string::npos, amx) << impl;
+  EXPECT_EQ(result.output.find("; on AMX)") != std::string::npos, amx) << result.output;
+}
+
+// With oneDNN capped at SSE4.1, which every x86-64 CPU this runs on has, no product runs above
+// the cap, whatever the CPU: no AVX2, AVX-512 or AMX kernel, and the line claims none; the
+// step still trains.
+TEST_F(Bench, ACapOnOneDnnsInstructionSetHoldsOnAnyX86Cpu) {
+  const auto result = bench_bf16_verbose(experiment(), "SSE41");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  for (const std::string& impl : onednn_matmuls(result.output)) {
+    EXPECT_EQ(impl.find("avx"), std::string::npos) << impl;
+    EXPECT_EQ(impl.find("amx"), std::string::npos) << impl;
+  }
+  EXPECT_EQ(result.output.find("; on AMX)"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("; on AVX512-BF16)"), std::string::npos) << result.output;
+  EXPECT_EQ(lines_starting(result.output, "tokens/s").size(), 1u) << result.output;
+}
+
+// What the dynamic loader links into kiln (ldd's word, not Kiln's): one OpenMP runtime, the very
+// libgomp beside LibTorch's libtorch_cpu, and no oneDNN library (LibTorch's is built in); the line
+// names that runtime.
+TEST_F(Bench, TheBinaryLinksOneOpenMpRuntimeLibTorchsOwnAndNoSecondOneDnn) {
+  const auto linked = testing::run_shell(std::string("ldd '") + KILN_BINARY + "'");
+  ASSERT_EQ(linked.exit_code, 0) << linked.output;
+  std::vector<std::string> openmp, onednn;
+  std::string torch_dir;
+  std::istringstream lines(linked.output);
+  const std::regex library(R"(^\s*(\S+) => (\S+))");
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, library)) continue;
+    const std::string name = m[1], path = m[2];
+    if (std::regex_match(name, std::regex(R"(lib(gomp|iomp5|omp)[-.].*)"))) openmp.push_back(path);
+    if (std::regex_match(name, std::regex(R"(lib(dnnl|mkldnn|onednn).*)"))) onednn.push_back(path);
+    if (name == "libtorch_cpu.so") torch_dir = std::filesystem::path(path).parent_path();
+  }
+  ASSERT_FALSE(torch_dir.empty()) << linked.output;
+  ASSERT_EQ(openmp.size(), 1u) << linked.output;
+  if (std::filesystem::exists(torch_dir + "/libgomp.so.1")) {
+    EXPECT_EQ(std::filesystem::path(openmp[0]).parent_path(), torch_dir) << linked.output;
+  }
+  EXPECT_TRUE(onednn.empty()) << linked.output;
+  auto result = run_kiln("bench " + experiment() + " --steps 1 --warmup 0");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(
+      result.output.find("; OpenMP " + std::filesystem::path(openmp[0]).filename().string() + ", "),
+      std::string::npos)
+      << result.output;
 }
 
 // The header names the malloc the binary runs on: jemalloc where the dynamic loader links it in
 // (ldd's word, not Kiln's; tools/kiln/allocator.cpp), the C library's otherwise.
-TEST_F(Bench, TheBlasLineNamesTheMallocTheBinaryLoads) {
+TEST_F(Bench, TheCpuLineNamesTheMallocTheBinaryLoads) {
   const auto linked = testing::run_shell(std::string("ldd '") + KILN_BINARY + "'");
   ASSERT_EQ(linked.exit_code, 0) << linked.output;
   auto result = run_kiln("bench " + experiment() + " --steps 1 --warmup 0");
@@ -187,116 +247,10 @@ TEST_F(Bench, ASecondKilnProcessStartsWithItsShareOfTheCoresWhenItAsks) {
   EXPECT_EQ(counter.processes(), 1);
 }
 
-TEST_F(Bench, AUsersWeakerKernelsAreKeptWithOneWarningLine) {
-  const std::string better = warranted_kernels();
-  if (better.empty()) GTEST_SKIP() << "SKIP: this CPU has no AVX: Prescott is its kernel set";
-  testing::CommandResult result;
-  {
-    testing::ScopedEnv weak("OPENBLAS_CORETYPE", "Prescott");
-    testing::ScopedEnv verbose("OPENBLAS_VERBOSE",
-                               "2");  // OpenBLAS prints "Core: NAME" as it loads
-    result = run_kiln("bench " + experiment() + " --steps 1 --warmup 0");
-  }
-  ASSERT_EQ(result.exit_code, 0) << result.output;
-  if (result.output.find("BLAS: OpenBLAS") == std::string::npos) {
-    GTEST_SKIP() << "SKIP: this LibTorch's BLAS is not OpenBLAS";
-  }
-  // Only an OpenBLAS built with DYNAMIC_ARCH reads OPENBLAS_CORETYPE (and says "Core:").
-  if (lines_starting(result.output, "Core:").empty()) {
-    GTEST_SKIP() << "SKIP: this OpenBLAS is not built with DYNAMIC_ARCH: it has one kernel set";
-  }
-  EXPECT_NE(result.output.find("(kernels Prescott, "), std::string::npos) << result.output;
-  const auto warnings = lines_starting(result.output, "warning:");
-  ASSERT_EQ(warnings.size(), 1u) << result.output;
-  EXPECT_NE(result.output.find("as OPENBLAS_CORETYPE=Prescott asks: unset it, or run `export "
-                               "OPENBLAS_CORETYPE=" +
-                               better + "`"),
-            std::string::npos)
-      << result.output;
-}
-
-// A CPU OpenBLAS does not recognise, for real: QEMU's user-mode emulator with its "max" CPU (AVX2
-// and FMA, an unknown model), on which OpenBLAS 0.3.21 falls back to its SSE kernels. QEMU runs
-// an exec of /proc/self/exe, or of any program, natively, so only the first kiln process is
-// emulated. `kiln_arguments` run so, with OpenBLAS saying "Core: NAME" each time it loads:
-// returns the output and OpenBLAS's "Core:" lines, or why that cannot run here.
-struct UnderQemu {
-  std::string output;
-  std::vector<std::string> cores;  // the kernels of each OpenBLAS load, in order
-  std::string skip;                // non-empty: why not
-};
-
-UnderQemu run_under_qemu_max(const std::string& kiln_arguments, const std::string& log) {
-  if (std::system("command -v qemu-x86_64 >/dev/null 2>&1") != 0) {
-    return {"", {}, "SKIP: qemu-x86_64 (Debian's qemu-user) is not installed"};
-  }
-  // Kiln picks kernels from the emulated CPU (AVX2 and FMA), then runs natively: on a host
-  // without them those kernels would stop it with SIGILL.
-  const std::string host = warranted_kernels();
-  if (host != "Haswell" && host != "SkylakeX") {
-    return {"", {}, "SKIP: this CPU has no AVX2 and FMA, which QEMU's max CPU offers"};
-  }
-  const std::string command =
-      fmt::format("QEMU_CPU=max OPENBLAS_VERBOSE=2 qemu-x86_64 '{}' {} >'{}' 2>&1", KILN_BINARY,
-                  kiln_arguments, log);
-  const int status = std::system(command.c_str());
-  UnderQemu result{testing::read_file(log), {}, ""};
-  if (status != 0 && result.output.find("Unable to reserve") != std::string::npos) {
-    result.skip =
-        "SKIP: QEMU cannot reserve its guest address space here (overcommit or "
-        "ulimit -v): " +
-        result.output.substr(0, result.output.find('\n'));
-    return result;
-  }
-  EXPECT_EQ(status, 0) << result.output;
-  // A rank's lines come prefixed by `kiln launch`: "[rank 0] Core: Haswell".
-  const std::regex core_line(R"((?:^|\n)(?:\[rank \d+\] )?Core: (\S+))");
-  for (std::sregex_iterator it(result.output.begin(), result.output.end(), core_line), end;
-       it != end; ++it)
-    result.cores.push_back((*it)[1]);
-  const std::set<std::string> fitting = {"Haswell", "Zen", "SkylakeX"};
-  if (!result.cores.empty() && fitting.count(result.cores[0]) > 0) {
-    result.skip = "SKIP: OpenBLAS chose fitting kernels under QEMU here";
-  }
-  return result;
-}
-
-// Two OpenBLAS loads, the second with wider kernels than the first, and that second process's BLAS
-// line saying kiln chose them over OpenBLAS's choice in the first: what OpenBLAS itself reports.
-void expect_the_second_load_runs_kilns_choice(const UnderQemu& run) {
-  ASSERT_EQ(run.cores.size(), 2u) << run.output;
-  const std::string first = run.cores[0], second = run.cores[1];
-  EXPECT_TRUE(second == "Haswell" || second == "SkylakeX") << run.output;
-  EXPECT_NE(
-      run.output.find("(kernels " + second + ", set by kiln over OpenBLAS's choice, " + first),
-      std::string::npos)
-      << run.output;
-}
-
-// Kiln must restart itself with wider kernels: the two loads are its two processes.
-TEST_F(Bench, AGenericKernelFallbackIsReplacedByARestart) {
-  const UnderQemu run = run_under_qemu_max(
-      fmt::format("bench {} --steps 1 --warmup 0", experiment()), dir_ / "qemu.log");
-  if (!run.skip.empty()) GTEST_SKIP() << run.skip;
-  expect_the_second_load_runs_kilns_choice(run);
-}
-
-// A command that computes nothing itself does not load LibTorch a second time: `kiln launch`
-// keeps OpenBLAS's first choice and restarts nowhere, and the rank it starts loads OpenBLAS once,
-// with the kernels kiln chose, and says so. The two loads are the launcher's and the rank's.
-TEST_F(Bench, OnlyACommandThatComputesRestartsAndTheKilnItStartsInheritsTheKernels) {
-  const UnderQemu run = run_under_qemu_max(
-      fmt::format("launch --nproc-per-node 1 --master-port {} -- bench {} --steps 1 --warmup 0",
-                  testing::free_local_port(), experiment()),
-      dir_ / "qemu.log");
-  if (!run.skip.empty()) GTEST_SKIP() << run.skip;
-  expect_the_second_load_runs_kilns_choice(run);
-}
-
-TEST_F(Bench, ARunsHeaderPrintsTheBlasLine) {
+TEST_F(Bench, ARunsHeaderPrintsTheCpuLine) {
   auto result = run_kiln("run " + experiment() + " --set train.steps=2 --set eval.every=0");
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_EQ(lines_starting(result.output, "BLAS:").size(), 1u) << result.output;
+  EXPECT_EQ(lines_starting(result.output, "CPU").size(), 1u) << result.output;
 }
 
 }  // namespace

@@ -29,8 +29,6 @@
 #include <nlohmann/json.hpp>
 
 #include "core/data/shard.h"
-#include "core/util/blas_kernels.h"
-#include "core/util/cpu_features.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -332,25 +330,15 @@ class HostileInput : public ::testing::Test {
     // no GPU, so that every case means the same on any machine; one BLAS and OpenMP thread, as
     // each thread's stack and buffers count against the cap, which a many-core machine would
     // otherwise reach before any model is built.
-    // The BLAS kernels kiln would restart itself with, where OpenBLAS misjudges this CPU, set
-    // from the start: the cases test input handling on any machine, and a second LibTorch load
-    // in those that compute was a quarter of the corpus's time on such a machine (the restart
-    // itself is the Bench tests' subject).
-    static const std::string kernels = [] {
-      const auto better =
-          better_coretype(read_cpu_features(), query_blas(), std::getenv("OPENBLAS_CORETYPE"));
-      return better ? "OPENBLAS_CORETYPE=" + *better + " " : std::string();
-    }();
     // Leading NAME=VALUE words are the case's environment (RANK=12abc run ...).
     static const std::regex assignments("^(([A-Z][A-Z0-9_]*=[^ ]* )*)(.*)$");
     std::smatch parts;
     const std::string args = expand(c.args);
     std::regex_match(args, parts, assignments);
     const std::string command = fmt::format(
-        "cd '{}/cwd' && ulimit -v 8000000 && CUDA_VISIBLE_DEVICES= OPENBLAS_NUM_THREADS=1 "
-        "OMP_NUM_THREADS=1 {}{}exec timeout 120 '{}' {} "
-        "</dev/null >'{}' 2>'{}'",
-        s, kernels, parts[1].str(), KILN_BINARY, parts[3].str(), out, err);
+        "cd '{}/cwd' && ulimit -v 8000000 && CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 "
+        "{}exec timeout 120 '{}' {} </dev/null >'{}' 2>'{}'",
+        s, parts[1].str(), KILN_BINARY, parts[3].str(), out, err);
     const int status = std::system(command.c_str());
     const std::string stderr_text = read_file(err);
     if (std::getenv("KILN_HOSTILE_VERBOSE")) std::cout << c.name << ": " << stderr_text;

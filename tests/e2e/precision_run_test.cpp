@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/util/onednn_matmul.h"
+#include "core/util/cpu_features.h"
 #include "core/util/torch_compat.h"
 #include "ranks.h"
 #include "tiny_run.h"
@@ -73,12 +73,11 @@ TEST_F(PrecisionCurve, Bf16FollowsFp32InEvery50StepWindowOf400Steps) {
   expect_windows_follow_fp32("bf16", /*rounds=*/true);
 }
 
-// oneDNN 2.6 rounds bf32's operands on AMX only; elsewhere this checks the path runs end to end.
+// oneDNN rounds bf32's operands where the CPU multiplies bf16 natively; elsewhere this checks
+// the path runs end to end.
 TEST_F(PrecisionCurve, Bf32FollowsFp32InEvery50StepWindowOf400Steps) {
-  if (!onednn_matmul_built()) {
-    GTEST_SKIP() << "SKIP: precision bf32 needs oneDNN's matmul primitive, absent from this build";
-  }
-  expect_windows_follow_fp32("bf32", onednn_bf32_rounds());
+  const CpuFeatures cpu = read_cpu_features();
+  expect_windows_follow_fp32("bf32", cpu.avx512_bf16 || cpu.amx_bf16);
 }
 
 // `kiln bench --set precision.type=auto`, retried while the machine is too busy to measure (it
@@ -175,18 +174,10 @@ TEST_F(PrecisionRun, AVerdictKeptPerCpuClassAloneIsNotTrusted) {
       << run.output;
 }
 
-// fp16's dynamic loss scaling in a real run. It needs float16 autocast on the CPU, which LibTorch
-// 2.6 has and 1.13 has not (there fp16 on the CPU is refused: tests/hostile, fp16_on_cpu).
-#define SKIP_WITHOUT_CPU_FP16()                                                            \
-  if (!compat::cpu_autocast_has_fp16())                                                    \
-  GTEST_SKIP() << "LibTorch " << compat::torch_version()                                   \
-               << "'s CPU autocast has no float16 kernels; this runs in the LibTorch 2.x " \
-                  "builds (tools/torch2.sh)"
-
+// fp16's dynamic loss scaling in a real run, on the CPU's float16 autocast.
 // KILN_FAULT=grad.nonfinite:4 puts an inf in step 4's gradients: the scaler must skip that
 // update and halve its scale (backoff_factor 0.5), then go on; the rest of the run is normal.
 TEST_F(PrecisionRun, Fp16SkipsAnOverflowedStepAndBacksOffItsScale) {
-  SKIP_WITHOUT_CPU_FP16();
   const std::string exp = experiment(
       "[precision]\ntype = \"fp16\"\ninit_scale = 1024\ngrowth_interval = 1000\n"
       "backoff_factor = 0.5\n");
@@ -209,7 +200,6 @@ TEST_F(PrecisionRun, Fp16SkipsAnOverflowedStepAndBacksOffItsScale) {
 // Loss scaling looks at every gradient; zero (stage >= 1 over 2 ranks) and a 2-stage pipeline
 // leave each rank a part of them, so both are refused before any rank builds its model.
 TEST_F(PrecisionRun, Fp16IsRefusedWhereRanksHoldOnlyPartOfTheGradients) {
-  SKIP_WITHOUT_CPU_FP16();
   const std::string exp = experiment();
   for (const std::string parallel : {"zero", "pipeline --set parallel.pp=2"}) {
     const int port = testing::free_local_port();

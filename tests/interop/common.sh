@@ -1,5 +1,5 @@
 # Sourced by the interop tests (tests/interop/*_test.sh): the source tree's root as the working
-# directory, the chroot ready (or exit 77 with its SKIP line where it cannot be made, from
+# directory, the test libraries ready (or exit 77 with its SKIP line where .venv/ lacks them, from
 # tools/interop.sh), a scratch folder removed on exit, and the [run] section of an experiment
 # that writes its store and runs there.
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."

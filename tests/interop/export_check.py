@@ -1,6 +1,6 @@
 """Kiln's export opened by Hugging Face transformers, as a user opens it next.
 
-Run in the sid chroot (tools/interop.sh) against files the host's kiln wrote:
+Run by tools/interop.sh, in .venv/ against files the host's kiln wrote:
     export_check.py HF_DIR DATA_DIR KILN_LOSS SAMPLE_FILE PROMPT MICRO_BATCH SEQ_LEN LOGITS
                     GENERATED
 

@@ -5,7 +5,7 @@
 # VARIANT: gpt (GPT-2 layout, character data), gpt_bpe (GPT-2's tokenizer: bos/eos 50256),
 # gpt_sharded (exported with --max-shard-size 20KB: shards and model.safetensors.index.json),
 # llama_gqa (grouped-query attention, untied), llama_tied_rope (tied embeddings, Llama 3 rope
-# scaling). Exit 77: skipped (the chroot cannot be made here; tools/interop.sh).
+# scaling). Exit 77: skipped (no test libraries in .venv/; tools/interop.sh).
 set -euo pipefail
 kiln=$1 variant=$2
 source "$(dirname "$0")/common.sh"
@@ -90,6 +90,6 @@ printf 'name = "gen"\nkind = "generate"\nitems = "prompts.jsonl"\nmax_gen_toks =
   >"$scratch/gen.toml"
 "$kiln" eval m --task "$scratch/gen.toml" --batch 16 --details "$scratch/generated.jsonl" \
   --db "$scratch/kiln.db" 2>/dev/null >/dev/null
-tools/interop.sh "$scratch" python3 /kiln/tests/interop/export_check.py "$scratch/hf" \
+tools/interop.sh python3 tests/interop/export_check.py "$scratch/hf" \
   "$scratch/data" "$loss" "$scratch/sample.txt" "$prompt" 4 32 "$scratch/logits.npy" \
   "$scratch/generated.jsonl"

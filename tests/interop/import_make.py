@@ -1,6 +1,6 @@
 """A random model made by transformers, for Kiln to load through model.init_from.
 
-Run in the sid chroot (tools/interop.sh):
+Run by tools/interop.sh, in .venv/:
     import_make.py OUT VARIANT DTYPE
 VARIANT: gpt (GPT2LMHeadModel) or llama_gqa (LlamaForCausalLM, 4 query heads over 2 key/value
 heads). DTYPE: float32 or bfloat16. Writes

@@ -1,36 +1,32 @@
-"""A LoRA run's exports, opened by transformers, as a user opens them next.
+"""A LoRA run's exports, opened as a user opens them next: the adapter by PEFT, the merged folder
+by transformers.
 
-Run in the sid chroot (tools/interop.sh) against files the host's kiln wrote:
+Run by tools/interop.sh, in .venv/ against files the host's kiln wrote:
     lora_check.py BASE_DIR ADAPTER_DIR MERGED_DIR DATA_DIR LOGITS MICRO_BATCH SEQ_LEN
 
 BASE_DIR is the Hugging Face folder the run started from (model.init_from), ADAPTER_DIR what
 `kiln export` wrote for the run (PEFT's adapter folder), MERGED_DIR what `kiln export --merge`
 wrote, LOGITS the logits `kiln eval --logits` computed with the adapted model on the validation
-shard's first window. PEFT itself is not packaged in Debian; this applies the adapter as PEFT's
-LoraModel does, written from PEFT's documented format and its tuners/lora/layer.py:
-  - adapter_config.json holds LoraConfig's fields (peft_type LORA, task_type CAUSAL_LM, r,
-    lora_alpha, target_modules, fan_in_fan_out, use_rslora, bias "none");
-  - every tensor is named base_model.model.<module>.lora_A.weight / .lora_B.weight, <module> a
-    module of the base model that target_modules names (equal, or ending in "." + a target),
-    every such linear module has both, A is [r, in] and B [out, r];
-  - the base's weights plus scaling * B @ A (scaling = lora_alpha / r, or / sqrt(r) with
-    use_rslora; transposed for fan_in_fan_out, GPT-2's Conv1D) give logits equal to Kiln's
-    adapted model's within 1e-5;
+shard's first window. Checks that
+  - the base alone is more than 1e-3 from Kiln's adapted logits (else the checks below would
+    pass for an adapter that changed nothing);
+  - peft.PeftModel.from_pretrained(base, ADAPTER_DIR) opens the folder as a causal LM's LoRA
+    adapter, and the LoRA tensors it then holds are the folder's, every one and no other (PEFT
+    itself only warns of a missing or unexpected key);
+  - that model's logits equal Kiln's within 1e-5;
   - the merged folder loads with no missing, unexpected or mismatched key, and its logits equal
     Kiln's within 1e-5.
 Prints one line per check; exits 1 at the first that fails.
 """
 import glob
-import json
-import math
 import os
 import sys
 
 import numpy as np
+import peft
 import safetensors.torch
 import torch
 from transformers import AutoModelForCausalLM
-from transformers.pytorch_utils import Conv1D
 
 base_dir, adapter_dir, merged_dir, data_dir, logits_file = sys.argv[1:6]
 micro_batch, seq_len = int(sys.argv[6]), int(sys.argv[7])
@@ -57,9 +53,13 @@ window = torch.from_numpy(tokens[:micro_batch * seq_len].astype(np.int64)).view(
 kiln_logits = torch.from_numpy(np.load(logits_file))
 
 
-def compare(model, what):
+def logits_of(model):
     with torch.no_grad():
-        logits = model(window).logits
+        return model(window).logits
+
+
+def compare(model, what):
+    logits = logits_of(model)
     if logits.shape != kiln_logits.shape:
         fail(f"{what}: logits {tuple(logits.shape)}, kiln's {tuple(kiln_logits.shape)}")
     worst = (logits - kiln_logits).abs().max().item()
@@ -68,52 +68,33 @@ def compare(model, what):
     print(f"ok: {what}: logits of the first window {tuple(logits.shape)} within {worst:.2g}")
 
 
-config = json.load(open(os.path.join(adapter_dir, "adapter_config.json")))
-for key, kind in (("peft_type", str), ("task_type", str), ("r", int), ("lora_alpha", (int, float)),
-                  ("target_modules", list), ("fan_in_fan_out", bool), ("use_rslora", bool),
-                  ("bias", str), ("lora_dropout", (int, float)),
-                  ("base_model_name_or_path", str)):
-    if not isinstance(config.get(key), kind):
-        fail(f"adapter_config.json: {key} is {config.get(key)!r}")
-if (config["peft_type"], config["task_type"], config["bias"]) != ("LORA", "CAUSAL_LM", "none"):
-    fail(f"adapter_config.json: {config['peft_type']}, {config['task_type']}, {config['bias']}")
-r = config["r"]
-scaling = config["lora_alpha"] / (math.sqrt(r) if config["use_rslora"] else r)
-print(f"ok: adapter_config.json: r {r}, lora_alpha {config['lora_alpha']}, targets "
-      f"{config['target_modules']}, fan_in_fan_out {config['fan_in_fan_out']}")
+def check_loaded(model):
+    """The folder's tensors are exactly the LoRA tensors PEFT put into the model."""
+    if not isinstance(model, peft.PeftModelForCausalLM):
+        fail(f"PeftModel.from_pretrained gave a {type(model).__name__}, not a causal LM's")
+    config = model.peft_config["default"]
+    if config.peft_type != peft.PeftType.LORA:
+        fail(f"adapter_config.json: peft_type {config.peft_type}")
+    held = peft.get_peft_model_state_dict(model)
+    given = safetensors.torch.load_file(os.path.join(adapter_dir, "adapter_model.safetensors"))
+    if held.keys() != given.keys():
+        fail(f"PEFT holds {sorted(held.keys() - given.keys())}, which the folder lacks, and "
+             f"left {sorted(given.keys() - held.keys())} of the folder's unread")
+    for name, tensor in given.items():
+        if not torch.equal(held[name], tensor):
+            fail(f"{name}: PEFT holds another tensor than the folder's")
+    print(f"ok: PEFT reads r {config.r}, lora_alpha {config.lora_alpha}, targets "
+          f"{sorted(config.target_modules)}, fan_in_fan_out {config.fan_in_fan_out}, use_rslora "
+          f"{config.use_rslora}; it holds the folder's {len(given)} tensors and no other")
+
 
 base = load(base_dir)
-with torch.no_grad():
-    moved = (base(window).logits - kiln_logits).abs().max().item()
+moved = (logits_of(base) - kiln_logits).abs().max().item()
 if moved < 1e-3:
     fail(f"the base alone gives kiln's adapted logits within {moved:.3g}: the adapter changed "
          f"nothing, so nothing below would be checked")
 print(f"ok: the adapter moves the base's logits by up to {moved:.3g}")
-weights = safetensors.torch.load_file(os.path.join(adapter_dir, "adapter_model.safetensors"))
-targets = config["target_modules"]
-named = dict(base.named_modules())
-expected = {name for name, m in named.items()
-            if isinstance(m, (torch.nn.Linear, Conv1D)) and name != "lm_head" and
-            any(name == t or name.endswith("." + t) for t in targets)}
-found = set()
-prefix = "base_model.model."
-for key in weights:
-    if not key.startswith(prefix) or not key.endswith((".lora_A.weight", ".lora_B.weight")):
-        fail(f"adapter_model.safetensors: {key} is not a PEFT LoRA tensor name")
-    found.add(key[len(prefix):-len(".lora_A.weight")])
-if found != expected:
-    fail(f"adapted modules {sorted(found)}, target_modules names {sorted(expected)}")
-with torch.no_grad():
-    for name in sorted(found):
-        module = named[name]
-        a, b = weights[f"{prefix}{name}.lora_A.weight"], weights[f"{prefix}{name}.lora_B.weight"]
-        update = scaling * (b @ a)  # [out, in]
-        if config["fan_in_fan_out"]:
-            update = update.T  # Conv1D stores [in, out]
-        if a.shape[0] != r or b.shape[1] != r or update.shape != module.weight.shape:
-            fail(f"{name}: A {tuple(a.shape)}, B {tuple(b.shape)}, weight "
-                 f"{tuple(module.weight.shape)}")
-        module.weight += update
-print(f"ok: {len(found)} modules adapted, each named as PEFT names them")
-compare(base, "the base with PEFT's update applied here")
+adapted = peft.PeftModel.from_pretrained(base, adapter_dir).eval()
+check_loaded(adapted)
+compare(adapted, "PeftModel.from_pretrained(base, kiln export)")
 compare(load(merged_dir), "kiln export --merge")

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Interop: a LoRA fine-tune by the kiln under test, from a Hugging Face folder it exported
 # (model.init_from), exported as PEFT's adapter folder and merged; tests/interop/lora_check.py
-# applies the adapter to the base in transformers as PEFT does and loads the merged folder.
+# opens the adapter on that base with PEFT (PeftModel.from_pretrained) and the merged folder with
+# transformers, and compares both with `kiln eval --logits`. The other way, a folder PEFT wrote
+# read by Kiln: tests/interop/peft_import_test.sh.
 #   tests/interop/lora_test.sh KILN VARIANT
 # VARIANT: gpt (GPT-2's Conv1D layout: fan_in_fan_out) or llama (grouped-query attention).
-# Exit 77: skipped (the chroot cannot be made here; tools/interop.sh).
+# Exit 77: skipped (no test libraries in .venv/; tools/interop.sh).
 set -euo pipefail
 kiln=$1 variant=$2
 source "$(dirname "$0")/common.sh"
@@ -62,5 +64,5 @@ sed -i "s|^\[model\]$|[model]\ninit_from = \"$scratch/base_hf\"|" "$scratch/lora
   --db "$scratch/kiln.db" >/dev/null 2>&1
 "$kiln" export tuned -o "$scratch/adapter" --db "$scratch/kiln.db"
 "$kiln" export tuned --merge -o "$scratch/merged" --db "$scratch/kiln.db"
-tools/interop.sh "$scratch" python3 /kiln/tests/interop/lora_check.py "$scratch/base_hf" \
+tools/interop.sh python3 tests/interop/lora_check.py "$scratch/base_hf" \
   "$scratch/adapter" "$scratch/merged" "$scratch/data" "$scratch/logits.npy" 4 32

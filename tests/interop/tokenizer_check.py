@@ -1,9 +1,9 @@
 """Kiln's hf tokenizer against Hugging Face's tokenizers library, on the same text.
 
-Run in the sid chroot (tools/interop.sh):
+Run by tools/interop.sh, in .venv/:
     tokenizer_check.py gpt2-json DIR       writes DIR/tokenizer.json: GPT-2's, built by
                                            tokenizers from OpenAI's encoder.json and vocab.bpe
-                                           (/kiln/data/gpt2, fetched by tools/setup.sh)
+                                           (data/gpt2, fetched by tools/setup.sh)
     tokenizer_check.py compare TOKENIZER_JSON TEXT SHARD_DIR
         the ids of `kiln prepare --tokenizer hf` (SHARD_DIR's train shards, llm.c's format: the
         document's end-of-text id, then its tokens) equal
@@ -19,7 +19,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, AddedToken
 
 if sys.argv[1] == "gpt2-json":
-    bpe = models.BPE.from_file("/kiln/data/gpt2/encoder.json", "/kiln/data/gpt2/vocab.bpe")
+    bpe = models.BPE.from_file("data/gpt2/encoder.json", "data/gpt2/vocab.bpe")
     tokenizer = Tokenizer(bpe)
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()

@@ -3,13 +3,13 @@
 # scripts, digits, whitespace runs, emoji, code and CRLF (tests/interop/tokenizer_check.py).
 #   tests/interop/tokenizer_test.sh KILN NAME
 # NAME: gpt2 (its tokenizer.json built by tokenizers from data/gpt2), or a published file that
-# tools/setup.sh --tests fetched into data/tokenizers/NAME/ (llama3, qwen2_5). Exit 77: skipped
-# (the chroot cannot be made here; tools/interop.sh).
+# tools/setup.sh --tests fetched into data/tokenizers/NAME/ (llama3, qwen2). Exit 77: skipped
+# (no test libraries in .venv/; tools/interop.sh).
 set -euo pipefail
 kiln=$1 name=$2
 source "$(dirname "$0")/common.sh"
 if [[ $name == gpt2 ]]; then
-  tools/interop.sh "$scratch" python3 /kiln/tests/interop/tokenizer_check.py gpt2-json "$scratch"
+  tools/interop.sh python3 tests/interop/tokenizer_check.py gpt2-json "$scratch"
   file=$scratch/tokenizer.json
 else
   file=$PWD/data/tokenizers/$name/tokenizer.json
@@ -28,5 +28,5 @@ printf '%b' 'The quick brown fox jumps over 1234567 lazy dogs; 3.14159 ≈ π.\r
   '<|endoftext|> inside the text, and   multiple   spaces   \n' >"$scratch/text.txt"
 "$kiln" prepare "$scratch/text.txt" --tokenizer hf --tokenizer-file "$file" \
   --out "$scratch/data" --val-fraction 0 >/dev/null
-tools/interop.sh "$scratch" python3 /kiln/tests/interop/tokenizer_check.py compare \
+tools/interop.sh python3 tests/interop/tokenizer_check.py compare \
   "$file" "$scratch/text.txt" "$scratch/data"

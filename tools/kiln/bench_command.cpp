@@ -10,7 +10,6 @@
 #include "core/app/bench/measure.h"
 #include "core/app/bench/precision_check.h"
 #include "core/config/config.h"
-#include "core/util/blas_kernels.h"
 #include "core/util/error.h"
 #include "tools/kiln/commands.h"
 
@@ -55,7 +54,6 @@ ChosenCommand add_bench_command(CLI::App& app) {
     if (*record) args->options.record = args->record;
     if (*against) args->options.against = args->against;
     const ResolvedConfig config = load_config(args->experiment, args->overrides);
-    restart_with_better_blas_kernels();
     std::cout << (config.type("precision") == "auto"
                       ? run_precision_check(args->experiment, args->overrides, args->options)
                       : run_bench(config, args->options).report);

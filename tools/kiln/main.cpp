@@ -16,7 +16,6 @@
 #include <CLI/CLI.hpp>
 
 #include "core/distributed/distributed.h"
-#include "core/util/blas_kernels.h"
 #include "core/util/build_info.h"
 #include "core/util/error.h"
 #include "core/util/process.h"
@@ -148,11 +147,6 @@ int dispatch(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // First, before any BLAS call: OpenBLAS chose its kernels when this process loaded it, and
-  // only a process started with OPENBLAS_CORETYPE set runs better ones than a choice too weak for
-  // this CPU. The commands that compute execute themselves again with it; every kiln this one
-  // starts inherits it.
-  kiln::choose_better_blas_kernels(argv);
   kiln::die_with_parent();  // a sweep's member whose worker is gone stops (snapshots) at once
   // glibc serves blocks above a dynamic threshold with fresh mmaps and trims freed memory, so
   // each step's activation-sized tensors were page-faulted in anew: ~10k faults and ~10 ms per

@@ -15,7 +15,6 @@
 #include "core/app/slurm/sweep.h"
 #include "core/config/config.h"
 #include "core/config/schema.h"
-#include "core/util/blas_kernels.h"
 #include "core/util/error.h"
 #include "core/util/stop_signal.h"
 #include "tools/kiln/cli_checks.h"
@@ -75,7 +74,6 @@ int run_command(const RunArgs& args) {
         "--signal-seconds and --sbatch-arg are for --launcher slurm");
   }
   ResolvedConfig config = load_config(args.experiment, overrides);
-  restart_with_better_blas_kernels();
   for (const auto& note : config.notes)
     std::cout << note << "\n";
   StopSignal stop(StopSignal::Second::kAbandon, StopSignal::Delivery::kPolled);
@@ -83,7 +81,6 @@ int run_command(const RunArgs& args) {
 }
 
 int resume_command(const RunArgs& args) {
-  restart_with_better_blas_kernels();
   StopSignal stop(StopSignal::Second::kAbandon, StopSignal::Delivery::kPolled);
   return finish(resume_run(args.db, args.run_ref, args.overrides, args.resume));
 }

@@ -14,7 +14,6 @@
 #include "core/app/run/snapshot_commands.h"
 #include "core/store/runs/output_guard.h"
 #include "core/train/task_suite.h"
-#include "core/util/blas_kernels.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
 #include "core/util/text.h"
@@ -41,7 +40,6 @@ int task_command(const SnapshotArgs& args) {
     check_output_path(args.tasks.details, args.request.db, "--details");
     ensure_parent_dir(args.tasks.details);
   }
-  restart_with_better_blas_kernels();
   const TaskReport r = evaluate_tasks(args.request, args.tasks);
   int64_t tokens = 0, items = 0;
   for (const TaskResult& result : r.results) {
@@ -76,7 +74,6 @@ int eval_command(const SnapshotArgs& args) {
     check_output_path(args.eval.logits, args.request.db, "--logits");
     ensure_parent_dir(args.eval.logits);  // a folder that cannot be made: refused before the eval
   }
-  restart_with_better_blas_kernels();
   const EvalReport r = evaluate_snapshot(args.request, args.eval);
   // The time on stderr, before the result: stdout stays the same for the same snapshot and data.
   args.request.note(fmt::format("evaluated {} tokens in {:.2f} s ({:.0f} tokens/s)", r.tokens,
@@ -91,7 +88,6 @@ int eval_command(const SnapshotArgs& args) {
 
 int sample_command(const SnapshotArgs& args) {
   check_source(args, "sample");
-  restart_with_better_blas_kernels();
   std::cout << sample_snapshot(args.request, args.sampling) << std::endl;
   return kExitOk;
 }

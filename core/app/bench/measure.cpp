@@ -13,7 +13,6 @@
 #include <fmt/ranges.h>
 #include <torch/cuda.h>
 
-#include "core/api/onednn_linear.h"
 #include "core/app/bench/compare.h"
 #include "core/checkpoint/snapshot.h"
 #include "core/config/options.h"
@@ -25,7 +24,7 @@
 #include "core/train/session.h"
 #include "core/train/trainer.h"
 #include "core/util/allocation_meter.h"
-#include "core/util/blas_kernels.h"
+#include "core/util/cpu_runtime.h"
 #include "core/util/build_info.h"
 #include "core/util/cpu_peak.h"
 #include "core/util/error.h"
@@ -93,7 +92,7 @@ BenchRecord identity(const ResolvedConfig& config, const AssembledRun& run,
   r.machine = {cpu_display_name(cpu.model_name, cpu.kernel_model_name),
                static_cast<int64_t>(std::thread::hardware_concurrency()), feature_summary(cpu),
                run.device.str(), at::get_num_threads()};
-  r.blas = blas_report().line;
+  r.blas = cpu_runtime_report();
   r.steps = options.steps;
   r.warmup = options.warmup;
   return r;
@@ -193,10 +192,6 @@ std::string measure_mfu(BenchRecord& r, const AssembledRun& run, const CpuFeatur
       "matmul here)\n",
       100.0 * r.mfu_of_measured_peak, r.measured_peak_flops / 1e9, peak_matmul_size(run.device),
       dtype_name(dtype));
-  // Which of oneDNN's kernels the linear layers ran, as oneDNN names them (model.kernels =
-  // "fused"): where the FLOPs above went.
-  const std::string kernels = onednn_linear_kernels();
-  if (!kernels.empty()) out += fmt::format("linear GEMMs    {}\n", kernels);
   return out;
 }
 
@@ -299,7 +294,7 @@ BenchResult run_bench(const ResolvedConfig& config, const BenchOptions& options)
       "{} timed steps after {} warm-up; phases timed with a device sync at each boundary\n\n",
       config.experiment, config.type("model"), run.model_plan->parameters / 1e6, run.batch_tokens,
       run.train.micro_batch, run.train.seq_len, run.grad_accum, run.device.str(),
-      at::get_num_threads(), config.type("precision"), blas_report().text(), options.steps,
+      at::get_num_threads(), config.type("precision"), cpu_runtime_report(), options.steps,
       options.warmup);
   out += fmt::format("{:<15} {:>10} {:>8}\n", "phase", "ms/step", "share");
   auto row = [&](const char* name, double ms) {

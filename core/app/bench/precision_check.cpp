@@ -11,7 +11,7 @@
 
 #include "core/config/config.h"
 #include "core/train/assemble.h"
-#include "core/util/blas_kernels.h"
+#include "core/util/cpu_runtime.h"
 #include "core/util/error.h"
 #include "core/util/fault.h"
 #include "core/util/fs.h"
@@ -48,7 +48,7 @@ std::string run_precision_check(const std::string& experiment,
   std::string out = fmt::format(
       "kiln bench {}: precision \"auto\" times fp32 and bf16 alternately, {} rounds of {} timed "
       "steps after {} warm-up, and keeps each one's best\n{}\n",
-      experiment, kRounds, options.steps, options.warmup, blas_report().text());
+      experiment, kRounds, options.steps, options.warmup, cpu_runtime_report());
   std::map<std::string, std::vector<double>> rounds;  // tokens/s by precision
   std::string workload;
   for (int round = 1; round <= kRounds; ++round) {

@@ -34,7 +34,7 @@ struct BenchRecord {
   std::string experiment;
   std::string config_hash;
   BenchMachine machine;
-  std::string blas;  // the BLAS line (core/util/blas_kernels.h), kernels included
+  std::string blas;  // what ran the CPU products (core/util/cpu_runtime.h)
   int64_t steps = 0, warmup = 0;
   double tokens_per_sec = 0;
   BenchPhases ms;

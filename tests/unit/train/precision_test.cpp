@@ -193,20 +193,15 @@ TEST_F(PrecisionAuto, AFileItCannotReadIsOneErrorNamingIt) {
   }
 }
 
-// fp16 is refused on the CPU where LibTorch's CPU autocast has no float16 kernels (1.13); 2.6
-// has them, and there it builds (tests/e2e/precision_run_test.cpp trains with it).
+// tf32 is CUDA's alone: refused on the CPU with the hint. fp16 builds there (CPU autocast has
+// float16 kernels; tests/e2e/precision_run_test.cpp trains with it).
 TEST(Precision, CudaOnlyPoliciesRefuseTheCpuWithAHint) {
-  for (const std::string type : {"fp16", "tf32"}) {
-    if (type == "fp16" && compat::cpu_autocast_has_fp16()) {
-      EXPECT_NO_THROW(policy(type));
-      continue;
-    }
-    try {
-      policy(type);
-      FAIL() << type;
-    } catch (const UserError& e) {
-      EXPECT_NE(std::string(e.what()).find("on the CPU"), std::string::npos) << e.what();
-    }
+  EXPECT_NO_THROW(policy("fp16"));
+  try {
+    policy("tf32");
+    FAIL() << "tf32";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("on the CPU"), std::string::npos) << e.what();
   }
 }
 
