@@ -12,10 +12,10 @@ if(NOT CMAKE_SCRIPT_MODE_FILE)  # tests include this file in script mode, which 
 endif()
 
 set(KILN_CUDA_INSTALL_HINT
-    "install a CUDA LibTorch and the CUDA toolkit of its major version: on Debian 13 "
-    "`apt install libtorch-cuda-dev nvidia-cuda-toolkit libnccl-dev` (contrib, non-free); with a "
-    "PyTorch wheel, -DCMAKE_PREFIX_PATH=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)') "
-    "and NVIDIA's cuda-toolkit-12-x (set CUDAToolkit_ROOT to it)")
+    "install a CUDA PyTorch wheel (tools/setup.sh installs torch 2.15 for CUDA 13 into .venv/) "
+    "and NVIDIA's CUDA toolkit of the wheel's major version, then configure with "
+    "-DCMAKE_PREFIX_PATH=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)') "
+    "(set CUDAToolkit_ROOT to the toolkit where it is not /usr/local/cuda)")
 
 # A macro: the toolkit's variables must reach the caller's scope, where find_package(Torch) runs.
 macro(kiln_cuda_before_torch)

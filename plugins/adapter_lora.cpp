@@ -312,6 +312,15 @@ class Lora : public Adapter {
           "give layers their own rank or scale: give a plain LoRA adapter",
           at));
     }
+    // A bias PEFT trains beside A and B (bias "all" or "lora_only", lora_bias): Kiln's LoRA has
+    // none, and would otherwise find the bias tensors unpicked below and ask to widen the targets.
+    if (config.value("bias", std::string("none")) != "none" || config.value("lora_bias", false)) {
+      throw UserError(fmt::format(
+          "{}: its adapter_config.json has bias {} and lora_bias {}, biases trained with the "
+          "adapter, which Kiln's LoRA does not have: give an adapter saved with bias \"none\" "
+          "and lora_bias false",
+          at, field("bias"), field("lora_bias")));
+    }
     if (!same) {
       throw UserError(fmt::format(
           "{}: its adapter_config.json has peft_type {}, r {}, lora_alpha {}, use_rslora {}, and "

@@ -41,7 +41,7 @@ class Fp16 : public PrecisionPolicy {
 
 const bool registered = PrecisionRegistry::add(
     {"fp16",
-     "autocast to float16 with dynamic loss scaling (CUDA; the CPU with LibTorch 2.6+)",
+     "autocast to float16 with dynamic loss scaling (CUDA; the CPU too, slowly)",
      {ParamSpec::real("init_scale", 65536.0, "first loss scale (2^16)").at_least(1),
       ParamSpec::integer("growth_interval", 2000, "clean steps before the scale doubles")
           .at_least(1),

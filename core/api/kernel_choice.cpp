@@ -4,9 +4,9 @@ namespace kiln {
 
 std::vector<ParamSpec> with_kernel_choice(std::vector<ParamSpec> model_params) {
   model_params.push_back(ParamSpec::text("kernels", "fused",
-                                         "fused (Kiln's own CPU kernels, and oneDNN's GEMMs for "
-                                         "linear layers, where they apply) or torch (LibTorch's "
-                                         "ops only)")
+                                         "fused (Kiln's own CPU kernels where they apply: GELU, "
+                                         "layer and RMS norms, cross-entropy) or torch "
+                                         "(LibTorch's ops only)")
                              .one_of({"fused", "torch"})
                              .unhashed());
   return model_params;

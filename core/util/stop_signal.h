@@ -7,16 +7,14 @@
 // program's own code, where it may take locks, write files and commit to the run store.
 //
 // A training process asks for Delivery::kPolled instead: no handler may run in the middle of a
-// kernel there. oneDNN's fp32 sgemm, which Kiln's linear layers call, corrupts the heap when a
-// signal handler interrupts it (a no-op SIGUSR1 handler every 0.5 ms over 300,000 small sgemm
-// calls: `free(): invalid pointer`, every time; blocked around the call, or with its bf16 GEMM:
-// never), and four runs stopped together with SIGTERM died of it now and then (e2e Faults). So
-// SIGINT and SIGTERM stay blocked in the thread that made the StopSignal, in every thread started
-// after it (OpenMP's workers among them) and in every thread already running (a pthreads
-// OpenBLAS's workers, which each add them to their mask when asked), and are taken from the
-// pending set when
-// received() or abandoned() is asked, between steps. Two signals that arrive before one such
-// question count as one.
+// kernel there. oneDNN's fp32 sgemm corrupts the heap when a signal handler interrupts it (a no-op
+// SIGUSR1 handler every 0.5 ms over 300,000 small sgemm calls: `free(): invalid pointer`, every
+// time; blocked around the call, or with its bf16 GEMM: never), and four runs stopped together with
+// SIGTERM died of it now and then (e2e Faults). So SIGINT and SIGTERM stay blocked in the thread
+// that made the StopSignal, in every thread started after it (OpenMP's workers among them) and in
+// every thread already running (which each add them to their mask when asked), and are taken from
+// the pending set when received() or abandoned() is asked, between steps. Two signals that arrive
+// before one such question count as one.
 #pragma once
 
 #include <csignal>

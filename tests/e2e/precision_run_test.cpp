@@ -32,11 +32,11 @@ TEST_F(PrecisionRun, Bf16TrainsOnTheCpu) {
 }
 
 // A mixed-precision run's curve against fp32's over 400 steps of the tiny model (lr 3e-3): the
-// mean loss of every 50-step window within 3e-2. The aim is 2e-2, which bf16 misses: rounding
-// every GEMM operand (activations, weights, output gradients) to 8 bits of mantissa leaves its
-// curve trailing fp32's by a steady 0.01-0.03 (0.026 at most here as the tiny corpus is
-// memorised, 0.032 on the default experiment, docs/benchmarks.md). A wrong gradient or a
-// dropped update moves a window by far more.
+// mean loss of every 50-step window within 5e-2. The aim is 2e-2, which bf16 misses: autocast
+// rounds every GEMM operand (activations, weights, output gradients) to 8 bits of mantissa and
+// every linear layer's output too, as torch.autocast does on the CPU, which leaves its curve
+// trailing fp32's by 0.01-0.04 (0.041 at most here, steps 251-300, as the tiny corpus is
+// memorised). A wrong gradient or a dropped update moves a window by far more.
 class PrecisionCurve : public testing::TinyRun {
  protected:
   // `rounds`: whether the precision rounds operands on this machine, so that its curve must
@@ -57,7 +57,7 @@ class PrecisionCurve : public testing::TinyRun {
       double a = 0, b = 0;
       for (size_t i = start; i < start + 50; ++i)
         a += fp32[i], b += other[i];
-      EXPECT_NEAR(a / 50, b / 50, 3e-2)
+      EXPECT_NEAR(a / 50, b / 50, 5e-2)
           << precision << ", steps " << start + 1 << "-" << start + 50;
       largest = std::max(largest, std::abs(a - b) / 50);
     }

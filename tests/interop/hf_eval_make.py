@@ -3,7 +3,7 @@
 
     hf_eval_make.py OUT VARIANT
 VARIANT llama: a LlamaForCausalLM with grouped key/value heads and Llama 3's vocabulary, saved
-sharded; qwen_tokenizer: the same shape with Qwen 2.5's vocabulary; gpt2: a GPT2LMHeadModel
+sharded; qwen_tokenizer: the same shape with Qwen2's vocabulary; gpt2: a GPT2LMHeadModel
 with GPT-2's, one file.
 """
 import os

@@ -2,7 +2,9 @@
 # Interop: a LoRA adapter folder that PEFT wrote (get_peft_model with explicit target_modules and
 # rsLoRA, then save_pretrained; tests/interop/peft_make.py) on a random model transformers made
 # (tests/interop/import_make.py), loaded by the kiln under test through model.init_from and
-# adapter.init_from; `kiln eval --logits` on the same tokens equals PEFT's logits within 1e-5.
+# adapter.init_from; `kiln eval --logits` on the same tokens equals PEFT's logits within 1e-5. The
+# same adapter saved with lora_bias (a bias trained beside B, which Kiln's LoRA has not) is
+# refused in one line that says so.
 #   tests/interop/peft_import_test.sh KILN VARIANT
 # VARIANT: gpt (GPT-2's Conv1D layout, which PEFT adapts with fan_in_fan_out; c_attn and c_proj,
 # the latter both attention's and the MLP's) or llama_gqa (q_proj, v_proj and down_proj of
@@ -61,6 +63,13 @@ TOML
 "$kiln" run "$scratch/exp.toml" --name peft >/dev/null
 "$kiln" eval peft --data "$scratch/tokens.bin" --logits "$scratch/kiln_logits.npy" \
   --db "$scratch/kiln.db" >/dev/null 2>&1
+sed "s#$scratch/adapter\"#$scratch/adapter_with_bias\"#" "$scratch/exp.toml" >"$scratch/bias.toml"
+if "$kiln" run "$scratch/bias.toml" --name with-bias >"$scratch/bias.out" 2>"$scratch/bias.err"; then
+  echo "FAIL: kiln loaded an adapter saved with lora_bias"; exit 1
+fi
+[[ $(wc -l <"$scratch/bias.err") -eq 1 ]] && grep -q "lora_bias true" "$scratch/bias.err" ||
+  { echo "FAIL: the refusal of lora_bias is not one line naming it:"; cat "$scratch/bias.err"; exit 1; }
+echo "ok: an adapter with lora_bias is refused: $(cat "$scratch/bias.err")"
 tools/interop.sh python3 - "$scratch/logits.npy" "$scratch/kiln_logits.npy" "$variant" <<'PY'
 import sys
 

@@ -11,6 +11,8 @@ weights are (normal, std 0.02), so the update is of the base's own size. Writes
   OUT/adapter/     save_pretrained: adapter_config.json and adapter_model.safetensors
   OUT/logits.npy   the adapted model's logits, float32 [4, 32, vocab], on the shard's first
                    4 x 32 tokens: the micro-batch `kiln eval --logits` computes on
+  OUT/adapter_with_bias/  the same adapter saved with lora_bias=True (PEFT trains a bias beside
+                   B), which Kiln's LoRA cannot hold and must refuse
 Exits 1 when the adapter moves the base's logits by less than 1e-3, since then logits equal to
 PEFT's would not tell a Kiln that loaded the folder from one that ignored it.
 """
@@ -48,5 +50,9 @@ moved = (logits - base_logits).abs().max().item()
 if moved < 1e-3:
     print(f"FAIL: PEFT's adapter moves the base's logits by only {moved:.3g}")
     sys.exit(1)
+with_bias = peft.LoraConfig(task_type="CAUSAL_LM", r=4, lora_alpha=8, use_rslora=True,
+                            target_modules=targets.split(","), lora_dropout=0.0, lora_bias=True)
+base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+peft.get_peft_model(base, with_bias).save_pretrained(os.path.join(out, "adapter_with_bias"))
 print(f"ok: PEFT wrote a LoRA adapter on {len(adapted)} modules ({targets}, rsLoRA); it moves "
       f"the base's logits by up to {moved:.3g}")

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Interop: evaluation tasks scored by the kiln under test (`kiln eval --task --details`) and by
-# lm-evaluation-harness's rules applied with transformers to the same run's export, in the sid
-# chroot (tests/interop/task_check.py says what is compared): the shipped KJV cloze (multiple
-# choice) and arithmetic (generation, one example) tasks, choices whose characters are not their
-# bytes (tests/interop/tasks/accents), and those in ChatML turns.
+# lm-evaluation-harness itself, through its Hugging Face backend, on the same run's export
+# (tests/interop/harness_check.py says what is compared): the shipped KJV cloze (multiple choice)
+# and arithmetic (generation, one first_n example) tasks, choices whose characters are not their
+# bytes (tests/interop/tasks/accents), and those in ChatML turns; each task a Kiln TOML and the
+# harness's YAML (tests/interop/tasks/*.yaml).
 #   tests/interop/task_test.sh KILN
-# Exit 77: skipped (the chroot cannot be made here; tools/interop.sh).
+# Exit 77: skipped (no test libraries in .venv/; tools/interop.sh).
 set -euo pipefail
 kiln=$1
 source "$(dirname "$0")/common.sh"
@@ -49,14 +50,15 @@ TOML
 "$kiln" run "$scratch/exp.toml" --name m >/dev/null
 "$kiln" export m -o "$scratch/hf" --db "$scratch/kiln.db" 2>/dev/null
 # The shipped arithmetic task with its example taken by the harness's first_n sampler (the
-# harness's random one is Python's generator), on fewer items.
+# harness's random one is Python's generator), on fewer items (the harness's --limit below).
 sed 's/^num_fewshot = 1$/num_fewshot = 1\nfewshot_sampler = "first_n"\nlimit = 100/' \
   experiments/tasks/arithmetic.toml >"$scratch/tasks/arithmetic.toml"
 checks=()
 for task in kjv_cloze arithmetic accents accents_chat; do
   "$kiln" eval m --task "$scratch/tasks/$task.toml" --details "$scratch/$task.kiln.jsonl" \
     --batch 7 --db "$scratch/kiln.db"
-  checks+=("$scratch/tasks/$task.toml=$scratch/$task.kiln.jsonl")
+  checks+=("$task=$scratch/$task.kiln.jsonl")
 done
-tools/interop.sh "$scratch" python3 /kiln/tests/interop/task_check.py "$scratch/hf" \
-  "$scratch/data/tokenizer.json" "$scratch/kiln.db" "${checks[@]}"
+HF_DATASETS_CACHE=$scratch/datasets tools/interop.sh python3 tests/interop/harness_check.py \
+  "$scratch/hf" "$scratch/data/tokenizer.json" "$scratch/kiln.db" tests/interop/tasks \
+  --limit arithmetic=100 --chat accents_chat "${checks[@]}"
