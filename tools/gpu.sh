@@ -31,16 +31,24 @@ die() {
 # and the compiler's runtime and its C++ library headers (Boost's headers depend on them), which the
 # GPU machine's compiler brings in newer versions. pkgconf too, since
 # CMake's pkg_check_modules needs one and the GPU image may have none.
-kit_dev_packages=(libgloo-dev libtomlplusplus-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
+kit_dev_packages=(libtomlplusplus-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
                   libpcre2-dev libcpp-httplib-dev libpq-dev libxxhash-dev libutf8proc-dev
                   libboost-dev libssl-dev uuid-dev
                   googletest libgtest-dev libgmock-dev pkgconf)
 kit_left_out='^(libc6|libc6-dev|libc-dev-bin|libcrypt1|libcrypt-dev|libgcc-s1|libstdc\+\+6|gcc-12-base|libstdc\+\+-12-dev|libgcc-12-dev|libasan8|liblsan0|libtsan2|libubsan1|libitm1|libatomic1|libquadmath0|libgomp1|linux-libc-dev|libnsl2|libnsl-dev|libtirpc3|libtirpc-dev|libtirpc-common|rpcsvc-proto)$'
 
+# Packages taken for their headers alone, without what they depend on: Gloo's, which c10d's Gloo
+# process group includes (the wheel has Gloo built in but ships no headers of it); none of
+# libgloo is linked, and its Redis and InfiniBand headers are not included.
+kit_header_packages=(libgloo-dev)
+
 kit_packages() {
-  apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
-    --no-replaces --no-enhances "${kit_dev_packages[@]}" 2>/dev/null |
-    grep -v '^ ' | grep -v '^<' | sort -u | grep -Ev "$kit_left_out"
+  {
+    apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+      --no-replaces --no-enhances "${kit_dev_packages[@]}" 2>/dev/null |
+      grep -v '^ ' | grep -v '^<' | grep -Ev "$kit_left_out"
+    printf '%s\n' "${kit_header_packages[@]}"
+  } | sort -u
 }
 
 # The first `tokens` tokens of each of a token folder's shards, header kept (llm.c's format:
