@@ -38,10 +38,10 @@ leg unit -j "$jobs"
 leg e2e -j "$jobs"
 # Against real servers the tests start themselves (PostgreSQL, Slurm, kiln serve in Chromium),
 # one at a time since each starts daemons of its own; beside them, one at a time too, the tests
-# against the real client libraries (transformers, tokenizers) in Debian sid's chroot, which the
-# first of them makes (tools/interop.sh). The servers' tests mostly wait on their daemons (their
-# leg kept 46% of two cores busy), so the two legs together take little more than the longer.
-# The servers leg's output follows the interop leg's.
+# against the real libraries a user opens Kiln's files with (transformers, tokenizers, PEFT,
+# lm-evaluation-harness, Optuna) in .venv/ (tools/interop.sh). The servers' tests mostly wait on
+# their daemons, so the two legs together take little more than the longer. The servers leg's
+# output follows the interop leg's.
 leg servers >"$times/servers.log" 2>&1 &
 servers=$!
 servers_status=0 interop_status=0

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Interop: a run trained and exported by the kiln under test, opened by transformers in the sid
-# chroot (tests/interop/export_check.py says what is checked).
+# Interop: a run trained and exported by the kiln under test, opened by transformers in .venv/
+# (tests/interop/export_check.py says what is checked).
 #   tests/interop/export_test.sh KILN VARIANT
 # VARIANT: gpt (GPT-2 layout, character data), gpt_bpe (GPT-2's tokenizer: bos/eos 50256),
 # gpt_sharded (exported with --max-shard-size 20KB: shards and model.safetensors.index.json),

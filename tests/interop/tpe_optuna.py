@@ -1,4 +1,5 @@
-"""Optuna 4.1's TPESampler on the objectives of tests/support/tpe_objectives.h, against Kiln's TPE.
+"""Optuna's TPESampler (Optuna 5.0.0, tools/requirements/tests.txt) on the objectives of
+tests/support/tpe_objectives.h, against Kiln's TPE.
 
     python3 tpe_optuna.py KILN_REGRETS.json
 

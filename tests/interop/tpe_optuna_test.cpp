@@ -1,9 +1,10 @@
-// Kiln's TPE (core/app/sweeps/tpe.h) against Optuna 4.1's TPESampler, the sampler most users
-// know, on the synthetic objectives of tests/support/tpe_objectives.h: 20 seeds, 30 trials each,
-// 10 random startup trials both sides. Kiln's best score after 30 trials must be no worse than
-// Optuna's: Welch's t-test (scipy's, in the environment tools/interop.sh runs) must not find
-// Kiln's mean regret greater at p < 0.05. Both means and both p values are printed for the
-// benchmark page. SKIP where .venv/ lacks Optuna (on CI that fails instead).
+// Kiln's TPE (core/app/sweeps/tpe.h) against Optuna's TPESampler (Optuna 5.0.0,
+// tools/requirements/tests.txt), the sampler most users know, on the synthetic objectives of
+// tests/support/tpe_objectives.h: 20 seeds, 30 trials each, 10 random startup trials both sides.
+// Kiln's best score after 30 trials must be no worse than Optuna's: Welch's t-test (scipy's, in the
+// environment tools/interop.sh runs) must not find Kiln's mean regret greater at p < 0.05. Both
+// means and both p values are printed for the benchmark page. SKIP where .venv/ lacks Optuna (on CI
+// that fails instead).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
