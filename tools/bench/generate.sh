@@ -6,9 +6,13 @@
 # (one prompt at a time) and batch 16.
 #   Kiln: kiln eval --task (a generate task of those prompts, a stop string that never comes),
 #     key/value cache; tokens/s = generated tokens / the scoring's seconds.
-#   transformers 5.12 (Debian sid's chroot, tools/interop.sh): generate(do_sample=False,
+#   transformers (.venv/'s, tools/requirements/tests.txt's pin, on the PyTorch 2.15 wheel whose
+#     LibTorch Kiln is built on; tools/interop.sh runs it): generate(do_sample=False,
 #     min_new_tokens = max_new_tokens = NEW) with its cache, on the prompts' token ids as Kiln read
 #     them (left-padded at batch 16, with their attention mask).
+# Prints one line per contender, model and batch: "CONTENDER MODEL batch B: N tokens in S s:
+# R tokens/s", N the tokens generated (16 prompts x NEW), S the generation's wall time (Kiln's
+# scoring time, the snapshot's loading left out; transformers' generate calls).
 # Target: Kiln >= 1.5x transformers' tokens/s. Only comparable within one sitting on a quiet
 # machine: check `uptime` first.
 set -euo pipefail
@@ -53,9 +57,12 @@ done
 cat >"$scratch/hf_generate.py" <<'PY'
 import json, sys, time
 import torch
+import transformers
 from transformers import AutoModelForCausalLM
 scratch, new, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 torch.set_num_threads(threads)
+print(f"# transformers {transformers.__version__}, torch {torch.__version__}, "
+      f"{torch.get_num_threads()} threads")
 for experiment in ("gpt2_124m", "llama_kjv"):
     model = AutoModelForCausalLM.from_pretrained(f"{scratch}/{experiment}", dtype=torch.float32)
     model.eval()
@@ -75,4 +82,4 @@ for experiment in ("gpt2_124m", "llama_kjv"):
         print(f"transformers {experiment} batch {batch}: {generated} tokens in {seconds:.2f} s: "
               f"{generated / seconds:.1f} tokens/s")
 PY
-tools/interop.sh "$scratch" python3 "$scratch/hf_generate.py" "$scratch" "$new" "$threads"
+tools/interop.sh python3 "$scratch/hf_generate.py" "$scratch" "$new" "$threads"

@@ -5,14 +5,14 @@
 #   kiln, 1 thread           --threads 1 on the whole corpus (the single-threaded path)
 #   kiln, every core         --threads 0 on the whole corpus, and on the quarter (memory must
 #                            not grow with the input)
-#   python tokenizers        tools/bench/prepare_reference.py in the Debian sid chroot (Hugging
+#   python tokenizers        tools/bench/prepare_reference.py in .venv/ (tools/interop.sh: Hugging
 #                            Face's Rust tokenizer, encode_batch on every core), and a check that
-#                            its ids are Kiln's, token for token (SKIP without the chroot)
+#                            its ids are Kiln's, token for token (SKIP without .venv/'s test
+#                            libraries: tools/setup.sh --tests)
 # Only comparable within one sitting on a quiet machine: check `uptime` first.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 size_mb=${SIZE_MB:-1024}
-sid=${KILN_SID_ROOT:-/var/cache/kiln/sid}
 [[ -s data/kjv.txt && -s data/gpt2/encoder.json ]] || { echo "bench: run tools/setup.sh first" >&2; exit 2; }
 scratch=$(mktemp -d /tmp/kiln-bench-prepare.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
@@ -45,15 +45,11 @@ run "kiln, 1 thread" "$scratch/whole.txt" 1
 run "kiln, quarter, $(nproc) threads" "$scratch/quarter.txt" 0
 run "kiln, $(nproc) threads" "$scratch/whole.txt" 0
 
-if [[ ! -x "$sid/usr/bin/python3" ]] || ! chroot "$sid" python3 -c "import tokenizers, numpy" 2>/dev/null; then
-  echo "python tokenizers: SKIP (no Debian sid chroot with python3-tokenizers at $sid: tools/interop.sh --prepare makes it)"
+if ! tools/interop.sh python3 -c "import tokenizers, numpy" >/dev/null 2>&1; then
+  echo "python tokenizers: SKIP (.venv/ has no tokenizers: tools/setup.sh --tests)"
   exit 0
 fi
-mkdir -p "$sid/kiln" "$sid/bench"
-mount --bind "$PWD" "$sid/kiln"
-mount --bind "$scratch" "$sid/bench"
-trap 'umount "$sid/kiln" "$sid/bench" 2>/dev/null; rm -rf "$scratch"' EXIT
-chroot "$sid" bash -c "cd /kiln && python3 tools/bench/prepare_reference.py /bench/whole.txt /bench/py.bin"
+tools/interop.sh python3 tools/bench/prepare_reference.py "$scratch/whole.txt" "$scratch/py.bin"
 # Kiln's tokens: the train and val shards' ids after their 1024-byte headers, in order.
 for shard in "$scratch"/out/train_*.bin "$scratch"/out/val_*.bin; do tail -c +1025 "$shard"; done > "$scratch/kiln.bin"
 if cmp -s "$scratch/kiln.bin" "$scratch/py.bin"; then

@@ -1,23 +1,24 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """PyTorch reference for Kiln's training loop: the same work in Python, for speed comparisons.
 
 Why it exists
 -------------
 Kiln trains in C++ on LibTorch. To say whether that is faster than "just using PyTorch", we need
 a Python program that does exactly the same work as `build/kiln run EXPERIMENT.toml`: the same
-GPT-2 model (plugins/model_gpt.cpp), attention computed as core/util/torch_compat.h does (on PyTorch 2
-scaled_dot_product_attention; on 1.13 explicit matmul, masked_fill with an upper-triangular mask,
-softmax, dropout, matmul), the
+GPT-2 model (plugins/model_gpt.cpp), attention as scaled_dot_product_attention (causal), the
 same data windows (core/data/token_loader.cpp), the same step (core/train/trainer.cpp: gradient
 accumulation with loss / accum, clipping as clip_grad_norm_, AdamW with decay on 2-D+ parameters
 only, cosine lr set every step) and the same threads and seed (core/train/assemble.cpp). Only the
-language around the LibTorch kernels differs, so the step times can be compared.
+language around the LibTorch kernels differs, so the step times can be compared. It runs on the
+PyTorch that Kiln is built on: the PyTorch 2.15 wheel in .venv/ (tools/setup.sh), whose libtorch
+build/kiln links.
 
 Even the initialisation matches: modules are built and parameters initialised in the same order
 as the C++ model, so both programs draw the same numbers from the same seeded CPU generator.
 
-`--compile` wraps the model in torch.compile (PyTorch 2), the reference Kiln has to beat on
-speed; `--set optimizer.fused=true` uses PyTorch's fused AdamW, as kiln's option of that name.
+`--compile` wraps the model in torch.compile (Inductor; on the CPU its C++ backend, which needs
+a C++ compiler such as g++; the compilation falls in the first, untimed steps), the reference
+Kiln has to beat on speed; `--set optimizer.fused=true` uses PyTorch's fused AdamW, as kiln's option of that name.
 
 It supports what the comparison needs: model "gpt", optimizer "adamw", schedule "cosine",
 precision "fp32", "bf16" (autocast over forward and loss, as plugins/precision_bf16.cpp) or
@@ -27,17 +28,16 @@ message rather than silently run differently.
 
 How to run it
 -------------
-Use Debian's Python with python3-torch (PyTorch 1.13, CPU) explicitly, since `python3` on PATH
-may be another Python without torch:
+Use .venv/'s Python explicitly (the system's python3 has no torch):
 
-    /usr/bin/python3 tools/bench/pytorch_reference.py experiments/kjv_char.toml --steps 30 --warmup 5
+    .venv/bin/python tools/bench/pytorch_reference.py experiments/kjv_char.toml --steps 35 --warmup 5
 
 and compare with
 
     build/kiln run experiments/kjv_char.toml --set train.steps=30 --set eval.every=0 \
         --set checkpoint.every=0 --name NAME
 
-On Debian 13 (LibTorch 2.6), tools/torch2.sh's chroot has python3-torch 2.6 as well.
+or `build/kiln bench experiments/kjv_char.toml --steps 30 --warmup 5` (the same 30 timed steps).
 
 `--steps N` is the same as `--set train.steps=N` (the cosine schedule then ends at step N, as in
 kiln); `--warmup W` leaves the first W steps out of the mean step time (allocator and thread-pool
@@ -246,22 +246,10 @@ class Embedding(nn.Module):
         return self.drop(self.wte(tokens) + self.wpe(positions))
 
 
-TORCH2 = int(torch.__version__.split(".")[0]) >= 2
-
-
 def causal_attention(q, k, v, dropout, training):
-    """core/util/torch_compat.h: scaled_dot_product_attention on PyTorch 2; on 1.13 scores,
-    upper-triangular mask, softmax, dropout."""
+    """core/api/fused_attention.cpp causal_self_attention: scaled_dot_product_attention, causal."""
     p = dropout if training else 0.0
-    if TORCH2:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
-    t = q.size(-2)
-    scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(float(q.size(-1))))
-    future = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)
-    weights = torch.softmax(scores.masked_fill(future, -math.inf), -1)
-    if p > 0:
-        weights = F.dropout(weights, p, training=True)
-    return torch.matmul(weights, v)
+    return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
 
 
 class Block(nn.Module):
@@ -379,9 +367,7 @@ def make_adamw(o, params):
         groups.append({"params": decay, "weight_decay": float(o["weight_decay"])})
     if no_decay:
         groups.append({"params": no_decay, "weight_decay": 0.0})
-    if o["fused"] and not TORCH2:
-        fail(f"optimizer.fused = true needs PyTorch 2 (this is {torch.__version__})")
-    fused = {"fused": True} if o["fused"] else {}  # PyTorch 1.13 has no such argument
+    fused = {"fused": True} if o["fused"] else {}
     return torch.optim.AdamW(groups, lr=float(o["lr"]), betas=(float(o["beta1"]),
                              float(o["beta2"])), eps=float(o["eps"]), weight_decay=0.0, **fused)
 
@@ -439,7 +425,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=5,
                         help="first steps left out of the mean step time (default 5)")
     parser.add_argument("--compile", action="store_true",
-                        help="torch.compile the model (PyTorch 2; compiles in the first steps)")
+                        help="torch.compile the model (Inductor; compiles in the first steps)")
     parser.add_argument("--profile", action="store_true",
                         help="run the timed steps under the autograd profiler and print the time "
                              "per op (the same LibTorch kernels kiln runs; docs/benchmarks.md)")
@@ -479,8 +465,6 @@ def main():
     params = list(model.parameters())
     optimizer = make_adamw(config["optimizer"], params)
     if args.compile:
-        if not TORCH2:
-            fail(f"--compile needs PyTorch 2 (this is {torch.__version__})")
         model = torch.compile(model)
     sched = config["schedule"]
     if sched["warmup"] >= steps:
@@ -508,7 +492,7 @@ def main():
         lr = schedule.lr(step - 1)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        optimizer.zero_grad(set_to_none=TORCH2)  # as LibTorch's zero_grad: 2.x frees, 1.13 zeroes
+        optimizer.zero_grad(set_to_none=True)  # as LibTorch's zero_grad: it frees the gradients
 
         loss_sum = torch.zeros((), device=device)
         for _ in range(accum):

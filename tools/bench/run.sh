@@ -2,10 +2,9 @@
 # One command to see whether a change made Kiln slower: builds with the benchmarks, then runs
 #   1. kiln bench on the default experiment (phases, tokens/s, MFU),
 #   2. the Google Benchmark targets (shard reads, metrics rows, snapshot writes),
-#   3. the same training loop in Python PyTorch, when tools/bench/pytorch_reference.py and
-#      Debian's python3-torch are present,
-#   4. with KILN_BENCH_TORCH2=1 (root, minutes: builds in tools/torch2.sh's chroot), the same on
-#      LibTorch 2.6 with fused AdamW: kiln, PyTorch eager, and PyTorch under torch.compile.
+#   3. the same training loop in Python PyTorch (tools/bench/pytorch_reference.py on .venv/'s
+#      PyTorch, the wheel whose LibTorch kiln links), when tools/setup.sh has made .venv/.
+# tools/bench/peers.sh adds torch.compile, bf16 and GPT-2 124M's shapes.
 # Timings are only comparable on a quiet machine: check `uptime` first.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,16 +17,9 @@ echo "== kiln bench $experiment --steps $steps --warmup 5"
 build/kiln bench "$experiment" --steps "$steps" --warmup 5
 echo "== Google Benchmark targets"
 build/tools/bench/kiln_bench --benchmark_min_time=0.5
-if [[ -f tools/bench/pytorch_reference.py ]] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-  echo "== PyTorch reference (same model, data and step)"
+if [[ -x .venv/bin/python ]] && .venv/bin/python -c 'import torch' 2>/dev/null; then
+  echo "== PyTorch reference (same model, data and step), eager"
   # The reference's --steps counts its warm-up steps too: both time $steps steps after 5.
-  /usr/bin/python3 tools/bench/pytorch_reference.py "$experiment" --steps $((steps + 5)) --warmup 5 |
+  .venv/bin/python tools/bench/pytorch_reference.py "$experiment" --steps $((steps + 5)) --warmup 5 |
     tail -1
-fi
-if [[ "${KILN_BENCH_TORCH2:-0}" == 1 ]]; then
-  echo "== LibTorch 2.6, fused AdamW: kiln bench, then the reference eager and under torch.compile"
-  fused="--set optimizer.fused=true"
-  reference="python3 tools/bench/pytorch_reference.py $experiment --steps $((steps + 5)) --warmup 5"
-  tools/torch2.sh --run "build-torch2/kiln bench $experiment --steps $steps --warmup 5 $fused &&
-    $reference $fused | tail -1 && $reference $fused --compile | tail -1"
 fi
