@@ -75,10 +75,10 @@ PY
   # Every kit library linked into one probe, each found in the kit (ld --trace names the files).
   echo "int main() { return 0; }" >"$scratch/probe.cpp"
   c++ "$scratch/probe.cpp" -o "$scratch/probe" -L"$lib" -Wl,-rpath-link,"$lib" -Wl,--no-as-needed \
-    -Wl,--trace -lfmt -ltomlplusplus -lsqlite3 -lpcre2-8 -lpq -lcpp-httplib -lxxhash -lcrypto \
+    -Wl,--trace -ltomlplusplus -lsqlite3 -lpcre2-8 -lpq -lcpp-httplib -lxxhash -lcrypto \
     -luuid -lgtest -lgmock \
     >"$scratch/trace.log" 2>&1 || { cat "$scratch/trace.log"; exit 1; }
-  outside=$(grep -E "lib(fmt|tomlplusplus|sqlite3|pcre2-8|pq|cpp-httplib|xxhash|crypto|uuid|gtest|gmock)\.so" "$scratch/trace.log" | grep -v "^$prefix" || true)
+  outside=$(grep -E "lib(tomlplusplus|sqlite3|pcre2-8|pq|cpp-httplib|xxhash|crypto|uuid|gtest|gmock)\.so" "$scratch/trace.log" | grep -v "^$prefix" || true)
   [[ -z "$outside" ]] || { echo "linked from outside the kit: $outside"; exit 1; }
 ' kit-proof "$hidden" "$prefix" "$scratch" "$torch_prefix" || fail "Kiln does not build from the kit alone (above)"
 
