@@ -4,7 +4,7 @@
 # UBSan) with libFuzzer for SECONDS (default 60), then the fine-tuning data's line reader
 # (tests/fuzz/chat_fuzz.cpp) for half as long. Exits non-zero on any finding; the input that
 # triggered it is saved in build-fuzz/findings/. Needs clang and libFuzzer (Debian: clang,
-# libclang-rt-14-dev).
+# libclang-rt-14-dev), and Kiln's build (build/fmt-include: the {fmt} of LibTorch's headers).
 #   tools/fuzz.sh [SECONDS]
 # KILN_BUILD_LOCK=FILE builds under `flock FILE` (a tree shared with another build).
 set -euo pipefail
@@ -17,7 +17,8 @@ lock=()
 mkdir -p build-fuzz
 if ! { [[ -f build-fuzz/build.ninja ]] ||
        cmake -S tests/fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
-         -DCMAKE_BUILD_TYPE=None; } >build-fuzz/build.log 2>&1 ||
+         -DCMAKE_BUILD_TYPE=None -DKILN_FMT_INCLUDE_DIR="$PWD/build/fmt-include"; } \
+       >build-fuzz/build.log 2>&1 ||
    ! "${lock[@]}" ninja -C build-fuzz config_fuzz chat_fuzz >>build-fuzz/build.log 2>&1; then
   cat build-fuzz/build.log >&2
   echo "fuzz: could not build the fuzzer (clang++ with libFuzzer: tools/setup.sh --tests)" >&2
