@@ -14,7 +14,7 @@ endif()
 set(KILN_CUDA_INSTALL_HINT
     "install a CUDA PyTorch wheel (tools/setup.sh installs torch 2.15 for CUDA 13 into .venv/) "
     "and NVIDIA's CUDA toolkit of the wheel's major version, then configure with "
-    "-DCMAKE_PREFIX_PATH=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)') "
+    "-DCMAKE_PREFIX_PATH=$(python3 -c 'print(__import__(\"torch\").utils.cmake_prefix_path)') "
     "(set CUDAToolkit_ROOT to the toolkit where it is not /usr/local/cuda)")
 
 # A macro: the toolkit's variables must reach the caller's scope, where find_package(Torch) runs.
