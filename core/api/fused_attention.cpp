@@ -158,8 +158,8 @@ at::Tensor contiguous_or_none(const at::Tensor& positions) {
 }  // namespace
 
 bool fused_attention_applies(const at::Tensor& qkv, double dropout, bool training) {
-  (void)qkv, (void)dropout, (void)training;
-  return false;  // not measured against scaled_dot_product_attention's CPU kernel yet
+  return qkv.device().is_cpu() && qkv.layout() == at::kStrided && qkv.scalar_type() == at::kFloat &&
+         !(training && dropout > 0);
 }
 
 at::Tensor fused_causal_attention(const at::Tensor& qkv, int64_t n_head,
