@@ -64,12 +64,8 @@ class AutocastGuard {
   AutocastGuard& operator=(const AutocastGuard&) = delete;
 
   // What autocast is now for `d`: whether it is on, and the type it casts to.
-  static bool enabled(at::DeviceType d) {
-    return at::autocast::is_autocast_enabled(d);
-  }
-  static at::ScalarType dtype_of(at::DeviceType d) {
-    return at::autocast::get_autocast_dtype(d);
-  }
+  static bool enabled(at::DeviceType d) { return at::autocast::is_autocast_enabled(d); }
+  static at::ScalarType dtype_of(at::DeviceType d) { return at::autocast::get_autocast_dtype(d); }
 
  private:
   static void set(at::DeviceType d, bool on, at::ScalarType dtype) {

@@ -58,7 +58,8 @@ std::string numbered_parameters(const std::string& sql, std::vector<bool>& glob_
   auto mark = [&](size_t n, bool glob) {
     if (glob_params.size() < n) glob_params.resize(n, false);
     glob_params[n - 1] = glob_params[n - 1] || glob;
-    out += "$" + std::to_string(n);
+    out += '$';
+    out += std::to_string(n);
   };
   for (size_t i = 0; i < sql.size(); ++i) {
     const char c = sql[i];
