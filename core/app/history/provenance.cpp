@@ -46,8 +46,10 @@ std::string describe_config(const ResolvedConfig& config) {
   for (const auto& file : config.sources())
     out += fmt::format("#   {:<{}}  sha256 {}\n", file.path, width, file.sha256);
   out += "# after each key: where its value came from (file:line, --set, or a default)\n";
-  for (const auto& section : config.sections)
-    out += "\n" + section_lines(config, section);
+  for (const auto& section : config.sections) {
+    out += '\n';
+    out += section_lines(config, section);
+  }
   return out;
 }
 

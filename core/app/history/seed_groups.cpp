@@ -208,8 +208,9 @@ Quantity quantity(const std::string& title, const std::vector<RunGroup>& groups,
       const auto v = value(run);
       if (!v) continue;
       const std::string seed = value_of(flatten_config(run.config), "run.seed");
-      const std::string sample = run.config_hash.empty() ? "#" + std::to_string(run.id)
-                                                         : run.config_hash + " seed " + seed;
+      const std::string sample = run.config_hash.empty()
+                                     ? fmt::format("#{}", run.id)
+                                     : fmt::format("{} seed {}", run.config_hash, seed);
       auto [it, first] = seen.try_emplace(sample, seed, 0);
       if (first) {
         q.samples.back().push_back(*v);
@@ -339,8 +340,10 @@ std::string grouped_report(HistoryDb& db, const std::vector<RunGroup>& groups,
       "\nn: runs (seeds) with a value; 95% CI of the mean from Student's t; p: Welch's t-test "
       "against\nthe baseline; seeds needed: per group, for the observed difference to reach "
       "p < 0.05 at 80% power\n";
-  for (const auto& q : quantities)
-    out += "\n" + quantity_block(q, groups, base);
+  for (const auto& q : quantities) {
+    out += '\n';
+    out += quantity_block(q, groups, base);
+  }
   return out;
 }
 

@@ -133,7 +133,8 @@ void parse_aggregate_of(WhereScanner& in, WhereKey& key, const std::string& func
   if (in.peek() == '.') {  // a task's metric: TASK.METRIC
     in.set_pos(in.pos() + 1);
     if (!is_word_start(in.peek())) in.fail("a task metric after the '.' (as in max(cloze.acc))");
-    key.name += "." + in.scan_word();
+    key.name += '.';
+    key.name += in.scan_word();
   }
   require_metric(in, key.name, metric_at + 1, keys);
   if (!in.accept(")")) in.fail(fmt::format("')' to close '{}('", function));
@@ -151,7 +152,8 @@ WhereKey parse_key(WhereScanner& in, const KeySpace& keys) {
   if (in.peek() == '.') {
     in.set_pos(in.pos() + 1);
     if (!is_word_start(in.peek())) in.fail("a key name after the '.'");
-    key.name += "." + in.scan_word();
+    key.name += '.';
+    key.name += in.scan_word();
     if (in.peek() == '@') {  // a task's metric at a point: TASK.METRIC@step=N
       in.set_pos(in.pos() + 1);
       parse_point_of(in, key, keys);
