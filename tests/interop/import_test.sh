@@ -37,23 +37,7 @@ block_size = 64
 vocab_size = 96
 init_from = "$scratch/model"
 
-[data]
-train = "$scratch/tokens.bin"
-
-[train]
-steps = 1
-micro_batch = 4
-seq_len = 32
-
-[optimizer]
-type = "sgd"
-lr = 0.0
-
-[eval]
-every = 0
-
-[checkpoint]
-every = 1
+$(loaded_as_snapshot_sections)
 TOML
 "$kiln" run "$scratch/exp.toml" --name m >/dev/null
 loss=$("$kiln" eval m --data "$scratch/tokens.bin" --db "$scratch/kiln.db" 2>/dev/null |

@@ -42,23 +42,7 @@ rslora = true
 targets = "$targets"
 init_from = "$scratch/adapter"
 
-[data]
-train = "$scratch/tokens.bin"
-
-[train]
-steps = 1
-micro_batch = 4
-seq_len = 32
-
-[optimizer]
-type = "sgd"
-lr = 0.0
-
-[eval]
-every = 0
-
-[checkpoint]
-every = 1
+$(loaded_as_snapshot_sections)
 TOML
 "$kiln" run "$scratch/exp.toml" --name peft >/dev/null
 "$kiln" eval peft --data "$scratch/tokens.bin" --logits "$scratch/kiln_logits.npy" \
