@@ -96,7 +96,7 @@ std::shared_ptr<torch::optim::Optimizer> make_adamw(const Params& p,
   };
   std::vector<torch::Tensor> decay, no_decay;
   for (const auto& t : params)
-    (t.dim() >= 2 ? decay : no_decay).push_back(t);
+    (takes_weight_decay(t) ? decay : no_decay).push_back(t);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   std::vector<torch::optim::AdamWOptions> group_options;
   if (!decay.empty()) {

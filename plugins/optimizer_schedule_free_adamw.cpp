@@ -4,8 +4,11 @@
 // of the learning rate and no stopping time: the gradient is taken at y, a base sequence z takes
 // Adam-normalised steps, and x, the model, is z's running average weighted by lr_max^2,
 //   z <- z - lr g~,   x <- (1 - c) x + c z,   y <- (1 - beta1) z + beta1 x,
-// with g~ = g / (sqrt(v / (1 - beta2^k)) + eps) + weight_decay y and c = w_k / sum of w. Every
-// step's x is an any-time result, so an asha search scores its rungs without a cooldown.
+// with g~ = g / (sqrt(v / (1 - beta2^k)) + eps) + weight_decay y and c = w_k / sum of w. As in
+// Kiln's adamw, the decay term is there only for parameters of two or more dimensions (matmul
+// weights and embeddings; core/api/optimizer.h: takes_weight_decay), never for biases or norm
+// gains, where the reference implementation decays whatever its group holds. Every step's x is an
+// any-time result, so an asha search scores its rungs without a cooldown.
 // The parameters hold y while training; eval, task scores and snapshots' model.pt hold x
 // (core/api/optimizer.h: AveragedIterate), and y rides in the state meanwhile, so a resume
 // continues bit for bit. The schedule must be "constant" (its warmup is the paper's warmup).
@@ -104,7 +107,9 @@ class ScheduleFreeAdamW : public torch::optim::Optimizer,
         const torch::Tensor& grad = y.grad();
         s.exp_avg_sq().mul_(o.beta2()).addcmul_(grad, grad, 1.0 - o.beta2());
         torch::Tensor normalized = grad / (s.exp_avg_sq() / bias_correction2).sqrt_().add_(o.eps());
-        if (o.weight_decay() != 0) normalized.add_(y, o.weight_decay());  // decay taken at y
+        if (o.weight_decay() != 0 && takes_weight_decay(y)) {
+          normalized.add_(y, o.weight_decay());  // decay taken at y
+        }
         y.lerp_(s.z(), c);
         y.add_(normalized, lr * (o.beta1() * (1.0 - c) - 1.0));
         s.z().sub_(normalized, lr);
@@ -204,7 +209,8 @@ const bool registered = OptimizerRegistry::add(
           .at_least(0)
           .at_most(1),
       ParamSpec::real("eps", 1e-8, "added to the denominator").at_least(0),
-      ParamSpec::real("weight_decay", 0.0, "decoupled weight decay, taken at y").at_least(0),
+      ParamSpec::real("weight_decay", 0.0, "decoupled decay of 2D+ parameters, taken at y")
+          .at_least(0),
       ParamSpec::real("r", 0.0, "averaging weight's power of the step count").at_least(0),
       ParamSpec::real("weight_lr_power", 2.0, "averaging weight's power of the largest lr so far")
           .at_least(0)}},

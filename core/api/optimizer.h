@@ -126,6 +126,13 @@ struct OptimizerKind {
 };
 using OptimizerRegistry = Registry<OptimizerKind>;
 
+// Whether decoupled weight decay applies to `param`: as in GPT-2 recipes, to parameters of two or
+// more dimensions (matmul weights, embeddings, adapter matrices), never to biases or norm gains.
+// adamw and schedule_free_adamw both ask this.
+inline bool takes_weight_decay(const torch::Tensor& param) {
+  return param.dim() >= 2;
+}
+
 inline double configured_lr(const torch::optim::Optimizer& optimizer) {
   return optimizer.param_groups().front().options().get_lr();
 }

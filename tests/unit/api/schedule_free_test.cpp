@@ -1,8 +1,10 @@
 // Schedule-Free AdamW (plugins/optimizer_schedule_free_adamw.cpp) against the paper's update
 // written here from Algorithm 1 of Defazio et al. 2024 with explicit x, y and z in double
 // precision (the reference implementation's AdamWScheduleFreeReference form, not the plugin's
-// in-place one): 20 steps with a warmup through the lr, weight decay and r > 0; the averaged
-// iterate it shows for evaluation; and a snapshot taken while it shows x resumes bit for bit.
+// in-place one): 20 steps with a warmup through the lr, weight decay and r > 0, the decay on a
+// matrix and not on a vector beside it (as Kiln's adamw: biases and norm gains take none); the
+// averaged iterate it shows for evaluation; and a snapshot taken while it shows x resumes bit for
+// bit.
 #include <cmath>
 #include <sstream>
 #include <vector>
@@ -41,8 +43,9 @@ double lr_at(int step) {
 }
 
 // Algorithm 1 with AdamW's normalisation, in double: z takes the step, x averages z with
-// weights (k+1)^r lr_max^2, y interpolates them; decay taken at y.
+// weights (k+1)^r lr_max^2, y interpolates them; decay (this parameter's) taken at y.
 struct Reference {
+  double decay;
   std::vector<double> x, y, z, v;
   double lr_max = -1, weight_sum = 0;
   void step(int k) {
@@ -55,7 +58,7 @@ struct Reference {
     for (size_t i = 0; i < y.size(); ++i) {
       v[i] = kBeta2 * v[i] + (1 - kBeta2) * g[i] * g[i];
       const double denom = std::sqrt(v[i] / (1 - std::pow(kBeta2, k + 1.0))) + kEps;
-      z[i] -= lr * (g[i] / denom + kDecay * y[i]);
+      z[i] -= lr * (g[i] / denom + decay * y[i]);
       x[i] = (1 - c) * x[i] + c * z[i];
       y[i] = (1 - kBeta1) * z[i] + kBeta1 * x[i];
     }
@@ -75,26 +78,40 @@ void step(torch::optim::Optimizer& opt, torch::Tensor& p, int k) {
   opt.step();
 }
 
+// Each parameter against its own reference, after every step: y while training, x while shown.
+void expect_near(const torch::Tensor& p, const std::vector<double>& want, const char* what, int k) {
+  const std::vector<double> got = values(p);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-12) << what << ", step " << k + 1 << ", element " << i;
+}
+
+// A 2 x 2 matrix, which decays, and a vector of 3 (a bias or norm gain), which does not.
 TEST(ScheduleFree, FollowsThePapersUpdateAndShowsTheAveragedIterate) {
-  const std::vector<double> start = {1.0, -2.0, 0.5, 3.0};
-  auto p = torch::tensor(start, torch::kDouble).requires_grad_();
-  auto opt = schedule_free({p});
-  Reference ref{start, start, start, std::vector<double>(start.size(), 0.0)};
-  auto* averaged = dynamic_cast<AveragedIterate*>(opt.get());
-  ASSERT_NE(averaged, nullptr);
+  const std::vector<double> matrix_start = {1.0, -2.0, 0.5, 3.0}, vector_start = {0.8, -1.5, 2.5};
+  auto matrix = torch::tensor(matrix_start, torch::kDouble).reshape({2, 2}).requires_grad_();
+  auto vector = torch::tensor(vector_start, torch::kDouble).requires_grad_();
+  auto opt = schedule_free({matrix, vector});
+  Reference matrix_ref{kDecay, matrix_start, matrix_start, matrix_start, std::vector<double>(4)};
+  Reference vector_ref{0.0, vector_start, vector_start, vector_start, std::vector<double>(3)};
+  ASSERT_NE(dynamic_cast<AveragedIterate*>(opt.get()), nullptr);
   for (int k = 0; k < 20; ++k) {
-    step(*opt, p, k);
-    ref.step(k);
-    const std::vector<double> y = values(p);
-    for (size_t i = 0; i < y.size(); ++i)
-      EXPECT_NEAR(y[i], ref.y[i], 1e-12) << "y, step " << k + 1 << ", element " << i;
+    matrix.mutable_grad() =
+        torch::tensor(gradient_at(values(matrix), k), torch::kDouble).reshape({2, 2});
+    vector.mutable_grad() = torch::tensor(gradient_at(values(vector), k), torch::kDouble);
+    set_lr(*opt, lr_at(k));
+    opt->step();
+    matrix_ref.step(k);
+    vector_ref.step(k);
+    expect_near(matrix, matrix_ref.y, "matrix y", k);
+    expect_near(vector, vector_ref.y, "vector y", k);
+    const torch::Tensor y = matrix.detach().clone();
     {
       const AveragedIterateScope scope(opt.get());
-      const std::vector<double> x = values(p);
-      for (size_t i = 0; i < x.size(); ++i)
-        EXPECT_NEAR(x[i], ref.x[i], 1e-12) << "x, step " << k + 1 << ", element " << i;
+      expect_near(matrix, matrix_ref.x, "matrix x", k);
+      expect_near(vector, vector_ref.x, "vector x", k);
     }
-    EXPECT_TRUE(torch::equal(p.detach(), torch::tensor(y, torch::kDouble)))
+    EXPECT_TRUE(torch::equal(matrix.detach(), y))
         << "y comes back bit for bit after the averaged iterate was shown";
   }
 }
