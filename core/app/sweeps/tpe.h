@@ -3,12 +3,15 @@
 // share: after `startup` trials drawn as a random search draws them, the finished trials are split
 // into good and bad at the best ceil(γ n) of their scores (Hyperopt takes ceil(0.25 sqrt(n)),
 // Optuna min(ceil(0.1 n), 25): a larger good group, steadier with the few trials a sweep runs);
-// each key of [space] gets a density of each group (a Parzen window: a truncated Gaussian on every
-// trial's value plus one wide prior, in log space for log_uniform; for a choice, the counts plus a
-// uniform prior), and takes, of `candidates` values drawn from the good density, the one with the
-// largest ratio good / bad (which maximises the expected improvement). Keys are proposed
-// independently, as Optuna's default does. A pure function of (seed, trial, the finished trials): a
-// rerun that finished the same trials proposes the same values.
+// each key of [space] gets a density of each group, Optuna 5's Parzen estimator with
+// TPESampler's defaults (core/app/sweeps/tpe_parzen.h), and takes, of `candidates` values drawn
+// from the good density, the one with the largest ratio good / bad (which maximises the expected
+// improvement). Where Optuna 5's default TPESampler differs: besides γ, it proposes the keys of a
+// single objective jointly (multivariate), where Kiln proposes each key alone, as Hyperopt and
+// Optuna's multivariate = False do; it counts running trials as bad (constant_liar), where Kiln
+// uses finished ones only, so that a rerun proposes the same; and its draws are numpy's. A pure
+// function of (seed, trial, the finished trials): a rerun that finished the same trials proposes
+// the same values.
 #pragma once
 
 #include <cstdint>
