@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
+#include <string>
 
 namespace kiln {
 
@@ -53,6 +56,20 @@ void take_pending() {
 // (its saved context's, which sigreturn restores).
 std::atomic<int> g_masked_threads{0};
 
+// Whether thread `tid` of this process blocks `signal`, as the kernel reports its mask
+// (/proc/self/task/TID/status, SigBlk: hex, bit N-1 for signal N); false when it cannot be read.
+bool thread_blocks(pid_t tid, int signal) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/self/task/%d/status", static_cast<int>(tid));
+  std::ifstream status(path);
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigBlk:", 0) == 0) {
+      return (std::strtoull(line.c_str() + 7, nullptr, 16) >> (signal - 1)) & 1;
+    }
+  }
+  return false;
+}
+
 void add_stop_signals_to_saved_mask(int, siginfo_t*, void* context) {
   auto* saved = static_cast<ucontext_t*>(context);
   sigaddset(&saved->uc_sigmask, SIGINT);
@@ -74,7 +91,9 @@ void block_in_existing_threads() {
   if (DIR* tasks = ::opendir("/proc/self/task")) {
     while (const dirent* entry = ::readdir(tasks)) {
       const pid_t tid = static_cast<pid_t>(std::atoi(entry->d_name));
-      if (tid <= 0 || tid == self) continue;
+      // A thread that blocks the question would never answer it: it is not asked (one that
+      // blocks every signal, as some libraries' workers do, runs no handler anyway).
+      if (tid <= 0 || tid == self || thread_blocks(tid, ask)) continue;
       if (::syscall(SYS_tgkill, ::getpid(), tid, ask) == 0) ++asked;
     }
     ::closedir(tasks);
@@ -84,6 +103,14 @@ void block_in_existing_threads() {
     const timespec millisecond{0, 1000000};
     ::nanosleep(&millisecond, nullptr);
   }
+  // A question still pending (a thread that blocked it after its mask was read, or had not run
+  // yet) would meet the previous action, the default one ending the process, once its thread
+  // unblocks it: ignoring the signal discards every pending one, in every thread (POSIX
+  // sigaction), before the previous action comes back.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(ask, &ignore, nullptr);
   sigaction(ask, &previous, nullptr);
 }
 

@@ -12,7 +12,8 @@
 // time; blocked around the call, or with its bf16 GEMM: never), and four runs stopped together with
 // SIGTERM died of it now and then (e2e Faults). So SIGINT and SIGTERM stay blocked in the thread
 // that made the StopSignal, in every thread started after it (OpenMP's workers among them) and in
-// every thread already running (which each add them to their mask when asked), and are taken from
+// every thread already running (which each add them to their mask when asked, by a real-time
+// signal a thread that blocks it is not sent), and are taken from
 // the pending set when received() or abandoned() is asked, between steps. Two signals that arrive
 // before one such question count as one.
 #pragma once

@@ -1,10 +1,12 @@
 // StopSignal's polled delivery (core/util/stop_signal.h) reaches threads that were running before
 // it: their signal masks, as the kernel reports them in /proc/self/task/TID/status (SigBlk), hold
 // SIGINT and SIGTERM once it is made; and a SIGTERM sent to the process is then taken by the
-// polling thread between steps, never by a handler in another thread.
+// polling thread between steps, never by a handler in another thread. A thread that blocks every
+// signal costs no wait and is left no signal pending.
 #include "core/util/stop_signal.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -53,6 +55,41 @@ TEST(StopSignal, PolledDeliveryBlocksTheSignalsInThreadsThatWereAlreadyRunning) 
   }
   done = true;
   worker.join();
+}
+
+// A thread that blocks every signal, as some libraries' workers do, cannot be asked to block the
+// two: it costs no wait (the question's answer used to be awaited for a second), and no question
+// is left pending in it once the StopSignal is made, where unblocking it would meet the default
+// action of a real-time signal and end the process.
+TEST(StopSignal, PolledDeliveryNeitherWaitsForNorLeavesASignalInAThreadThatBlocksAll) {
+  std::atomic<int> stage{0};  // 1: the worker blocks every signal; 2: the StopSignal is made
+  std::atomic<bool> real_time_pending{true};
+  std::thread worker([&] {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    stage = 1;
+    while (stage != 2)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    sigset_t pending;
+    sigpending(&pending);
+    bool any = false;
+    for (int signal = SIGRTMIN; signal <= SIGRTMAX; ++signal)
+      any = any || sigismember(&pending, signal);
+    real_time_pending = any;
+  });
+  while (stage != 1)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto start = std::chrono::steady_clock::now();
+  {
+    StopSignal stop(StopSignal::Second::kRecord, StopSignal::Delivery::kPolled);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, 0.5);
+    stage = 2;
+    worker.join();
+  }
+  EXPECT_FALSE(real_time_pending);
 }
 
 }  // namespace
