@@ -20,7 +20,7 @@ tests_flag=()
 source tools/pypi_pins.sh
 
 # The compiler and Kiln's libraries: jemalloc (kiln's malloc: it keeps a step's freed tensors for
-# the next, where glibc maps and unmaps each one over 32 MB anew, tools/kiln/allocator.cpp), Gloo's
+# the next, where glibc maps and unmaps each one over 32 MB anew, core/util/freed_memory.h), Gloo's
 # headers (PyPI's torch wheel has Gloo built in but not its headers, which c10d's Gloo process
 # group includes; nothing of libgloo is linked), the config / CLI / store libraries, the test
 # framework, the corpus, and python3-venv for the environment that brings LibTorch (below).

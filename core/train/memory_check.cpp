@@ -46,6 +46,10 @@ int local_ranks() {
   return static_cast<int>(env_integer("LOCAL_WORLD_SIZE", 1, 1, 1 << 20));
 }
 
+double reserved_by_other_members() {
+  return static_cast<double>(env_integer(kMemoryReserved, 0, 0, int64_t{1} << 62));
+}
+
 }  // namespace
 
 MemoryFloor training_floor(const ModelPlan& model, double state_per_parameter, int world_size,
@@ -78,18 +82,32 @@ double usable_memory(const c10::Device& device) {
   }
 #endif
   if (!device.is_cpu()) return 0;
-  return mem_available() / local_ranks();
+  const double available = mem_available();
+  if (available <= 0) return 0;
+  return std::max(1.0, available - reserved_by_other_members()) / local_ranks();
 }
 
 void check_memory_floor(const ResolvedConfig& config, const ModelPlan& model,
                         const MemoryFloor& floor, const c10::Device& device, double usable) {
   if (usable <= 0 || floor.total() <= usable) return;
   const std::string where = config.where("model.type").str();
+  const double reserved = device.is_cuda() ? 0 : reserved_by_other_members();
   const std::string available =
       device.is_cuda()
           ? fmt::format("the {} of memory of {}", format_bytes(usable), device.str())
-          : fmt::format("the {} of memory this machine has available (MemAvailable{})",
-                        format_bytes(usable), local_ranks() > 1 ? ", shared by its ranks" : "");
+          : fmt::format("the {} of memory this machine has available (MemAvailable{}{})",
+                        format_bytes(usable),
+                        reserved > 0 ? fmt::format(" less the {} that the sweep's members running "
+                                                   "beside this one are yet to take",
+                                                   format_bytes(reserved))
+                                     : "",
+                        local_ranks() > 1 ? ", shared by its ranks" : "");
+  if (reserved > 0 && floor.total() <= usable + reserved / local_ranks()) {
+    throw UserError(fmt::format(
+        "{}: training {} needs at least {}, more than {}: run fewer members at once (kiln sweep "
+        "--jobs), or run the sweep again once they end, which retries this member",
+        where, model.description, format_bytes(floor.total()), available));
+  }
   if (floor.gradients == 0) {  // loading only
     throw UserError(fmt::format(
         "{}: {} has {:.3g} parameters: its weights alone take {}, more than {}: make the model "

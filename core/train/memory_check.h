@@ -56,8 +56,15 @@ struct TrainableCounts {
 };
 TrainableCounts count_trainable(Model& model);
 
+// The environment variable in which a sweep gives a member it starts the bytes the members
+// already running beside it on this machine are yet to take (each one's floor less what it holds
+// resident): MemAvailable does not count memory a member that started a moment ago has not
+// touched yet, so two members that each fit alone would both start and then run out.
+inline constexpr const char* kMemoryReserved = "KILN_MEMORY_RESERVED";
+
 // The bytes one process may use on `device`: the GPU's memory, or the CPU's MemAvailable
-// (/proc/meminfo) shared among this machine's ranks (LOCAL_WORLD_SIZE); 0 when it cannot be told.
+// (/proc/meminfo) less kMemoryReserved, shared among this machine's ranks (LOCAL_WORLD_SIZE); 0
+// when it cannot be told.
 double usable_memory(const c10::Device& device);
 
 // A UserError at the model section's place when `floor` is above what `usable` bytes allow on

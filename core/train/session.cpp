@@ -19,6 +19,7 @@
 #include "core/train/run_header.h"
 #include "core/train/task_suite.h"
 #include "core/util/error.h"
+#include "core/util/freed_memory.h"
 #include "core/util/stop_signal.h"
 #include "core/util/text.h"
 
@@ -106,6 +107,7 @@ SessionOutcome Session::train() {
   };
   std::unique_ptr<TensorBoardLog> tensorboard;  // hears every row up to the run's closing commit
   try {
+  keep_freed_memory();                          // the next step reuses this step's pages
     tensorboard = open_tensorboard();
     train_steps(outcome);
     if (evals_.final_test(outcome.status == "completed")) test_at_end(outcome.steps_done);
@@ -209,6 +211,7 @@ void Session::evaluate(int64_t step) {
     const std::optional<int64_t> counted = counted_tokens(*run_.val_data, result);
     store_->add_eval(run_id_, EvalRow{step, "val", result.loss, "", counted});
     console_.eval(step, "val", result.loss, counted.value_or(0));
+  return_freed_memory();
   }
   if (snapshots_.best_due(result.loss)) snapshot(step, /*best=*/true);
 }
@@ -219,6 +222,7 @@ void Session::score_tasks(int64_t step) {
   for (const TaskResult& result : run_.tasks->score(run_, {run_.eval.task_batch})) {
     if (!store_) continue;
     store_->add_task_scores(run_id_, task_score_rows(result, step, ""));
+  return_freed_memory();
     console_.line(fmt::format("step {}: {}", step, task_line(result)));
   }
 }

@@ -51,7 +51,7 @@ std::string cpu_runtime_line(const TorchCpuLibraries& libraries, const LoadedRun
                              const std::string& malloc);
 
 // The malloc this process runs: "jemalloc 5.3.0-0-g54eaed1d8b56" (linked into kiln, which keeps
-// freed memory for reuse: tools/kiln/allocator.cpp), or the C library's.
+// freed memory for reuse while it trains: core/util/freed_memory.h), or the C library's.
 std::string malloc_name();
 
 // cpu_runtime_line for this process.

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <limits>
 #include <system_error>
 
@@ -248,6 +249,14 @@ CapturedRun run_captured(ProcessOptions options) {
   }
   result.code = process.wait().shell_code();
   return result;
+}
+
+double resident_bytes(pid_t pid) {
+  std::ifstream status(fmt::format("/proc/{}/status", pid));
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) * 1024;
+  }
+  return 0;
 }
 
 std::string host_name() {

@@ -121,6 +121,10 @@ CapturedRun run_captured(ProcessOptions options);
 // This machine's name (gethostname): recorded with each run, and part of TensorBoard file names.
 std::string host_name();
 
+// The memory process `pid` holds resident now (VmRSS of /proc/PID/status), in bytes; 0 when it
+// cannot be read (the process is gone, not Linux).
+double resident_bytes(pid_t pid);
+
 // In a Kiln child started with dies_with_parent: asks the kernel for SIGTERM when the parent
 // dies (prctl's PR_SET_PDEATHSIG), and ends the process at once when it died already. Nothing
 // for any other process, nor for one a wrapper of the parent's started (srun's ranks).

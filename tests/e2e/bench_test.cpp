@@ -183,7 +183,7 @@ TEST_F(Bench, TheBinaryLinksOneOpenMpRuntimeLibTorchsOwnAndNoSecondOneDnn) {
 }
 
 // The header names the malloc the binary runs on: jemalloc where the dynamic loader links it in
-// (ldd's word, not Kiln's; tools/kiln/allocator.cpp), the C library's otherwise.
+// (ldd's word, not Kiln's; core/util/freed_memory.h), the C library's otherwise.
 TEST_F(Bench, TheCpuLineNamesTheMallocTheBinaryLoads) {
   const auto linked = testing::run_shell(std::string("ldd '") + KILN_BINARY + "'");
   ASSERT_EQ(linked.exit_code, 0) << linked.output;

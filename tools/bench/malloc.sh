@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kiln's malloc (tools/kiln/allocator.cpp): `kiln bench` of the experiments below, in one sitting,
+# kiln's malloc (core/util/freed_memory.h): `kiln bench` of the experiments below, in one sitting,
 # with the freed memory kept for the next step (kiln's setting) and returned to the system at once
 # (MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0: each large tensor's pages faulted in again every
 # step, as glibc's malloc does for every block over 32 MB). Prints tokens/s and peak resident

@@ -12,6 +12,7 @@
 #include "core/store/db/connection.h"
 #include "core/store/runs/paths.h"
 #include "core/store/runs/writer.h"
+#include "core/train/memory_check.h"
 #include "core/util/fs.h"
 
 namespace kiln {
@@ -88,6 +89,9 @@ MemberProcess start_member(const MemberLaunch& launch, const MemberJob& job,
   // A new member's identity is chosen here and handed to its `kiln run`, so that its folder,
   // and the console.log in it, are known before it starts.
   std::string uuid;
+  if (job.memory_reserved > 0) {
+    options.extra_env.emplace_back(kMemoryReserved, fmt::format("{:.0f}", job.memory_reserved));
+  }
   std::optional<RunPaths> paths;
   if (existing) {
     paths = require_paths(*existing);

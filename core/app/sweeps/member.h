@@ -38,6 +38,9 @@ struct MemberJob {
   // > 0: at `until`, the cooldown branch of this many steps that scores the rung
   // (`--probe-cooldown`, an asha search's rung_cooldown).
   int64_t probe_cooldown = 0;
+  // Bytes the members running beside it on this machine are yet to take, which its memory check
+  // counts as taken (kMemoryReserved, core/train/memory_check.h).
+  double memory_reserved = 0;
 };
 
 struct MemberProcess {
@@ -48,6 +51,7 @@ struct MemberProcess {
   std::string folder;  // the member's folder, where its console.log is
   std::string log;
   std::chrono::steady_clock::time_point started;
+  double memory_floor = 0;  // bytes it needs at least (core/train/memory_check.h); 0: not weighed
 };
 
 // The member's config as its `kiln run` resolves it.

@@ -1,11 +1,14 @@
 #include "core/app/sweeps/member_jobs.h"
 
+#include <algorithm>
 #include <csignal>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "core/store/runs/writer.h"
+#include "core/train/assemble.h"
+#include "core/util/process.h"
 #include "core/util/stop_signal.h"
 #include "core/util/text.h"
 
@@ -25,6 +28,25 @@ void report_finished(const MemberLaunch& launch, const MemberProcess& child, siz
   print(fmt::format("[{}] {} {} in {}",
                     total > 0 ? fmt::format("{}/{}", finished, total) : std::to_string(finished),
                     child.member->name, state, format_duration(seconds)));
+}
+
+// The bytes `member` needs at least, weighed as its `kiln run` weighs them; 0 where assembling it
+// fails (its own process reports why).
+double memory_floor(const MemberLaunch& launch, const SweepMember& member) {
+  try {
+    return assemble(member_config(launch, member), Assembly::kCheck).memory.total();
+  } catch (const UserError&) {
+    return 0;
+  }
+}
+
+// What the running members are yet to take of the memory they need at least: each one's floor
+// less what it holds resident already (counted in MemAvailable by now).
+double memory_yet_to_take(const std::vector<MemberProcess>& running) {
+  double bytes = 0;
+  for (const MemberProcess& c : running)
+    bytes += std::max(0.0, c.memory_floor - resident_bytes(c.process.pid()));
+  return bytes;
 }
 
 // The running members stop (each snapshots) before an error leaves them to go on alone.
@@ -52,9 +74,11 @@ bool run_jobs(const MemberLaunch& launch, int jobs, const JobHooks& hooks, size_
         std::vector<const SweepMember*> members;
         for (const auto& c : running)
           members.push_back(c.member);
-        const std::optional<MemberJob> job = hooks.next(members);  // may read the store
+        std::optional<MemberJob> job = hooks.next(members);  // may read the store
         if (!job) break;
+        job->memory_reserved = memory_yet_to_take(running);
         running.push_back(start_member(launch, *job, print));
+        if (jobs > 1) running.back().memory_floor = memory_floor(launch, *job->member);
       }
       if (running.empty()) {  // all ended, or stopped before the rest started
         if (StopSignal::requested() || !hooks.others_working || !hooks.others_working()) break;

@@ -33,7 +33,9 @@ struct JobHooks {
 // Runs the jobs `hooks.next` gives, `jobs` at a time (`total` of them, for the progress lines;
 // 0: not known before), printing a line as each ends. A SIGINT or SIGTERM starts no new member
 // and is passed on to the running ones, which snapshot and stop; then it returns true. An
-// exception from `next` stops the running members (each snapshots) and is rethrown.
+// exception from `next` stops the running members (each snapshots) and is rethrown. A member
+// started while others run here is told what they are yet to take of the memory they need
+// (MemberJob::memory_reserved), which its memory check counts as taken.
 bool run_jobs(const MemberLaunch& launch, int jobs, const JobHooks& hooks, size_t total,
               const std::function<void(const std::string&)>& print);
 

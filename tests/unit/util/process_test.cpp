@@ -1,6 +1,7 @@
 // Process and StopSignal (core/util/process.h, stop_signal.h): starting programs with their
 // output in a pipe or a file, exit codes and signals, waiting on several children, and a
-// SIGINT that interrupts a wait instead of ending the process. Children are /bin/sh one-liners.
+// SIGINT that interrupts a wait instead of ending the process, and a child's resident memory.
+// Children are /bin/sh one-liners.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/util/process.h"
@@ -102,6 +104,21 @@ TEST(ProcessTest, WaitAnyReturnsTheChildThatEnded) {
   EXPECT_TRUE(slow.running());
   slow.signal(SIGKILL);
   EXPECT_EQ(slow.wait().signal, SIGKILL);
+}
+
+// A child's resident memory as ps reports it (KiB), within the 4 MiB a shell may move.
+TEST(ProcessTest, ResidentBytesAreWhatPsReports) {
+  Process child = Process::start(shell("x=$(head -c 33554432 /dev/zero | tr '\\0' a); sleep 30"));
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const double ours = resident_bytes(child.pid());
+  const auto ps = testing::run_shell("ps -o rss= -p " + std::to_string(child.pid()));
+  child.signal(SIGKILL);
+  child.wait();
+  ASSERT_EQ(ps.exit_code, 0) << ps.output;
+  const double theirs = std::stod(ps.output) * 1024;
+  EXPECT_GT(theirs, 32 << 20) << "the shell holds the 32 MiB string";
+  EXPECT_NEAR(ours, theirs, 4 << 20);
+  EXPECT_EQ(resident_bytes(child.pid()), 0) << "a process that is gone holds nothing";
 }
 
 TEST(StopSignalTest, ASignalIsRecordedAndTheOldHandlerComesBack) {
