@@ -15,6 +15,8 @@
 // the precision policy looks at them), as an fp16 overflow or a bad batch would make.
 // disk.full: the N-th file written through SyncedFileWriter (core/util/fs.h) fails with ENOSPC, for
 // machines where a test cannot mount a small tmpfs.
+// folder.no_exchange: the N-th exchange of a folder with its replacement (core/util/fs.h,
+// replace_folder) is refused with EINVAL, as NFS and FUSE file systems refuse it.
 // bench.busy_round: the N-th round of `kiln bench --set precision.type=auto` measures half the
 // tokens/s it did, as when another process takes the cores during it.
 // fsdp.keep_gathered: fsdp keeps a unit's whole parameters allocated after its forward or backward

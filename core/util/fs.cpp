@@ -162,22 +162,73 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
   sync_dir(std::filesystem::path(path).parent_path().string());
 }
 
+namespace {
+
+// The folder `dir` names: where it is a symbolic link, the folder the link points to, so that
+// replacing it keeps the link.
+std::filesystem::path folder_behind(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path named = fs::path(dir).lexically_normal();
+  if (!fs::is_symlink(fs::symlink_status(named, ec))) return named;
+  const fs::path target = fs::weakly_canonical(named, ec);
+  if (ec) fail_io("follow the link", dir, ec.value());
+  return target;
+}
+
+// renameat2's RENAME_EXCHANGE of `staging` and `target`; 0, or the errno of its failure.
+// KILN_FAULT=folder.no_exchange refuses it as NFS and FUSE file systems do (EINVAL).
+int exchange_folders(const std::string& staging, const std::string& target) {
+  if (fault_due("folder.no_exchange")) return EINVAL;
+  return ::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0
+             ? 0
+             : errno;
+}
+
+// Where a file system cannot exchange two names (EINVAL): `target` renamed aside, `staging`
+// renamed into its place, the old one removed. Each rename is atomic, so a crash leaves every
+// file whole: between the two renames the old folder is `aside` and the new one `staging`, both
+// beside `target` (rename either back by hand), and a reader finds no folder for that moment. A
+// second rename that fails puts the old folder back.
+void replace_by_two_renames(const std::string& staging, const std::string& target,
+                            const std::string& aside) {
+  std::error_code ec;
+  std::filesystem::remove_all(aside, ec);  // one a killed replacement of this pid left
+  if (::rename(target.c_str(), aside.c_str()) != 0) {
+    const int err = errno;
+    std::filesystem::remove_all(staging, ec);
+    fail_io("move aside the folder", target, err);
+  }
+  if (::rename(staging.c_str(), target.c_str()) != 0) {
+    const int err = errno;
+    ::rename(aside.c_str(), target.c_str());
+    std::filesystem::remove_all(staging, ec);
+    fail_io("rename into place", target, err);
+  }
+  std::filesystem::remove_all(aside, ec);
+}
+
+}  // namespace
+
 void replace_folder(const std::string& dir, const std::function<bool(const std::string&)>& keep,
                     const std::function<void(const std::string&)>& fill) {
   namespace fs = std::filesystem;
-  const fs::path target = fs::path(dir).lexically_normal();
-  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const fs::path folder = folder_behind(dir);
+  const std::string target = folder.string();
+  const fs::path parent = folder.has_parent_path() ? folder.parent_path() : fs::path(".");
   const fs::path name =
-      target.filename().empty() ? target.parent_path().filename() : target.filename();
-  const std::string staging =
-      (parent / fmt::format("{}.{}.staging", name.string(), ::getpid())).string();
+      folder.filename().empty() ? folder.parent_path().filename() : folder.filename();
+  const auto beside = [&](const char* what) {
+    return (parent / fmt::format("{}.{}.{}", name.string(), ::getpid(), what)).string();
+  };
+  const std::string staging = beside("staging");
   std::error_code ec;
   fs::remove_all(staging, ec);  // one a killed export of this pid left
   fs::create_directories(staging, ec);
   if (ec) fail_io("create the folder", staging, ec.value());
   try {
-    if (fs::is_directory(dir, ec)) {
-      for (const auto& entry : fs::directory_iterator(dir)) {
+    if (fs::is_directory(target, ec)) {
+      for (const auto& entry : fs::directory_iterator(target)) {
         if (!keep(entry.path().filename().string())) continue;
         fs::copy(entry.path(), fs::path(staging) / entry.path().filename(),
                  fs::copy_options::recursive | fs::copy_options::create_hard_links);
@@ -188,16 +239,17 @@ void replace_folder(const std::string& dir, const std::function<bool(const std::
     fs::remove_all(staging, ec);
     throw;
   }
-  if (!fs::exists(dir, ec)) {
-    if (::rename(staging.c_str(), dir.c_str()) != 0) {
+  if (!fs::exists(target, ec)) {
+    if (::rename(staging.c_str(), target.c_str()) != 0) {
       const int err = errno;
       fs::remove_all(staging, ec);
-      fail_io("rename into place", dir, err);
+      fail_io("rename into place", target, err);
     }
-  } else if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0) {
-    const int err = errno;
+  } else if (const int err = exchange_folders(staging, target); err == EINVAL) {
+    replace_by_two_renames(staging, target, beside("replaced"));
+  } else if (err != 0) {
     fs::remove_all(staging, ec);
-    fail_io("exchange the new folder with", dir, err);
+    fail_io("exchange the new folder with", target, err);
   }
   fs::remove_all(staging, ec);  // now the old folder
   sync_dir(parent.string());

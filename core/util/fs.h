@@ -58,7 +58,10 @@ class SyncedFileWriter {
 // the entries of the old `dir` that `keep` accepts (files hard-linked, folders copied that way),
 // then `fill` writes the rest, then the two are exchanged (renameat2's RENAME_EXCHANGE; a rename
 // when `dir` is new) and the old one removed. A reader sees the old folder or the new one, never a
-// mix; a failure in `fill` leaves `dir` as it was.
+// mix; a failure in `fill` leaves `dir` as it was. Where the file system cannot exchange (NFS,
+// FUSE: EINVAL), the old folder is renamed aside first and the new one into its place: a reader
+// may then find no folder for a moment, and nothing is lost (fs.cpp). A `dir` that is a symbolic
+// link stays one: the folder it points to is replaced.
 void replace_folder(const std::string& dir, const std::function<bool(const std::string&)>& keep,
                     const std::function<void(const std::string&)>& fill);
 
