@@ -211,9 +211,9 @@ void Session::evaluate(int64_t step) {
     const std::optional<int64_t> counted = counted_tokens(*run_.val_data, result);
     store_->add_eval(run_id_, EvalRow{step, "val", result.loss, "", counted});
     console_.eval(step, "val", result.loss, counted.value_or(0));
-  return_freed_memory();
   }
   if (snapshots_.best_due(result.loss)) snapshot(step, /*best=*/true);
+  return_freed_memory();
 }
 
 void Session::score_tasks(int64_t step) {
@@ -222,9 +222,9 @@ void Session::score_tasks(int64_t step) {
   for (const TaskResult& result : run_.tasks->score(run_, {run_.eval.task_batch})) {
     if (!store_) continue;
     store_->add_task_scores(run_id_, task_score_rows(result, step, ""));
-  return_freed_memory();
     console_.line(fmt::format("step {}: {}", step, task_line(result)));
   }
+  return_freed_memory();
 }
 
 // The seed recipe's closing number: loss and perplexity over the whole test split.

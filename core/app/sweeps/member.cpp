@@ -89,9 +89,6 @@ MemberProcess start_member(const MemberLaunch& launch, const MemberJob& job,
   // A new member's identity is chosen here and handed to its `kiln run`, so that its folder,
   // and the console.log in it, are known before it starts.
   std::string uuid;
-  if (job.memory_reserved > 0) {
-    options.extra_env.emplace_back(kMemoryReserved, fmt::format("{:.0f}", job.memory_reserved));
-  }
   std::optional<RunPaths> paths;
   if (existing) {
     paths = require_paths(*existing);
@@ -100,6 +97,9 @@ MemberProcess start_member(const MemberLaunch& launch, const MemberJob& job,
     paths = RunPaths::for_new_run(run_options(member_config(launch, m)).out_dir, m.name, uuid);
     write_run_marker(*paths, uuid, store_location(launch.db));
     options.extra_env.emplace_back(kChosenRunUuid, uuid);
+  }
+  if (job.memory_reserved > 0) {
+    options.extra_env.emplace_back(kMemoryReserved, fmt::format("{:.0f}", job.memory_reserved));
   }
   set_program(launch, member_command(launch, m, exists, job), options);
   options.output = ProcessOptions::Output::kFile;
