@@ -19,6 +19,7 @@
 #include "core/train/run_header.h"
 #include "core/train/task_suite.h"
 #include "core/util/error.h"
+#include "core/util/fault.h"
 #include "core/util/freed_memory.h"
 #include "core/util/stop_signal.h"
 #include "core/util/text.h"
@@ -173,14 +174,11 @@ void Session::train_steps(SessionOutcome& outcome) {
 
 void Session::probe_cooldown(int64_t steps) {
   const int64_t from = pause_at_;
-  if (!run_.val_data) {
-    throw UserError(
-        "a cooldown probe is scored on the val split, and this run's data has none: set data.val");
-  }
   run_.schedule = cooldown_schedule(run_.config, configured_lr(*run_.optimizer), from, steps);
   bool diverged = false;
   for (int64_t step = from + 1; step <= from + steps && !diverged; ++step) {
     diverged = trainer_.train_step(step).nonfinite;
+    fault_point("probe.unscored");
     if (StopSignal::requested()) return;
   }
   const double loss = diverged ? INFINITY : trainer_.evaluate(*run_.val_data, run_.eval.steps).loss;

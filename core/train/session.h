@@ -44,10 +44,11 @@ class Session {
   // completed, interrupted (also when paused), or failed with the error (which is rethrown, a
   // LibTorch one as std::runtime_error).
   SessionOutcome train();
-  // After train() paused at pause_after's step S: the cooldown branch of `steps` steps
-  // (core/train/cooldown_probe.h), evaluated on the val split and recorded on rank 0 as the
-  // run's probe at S (core/store/runs/rung_probes.h; +inf when it diverged). Nothing is recorded
-  // when a stop signal ends it early. The run's row and snapshots stay as train() left them.
+  // After train() paused at pause_after's step S, or after a restore of the step-S snapshot (the
+  // caller checked the branch: a val split, a wsd schedule): the cooldown branch of `steps` steps
+  // (core/train/cooldown_probe.h), evaluated on the val split and recorded on rank 0 as the run's
+  // probe at S (core/store/runs/rung_probes.h; +inf when it diverged). Nothing is recorded when a
+  // stop signal ends it early. The run's row and snapshots stay as they were.
   void probe_cooldown(int64_t steps);
 
  private:

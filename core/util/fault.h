@@ -10,7 +10,7 @@
 // prepare.publishing (the first finished shard renamed into the output folder, the rest not),
 // snapshot.sending (a rank other than 0 about to send its part of a snapshot to rank 0),
 // sweep.promotion_claimed (an asha worker's promotion claimed in the store, its member not yet
-// started).
+// started), probe.unscored (a step of a cooldown probe trained, the probe not yet scored).
 // grad.nonfinite: the N-th training step's gradients get an inf (after the gradient sync, before
 // the precision policy looks at them), as an fp16 overflow or a bad batch would make.
 // disk.full: the N-th file written through SyncedFileWriter (core/util/fs.h) fails with ENOSPC, for

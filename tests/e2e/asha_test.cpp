@@ -10,6 +10,10 @@
 
 #include <fmt/format.h>
 
+#include "core/app/history/sweep_ladder.h"
+#include "core/store/history/reader.h"
+#include "core/store/runs/sweep_claims.h"
+#include "core/store/runs/writer.h"
 #include "tiny_run.h"
 
 namespace kiln {
@@ -111,15 +115,22 @@ TEST_F(Asha, PromotedMembersContinueBitForBitAsAStraightRunAndTheRestStopAtARung
   }
   EXPECT_GE(completed, 1) << ran.output;
   EXPECT_EQ(at_first_rung, 4) << "6 at rung 1, of which the best 2 go on\n" << ran.output;
-  // Run again, nothing is left to do: the ladder stays as it is.
+  // Run again, nothing is left to do, and the header says so: the ladder stays as it is.
   const auto before = ladder_of(db(), "a");
   auto again = run_kiln("sweep " + file + " --jobs 2");
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_EQ(ladder_of(db(), "a"), before) << again.output;
-  // By name alone, `sweep best` ranks by the search's own metric, which its workers recorded.
+  const std::string count = "select count(*) from runs where sweep = 'a' and status = ";
+  EXPECT_NE(again.output.find(fmt::format("6 members, {} completed, {} paused at a rung, 0 to run",
+                                          scalar(db(), count + "'completed'"),
+                                          scalar(db(), count + "'interrupted'"))),
+            std::string::npos)
+      << again.output;
+  // By name alone, `sweep best` ranks by the search's own metric at its last rung, as the
+  // ladder does, from the shape its workers recorded.
   auto best = run_kiln("sweep best a --db " + db());
   ASSERT_EQ(best.exit_code, 0) << best.output;
-  EXPECT_NE(best.output.find("by min(val_loss)"), std::string::npos) << best.output;
+  EXPECT_NE(best.output.find("by val_loss@step=27"), std::string::npos) << best.output;
 }
 
 // Random and TPE proposals alike: a rerun proposes nothing twice (TPE's trials are in the store).
@@ -267,6 +278,107 @@ TEST_F(Asha, RungCooldownScoresTheRungsByTheirProbes) {
                                         members, probes, std::stoll(members) + std::stoll(probes))),
             std::string::npos)
       << ran.output;
+}
+
+// Each run of the sweep, by its name after "SWEEP/": its cooldown probes as "step:steps=val_loss",
+// exactly as stored.
+std::map<std::string, std::string> probes_of(const std::string& db, const std::string& sweep) {
+  std::map<std::string, std::string> out;
+  for (const auto& row :
+       query(db,
+             "select r.name, group_concat(p.step || ':' || p.cooldown_steps || '=' || "
+             "printf('%.17g', p.val_loss), ' ') from runs r left join rung_probes p on "
+             "p.run_id = r.id where r.sweep = '" +
+                 sweep + "' group by r.id order by r.name")) {
+    out[row[0].substr(sweep.size() + 1)] = row[1];
+  }
+  return out;
+}
+
+// A member stopped during its cooldown probe (killed in it: fault point probe.unscored, its sweep
+// killed then) has not reached that rung: `sweep status` leaves it out of the rung, and the rerun
+// takes the probe again from the rung's snapshot, ending with the probes and the ladder of the
+// same sweep never stopped.
+TEST_F(Asha, AMemberStoppedDuringItsProbeTakesItAgainAndEndsWithTheUninterruptedLadder) {
+  const std::string exp = experiment(kWsd);
+  auto whole = run_kiln("sweep " + asha_file(dir_ / "", exp, "u", 6, "rung_cooldown = 0.2\n"));
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  const std::string file = asha_file(dir_ / "", exp, "k", 6, "rung_cooldown = 0.2\n");
+  const std::string log = dir_ / "k.log";
+  const std::string owing =
+      "select count(*) from runs r join evals e on e.run_id = r.id and e.split = 'val' and "
+      "e.step = 3 where r.sweep = 'k' and not exists (select 1 from rung_probes p where "
+      "p.run_id = r.id and p.step = 3)";
+  const testing::Outcome killed =
+      testing::run_child_until({"sweep", file}, log, "probe.unscored", [&] {
+        const std::string owed = scalar(db(), owing);
+        return !owed.empty() && owed != "0";
+      });
+  ASSERT_TRUE(killed.killed) << testing::read_file(log);
+  EXPECT_TRUE(
+      testing::wait_for([] { return testing::run_shell("pgrep -f 'k/tria[l]='").exit_code != 0; },
+                        std::chrono::seconds(30)));
+  ASSERT_NE(scalar(db(), owing), "0") << testing::read_file(log);
+  // The ladder leaves the member out of rung 1 rather than rank it by its un-cooled loss.
+  auto status = run_kiln("sweep status " + file);
+  ASSERT_EQ(status.exit_code, 0) << status.output;
+  const std::string rung1 = status.output.substr(0, status.output.find("rung 2 of 3"));
+  EXPECT_EQ(std::count(rung1.begin(), rung1.end(), '\n') - 1,
+            std::stoll(scalar(db(),
+                              "select count(*) from rung_probes p join runs r on r.id = "
+                              "p.run_id where r.sweep = 'k' and p.step = 3")))
+      << status.output;
+  auto again = run_kiln("sweep " + file);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("stopped in its cooldown probe at step 3: the probe is taken again "
+                              "from the step-3 snapshot"),
+            std::string::npos)
+      << again.output;
+  EXPECT_EQ(probes_of(db(), "k"), probes_of(db(), "u")) << again.output;
+  EXPECT_EQ(ladder_of(db(), "k"), ladder_of(db(), "u")) << again.output;
+}
+
+// `sweep best` of an asha search names its ladder's winner at the last rung, where the best value
+// over each trajectory names another member: made-up members a (val_loss 2.0, 1.0, 1.5 at the
+// rungs 3, 9, 27) and b (2.1, 1.2, 1.3) rank a first by min(val_loss), b at step 27.
+TEST_F(Asha, SweepBestNamesTheLastRungsWinnerAsTheLadderDoes) {
+  const LadderShape shape{"val_loss", false, 3, {3, 9, 27}, false};
+  {
+    RunStore store(db());
+    const std::vector<std::pair<std::string, std::vector<double>>> members = {
+        {"m/a", {2.0, 1.0, 1.5}}, {"m/b", {2.1, 1.2, 1.3}}};
+    for (const auto& [name, values] : members) {
+      NewRun run;
+      run.name = name;
+      run.experiment = "exp.toml";
+      run.config_toml = "[run]\nname = \"" + name + "\"\n";
+      run.config_hash = "0123456789abcdef";
+      run.planned_steps = 27;
+      run.sweep = "m";
+      const int64_t id = store.create_run(run);
+      for (int64_t step = 1; step <= 27; ++step) {
+        MetricRow row;
+        row.step = step;
+        row.loss = 3.0;
+        store.add_metric(id, row);
+      }
+      for (size_t j = 0; j < values.size(); ++j)
+        store.add_eval(id, EvalRow{shape.rungs[j], "val", values[j], "", std::nullopt});
+      store.finish_run(id, "completed");
+    }
+    SweepClaims(store, "m", "test:1", std::chrono::seconds(120)).record_ladder_shape(shape);
+  }
+  HistoryDb history(db());
+  EXPECT_EQ(read_sweep_ladder(history, "m", shape, true).back().entries.at(0).name, "m/b");
+  auto best = run_kiln("sweep best m --db " + db());
+  ASSERT_EQ(best.exit_code, 0) << best.output;
+  EXPECT_NE(best.output.find("by val_loss@step=27 (2 of its 2 members completed with a value):\n"
+                             "#   m/b (id"),
+            std::string::npos)
+      << best.output;
+  auto by_min = run_kiln("sweep best m --by 'min(val_loss)' --db " + db());
+  ASSERT_EQ(by_min.exit_code, 0) << by_min.output;
+  EXPECT_NE(by_min.output.find("#   m/a (id"), std::string::npos) << by_min.output;
 }
 
 // Schedule-free AdamW through the binary: a run paused and resumed follows the run that never

@@ -55,7 +55,7 @@ TEST_F(SweepResume, AnInterruptedSweepRunAgainCompletesOnlyItsUnfinishedMembersT
     args += " " + sweep[i];
   auto again = run_kiln(args);
   ASSERT_EQ(again.exit_code, 0) << again.output;
-  for (const char* line : {"3 members, 2 to run", "skip s/run.seed=1 (completed)",
+  for (const char* line : {"3 members, 1 completed, 2 to run", "skip s/run.seed=1 (completed)",
                            "start s/run.seed=2 (resume)", "start s/run.seed=3 (new)"}) {
     EXPECT_NE(again.output.find(line), std::string::npos) << line << "\n" << again.output;
   }

@@ -44,7 +44,28 @@ TEST_F(Sweep, GridWithTwoJobsRecordsEveryMemberTaggedAndSkipsThemOnRerun) {
   }
   auto again = run_kiln(args);
   ASSERT_EQ(again.exit_code, 0) << again.output;
-  EXPECT_NE(again.output.find("4 members, 0 to run"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("4 members, 4 completed, 0 to run"), std::string::npos)
+      << again.output;
+}
+
+// The header says the threads the members train on: the tiny experiment's run.threads = 1 with
+// one job (not the machine's cores), and both counts when a grid gives them different ones.
+TEST_F(Sweep, TheHeaderSaysTheThreadsEachMemberTrainsOn) {
+  const std::string exp = experiment();
+  auto one = run_kiln("sweep " + exp + " --name t1 --grid run.seed=1,2 --set train.steps=2");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_NE(one.output.find("2 members, 0 completed, 2 to run, 1 at a time (1 CPU thread each)"),
+            std::string::npos)
+      << one.output;
+  auto mixed = run_kiln("sweep " + exp + " --name t2 --grid run.threads=1,3 --set train.steps=2");
+  ASSERT_EQ(mixed.exit_code, 0) << mixed.output;
+  EXPECT_NE(mixed.output.find("1 at a time (1 to 3 CPU threads each)"), std::string::npos)
+      << mixed.output;
+  EXPECT_EQ(scalar(db(),
+                   "select group_concat(value, ' ') from (select e.value from "
+                   "run_environment e join runs r on r.id = e.run_id where r.sweep = 't2' "
+                   "and e.key = 'threads' order by e.value)"),
+            "1 3");
 }
 
 // A sweep run again after its file changed (train.steps 4 -> 6) does not skip its members as

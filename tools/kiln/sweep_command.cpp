@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "core/app/history/sweep_ladder.h"
 #include "core/app/slurm/sweep.h"
 #include "core/app/slurm/task.h"
 #include "core/app/slurm/worker.h"
@@ -132,26 +133,27 @@ void sweep_status(const SweepArgs& args, bool db_given) {
 }
 
 // `kiln sweep best NAME|FILE`: by --by, else the search's own metric and mode (a file's, or the
-// one an asha search's workers recorded in the store), else best_val.
+// one an asha search's workers recorded in the store), else best_val. An asha search ranks by the
+// metric at its last rung, as its ladder does (the shape its workers recorded); any other search
+// by the metric's best value over each run.
 int sweep_best(const SweepArgs& args, bool db_given, bool by_given) {
   const NamedSweep sweep = named_sweep(args, db_given);
   if (!store_may_exist(sweep.db)) {
     fail_no_store(sweep.db, "pass the --db the sweep ran with");
   }
   HistoryDb db(sweep.db);
+  const std::optional<LadderShape> ladder = find_ladder_shape(db.connection(), sweep.name);
   std::optional<SweepSearch> search;
   if (sweep.spec && !sweep.spec->search.metric.empty()) search = sweep.spec->search;
-  if (!sweep.spec) {
-    if (const auto shape = find_ladder_shape(db.connection(), sweep.name)) {
-      search = SweepSearch{};
-      search->metric = shape->metric;
-      search->maximize = shape->maximize;
-    }
+  if (!sweep.spec && ladder) {
+    search = SweepSearch{};
+    search->metric = ladder->metric;
+    search->maximize = ladder->maximize;
   }
   std::string by = args.best_by;
   std::vector<std::string> declared;
   if (search) {
-    if (!by_given) by = search_sort_key(*search);
+    if (!by_given) by = ladder ? last_rung_sort_key(*ladder) : search_sort_key(*search);
     declared = declared_task_metrics(*search);
   }
   std::cout << best_member_toml(db, sweep.name, by, declared);

@@ -74,6 +74,8 @@ std::vector<double> rung_values(HistoryDb& db, const RunRecord& run, const Ladde
     const double own = curve.y[static_cast<size_t>(at - curve.x.begin())];
     const auto probe = probes.find(shape.rungs[j]);
     const bool cooled = probe != probes.end() && j + 1 < shape.rungs.size();
+    // A probe stopped before it scored leaves the rung owed, not scored un-cooled among cooled.
+    if (shape.cooled && !cooled && j + 1 < shape.rungs.size()) break;
     values.push_back(cooled ? probe->second.val_loss : own);
     if (uncooled) uncooled->push_back(own);
   }
@@ -111,6 +113,10 @@ std::vector<LadderRung> read_sweep_ladder(HistoryDb& db, const std::string& swee
     rungs.push_back(std::move(rung));
   }
   return rungs;
+}
+
+std::string last_rung_sort_key(const LadderShape& shape) {
+  return fmt::format("{}{}@step={}", shape.maximize ? "-" : "", shape.metric, shape.rungs.back());
 }
 
 std::string ladder_text(const std::vector<LadderRung>& rungs, const LadderShape& shape) {

@@ -39,7 +39,9 @@ struct LadderRung {
 // The run's scores at the rungs' steps it reached, in order, up to the first rung it has no value
 // at (a run stopped before that rung's evaluation): at a rung below the last, its cooldown
 // probe's val loss where it has one (an asha search with rung_cooldown), else its value of
-// `shape.metric` there. `uncooled`, when given, gets the metric's own values.
+// `shape.metric` there. With `shape.cooled`, a rung below the last without a probe has no value
+// (the run was stopped before its probe scored: the rung is owed, and the run resumed to it
+// takes the probe again). `uncooled`, when given, gets the metric's own values.
 std::vector<double> rung_values(HistoryDb& db, const RunRecord& run, const LadderShape& shape,
                                 std::vector<double>* uncooled = nullptr);
 
@@ -51,6 +53,11 @@ std::vector<RunRecord> latest_versions(std::vector<RunRecord> runs);
 // Every rung of `sweep`'s ladder. `ended`: the search is over, so paused members are stopped.
 std::vector<LadderRung> read_sweep_ladder(HistoryDb& db, const std::string& sweep,
                                           const LadderShape& shape, bool ended);
+
+// The `kiln runs list --sort` key that ranks runs as the ladder's last rung does: the metric at
+// that rung's step (M@step=S, or -M@step=S for mode = "max"), not its best over the trajectory.
+// `kiln sweep best` ranks an asha search's members by it.
+std::string last_rung_sort_key(const LadderShape& shape);
 
 // "rung 1 of 3: step 3, 9 member(s), the best 3 go on" and a line per member.
 std::string ladder_text(const std::vector<LadderRung>& rungs, const LadderShape& shape);

@@ -225,6 +225,20 @@ SessionOutcome train_then_probe(Session& session, int64_t probe_steps) {
   return outcome;
 }
 
+// --until at the snapshot's own step, with a probe (a run stopped during it): the probe alone,
+// then the row is interrupted there again, as its pause left it; failed by an error.
+SessionOutcome probe_alone(Session& session, RunStore* store, const RunRecord& run, int64_t step,
+                           int64_t probe_steps) {
+  try {
+    session.probe_cooldown(probe_steps);
+  } catch (const std::exception& e) {
+    if (store) store->finish_run(run.id, "failed", e.what());
+    throw;
+  }
+  if (store) store->finish_run(run.id, "interrupted");
+  return {run.id, run.name, "paused", step, 0};
+}
+
 }  // namespace
 
 SessionOutcome run_experiment(ResolvedConfig config, bool restart, int64_t until,
@@ -310,8 +324,9 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
   const int64_t from_step =
       restore_snapshot(session, paths, owner, run, main_rank, options.checkpoint);
   const std::string lr_line = check_schedule_change(stored, run, from_step, options.schedule);
+  const bool probe_only = options.probe_cooldown > 0 && options.until == from_step;
   if (options.until > 0) {
-    check_pause_step(options.until, from_step, run.train.steps);
+    if (!probe_only) check_pause_step(options.until, from_step, run.train.steps);
     session.pause_after(options.until);
   }
   check_probe(run, options.until, options.probe_cooldown);
@@ -329,6 +344,8 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
   }
   if (main_rank && !lr_line.empty()) session.console().line(lr_line);
   session.print_header();
+  if (probe_only)
+    return probe_alone(session, store.get(), record, from_step, options.probe_cooldown);
   return train_then_probe(session, options.probe_cooldown);
 }
 

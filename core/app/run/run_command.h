@@ -44,7 +44,8 @@ struct ResumeOptions {
   // refused (false), or accepted and recorded in the run's resumes (--allow-data-change).
   bool allow_data_change = false;
   // > 0: pause after this step (Session::pause_after), refused before the run is reopened
-  // unless it lies between the snapshot's step and train.steps.
+  // unless it lies between the snapshot's step and train.steps; or, with probe_cooldown, is the
+  // snapshot's own step: a run stopped during its probe there takes the probe alone.
   int64_t until = 0;
   // > 0: at the pause, the cooldown branch of this many steps, as run_experiment's.
   int64_t probe_cooldown = 0;

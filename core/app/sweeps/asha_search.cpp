@@ -51,7 +51,8 @@ void AshaSearch::set_members(const std::vector<SweepMember>& members) {
 }
 
 LadderShape AshaSearch::shape() const {
-  return {spec_.search.metric, spec_.search.maximize, spec_.search.reduction_factor, rungs_};
+  return {spec_.search.metric, spec_.search.maximize, spec_.search.reduction_factor, rungs_,
+          spec_.search.rung_cooldown > 0};
 }
 
 AshaSearch::State AshaSearch::state_of(HistoryDb& db, const RunRecord* run) const {
@@ -133,9 +134,15 @@ std::optional<SweepDecision> AshaSearch::decide(const std::set<std::string>& run
   for (size_t i = 0; i < states.size(); ++i) {
     if (states[i].between && !states[i].running) {
       const size_t rung = states[i].ladder.results.size();
-      return SweepDecision{members_[i]->name, until(rung), "resume",
-                           fmt::format("stopped at step {}, between rungs: resumed to step {}",
-                                       states[i].steps, rungs_[rung])};
+      const std::string why =
+          spec_.search.rung_cooldown > 0 && states[i].steps == rungs_[rung]
+              ? fmt::format(
+                    "stopped in its cooldown probe at step {}: the probe is taken again "
+                    "from the step-{} snapshot",
+                    rungs_[rung], rungs_[rung])
+              : fmt::format("stopped at step {}, between rungs: resumed to step {}",
+                            states[i].steps, rungs_[rung]);
+      return SweepDecision{members_[i]->name, until(rung), "resume", why};
     }
   }
   std::vector<AshaMember> ladder;
@@ -213,6 +220,18 @@ std::set<std::string> AshaSearch::stopped_members() {
       stopped.insert(members_[i]->name);
   }
   return stopped;
+}
+
+std::string AshaSearch::standing() {
+  size_t completed = 0, paused = 0, failed = 0;
+  for (const State& s : read({})) {
+    completed += s.status == "completed";
+    failed += s.status == "failed";
+    paused += (s.status == "interrupted" || s.status == "running") && !s.between;
+  }
+  return fmt::format("{} completed, {} paused at a rung, {} to run{}", completed, paused,
+                     members_.size() - completed - paused - failed,
+                     failed > 0 ? fmt::format(", {} failed", failed) : "");
 }
 
 std::string AshaSearch::ladder(bool ended) {

@@ -2,9 +2,11 @@
 // a worker is free, and the job that worker does next. Nothing of the ladder is kept anywhere
 // else: a member's rung results are its run's values of the search's metric at the rungs' steps,
 // and its state its run's (running, paused at a rung = interrupted there with a value, stopped
-// between rungs, completed, failed). So a sweep stopped or killed at any point, and run again,
-// goes on with the same ladder: members stopped between rungs are resumed to their rung first,
-// then promotions and new trials follow as if the sweep had not stopped.
+// between rungs, completed, failed). With rung_cooldown a rung's value is its probe's, so a member
+// stopped during its probe is between rungs too, and its resume takes the probe from the rung's
+// snapshot (`kiln resume --until S`, S its snapshot's step). So a sweep stopped or killed at any
+// point, and run again, goes on with the same ladder: members stopped between rungs are resumed
+// to their rung first, then promotions and new trials follow as if the sweep had not stopped.
 #pragma once
 
 #include <cstdint>
@@ -68,6 +70,9 @@ class AshaSearch {
   std::string ladder(bool ended);
   // Members paused at a rung below the top: with the search over, ASHA stopped them.
   std::set<std::string> stopped_members();
+  // Where the members stand, for the line the sweep starts with: "1 completed, 5 paused at a
+  // rung, 0 to run" (to run: not started, or stopped between rungs), and how many failed.
+  std::string standing();
   // Every member started so far, or known before the sweep ran, in the order they start.
   const std::vector<const SweepMember*>& members() const { return members_; }
   const std::vector<int64_t>& rungs() const { return rungs_; }

@@ -1,7 +1,10 @@
 #include "core/app/sweeps/best.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
+#include "core/app/history/sweep_ladder.h"
 #include "core/config/canonical.h"
 #include "core/store/history/queries.h"
 #include "core/util/error.h"
@@ -30,7 +33,7 @@ std::string best_member_toml(HistoryDb& db, const std::string& sweep, const std:
   const std::string of_sweep = "sweep = " + single_quoted(sweep);
   // The key alone first: an error about it names --by, not the filter built from it below.
   const std::vector<RunRecord> members =
-      list_runs(db, {of_sweep, by, 0, declared_task_metrics, "--by"});
+      latest_versions(list_runs(db, {of_sweep, by, 0, declared_task_metrics, "--by"}));
   if (members.empty()) {
     throw UserError(
         fmt::format("no sweep '{}' in '{}': `kiln runs list --db {}` lists runs and "
@@ -39,9 +42,13 @@ std::string best_member_toml(HistoryDb& db, const std::string& sweep, const std:
   }
   const std::string key = by.empty() || by[0] != '-' ? by : by.substr(1);
   // Only completed members with a value of the key: NULL compares false, every number passes.
-  const std::vector<RunRecord> ranked =
+  std::vector<RunRecord> ranked =
       list_runs(db, {of_sweep + " and status = completed and " + key + " >= -1e308", by, 0,
                      declared_task_metrics, "--by"});
+  std::erase_if(ranked, [&](const RunRecord& run) {
+    return std::none_of(members.begin(), members.end(),
+                        [&](const RunRecord& member) { return member.id == run.id; });
+  });
   if (ranked.empty()) {
     throw UserError(fmt::format(
         "sweep '{}' has no completed member with a value of {} ({} member{}): pick another "

@@ -13,8 +13,9 @@ namespace kiln {
 // a new run, not the member again), under comment lines naming the sweep, the member and its
 // value. `by`: a `kiln runs list --sort` key (best_val, final_loss, last(val_loss),
 // max(kjv_cloze.acc), ...); '-' first ranks the largest first. Members without a value of it
-// are passed over. `declared_task_metrics`: as ListQuery's. A UserError for a sweep with no member
-// in the store, or none with a value, or a `by` that is no key ("--by 'KEY': ...").
+// are passed over, and so are the runs a `--rerun-changed` version replaced (NAME:vK, as the
+// ladder reads them). `declared_task_metrics`: as ListQuery's. A UserError for a sweep with no
+// member in the store, or none with a value, or a `by` that is no key ("--by 'KEY': ...").
 std::string best_member_toml(HistoryDb& db, const std::string& sweep, const std::string& by,
                              const std::vector<std::string>& declared_task_metrics = {});
 

@@ -9,7 +9,6 @@
 #include <memory>
 #include <optional>
 #include <set>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -22,6 +21,7 @@
 #include "core/app/sweeps/check.h"
 #include "core/app/sweeps/member.h"
 #include "core/app/sweeps/member_jobs.h"
+#include "core/app/sweeps/member_threads.h"
 #include "core/app/sweeps/tpe_trials.h"
 #include "core/config/canonical.h"
 #include "core/config/config.h"
@@ -29,6 +29,7 @@
 #include "core/store/db/location.h"
 #include "core/store/history/queries.h"
 #include "core/store/runs/writer.h"
+#include "core/util/core_share.h"
 #include "core/util/process.h"
 #include "core/util/stop_signal.h"
 #include "core/util/table.h"
@@ -276,8 +277,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
   }
   const RunOptions base = run_options(load_config(spec.base, spec.fixed));
   const int jobs = std::max(1, options.jobs);
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const int threads = std::max(1, static_cast<int>(cores) / jobs);
+  const int threads = std::max(1, usable_cpus() / jobs);
   std::vector<std::string> extra = {"run.sweep=" + format_value(spec.name)};
   if (!options.db.empty()) extra.push_back("run.db=" + format_value(options.db));
   MemberLaunch launch;
@@ -307,14 +307,17 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
     HistoryDb history(sweep.launch.db);
     list_runs(history, ListQuery{"", options.sort, 1, declared_task_metrics(spec.search)});
   }
-  print(
-      fmt::format("sweep '{}': {} members, {} to run, {} at a time ({} CPU threads each); logs "
-                  "in {}/<member>@<id>/console.log{}",
-                  spec.name, members.size(), queue.size(), jobs,
-                  jobs > 1 ? static_cast<unsigned>(threads) : cores, base.out_dir,
-                  asha ? fmt::format("\nasha: rungs at steps {}; the best 1/{} of each rung go on",
-                                     fmt::join(asha->rungs(), ", "), spec.search.reduction_factor)
-                       : ""));
+  // An asha search runs what its ladder decides: a member paused at a rung is not one to run.
+  const std::string standing =
+      asha ? asha->standing()
+           : fmt::format("{} completed, {} to run", members.size() - queue.size(), queue.size());
+  print(fmt::format(
+      "sweep '{}': {} members, {}, {} at a time ({}); logs in "
+      "{}/<member>@<id>/console.log{}",
+      spec.name, members.size(), standing, jobs, member_threads_text(launch, members), base.out_dir,
+      asha ? fmt::format("\nasha: rungs at steps {}; the best 1/{} of each rung go on",
+                         fmt::join(asha->rungs(), ", "), spec.search.reduction_factor)
+           : ""));
   std::list<std::vector<SweepMember>> proposed;  // stable: the queue points into them
   // Every job is claimed in the store before it starts, so that two `kiln sweep` processes of
   // one sweep share its members (an asha search's ladder decides which; otherwise the queue's

@@ -221,6 +221,9 @@ const char* const kMigrations[] = {
     // 16: the scoring rules' version of each task score (core/store/runs/task_scores.h); the
     // scores before it were computed by version 1.
     "ALTER TABLE task_scores ADD COLUMN rules INTEGER NOT NULL DEFAULT 1;",
+    // 17: whether an asha sweep's rungs are scored by cooldown probes (LadderShape::cooled in
+    // core/store/runs/sweep_claims.h); the ladders recorded before it are read without.
+    "ALTER TABLE sweep_ladders ADD COLUMN cooled INTEGER NOT NULL DEFAULT 0;",
 };
 
 const int64_t kKnownSchema = static_cast<int64_t>(std::size(kMigrations));

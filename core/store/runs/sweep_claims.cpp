@@ -56,11 +56,12 @@ const char* const kSweepClaimTablesSql = R"sql(
 std::optional<LadderShape> find_ladder_shape(Connection& db, const std::string& sweep) {
   if (!has_table(db, "sweep_ladders")) return std::nullopt;
   Statement select(db,
-                   "SELECT metric, maximize, reduction_factor, rungs FROM sweep_ladders WHERE "
-                   "sweep = ?",
+                   "SELECT metric, maximize, reduction_factor, rungs, cooled FROM sweep_ladders "
+                   "WHERE sweep = ?",
                    {sweep});
   if (!select.step()) return std::nullopt;
-  LadderShape shape{select.text(0), select.integer(1) != 0, select.integer(2), {}};
+  LadderShape shape{
+      select.text(0), select.integer(1) != 0, select.integer(2), {}, select.integer(4) != 0};
   for (const std::string& step : split(select.text(3), ','))
     shape.rungs.push_back(std::stoll(step));
   return shape;
@@ -159,10 +160,10 @@ void SweepClaims::record_ladder_shape(const LadderShape& shape) {
     Connection& db = store_.connection();
     Statement(db, "DELETE FROM sweep_ladders WHERE sweep = ?", {sweep_}).step();
     Statement(db,
-              "INSERT INTO sweep_ladders (sweep, metric, maximize, reduction_factor, rungs) "
-              "VALUES (?, ?, ?, ?, ?)",
+              "INSERT INTO sweep_ladders (sweep, metric, maximize, reduction_factor, rungs, "
+              "cooled) VALUES (?, ?, ?, ?, ?, ?)",
               {sweep_, shape.metric, int64_t{shape.maximize ? 1 : 0}, shape.reduction_factor,
-               join(steps, ",")})
+               join(steps, ","), int64_t{shape.cooled ? 1 : 0}})
         .step();
   });
 }

@@ -34,6 +34,9 @@ struct LadderShape {
   bool maximize = false;
   int64_t reduction_factor = 3;
   std::vector<int64_t> rungs;  // the rungs' steps, ascending; the last is the members' end
+  // rung_cooldown: every rung below the last is scored by a cooldown probe, so a member there
+  // without one (stopped during it) has not reached it yet (migration 17; false before it).
+  bool cooled = false;
 };
 // The shape recorded for `sweep`, or none (not an asha sweep, or a store from before ladders).
 std::optional<LadderShape> find_ladder_shape(Connection& db, const std::string& sweep);

@@ -1,4 +1,4 @@
--- Written by sqlite3 .schema on a run store Kiln c883e1fc784a made (user_version 16).
+-- Written by sqlite3 .schema on a run store Kiln c883e1fc784a made (user_version 17).
 CREATE TABLE runs (
       id           INTEGER PRIMARY KEY,
       name         TEXT NOT NULL UNIQUE,
@@ -178,7 +178,7 @@ CREATE TABLE sweep_ladders (
       maximize          INTEGER NOT NULL,
       reduction_factor  INTEGER NOT NULL,
       rungs             TEXT NOT NULL
-    );
+    , cooled INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE run_environment (
       run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
       key     TEXT NOT NULL,
