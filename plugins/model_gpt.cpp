@@ -29,28 +29,10 @@ namespace {
 
 struct GptOptions {
   int64_t n_layer, n_head, n_embd, block_size, vocab_size, padded_vocab;
-  double dropout;
+  double dropout, norm_eps;  // norm_eps: the LayerNorms' epsilon
   bool bias;
   bool fused_kernels;  // model.kernels = "fused": core/api/fused_*.h where they apply
 };
-
-// LayerNorm with an optional bias (LibTorch 1.13's module always has one; GPT without biases
-// has none).
-class LayerNormImpl : public torch::nn::Module {
- public:
-  LayerNormImpl(int64_t dim, bool bias) : dim_(dim) {
-    weight = register_parameter("weight", torch::ones({dim}));
-    if (bias) this->bias = register_parameter("bias", torch::zeros({dim}));
-  }
-  torch::Tensor forward(const torch::Tensor& x) {
-    return at::layer_norm(x, {dim_}, weight, bias, 1e-5);
-  }
-  torch::Tensor weight, bias;
-
- private:
-  int64_t dim_;
-};
-TORCH_MODULE(LayerNorm);
 
 torch::nn::Linear linear_layer(int64_t in, int64_t out, bool bias) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
@@ -83,10 +65,10 @@ class Block : public Layer {
         fused_(o.fused_kernels),
         n_head_(o.n_head),
         drop_{o.dropout, layer},
-        ln_1(register_module("ln_1", LayerNorm(o.n_embd, o.bias))),
+        ln_1(register_module("ln_1", LayerNorm(o.n_embd, o.bias, o.norm_eps))),
         c_attn(register_module("c_attn", linear_layer(o.n_embd, 3 * o.n_embd, o.bias))),
         attn_proj(register_module("attn_proj", linear_layer(o.n_embd, o.n_embd, o.bias))),
-        ln_2(register_module("ln_2", LayerNorm(o.n_embd, o.bias))),
+        ln_2(register_module("ln_2", LayerNorm(o.n_embd, o.bias, o.norm_eps))),
         c_fc(register_module("c_fc", linear_layer(o.n_embd, 4 * o.n_embd, o.bias))),
         mlp_proj(register_module("mlp_proj", linear_layer(4 * o.n_embd, o.n_embd, o.bias))) {}
 
@@ -124,7 +106,7 @@ class Block : public Layer {
  private:
   torch::Tensor compute(const torch::Tensor& x) {
     auto attended = drop_(attention(ln_1(x)), DropoutPlace::kAttentionOutput, is_training());
-    auto [h, normed] = add_layer_norm(x, attended, ln_2->weight, ln_2->bias, fused_);
+    auto [h, normed] = add_layer_norm(x, attended, ln_2->weight, ln_2->bias, ln_2->eps(), fused_);
     auto mlp = row_parallel(mlp_proj, gelu_tanh(dense(c_fc, tp_.enter(normed)), fused_));
     return h + drop_(mlp, DropoutPlace::kMlpOutput, is_training());
   }
@@ -156,7 +138,7 @@ class Block : public Layer {
 class Head : public Layer {
  public:
   Head(const GptOptions& o, std::shared_ptr<Embedding> embedding)
-      : ln_f(register_module("ln_f", LayerNorm(o.n_embd, o.bias))),
+      : ln_f(register_module("ln_f", LayerNorm(o.n_embd, o.bias, o.norm_eps))),
         embedding_(std::move(embedding)) {}
 
   // Tied weights: the token embedding matrix doubles as the output projection. It is registered
@@ -259,7 +241,7 @@ class Gpt : public Model {
     return splits;
   }
 
-  // GPT2LMHeadModel's config.json; its LayerNorms' epsilon is the 1e-5 of LayerNormImpl.
+  // GPT2LMHeadModel's config.json.
   std::string interchange_config() const override {
     return nlohmann::json{{"architectures", nlohmann::json::array({"GPT2LMHeadModel"})},
                           {"model_type", "gpt2"},
@@ -268,7 +250,7 @@ class Gpt : public Model {
                           {"n_head", options_.n_head},
                           {"n_positions", options_.block_size},
                           {"vocab_size", options_.vocab_size},
-                          {"layer_norm_epsilon", 1e-5}}
+                          {"layer_norm_epsilon", options_.norm_eps}}
         .dump();
   }
 
@@ -344,7 +326,8 @@ class Gpt : public Model {
 GptOptions options_from(const Params& p) {
   GptOptions o{p.integer("n_layer"),    p.integer("n_head"),     p.integer("n_embd"),
                p.integer("block_size"), p.integer("vocab_size"), 0,
-               p.real("dropout"),       p.flag("bias"),          uses_fused_kernels(p)};
+               p.real("dropout"),       p.real("norm_eps"),      p.flag("bias"),
+               uses_fused_kernels(p)};
   const int64_t multiple = p.integer("vocab_multiple");
   o.padded_vocab = (o.vocab_size + multiple - 1) / multiple * multiple;
   if (o.n_embd % o.n_head != 0) {
@@ -378,7 +361,10 @@ const bool registered = ModelRegistry::add(
           ParamSpec::real("dropout", 0.0, "dropout on embeddings, attention and residuals")
               .at_least(0)
               .at_most(0.95),
-          ParamSpec::flag("bias", true, "biases in Linear and LayerNorm layers")}))},
+          ParamSpec::flag("bias", true, "biases in Linear and LayerNorm layers"),
+          ParamSpec::real("norm_eps", 1e-5, "LayerNorm epsilon (GPT-2's layer_norm_epsilon)")
+              .at_least(0)
+              .added_later()}))},
     [](const Params& p) {
       const GptOptions o = options_from(p);
       std::vector<bool> checkpointed_blocks;

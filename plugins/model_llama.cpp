@@ -173,6 +173,7 @@ class Llama : public Model {
                           {"num_attention_heads", o.n_head},
                           {"num_key_value_heads", o.n_kv_head},
                           {"num_hidden_layers", o.n_layer},
+                          {"head_dim", o.head_dim()},
                           {"rms_norm_eps", o.norm_eps},
                           {"rope_theta", o.rope_theta},
                           {"rope_scaling", rope_scaling},
@@ -219,24 +220,31 @@ int64_t swiglu_width(int64_t n_embd, double multiplier, int64_t multiple_of) {
 }
 
 LlamaOptions options_from(const Params& p) {
-  LlamaOptions o{{p.integer("n_head"), p.integer("n_kv_head"), p.integer("n_embd"),
-                  p.integer("ffn_dim"), p.real("norm_eps"), p.real("rope_theta"),
-                  p.real("rope_scaling_factor"), p.real("rope_low_freq_factor"),
-                  p.real("rope_high_freq_factor"), p.integer("rope_original_context"),
-                  p.flag("qk_norm"), uses_fused_kernels(p), p.real("dropout")},
-                 p.integer("n_layer"),
-                 p.integer("block_size"),
-                 p.integer("vocab_size"),
-                 p.flag("tie_embeddings")};
+  LlamaOptions o{
+      {p.integer("n_head"), p.integer("n_kv_head"), p.integer("n_embd"), p.integer("ffn_dim"),
+       p.real("norm_eps"), p.real("rope_theta"), p.real("rope_scaling_factor"),
+       p.real("rope_low_freq_factor"), p.real("rope_high_freq_factor"),
+       p.integer("rope_original_context"), p.flag("qk_norm"), uses_fused_kernels(p),
+       p.real("dropout"), p.integer("head_dim")},
+      p.integer("n_layer"),
+      p.integer("block_size"),
+      p.integer("vocab_size"),
+      p.flag("tie_embeddings")};
   if (o.n_kv_head == 0) o.n_kv_head = o.n_head;
   if (o.ffn_dim == 0) {
     o.ffn_dim = swiglu_width(o.n_embd, p.real("ffn_dim_multiplier"), p.integer("multiple_of"));
   }
-  if (o.n_embd % o.n_head != 0 || o.head_dim() % 2 != 0) {
+  if (o.head_size == 0 && (o.n_embd % o.n_head != 0 || o.head_dim() % 2 != 0)) {
     throw UserError(fmt::format(
         "model.n_embd = {} must be divisible by model.n_head = {} into an even head size: the "
         "rotary embedding turns pairs of each head's dimensions",
         o.n_embd, o.n_head));
+  }
+  if (o.head_size % 2 != 0) {
+    throw UserError(
+        fmt::format("model.head_dim = {} must be even: the rotary embedding turns "
+                    "pairs of each head's dimensions",
+                    o.head_size));
   }
   if (o.n_head % o.n_kv_head != 0) {
     throw UserError(fmt::format(
@@ -260,6 +268,10 @@ std::vector<ParamSpec> llama_params() {
            .at_least(0)
            .at_most(1 << 20),
        ParamSpec::integer("n_embd", 768, "width of the residual stream").at_least(2),
+       ParamSpec::integer("head_dim", 0, "each attention head's width; 0 = n_embd / n_head")
+           .at_least(0)
+           .at_most(1 << 20)
+           .added_later(),
        ParamSpec::integer("ffn_dim", 0,
                           "SwiGLU hidden width; 0 = Meta's rule from ffn_dim_multiplier and "
                           "multiple_of")

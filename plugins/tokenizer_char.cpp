@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/api/tokenizer.h"
+#include "core/data/byte_level_bpe.h"
 #include "core/util/error.h"
 
 namespace kiln {
@@ -56,6 +57,15 @@ class CharTokenizer : public Tokenizer {
 
   int64_t vocab_size() const override { return static_cast<int64_t>(bytes_.size()); }
   nlohmann::json save() const override { return {{"bytes", bytes_}}; }
+  // A byte-level BPE without merges: one token per byte of the table. tokenizers drops a byte
+  // outside it, where encode() refuses it.
+  nlohmann::json hugging_face_file() const override {
+    ByteLevelBpeSpec spec;
+    for (size_t id = 0; id < bytes_.size(); ++id)
+      spec.vocabulary.emplace_back(spelling_of_byte(bytes_[id]), static_cast<uint32_t>(id));
+    spec.split_patterns = {kGpt2SplitPattern};
+    return hugging_face_tokenizer_file(spec, std::nullopt);
+  }
 
  private:
   void set_alphabet(const std::vector<int>& bytes) {

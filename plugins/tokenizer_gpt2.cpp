@@ -99,6 +99,11 @@ class Gpt2Tokenizer : public Tokenizer {
   int64_t vocab_size() const override { return kVocabSize; }
   std::optional<uint32_t> end_of_text() const override { return kEndOfText; }
   nlohmann::json save() const override { return {{"vocab_dir", dir_}}; }
+  // As GPT-2's published tokenizer.json, whose tokenizers encode gives these ids (but for the
+  // text "<|endoftext|>", its special token there).
+  nlohmann::json hugging_face_file() const override {
+    return hugging_face_tokenizer_file(spec_of(dir_), SpecialToken{kEndOfText, "<|endoftext|>"});
+  }
 
  private:
   std::string dir_;

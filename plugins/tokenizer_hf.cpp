@@ -262,6 +262,7 @@ class HfTokenizer : public Tokenizer {
   int64_t vocab_size() const override { return vocab_size_; }
   std::optional<uint32_t> end_of_text() const override { return end_of_text_; }
   nlohmann::json save() const override { return {{"tokenizer", file_}, {"source", source_}}; }
+  nlohmann::json hugging_face_file() const override { return file_; }
 
  private:
   Json file_;

@@ -19,13 +19,11 @@ using simd::splat;
 using simd::store;
 using simd::sum_lanes;
 
-constexpr double kEps = 1e-5;  // LayerNorm's, as gpt's LayerNorm module uses
-
-// Rows [begin, end) of c elements: h = x + a, then n = (h - mean) * rstd * w + b; each row's mean
-// and 1 / standard deviation kept for backward.
+// Rows [begin, end) of c elements: h = x + a, then n = (h - mean) * rstd * w + b, rstd being
+// 1 / sqrt(variance + eps); each row's mean and rstd kept for backward.
 KILN_ISA_CLONES void forward_rows(const float* x, const float* a, const float* w, const float* b,
-                                  float* h, float* n, float* mean, float* rstd, int64_t c,
-                                  int64_t begin, int64_t end) {
+                                  float* h, float* n, float* mean, float* rstd, float eps,
+                                  int64_t c, int64_t begin, int64_t end) {
   for (int64_t r = begin; r < end; ++r) {
     const float *xr = x + r * c, *ar = a + r * c;
     float *hr = h + r * c, *nr = n + r * c;
@@ -48,7 +46,7 @@ KILN_ISA_CLONES void forward_rows(const float* x, const float* a, const float* w
     float squares = sum_lanes(lanes);
     for (; j < c; ++j)
       squares += (hr[j] - m) * (hr[j] - m);
-    const float s = 1.0f / std::sqrt(squares / static_cast<float>(c) + static_cast<float>(kEps));
+    const float s = 1.0f / std::sqrt(squares / static_cast<float>(c) + eps);
     for (j = 0; j + kLanes <= c; j += kLanes) {
       Floats v = (load(hr + j) - splat(m)) * splat(s) * load(w + j);
       if (b != nullptr) v += load(b + j);
@@ -111,7 +109,8 @@ int64_t grain_for(int64_t c) {
 struct FusedAddLayerNorm : torch::autograd::Function<FusedAddLayerNorm> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
                                                 const at::Tensor& x, const at::Tensor& a,
-                                                const at::Tensor& weight, const at::Tensor& bias) {
+                                                const at::Tensor& weight, const at::Tensor& bias,
+                                                double eps) {
     const at::Tensor xs = x.contiguous(), as = a.contiguous(), w = weight.contiguous();
     const bool has_bias = bias.numel() > 0;  // empty: none (autograd takes no undefined input)
     const at::Tensor b = has_bias ? bias.contiguous() : at::Tensor();
@@ -121,8 +120,8 @@ struct FusedAddLayerNorm : torch::autograd::Function<FusedAddLayerNorm> {
     at::parallel_for(0, rows, grain_for(c), [&](int64_t begin, int64_t end) {
       forward_rows(xs.data_ptr<float>(), as.data_ptr<float>(), w.data_ptr<float>(),
                    has_bias ? b.data_ptr<float>() : nullptr, h.data_ptr<float>(),
-                   n.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(), c, begin,
-                   end);
+                   n.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
+                   static_cast<float>(eps), c, begin, end);
     });
     ctx->save_for_backward({h, w, mean, rstd});
     ctx->saved_data["bias"] = has_bias;
@@ -135,7 +134,7 @@ struct FusedAddLayerNorm : torch::autograd::Function<FusedAddLayerNorm> {
     const at::Tensor &h = saved[0], &w = saved[1], &mean = saved[2], &rstd = saved[3];
     const bool has_bias = ctx->saved_data["bias"].toBool();
     const at::Tensor dh_in = grads[0].defined() ? grads[0].contiguous() : at::Tensor();
-    if (!grads[1].defined()) return {dh_in, dh_in, at::Tensor(), at::Tensor()};
+    if (!grads[1].defined()) return {dh_in, dh_in, at::Tensor(), at::Tensor(), at::Tensor()};
     const at::Tensor dn = grads[1].contiguous();
     const int64_t c = h.size(-1), rows = h.numel() / c;
     at::Tensor dh = at::empty_like(h);
@@ -150,7 +149,7 @@ struct FusedAddLayerNorm : torch::autograd::Function<FusedAddLayerNorm> {
                     mean.data_ptr<float>(), rstd.data_ptr<float>(), dh.data_ptr<float>(),
                     dw_parts[t].data_ptr<float>(), db_parts[t].data_ptr<float>(), c, begin, end);
     });
-    return {dh, dh, dw_parts.sum(0), has_bias ? db_parts.sum(0) : at::Tensor()};
+    return {dh, dh, dw_parts.sum(0), has_bias ? db_parts.sum(0) : at::Tensor(), at::Tensor()};
   }
 };
 
@@ -166,14 +165,23 @@ bool fused_add_layer_norm_applies(const at::Tensor& x, const at::Tensor& a) {
 
 std::pair<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor& x, const at::Tensor& a,
                                                  const at::Tensor& weight, const at::Tensor& bias,
-                                                 bool fused) {
+                                                 double eps, bool fused) {
   if (fused && fused_add_layer_norm_applies(x, a) && weight.scalar_type() == at::kFloat) {
-    auto out = FusedAddLayerNorm::apply(x, a, weight,
-                                        bias.defined() ? bias : at::empty({0}, weight.options()));
+    auto out = FusedAddLayerNorm::apply(
+        x, a, weight, bias.defined() ? bias : at::empty({0}, weight.options()), eps);
     return {out[0], out[1]};
   }
   at::Tensor h = x + a;
-  return {h, at::layer_norm(h, {h.size(-1)}, weight, bias, kEps)};
+  return {h, at::layer_norm(h, {h.size(-1)}, weight, bias, eps)};
+}
+
+LayerNormImpl::LayerNormImpl(int64_t dim, bool bias, double eps) : dim_(dim), eps_(eps) {
+  weight = register_parameter("weight", at::ones({dim}));
+  if (bias) this->bias = register_parameter("bias", at::zeros({dim}));
+}
+
+at::Tensor LayerNormImpl::forward(const at::Tensor& x) {
+  return at::layer_norm(x, {dim_}, weight, bias, eps_);
 }
 
 }  // namespace kiln

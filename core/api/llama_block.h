@@ -34,8 +34,9 @@ struct LlamaBlockOptions {
   bool qk_norm;
   // model.kernels = "fused": Kiln's RMSNorm and attention, oneDNN's linears
   bool fused_kernels = false;
-  double dropout = 0;  // on the attention probabilities and each sublayer's output
-  int64_t head_dim() const { return n_embd / n_head; }
+  double dropout = 0;     // on the attention probabilities and each sublayer's output
+  int64_t head_size = 0;  // each head's width; 0 = n_embd / n_head
+  int64_t head_dim() const { return head_size > 0 ? head_size : n_embd / n_head; }
 };
 
 class RmsNormImpl : public torch::nn::Module {

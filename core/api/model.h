@@ -62,7 +62,8 @@ class Model : public torch::nn::Module {
   virtual void import_weights(const std::map<std::string, torch::Tensor>& weights);
   // The model's sizes as Hugging Face's config.json spells them (a JSON object as text, with
   // "architectures" and "model_type"): written beside the exported weights, and compared field
-  // by field with a directory's config.json by model.init_from. Empty for a model without one.
+  // by field with a directory's config.json as read (core/api/hf_config.h) by model.init_from.
+  // Empty for a model without one.
   virtual std::string interchange_config() const { return {}; }
   // Each parameter's interchange name (its name in export_weights()) by its registered name
   // ("h.0.c_attn.weight" -> "transformer.h.0.attn.c_attn.weight"), and whether the interchange

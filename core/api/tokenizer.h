@@ -39,8 +39,12 @@ class Tokenizer {
   // a caller joining documents puts it between them rather than encoding any marker text.
   virtual std::optional<uint32_t> end_of_text() const { return std::nullopt; }
   // The state that `create(saved)` turns back into an identical tokenizer; written to
-  // tokenizer.json by `kiln prepare` after fit.
+  // tokenizer.json by `kiln prepare` after fit (Kiln's own form, not Hugging Face's).
   virtual nlohmann::json save() const = 0;
+  // The tokenizer as a Hugging Face tokenizer.json, which the tokenizers library and
+  // transformers' AutoTokenizer open and encode text with into this tokenizer's ids; null for one
+  // without such a form. Asked by `kiln export`, which writes it beside the model.
+  virtual nlohmann::json hugging_face_file() const;
 };
 
 struct TokenizerKind {

@@ -10,6 +10,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "core/api/hf_config.h"
+#include "core/api/tokenizer.h"
 #include "core/checkpoint/safetensors.h"
 #include "core/checkpoint/weights_io.h"
 #include "core/util/error.h"
@@ -72,24 +74,6 @@ std::vector<std::string> differences(const Json& ours, const Json& theirs) {
   return out;
 }
 
-// transformers 5 writes a Llama's rotary base and scaling as one object, rope_parameters
-// ({"rope_type": "default" or "llama3", "rope_theta", the scaling's factors}); transformers 4 and
-// Kiln write rope_theta beside rope_scaling (null for the default). Compared in the older form:
-// a Llama saved by transformers 5 was refused as "rope_theta absent".
-Json with_rope_theta_and_scaling(Json config) {
-  const auto found = config.find("rope_parameters");
-  if (found == config.end() || !found->is_object()) return config;
-  Json parameters = *found;
-  config.erase("rope_parameters");
-  if (parameters.contains("rope_theta") && !config.contains("rope_theta")) {
-    config["rope_theta"] = parameters["rope_theta"];
-  }
-  parameters.erase("rope_theta");
-  const bool plain = parameters.value("rope_type", std::string("default")) == "default";
-  if (!config.contains("rope_scaling")) config["rope_scaling"] = plain ? Json() : parameters;
-  return config;
-}
-
 void check_config(const std::string& dir, const std::string& interchange_config) {
   const std::string path = dir + "/" + kConfigFile;
   if (interchange_config.empty()) return;  // the model's import refuses on its own
@@ -99,9 +83,14 @@ void check_config(const std::string& dir, const std::string& interchange_config)
                     "the weights, as `kiln export RUN -o DIR` writes it) or a .safetensors file",
                     dir, kConfigFile));
   }
-  const auto found =
-      differences(Json::parse(interchange_config),
-                  with_rope_theta_and_scaling(read_json(path, "model's Hugging Face config")));
+  // The checkpoint's own refusals first: a value no Kiln model computes is about the file, not
+  // about the experiment. A model_type no plugin reads differs from the experiment's anyway.
+  Json theirs = read_json(path, "model's Hugging Face config");
+  const Json type = theirs.value("model_type", Json());
+  if (type.is_string() && has_hf_config_reader(type.get<std::string>())) {
+    theirs = read_hf_config(theirs, path).as_read;
+  }
+  const auto found = differences(Json::parse(interchange_config), theirs);
   if (!found.empty()) {
     throw UserError(
         fmt::format("'{}' describes another model than the experiment's: {}; set the "
@@ -225,9 +214,10 @@ bool holds_kiln_export(const std::string& dir) {
 
 void write_hf_directory(const std::string& dir,
                         const std::vector<std::pair<std::string, at::Tensor>>& weights,
-                        const std::string& config, const SpecialTokenIds& special,
+                        const std::string& config, const TokenizerFiles& tokenizer,
                         const std::map<std::string, std::string>& metadata,
                         int64_t max_shard_bytes) {
+  const SpecialTokenIds& special = tokenizer.special;
   auto id = [](const std::optional<int64_t>& token) { return token ? Json(*token) : Json(); };
   const Json ids = {{"bos_token_id", id(special.bos)},
                     {"eos_token_id", id(special.eos)},
@@ -239,6 +229,16 @@ void write_hf_directory(const std::string& dir,
   write_weight_files(dir, weights, metadata, max_shard_bytes);
   write_file_atomic(dir + "/" + kConfigFile, described.dump(2) + "\n");
   write_file_atomic(dir + "/" + kGenerationConfigFile, ids.dump(2) + "\n");
+  if (!tokenizer.tokenizer_json.empty())
+    write_file_atomic(dir + "/tokenizer.json", tokenizer.tokenizer_json);
+}
+
+TokenizerFiles tokenizer_files_of(const Tokenizer& tokenizer) {
+  TokenizerFiles out;
+  if (const std::optional<uint32_t> end = tokenizer.end_of_text()) out.special = {*end, *end, *end};
+  const Json file = tokenizer.hugging_face_file();
+  if (!file.is_null()) out.tokenizer_json = file.dump() + "\n";
+  return out;
 }
 
 std::map<std::string, at::Tensor> read_model_weights(const std::string& path,

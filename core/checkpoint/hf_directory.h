@@ -16,6 +16,8 @@
 
 namespace kiln {
 
+class Tokenizer;
+
 // The ids transformers treats specially: generate() stops at eos and pads with pad, and a
 // tokenizer adds bos. None = JSON null: without it a GPT-2 config falls back to 50256 and a
 // Llama one to 1 and 2, ids a small vocabulary may not have or gives other meanings.
@@ -23,17 +25,28 @@ struct SpecialTokenIds {
   std::optional<int64_t> bos, eos, pad;
 };
 
+// What a model directory holds of the tokenizer of the model's data: its special ids, and its
+// Hugging Face tokenizer.json (Tokenizer::hugging_face_file), empty for one without that form.
+struct TokenizerFiles {
+  SpecialTokenIds special;
+  std::string tokenizer_json;
+};
+// bos, eos and pad: the tokenizer's end-of-text id (what separated the documents), each of the
+// three; none for a tokenizer without one (a character set).
+TokenizerFiles tokenizer_files_of(const Tokenizer& tokenizer);
+
 // Writes DIR/model.safetensors, DIR/config.json (`config`, a JSON object, with "torch_dtype"
-// added, the weights going out in fp32, and `special`'s ids) and DIR/generation_config.json
-// (those ids, which generate() reads from there), creating DIR. With `max_shard_bytes` > 0 and
-// weights larger than that, the weights go instead to DIR/model-0000K-of-0000N.safetensors, in
-// order, each at most that size (a larger tensor alone in its shard, as save_pretrained does),
-// named in DIR/model.safetensors.index.json. DIR is new or empty (`kiln export` fills a staging
-// folder, core/util/fs.h: replace_folder): no file of the other form can be left for
-// from_pretrained to read first.
+// added, the weights going out in fp32, and `tokenizer`'s special ids),
+// DIR/generation_config.json (those ids, which generate() reads from there) and, if any,
+// `tokenizer`'s DIR/tokenizer.json (AutoTokenizer opens the folder as it is), creating DIR. With
+// `max_shard_bytes` > 0 and weights larger than that, the weights go instead to
+// DIR/model-0000K-of-0000N.safetensors, in order, each at most that size (a larger tensor alone in
+// its shard, as save_pretrained does), named in DIR/model.safetensors.index.json. DIR is new or
+// empty (`kiln export` fills a staging folder, core/util/fs.h: replace_folder): no file of the
+// other form can be left for from_pretrained to read first.
 void write_hf_directory(const std::string& dir,
                         const std::vector<std::pair<std::string, at::Tensor>>& weights,
-                        const std::string& config, const SpecialTokenIds& special,
+                        const std::string& config, const TokenizerFiles& tokenizer,
                         const std::map<std::string, std::string>& metadata,
                         int64_t max_shard_bytes = 0);
 

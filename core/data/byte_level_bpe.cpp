@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/util/error.h"
 
@@ -50,6 +51,8 @@ std::array<int, 256 + 68> byte_of_code_point() {
   return byte_of;
 }
 
+}  // namespace
+
 std::string spelling_of_byte(int byte) {
   static const auto byte_of = byte_of_code_point();
   for (size_t point = 0; point < byte_of.size(); ++point) {
@@ -59,6 +62,8 @@ std::string spelling_of_byte(int byte) {
   }
   throw std::logic_error("every byte has a spelling");
 }
+
+namespace {
 
 uint64_t pair_key(uint32_t left, uint32_t right) {
   return uint64_t{left} << 32 | right;
@@ -261,6 +266,51 @@ void ByteLevelBpe::append_word(std::string_view word, std::vector<uint32_t>& ids
   }
   for (int i = 0; i >= 0 && i < n; i = symbols[i].next)
     ids.push_back(symbols[i].id);
+}
+
+nlohmann::json hugging_face_tokenizer_file(const ByteLevelBpeSpec& spec,
+                                           std::optional<SpecialToken> special) {
+  if (spec.split_patterns != std::vector<std::string>{kGpt2SplitPattern}) {
+    throw std::logic_error("a ByteLevel pre-tokenizer splits by GPT-2's pattern only");
+  }
+  nlohmann::json vocab = nlohmann::json::object(), merges = nlohmann::json::array();
+  for (const auto& [spelled, id] : spec.vocabulary)
+    vocab[spelled] = id;
+  for (const auto& [left, right] : spec.merges)
+    merges.push_back({left, right});
+  const nlohmann::json byte_level = {{"type", "ByteLevel"},
+                                     {"add_prefix_space", false},
+                                     {"trim_offsets", true},
+                                     {"use_regex", true}};
+  nlohmann::json added = nlohmann::json::array();
+  if (special) {
+    added.push_back({{"id", special->id},
+                     {"content", special->text},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", true},
+                     {"special", true}});
+  }
+  return {{"version", "1.0"},
+          {"truncation", nullptr},
+          {"padding", nullptr},
+          {"added_tokens", added},
+          {"normalizer", nullptr},
+          {"pre_tokenizer", byte_level},
+          {"post_processor", nullptr},
+          {"decoder", byte_level},
+          {"model",
+           {{"type", "BPE"},
+            {"dropout", nullptr},
+            {"unk_token", nullptr},
+            {"continuing_subword_prefix", ""},
+            {"end_of_word_suffix", ""},
+            {"fuse_unk", false},
+            {"byte_fallback", false},
+            {"ignore_merges", spec.ignore_merges},
+            {"vocab", vocab},
+            {"merges", merges}}}};
 }
 
 }  // namespace kiln

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace kiln {
 
 // GPT-2's word split (OpenAI's encoder.py), also what a Hugging Face ByteLevel pre-tokenizer
@@ -37,6 +39,22 @@ struct ByteLevelBpeSpec {
 // The raw bytes of a token as vocabulary files spell it; nullopt for a spelling with a code
 // point that stands for no byte.
 std::optional<std::string> byte_level_bytes(std::string_view spelled);
+
+// How vocabulary files spell `byte` (0 to 255): one code point, as UTF-8.
+std::string spelling_of_byte(int byte);
+
+// A token added beside the vocabulary, such as GPT-2's end of text.
+struct SpecialToken {
+  uint32_t id;
+  std::string text;
+};
+
+// `spec` as a Hugging Face tokenizer.json (a BPE model under ByteLevel pre-tokenizer and
+// decoder) that the tokenizers library encodes text with into the ids ByteLevelBpe gives, with
+// `special` as a special added token: what `kiln export` writes beside a model. Its split
+// patterns must be GPT-2's alone, the one ByteLevel applies.
+nlohmann::json hugging_face_tokenizer_file(const ByteLevelBpeSpec& spec,
+                                           std::optional<SpecialToken> special);
 
 class ByteLevelBpe {
  public:

@@ -2,11 +2,14 @@
 
 Run by tools/interop.sh, in .venv/ against files the host's kiln wrote:
     export_check.py HF_DIR DATA_DIR KILN_LOSS SAMPLE_FILE PROMPT MICRO_BATCH SEQ_LEN LOGITS
-                    GENERATED
+                    GENERATED CORPUS
 
 Checks, each against what transformers computes itself:
   - AutoModelForCausalLM.from_pretrained loads every tensor: no missing, unexpected or
     mismatched key, and no warning logged while loading;
+  - HF_DIR/tokenizer.json, opened by tokenizers' Tokenizer.from_file and by
+    AutoTokenizer.from_pretrained(HF_DIR), encodes CORPUS (the one document `kiln prepare` made
+    DATA_DIR's shards of) into the ids of the shards, and decodes them back to it;
   - bos/eos/pad in config.json and generation_config.json are the end-of-text id of the data's
     tokenizer (none for a character tokenizer);
   - the mean loss over the validation shard's windows, laid out as Kiln's loader lays them
@@ -29,11 +32,12 @@ import sys
 import numpy as np
 import torch
 import transformers
-from transformers import AutoModelForCausalLM
+from tokenizers import Tokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 hf_dir, data_dir, kiln_loss, sample_file, prompt = sys.argv[1:6]
 micro_batch, seq_len, logits_file = int(sys.argv[6]), int(sys.argv[7]), sys.argv[8]
-generated_file = sys.argv[9]
+generated_file, corpus_file = sys.argv[9:11]
 
 
 def fail(why):
@@ -72,6 +76,31 @@ elif tokenizer["type"] == "gpt2":
     expected, encode, decode = 50256, None, None
 else:
     fail(f"no check for tokenizer type {tokenizer['type']}")
+# The shards in order (train, then validation, then test) hold the document's ids, after the
+# end-of-text id that begins it where the tokenizer has one.
+prepared = np.concatenate([np.fromfile(f, dtype=np.uint16, offset=1024)
+                           for split in ("train", "val", "test")
+                           for f in sorted(glob.glob(os.path.join(data_dir, f"{split}_*.bin")))])
+prepared = prepared.tolist()[0 if expected is None else 1:]
+corpus = open(corpus_file, encoding="utf-8").read()
+from_file = Tokenizer.from_file(os.path.join(hf_dir, "tokenizer.json"))
+auto = AutoTokenizer.from_pretrained(hf_dir)
+for name, encode_with, decode_with in (
+        ("Tokenizer.from_file", lambda text: from_file.encode(text, add_special_tokens=False).ids,
+         from_file.decode),
+        ("AutoTokenizer.from_pretrained",
+         lambda text: auto(text, add_special_tokens=False).input_ids,
+         lambda ids: auto.decode(ids, clean_up_tokenization_spaces=False))):
+    ids = encode_with(corpus)
+    if ids != prepared:
+        at = next((i for i, (a, b) in enumerate(zip(ids, prepared)) if a != b),
+                  min(len(ids), len(prepared)))
+        fail(f"{name}: the export's tokenizer.json encodes the corpus into other ids than kiln "
+             f"prepare's, from token {at} of {len(prepared)}")
+    if decode_with(ids) != corpus:
+        fail(f"{name}: the export's tokenizer.json decodes the ids to another text")
+print(f"ok: the export's tokenizer.json encodes the corpus into kiln prepare's {len(prepared)} "
+      f"ids and back, through Tokenizer.from_file and AutoTokenizer")
 generation = json.load(open(os.path.join(hf_dir, "generation_config.json")))
 for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
     for where, value in (("config.json", getattr(model.config, name)),

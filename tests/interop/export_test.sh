@@ -92,4 +92,4 @@ printf 'name = "gen"\nkind = "generate"\nitems = "prompts.jsonl"\nmax_gen_toks =
   --db "$scratch/kiln.db" 2>/dev/null >/dev/null
 tools/interop.sh python3 tests/interop/export_check.py "$scratch/hf" \
   "$scratch/data" "$loss" "$scratch/sample.txt" "$prompt" 4 32 "$scratch/logits.npy" \
-  "$scratch/generated.jsonl"
+  "$scratch/generated.jsonl" "$scratch/corpus.txt"

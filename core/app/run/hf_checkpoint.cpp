@@ -11,6 +11,7 @@
 #include <xxhash.h>
 #include <nlohmann/json.hpp>
 
+#include "core/api/hf_config.h"
 #include "core/api/tokenizer.h"
 #include "core/checkpoint/hf_directory.h"
 #include "core/config/config.h"
@@ -45,68 +46,6 @@ json read_json(const std::string& path, const std::string& dir) {
   }
 }
 
-// A field of config.json, or a UserError naming it.
-template <class T>
-T field(const json& config, const char* key, const std::string& dir) {
-  const auto it = config.find(key);
-  if (it == config.end() || it->is_null()) {
-    throw UserError(fmt::format("{}/config.json has no \"{}\": a model needs it", dir, key));
-  }
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    throw UserError(
-        fmt::format("{}/config.json: \"{}\" is {}, not a number", dir, key, it->dump()));
-  }
-}
-
-// The [model] section config.json describes, as TOML lines.
-std::string model_section(const json& c, const std::string& dir) {
-  const std::string type = c.value("model_type", "");
-  if (type == "gpt2") {
-    return fmt::format(
-        "type = \"gpt\"\nn_layer = {}\nn_head = {}\nn_embd = {}\nblock_size = {}\nvocab_size = "
-        "{}\nbias = true\ndropout = 0.0\n",
-        field<int64_t>(c, "n_layer", dir), field<int64_t>(c, "n_head", dir),
-        field<int64_t>(c, "n_embd", dir), field<int64_t>(c, "n_positions", dir),
-        field<int64_t>(c, "vocab_size", dir));
-  }
-  if (type != "llama") {
-    throw UserError(fmt::format(
-        "{}/config.json: model_type \"{}\" has no Kiln model: Kiln reads gpt2 (as gpt) and "
-        "llama (as llama) directories",
-        dir, type));
-  }
-  // transformers 5 keeps rope_theta and the Llama 3 scaling in rope_parameters; 4 at the top.
-  auto object_at = [&](const char* key) {  // null (many Llama configs) reads as absent
-    return c.contains(key) && c[key].is_object() ? c[key] : json::object();
-  };
-  const json rope = c.contains("rope_parameters") && c["rope_parameters"].is_object()
-                        ? object_at("rope_parameters")
-                        : object_at("rope_scaling");
-  const double theta = c.contains("rope_theta") && !c["rope_theta"].is_null()
-                           ? field<double>(c, "rope_theta", dir)
-                           : rope.value("rope_theta", 10000.0);
-  const bool grouped = c.contains("num_key_value_heads") && !c["num_key_value_heads"].is_null();
-  std::string section = fmt::format(
-      "type = \"llama\"\nn_layer = {}\nn_head = {}\nn_kv_head = {}\nn_embd = {}\nffn_dim = {}\n"
-      "block_size = {}\nvocab_size = {}\nnorm_eps = {:.17g}\nrope_theta = {:.17g}\n"
-      "tie_embeddings = {}\ndropout = 0.0\n",
-      field<int64_t>(c, "num_hidden_layers", dir), field<int64_t>(c, "num_attention_heads", dir),
-      field<int64_t>(c, grouped ? "num_key_value_heads" : "num_attention_heads", dir),
-      field<int64_t>(c, "hidden_size", dir), field<int64_t>(c, "intermediate_size", dir),
-      field<int64_t>(c, "max_position_embeddings", dir), field<int64_t>(c, "vocab_size", dir),
-      c.value("rms_norm_eps", 1e-6), theta, c.value("tie_word_embeddings", false));
-  if (rope.value("rope_type", "") == "llama3") {
-    section += fmt::format(
-        "rope_scaling_factor = {:.17g}\nrope_low_freq_factor = {:.17g}\nrope_high_freq_factor = "
-        "{:.17g}\nrope_original_context = {}\n",
-        rope.value("factor", 8.0), rope.value("low_freq_factor", 1.0),
-        rope.value("high_freq_factor", 4.0), rope.value("original_max_position_embeddings", 8192));
-  }
-  return section;
-}
-
 // XXH3 over each file's own checksum, in name order.
 std::string fingerprint_of(const std::string& dir) {
   std::string checksums;
@@ -130,7 +69,8 @@ HfCheckpoint open_hf_checkpoint(const std::string& given) {
         fmt::format("--hf {}: not a directory: give a Hugging Face model directory", given));
   }
   const json config = read_json(out.dir + "/config.json", given);
-  const std::string section = model_section(config, given);
+  const std::string section =
+      read_hf_config(config, (fs::path(given) / "config.json").string()).model_section;
   if (!fs::exists(out.dir + "/model.safetensors") &&
       !fs::exists(out.dir + "/model.safetensors.index.json")) {
     throw UserError(fmt::format(

@@ -1,5 +1,5 @@
 // A Hugging Face model directory that Kiln did not train, opened for `kiln eval --hf DIR --task`
-// and `kiln sample --hf DIR`: its config.json read as a Kiln model (gpt2 as gpt, llama as llama),
+// and `kiln sample --hf DIR`: its config.json read as a Kiln model (core/api/hf_config.h),
 // its safetensors weights (one file, or shards with their index) loaded into it as
 // model.init_from loads them, and its tokenizer.json as the "hf" tokenizer. A score goes to the
 // run store as a run named after the directory, holding the model section that was read and the
@@ -27,8 +27,8 @@ struct HfCheckpoint {
 };
 
 // A UserError "DIR: what: how to fix" for a path that is not such a directory: no config.json,
-// a model_type Kiln has no model for, no weights, no tokenizer.json, or weights that do not
-// match config.json.
+// a model_type Kiln has no model for or a field value its model does not compute, no weights, no
+// tokenizer.json, or weights that do not match config.json.
 HfCheckpoint open_hf_checkpoint(const std::string& dir);
 
 // `kiln eval --hf DIR --task FILE`: the tasks scored on request.hf's directory, recorded in

@@ -34,20 +34,17 @@ namespace kiln {
 
 namespace {
 
-// bos, eos and pad for an export's config.json: the end-of-text id of the tokenizer the run's
-// data was prepared with (what separated its documents), each of the three; none for a
-// tokenizer without one (a character set). Export reads no data otherwise: when the data (and so
-// the tokenizer) cannot be found, a note says the ids are left null.
-SpecialTokenIds special_tokens_of(const OpenedSnapshot& opened, const SnapshotRequest& request) {
+// What an export writes of the tokenizer the run's data was prepared with (core/checkpoint/
+// hf_directory.h). Export reads no data otherwise: when the data (and so the tokenizer) cannot be
+// found, a note says what is left out.
+TokenizerFiles data_tokenizer_files(const OpenedSnapshot& opened, const SnapshotRequest& request) {
   try {
     const auto data = open_split(opened.run, "train");
-    const std::optional<uint32_t> end = load_tokenizer(data->tokenizer_dir())->end_of_text();
-    if (!end) return {};
-    return {*end, *end, *end};
+    return tokenizer_files_of(*load_tokenizer(data->tokenizer_dir()));
   } catch (const UserError& e) {
     request.note(fmt::format(
-        "warning: config.json gets no bos/eos/pad ids: the tokenizer of the run's data cannot be "
-        "read ({})",
+        "warning: the export gets no tokenizer.json, and config.json no bos/eos/pad ids: the "
+        "tokenizer of the run's data cannot be read ({})",
         e.what()));
     return {};
   }
@@ -280,14 +277,14 @@ int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_p
                     "directory with: give a path ending in .safetensors",
                     out_path, opened.run.config.type("model")));
   }
-  const SpecialTokenIds special =
-      exports_directory(out_path) ? special_tokens_of(opened, request) : SpecialTokenIds{};
+  const TokenizerFiles tokenizer =
+      exports_directory(out_path) ? data_tokenizer_files(opened, request) : TokenizerFiles{};
   auto weights = opened.run.model->export_weights();
   if (exports_directory(out_path)) {
     replace_folder(
         out_path, [](const std::string& name) { return !is_model_directory_file(name); },
         [&](const std::string& staging) {
-          write_hf_directory(staging, weights, config, special, metadata, max_shard_bytes);
+          write_hf_directory(staging, weights, config, tokenizer, metadata, max_shard_bytes);
         });
   } else {
     write_weights(out_path, weights, metadata);

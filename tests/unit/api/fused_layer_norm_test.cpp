@@ -40,28 +40,29 @@ std::vector<at::Tensor> run(F f, const Inputs& in, at::ScalarType dtype,
   return all;
 }
 
-std::pair<at::Tensor, at::Tensor> by_definition(const Inputs& in) {
+std::pair<at::Tensor, at::Tensor> by_definition(const Inputs& in, double eps) {
   at::Tensor h = in.x + in.a;
   at::Tensor mean = h.mean(-1, true), var = (h - mean).pow(2).mean(-1, true);
-  at::Tensor n = (h - mean) / at::sqrt(var + 1e-5) * in.weight;
+  at::Tensor n = (h - mean) / at::sqrt(var + eps) * in.weight;
   return {h, in.bias.defined() ? n + in.bias : n};
 }
 
-void expect_matches(int64_t width, bool bias, bool into_h, bool into_n) {
+void expect_matches(int64_t width, bool bias, bool into_h, bool into_n, double eps = 1e-5) {
   SCOPED_TRACE(::testing::Message() << "width " << width << " bias " << bias << " into h " << into_h
-                                    << " into norm " << into_n);
+                                    << " into norm " << into_n << " eps " << eps);
   at::manual_seed(width);
   Inputs in{at::randn({3, 5, width}) * 2 + 0.5, at::randn({3, 5, width}), at::randn({width}) + 1,
             bias ? at::randn({width}) : at::Tensor()};
   const at::Tensor up_h = into_h ? at::randn({3, 5, width}) : at::Tensor();
   const at::Tensor up_n = into_n ? at::randn({3, 5, width}) : at::Tensor();
-  auto fused = run(
-      [](const Inputs& l) { return add_layer_norm(l.x, l.a, l.weight, l.bias, /*fused=*/true); },
-      in, at::kFloat, up_h, up_n);
-  auto torch_ops = run(
-      [](const Inputs& l) { return add_layer_norm(l.x, l.a, l.weight, l.bias, /*fused=*/false); },
-      in, at::kFloat, up_h, up_n);
-  auto exact = run(by_definition, in, at::kDouble, up_h, up_n);
+  auto fused =
+      run([eps](const Inputs& l) { return add_layer_norm(l.x, l.a, l.weight, l.bias, eps, true); },
+          in, at::kFloat, up_h, up_n);
+  auto torch_ops =
+      run([eps](const Inputs& l) { return add_layer_norm(l.x, l.a, l.weight, l.bias, eps, false); },
+          in, at::kFloat, up_h, up_n);
+  auto exact =
+      run([eps](const Inputs& l) { return by_definition(l, eps); }, in, at::kDouble, up_h, up_n);
   ASSERT_EQ(fused.size(), exact.size());
   for (size_t i = 0; i < exact.size(); ++i) {
     SCOPED_TRACE(::testing::Message() << "output " << i << " of h, norm, dx, da, dw, db");
@@ -84,6 +85,7 @@ TEST(FusedAddLayerNorm, OutputsAndGradientsMatchTheDefinitionAndLibTorchsOps) {
   }
   expect_matches(37, true, /*into_h=*/false, /*into_n=*/true);
   expect_matches(37, true, /*into_h=*/true, /*into_n=*/false);
+  expect_matches(37, true, /*into_h=*/true, /*into_n=*/true, /*eps=*/0.5);  // a checkpoint's own
 }
 
 TEST(FusedAddLayerNorm, OtherTypesKeepLibTorchsOps) {

@@ -148,17 +148,22 @@ TEST(HfWeights, AConfigMismatchListsEveryDifferingFieldOnOneLine) {
 }
 
 // transformers 5 saves a Llama's rotary settings as rope_parameters (its config.json as
-// save_pretrained wrote it, sizes cut); they compare with rope_theta and rope_scaling.
+// save_pretrained wrote it, sizes cut); they compare with rope_theta and rope_scaling, and the
+// fields the file leaves out compare at transformers' defaults.
 TEST(HfWeights, Transformers5RopeParametersCompareWithRopeThetaAndScaling) {
   TempDir dir;
   write_raw_safetensors(dir / "model.safetensors", {{"a", "F32", {1}, bytes_of<float>({1})}});
-  write_text(dir / "config.json", R"({"model_type": "llama", "dtype": "bfloat16",
+  const std::string sizes = R"("model_type": "llama", "num_hidden_layers": 1,
+      "num_attention_heads": 2, "hidden_size": 8, "intermediate_size": 16,
+      "max_position_embeddings": 16, "vocab_size": 10)";
+  write_text(dir / "config.json", "{" + sizes + R"(, "dtype": "bfloat16",
       "rope_parameters": {"rope_theta": 500000.0, "rope_type": "llama3", "factor": 8.0,
                           "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                           "original_max_position_embeddings": 16}})");
   const std::string llama3 = R"({"model_type": "llama", "rope_theta": 500000.0, "rope_scaling":
       {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-       "original_max_position_embeddings": 16}, "torch_dtype": "float32"})";
+       "original_max_position_embeddings": 16}, "head_dim": 4, "rms_norm_eps": 1e-6,
+       "torch_dtype": "float32"})";
   EXPECT_EQ(read_model_weights(dir.str(), llama3).size(), 1u);
   const std::string plain = R"({"model_type": "llama", "rope_theta": 500000.0,
       "rope_scaling": null})";
@@ -166,12 +171,19 @@ TEST(HfWeights, Transformers5RopeParametersCompareWithRopeThetaAndScaling) {
               read_model_weights(dir.str(), plain);
             }).find("rope_scaling {\"factor\":8.0,"),
             std::string::npos);
-  write_text(dir / "config.json", R"({"model_type": "llama",
+  write_text(dir / "config.json", "{" + sizes + R"(,
       "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}})");
   EXPECT_EQ(read_model_weights(dir.str(), R"({"model_type": "llama", "rope_theta": 10000.0,
-                                       "rope_scaling": null})")
+                                       "rope_scaling": null, "head_dim": 4})")
                 .size(),
             1u);
+  // A value no Kiln model computes is the checkpoint's fault, whatever the experiment says.
+  write_text(dir / "config.json", "{" + sizes + R"(, "rope_scaling": {"type": "linear",
+      "factor": 2.0}})");
+  EXPECT_EQ(user_error_of([&] { read_model_weights(dir.str(), plain); }),
+            (dir / "config.json") +
+                ": rope_scaling type 'linear' is not supported: Kiln's llama computes plain "
+                "rotary frequencies and Llama 3's scaling (\"llama3\") only");
 }
 
 // --- GPT-2 as the Hub stores it -----------------------------------------------------------
