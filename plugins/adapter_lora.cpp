@@ -12,6 +12,7 @@
 // under the model as "adapter.<Kiln's module path, dots as underscores>.lora_A|lora_B", so
 // snapshots save and resume them with the model; PEFT's files name them
 // "base_model.model.<module>.lora_A.weight".
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -20,7 +21,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
@@ -50,39 +50,6 @@ struct LoraOptions {
   }
 };
 
-// A linear layer of the model's blocks: Kiln's module path, the name PEFT's files give it, and
-// whether its interchange weight is stored transposed (GPT-2's Conv1D: PEFT's fan_in_fan_out).
-struct LinearLayer {
-  std::string path;
-  std::string peft_name;
-  bool transposed = false;
-  at::Tensor weight;
-};
-
-std::vector<LinearLayer> block_linear_layers(const Model& model) {
-  const auto& layers = model.layers();
-  std::set<const void*> inner;  // the blocks' weights: not the embedding's, not the head's
-  for (size_t i = 1; i + 1 < layers.size(); ++i) {
-    for (const auto& p : layers[i]->parameters())
-      inner.insert(p.unsafeGetTensorImpl());
-  }
-  const auto names = model.interchange_names();
-  std::vector<LinearLayer> out;
-  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
-    const auto* linear = item.value()->as<torch::nn::Linear>();
-    if (!linear || !inner.count(linear->weight.unsafeGetTensorImpl())) continue;
-    LinearLayer layer{item.key(), item.key(), false, linear->weight};
-    const auto known = names.find(item.key() + ".weight");
-    if (known != names.end()) {
-      const std::string& name = known->second.name;
-      layer.peft_name = name.substr(0, name.size() - std::string(".weight").size());
-      layer.transposed = known->second.transposed;
-    }
-    out.push_back(std::move(layer));
-  }
-  return out;
-}
-
 bool targeted(const std::string& name, const std::vector<std::string>& targets) {
   for (const auto& t : targets) {
     if (t == "all-linear" || name == t ||
@@ -102,7 +69,7 @@ std::string last_part(const std::string& name) {
 // add them while this module lives.
 class LoraModule : public torch::nn::Module {
  public:
-  LoraModule(const LoraOptions& o, const std::vector<LinearLayer>& layers) : layers_(layers) {
+  LoraModule(const LoraOptions& o, const std::vector<BlockLinear>& layers) : layers_(layers) {
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < layers_.size(); ++i) {
       const at::Tensor& w = layers_[i].weight;
@@ -131,12 +98,12 @@ class LoraModule : public torch::nn::Module {
     return name;
   }
 
-  const std::vector<LinearLayer>& layers() const { return layers_; }
+  const std::vector<BlockLinear>& layers() const { return layers_; }
   const std::vector<std::pair<at::Tensor, at::Tensor>>& ab() const { return ab_; }
   void detach_sites() { handles_.clear(); }
 
  private:
-  std::vector<LinearLayer> layers_;
+  std::vector<BlockLinear> layers_;
   std::vector<std::pair<at::Tensor, at::Tensor>> ab_;
   std::vector<std::shared_ptr<void>> handles_;
 };
@@ -157,25 +124,19 @@ class Lora : public Adapter {
   }
 
   void attach(Model& model, bool starts) override {
-    const std::vector<LinearLayer> layers = block_linear_layers(model);
-    std::vector<LinearLayer> chosen;
-    std::set<std::string> names;
-    for (const auto& layer : layers) {
-      names.insert(last_part(layer.peft_name));
-      if (targeted(layer.peft_name, targets_)) chosen.push_back(layer);
-    }
-    if (targets_.empty() || chosen.empty()) {
-      throw UserError(fmt::format(
-          "adapter.targets = \"{}\" names no linear layer of the model's blocks: its linear "
-          "layers are {} (a comma-separated list, matched as PEFT's target_modules: a module "
-          "named so or ending in .NAME), or \"all-linear\"",
-          o_.targets, join(std::vector<std::string>(names.begin(), names.end()), ", ")));
-    }
+    const std::vector<BlockLinear> layers = block_linear_layers(model);
+    const std::vector<BlockLinear> chosen = chosen_layers(layers);
     for (auto& p : model.parameters())
       p.requires_grad_(false);
     narrow_base(layers);
     module_ = model.register_module("adapter", std::make_shared<LoraModule>(o_, chosen));
     if (starts && !o_.init_from.empty()) load_peft(o_.init_from);
+  }
+
+  std::string needs_initial_weights() const override {
+    if (o_.base_dtype != "int8") return {};
+    return "the int8 base's scales (adapter.base_dtype = \"int8\") are computed from these "
+           "weights, and snapshots hold only its int8 values";
   }
 
   std::string peft_config(const Model& model, const std::string& base_model) const override {
@@ -185,13 +146,13 @@ class Lora : public Adapter {
     std::set<std::string> targets, whole;
     bool transposed = false;
     for (const auto& layer : module_->layers()) {
-      targets.insert(last_part(layer.peft_name));
-      whole.insert(layer.peft_name);
+      targets.insert(last_part(layer.interchange_name));
+      whole.insert(layer.interchange_name);
       transposed = transposed || layer.transposed;
     }
     const std::vector<std::string> short_names(targets.begin(), targets.end());
     for (const auto& layer : block_linear_layers(model)) {
-      if (targeted(layer.peft_name, short_names) && !whole.count(layer.peft_name)) {
+      if (targeted(layer.interchange_name, short_names) && !whole.count(layer.interchange_name)) {
         targets = whole;
         break;
       }
@@ -224,7 +185,7 @@ class Lora : public Adapter {
     require_interchange(model);
     std::vector<std::pair<std::string, at::Tensor>> out;
     for (size_t i = 0; i < module_->layers().size(); ++i) {
-      const std::string prefix = "base_model.model." + module_->layers()[i].peft_name;
+      const std::string prefix = "base_model.model." + module_->layers()[i].interchange_name;
       const auto& [a, b] = module_->ab()[i];
       out.emplace_back(prefix + ".lora_A.weight", a.detach().to(torch::kCPU).contiguous());
       out.emplace_back(prefix + ".lora_B.weight", b.detach().to(torch::kCPU).contiguous());
@@ -249,10 +210,49 @@ class Lora : public Adapter {
   static void require_interchange(const Model& model) {
     if (model.interchange_names().empty()) {
       throw UserError(
-          "this model has no Hugging Face form, so PEFT's files would name no module "
-          "transformers knows: export a gpt or llama adapter, or `kiln export --merge` is "
-          "refused alike");
+          "this model has no Hugging Face form, so a PEFT adapter folder could name none of its "
+          "layers: export the adapter folded into the weights, `kiln export RUN --merge -o "
+          "FILE.safetensors`");
     }
+  }
+
+  // The layers the targets pick, each target picking one at least, each of a rank the layer
+  // can take: a target that picks nothing is a typo PEFT would refuse too, and a rank above a
+  // layer's smaller side adds nothing a full update of it would not.
+  std::vector<BlockLinear> chosen_layers(const std::vector<BlockLinear>& layers) const {
+    std::set<std::string> names;
+    for (const auto& layer : layers)
+      names.insert(last_part(layer.interchange_name));
+    std::vector<std::string> none;
+    for (const auto& t : targets_) {
+      bool picks = false;
+      for (const auto& layer : layers)
+        picks = picks || targeted(layer.interchange_name, {t});
+      if (!picks) none.push_back(fmt::format("\"{}\"", t));
+    }
+    if (targets_.empty() || !none.empty()) {
+      throw UserError(fmt::format(
+          "adapter.targets = \"{}\": {} names no linear layer of the model's blocks: its linear "
+          "layers are {} (a comma-separated list or an array, matched as PEFT's target_modules: "
+          "a module named so or ending in .NAME), or \"all-linear\"",
+          o_.targets, none.empty() ? std::string("it") : join(none, ", "),
+          join(std::vector<std::string>(names.begin(), names.end()), ", ")));
+    }
+    std::vector<BlockLinear> chosen;
+    for (const auto& layer : layers) {
+      if (!targeted(layer.interchange_name, targets_)) continue;
+      const int64_t most = std::min(layer.weight.size(0), layer.weight.size(1));
+      if (o_.rank > most) {
+        throw UserError(fmt::format(
+            "adapter.rank = {} is larger than layer {} can take (its weight is [{}, {}], so a "
+            "rank above {} adds nothing): lower adapter.rank to {} at most, or leave the layer "
+            "out of adapter.targets",
+            o_.rank, layer.interchange_name, layer.weight.size(0), layer.weight.size(1), most,
+            most));
+      }
+      chosen.push_back(layer);
+    }
+    return chosen;
   }
 
   // The blocks' linear weights (most of a large model's; not the embedding, the head, the norms
@@ -260,7 +260,7 @@ class Lora : public Adapter {
   // adapter's site by its weight, and a snapshot's restore copies into them (model.init_from's
   // weights are in before attach, so an int8 base's scales come from the same weights again on
   // every resume, eval or export, and need no place in a snapshot).
-  void narrow_base(const std::vector<LinearLayer>& layers) {
+  void narrow_base(const std::vector<BlockLinear>& layers) {
     torch::NoGradGuard no_grad;
     for (const auto& layer : layers) {
       at::Tensor w = layer.weight;
@@ -333,7 +333,7 @@ class Lora : public Adapter {
         read_model_weights(dir + "/adapter_model.safetensors", "");
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < module_->layers().size(); ++i) {
-      const std::string prefix = "base_model.model." + module_->layers()[i].peft_name;
+      const std::string prefix = "base_model.model." + module_->layers()[i].interchange_name;
       const auto& [a, b] = module_->ab()[i];
       for (const auto& [name, tensor] :
            {std::pair(prefix + ".lora_A.weight", a), std::pair(prefix + ".lora_B.weight", b)}) {
@@ -387,9 +387,11 @@ const bool registered = AdapterRegistry::add(
           .at_least(0)
           .at_most(0.9),
       ParamSpec::text("targets", "all-linear",
-                      "target_modules, comma-separated: layers named so or ending in .NAME "
-                      "(gpt: c_attn, c_proj, c_fc; llama: q_proj, k_proj, v_proj, o_proj, "
-                      "gate_proj, up_proj, down_proj), or \"all-linear\" (the blocks' every one)"),
+                      "target_modules, comma-separated or an array of names: layers named so or "
+                      "ending in .NAME (gpt: c_attn, c_proj, c_fc; llama: q_proj, k_proj, "
+                      "v_proj, o_proj, gate_proj, up_proj, down_proj), or \"all-linear\" (the "
+                      "blocks' every one); each must name one at least")
+          .list(),
       ParamSpec::flag("rslora", false, "use_rslora: scale by alpha / sqrt(rank)"),
       ParamSpec::text("init", "kaiming",
                       "init_lora_weights: A Kaiming-uniform (PEFT's default) or gaussian (std "

@@ -64,6 +64,19 @@ LowRankSplits split_low_rank_sites(torch::nn::Module& model,
                                    const std::vector<ParameterSplit>& layer_splits,
                                    const TensorParallelGroup& group);
 
+// A linear layer of a model's blocks (not the embedding's, not the output head's), as an
+// adapter targets it: Kiln's module path, the name of the module in the model's Hugging Face
+// form (Kiln's path where it has none), and whether that form stores the weight transposed
+// (GPT-2's Conv1D: PEFT's fan_in_fan_out).
+struct BlockLinear {
+  std::string path;
+  std::string interchange_name;
+  bool transposed = false;
+  at::Tensor weight;
+};
+// The model's block linear layers, in module order.
+std::vector<BlockLinear> block_linear_layers(const Model& model);
+
 class Adapter {
  public:
   virtual ~Adapter() = default;
@@ -75,6 +88,11 @@ class Adapter {
   // (a folder it was given); false for eval, sample and export, which load a snapshot over it
   // and must not depend on that folder still being there.
   virtual void attach(Model& /*model*/, bool /*starts*/) {}
+  // Why a model loaded from a snapshot needs model.init_from's weights in before attach(), or ""
+  // when it does not: attach() computes from them what snapshots do not hold ("an int8 base's
+  // scales are computed from them"). Asked by assemble(), which then reads them for eval, sample
+  // and export too, and by those commands, which refuse a run whose base is gone or changed.
+  virtual std::string needs_initial_weights() const { return {}; }
   // The fewest bytes a frozen weight of the model takes once attached (4: fp32), known before the
   // model is built: the memory check's floor counts the weights at this width.
   virtual int narrowest_weight_bytes() const { return 4; }

@@ -15,6 +15,7 @@
 
 #include "core/config/config.h"
 #include "core/config/extends.h"
+#include "core/config/param_value.h"
 #include "core/config/registry.h"
 #include "core/config/toml_text.h"
 #include "core/util/error.h"
@@ -98,51 +99,6 @@ std::string refuse_sweep_file(const toml::table& root) {
   if (!root.contains("base")) return "";
   return "is a sweep file (it has `base = ...`), not an experiment file: extend the experiment "
          "its base names";
-}
-
-std::string describe(const toml::node& node) {
-  std::ostringstream s;
-  if (node.is_table()) return "a table";
-  if (node.is_array()) return "an array";
-  s << node.type() << " ";
-  node.visit([&](auto&& v) {
-    if constexpr (toml::is_value<decltype(v)>) s << v;
-  });
-  return s.str();
-}
-
-ParamValue convert(const ParamSpec& spec, const toml::node& node, const SourceLoc& at,
-                   const std::string& path) {
-  auto wrong = [&]() {
-    fail(at, fmt::format("'{}' must be {} ({}), got {}", path, type_name(spec.type), spec.doc,
-                         describe(node)));
-  };
-  ParamValue value;
-  switch (spec.type) {
-    case ParamType::kInt:
-      if (!node.is_integer()) wrong();
-      value = node.as_integer()->get();
-      break;
-    case ParamType::kFloat:
-      if (node.is_integer()) {
-        value = static_cast<double>(node.as_integer()->get());
-      } else if (node.is_floating_point()) {
-        value = node.as_floating_point()->get();
-      } else {
-        wrong();
-      }
-      break;
-    case ParamType::kBool:
-      if (!node.is_boolean()) wrong();
-      value = node.as_boolean()->get();
-      break;
-    case ParamType::kString:
-      if (!node.is_string()) wrong();
-      value = node.as_string()->get();
-      break;
-  }
-  if (auto problem = spec.check(value)) fail(at, "'" + path + "' " + *problem);
-  return value;
 }
 
 std::vector<std::string> section_names() {
@@ -305,7 +261,7 @@ class ConfigLoader {
       }
       if (!spec) fail(w.key_at, unknown_key(schema, section.type, w, keys));
       if (auto problem = entry_name_problem(w.key)) fail(w.key_at, *problem);
-      section.params.set(w.key, convert(*spec, *w.value, w.value_at, path));
+      section.params.set(w.key, param_value(*spec, *w.value, w.value_at, path));
       out.key_sources_[path] = KeySource{w.kind, w.value_at, ""};
     }
     for (size_t i = 0; i < keys.size(); ++i) {

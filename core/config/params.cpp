@@ -168,6 +168,11 @@ ParamSpec&& ParamSpec::files() && {
   return std::move(*this);
 }
 
+ParamSpec&& ParamSpec::list() && {
+  takes_list = true;
+  return std::move(*this);
+}
+
 namespace {
 
 // A choice "NAME:N" stands for NAME, a colon and a number of 1 to 4 digits (cuda:0, cuda:12).

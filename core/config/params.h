@@ -40,6 +40,9 @@ struct ParamSpec {
   // its other fields take their defaults. Empty for a plain key.
   std::vector<ParamSpec> fields;
   bool min_exclusive = false;  // `min` itself is out of range (above())
+  // A string key that also takes an array of strings, held as their comma-separated join (so
+  // ["q_proj", "v_proj"] and "q_proj,v_proj" are the same value, and hash alike).
+  bool takes_list = false;
 
   static ParamSpec integer(std::string name, int64_t def, std::string doc);
   static ParamSpec real(std::string name, double def, std::string doc);
@@ -55,6 +58,7 @@ struct ParamSpec {
   ParamSpec&& one_of(std::vector<std::string> allowed) &&;
   ParamSpec&& unhashed() &&;
   ParamSpec&& files() &&;        // names_files
+  ParamSpec&& list() &&;         // takes_list
   ParamSpec&& added_later() &&;  // hashed_when_set
 
   // Why `value` is not acceptable, or nothing when it is.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <utility>
 
@@ -49,11 +50,20 @@ std::shared_ptr<torch::optim::Optimizer> stand_in_optimizer(const ResolvedConfig
 }
 
 // model.init_from (a .safetensors file or a Hugging Face model directory), when set, handed to
-// `use`; its UserError gets the key's place.
+// `use`; its UserError gets the key's place. `needed_for`: why a model loaded from a snapshot
+// reads it again (Adapter::needs_initial_weights), said when it is gone.
 void read_initial_weights(const ResolvedConfig& config,
-                          const std::function<void(const std::string&)>& use) {
+                          const std::function<void(const std::string&)>& use,
+                          const std::string& needed_for = "") {
   const std::string init_from = config.params("model").path("init_from");
   if (init_from.empty()) return;
+  std::error_code ec;
+  if (!needed_for.empty() && !std::filesystem::exists(init_from, ec)) {
+    throw UserError(fmt::format(
+        "{}: model.init_from = \"{}\": '{}' is gone, and {}: put the run's base back there",
+        config.where("model.init_from").str(), config.params("model").text("init_from"), init_from,
+        needed_for));
+  }
   try {
     use(init_from);
   } catch (const UserError& e) {
@@ -221,11 +231,15 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
   } else {
     a.model = build_model(*a.model_plan);
     // eval, sample and export load a snapshot over the weights: the run's start is not read
-    // (and may have moved since).
-    if (!loading) {
-      read_initial_weights(config, [&](const std::string& path) {
-        a.model->import_weights(read_model_weights(path, a.model->interchange_config()));
-      });
+    // (and may have moved since), unless the adapter computes from it what snapshots lack.
+    const std::string needed_for = a.adapter->needs_initial_weights();
+    if (!loading || !needed_for.empty()) {
+      read_initial_weights(
+          config,
+          [&](const std::string& path) {
+            a.model->import_weights(read_model_weights(path, a.model->interchange_config()));
+          },
+          loading ? needed_for : "");
     }
     attach_adapter(config, *a.adapter, *a.model, /*starts=*/!loading);
     a.model->to(a.device);

@@ -62,8 +62,9 @@ struct AssembledRun {
 
 enum class Assembly {
   kTrain,  // kiln run, resume, bench: every part built; the memory training needs is checked
-  // eval, sample: every part built, the memory of the weights checked; model.init_from is not
-  // read (the caller loads a snapshot over the weights)
+  // eval, sample: every part built, the memory of the weights checked; model.init_from is read
+  // only for an adapter that computes from it what snapshots lack (Adapter::
+  // needs_initial_weights): the caller loads a snapshot over the weights
   kLoad,
   // export: kLoad's parts but no data split, which it never reads (so a run whose data has moved
   // still exports); train_data, val_data, test_data stay null.

@@ -127,7 +127,7 @@ void require(bool ok, const std::string& what) {
   if (!ok) throw SetupFailed{what};
 }
 
-void exec_sql(const std::string& path, const std::string& sql) {
+void write_store(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
   char* error = nullptr;
   int rc = sqlite3_open(path.c_str(), &db);
@@ -228,8 +228,8 @@ class HostileInput : public ::testing::Test {
 
   static void make_stores(const std::string& s) {
     write_text(s + "/not_sqlite.db", "This is a text file, not a SQLite database.\n");
-    exec_sql(s + "/other_schema.db", "CREATE TABLE runs (who TEXT, what TEXT)");
-    exec_sql(s + "/future.db", "CREATE TABLE runs (id INTEGER); PRAGMA user_version = 99;");
+    write_store(s + "/other_schema.db", "CREATE TABLE runs (who TEXT, what TEXT)");
+    write_store(s + "/future.db", "CREATE TABLE runs (id INTEGER); PRAGMA user_version = 99;");
   }
 
   static void train(const std::string& name, const std::string& extra = "") {
@@ -305,6 +305,26 @@ class HostileInput : public ::testing::Test {
     const float nan = std::numeric_limits<float>::quiet_NaN();
     std::memcpy(&nan_weights[8 + header], &nan, sizeof nan);
     write_bytes(s + "/weights/nan.safetensors", nan_weights);
+    // int8 LoRA runs over done's weights, whose base then moves away (int8gone) or is overwritten
+    // by other weights of the same shapes (int8changed): eval and export read an int8 base again
+    // for its scales.
+    for (const std::string run : {"int8gone", "int8changed"}) {
+      const std::string base = s + "/weights/" + run + ".safetensors";
+      auto exported_base = run_kiln(fmt::format("export done --db {}/kiln.db -o {}", s, base));
+      require(exported_base.exit_code == 0, "kiln export done: " + exported_base.output);
+      train(run,
+            "--set adapter.type=lora --set adapter.base_dtype=int8 --set model.init_from=" + base);
+    }
+    fs::remove(s + "/weights/int8gone.safetensors");
+    // A LoRA run of a model without a Hugging Face form: no PEFT folder to export.
+    auto tlm = run_kiln(fmt::format(
+        "run {}/hostile/tlm.toml --name tlmlora --set adapter.type=lora --set checkpoint.every=2",
+        s));
+    require(tlm.exit_code == 0, "training run 'tlmlora': " + tlm.output);
+    auto other_weights = run_kiln(fmt::format(
+        "export done --checkpoint 1 --db {0}/kiln.db -o {0}/weights/step1.safetensors", s));
+    require(other_weights.exit_code == 0, "kiln export done: " + other_weights.output);
+    fs::rename(s + "/weights/step1.safetensors", s + "/weights/int8changed.safetensors");
     // A Hugging Face folder whose config.json is a folder.
     write_bytes(s + "/weights/dir_config/model.safetensors", weights);
     fs::create_directories(s + "/weights/dir_config/config.json");

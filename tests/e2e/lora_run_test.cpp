@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "ranks.h"
 #include "tiny_run.h"
 
@@ -350,6 +352,110 @@ TEST_F(LoraRun, ExportsPeftsFolderAndAMergedOneAndRefusesWhatItCannot) {
                                    "'base' trained none"),
             std::string::npos)
       << no_adapter.output;
+}
+
+// Each base_dtype's run is, read back, the model that trained: `kiln eval` of its last snapshot
+// gives the val loss the run logged there (the same batches), its --merge export, trained whole
+// at lr 0, gives it within fp32's rounding of the fold, and a run paused and resumed logs it bit
+// for bit. An int8 base's scales are not in snapshots but computed from model.init_from, so eval
+// and export read that folder again, and refuse when it is gone or holds other weights.
+TEST_F(LoraRun, EvalMergeAndResumeGiveTheTrainingLossForEveryBase) {
+  const std::string exp = fine_tune();
+  const auto val_at_step_8 = [&](const std::string& run) {
+    const auto v = testing::query_doubles(db(),
+                                          "select e.loss from evals e join runs r on r.id = "
+                                          "e.run_id where r.name = '" +
+                                              run + "' and e.split = 'val' and e.step = 8");
+    return v.empty() ? -1.0 : v[0];  // the run's own row, and any kiln eval's alike
+  };
+  const auto evaluated = [&](const std::string& run) {
+    auto ran = run_kiln("eval " + run + " --steps 2 --db " + db());  // eval.steps
+    EXPECT_EQ(ran.exit_code, 0) << ran.output;
+    std::smatch m;
+    const std::regex loss(R"(loss (\d+\.\d+))");
+    return std::regex_search(ran.output, m, loss) ? std::stod(m[1]) : -1.0;
+  };
+  const std::string steps =
+      " --set train.steps=8 --set optimizer.lr=1e-2 --set eval.every=4 --set checkpoint.every=4";
+  for (const std::string dtype : {"fp32", "bf16", "int8"}) {
+    SCOPED_TRACE(dtype);
+    const std::string settings = " --set adapter.base_dtype=" + dtype + steps;
+    const std::string run = dtype + "_whole";
+    ASSERT_EQ(run_kiln("run " + exp + " --name " + run + settings).exit_code, 0);
+    const double trained = val_at_step_8(run);
+    ASSERT_GT(trained, 0);
+    EXPECT_NEAR(evaluated(run), trained, 1e-6);  // eval prints 6 decimals
+
+    const std::string merged = dir_ / (dtype + "_merged");
+    auto exported = run_kiln("export " + run + " --merge -o " + merged + " --db " + db());
+    ASSERT_EQ(exported.exit_code, 0) << exported.output;
+    const std::string reread = dtype + "_reread";
+    auto whole = run_kiln("run " + exp + " --name " + reread + steps +
+                          " --set adapter.type=none --set optimizer.lr=0 --set train.steps=1 "
+                          "--set model.init_from=" +
+                          merged);
+    ASSERT_EQ(whole.exit_code, 0) << whole.output;
+    const auto reread_val = testing::query_doubles(
+        db(), "select e.loss from evals e join runs r on r.id = e.run_id where r.name = '" +
+                  reread + "' and e.split = 'val'");
+    ASSERT_EQ(reread_val.size(), 1u);
+    EXPECT_NEAR(reread_val[0], trained, 1e-5);
+
+    const std::string paused = dtype + "_paused";
+    ASSERT_EQ(run_kiln("run " + exp + " --name " + paused + " --until 4" + settings).exit_code, 0);
+    auto resumed = run_kiln("resume " + paused + " --db " + db());
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_EQ(val_at_step_8(paused), trained);
+  }
+  // The int8 run's base moved away, then back with other weights in it: refused, not computed
+  // on another base's scales.
+  const std::string base = dir_ / "base_hf", aside = dir_ / "base_hf_aside";
+  std::filesystem::rename(base, aside);
+  for (const std::string& command : std::vector<std::string>{
+           "eval int8_whole", "export int8_whole --merge -o " + (dir_ / "merged_again")}) {
+    auto refused = run_kiln(command + " --db " + db());
+    EXPECT_EQ(refused.exit_code, 2) << refused.output;
+    EXPECT_NE(refused.output.find("model.init_from"), std::string::npos) << refused.output;
+    EXPECT_NE(refused.output.find("int8"), std::string::npos) << refused.output;
+  }
+  std::filesystem::rename(aside, base);
+  EXPECT_NEAR(evaluated("int8_whole"), val_at_step_8("int8_whole"), 1e-6);
+  std::filesystem::remove_all(base);
+  std::filesystem::copy(dir_ / "fp32_merged", base);
+  auto changed = run_kiln("eval int8_whole --db " + db());
+  EXPECT_EQ(changed.exit_code, 2) << changed.output;
+  EXPECT_NE(changed.output.find("model.init_from"), std::string::npos) << changed.output;
+}
+
+// The PEFT export names its base as the experiment wrote model.init_from (here relative to the
+// directory the run started in), which is what PEFT's users load it by, not this machine's
+// absolute path. A LoRA run with no model.init_from says, in one line on stderr, that it trains
+// over a random model.
+TEST_F(LoraRun, TheExportNamesTheBaseAsWrittenAndARandomBaseIsWarnedOf) {
+  const std::string exp = fine_tune();
+  std::string text = testing::read_file(exp);
+  const std::string absolute = "init_from = \"" + (dir_ / "base_hf") + "\"";
+  text.replace(text.find(absolute), absolute.size(), "init_from = \"base_hf\"");
+  testing::write_text(dir_ / "relative.toml", text);
+  const std::string quiet = " --set train.steps=2 --set checkpoint.every=2 2>&1 >/dev/null";
+  const std::string kiln = "'" + std::string(KILN_BINARY) + "' ";
+  auto relative = testing::run_shell("cd '" + dir_.str() + "' && " + kiln +
+                                     "run relative.toml --name relative" + quiet);
+  ASSERT_EQ(relative.exit_code, 0) << relative.output;
+  EXPECT_EQ(relative.output, "");
+  auto exported = run_kiln("export relative -o " + (dir_ / "adapter") + " --db " + db());
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  const auto config =
+      nlohmann::json::parse(testing::read_file(dir_ / "adapter/adapter_config.json"));
+  EXPECT_EQ(config.at("base_model_name_or_path"), "base_hf");
+
+  auto random = testing::run_shell(kiln + "run " + exp +
+                                   " --name random --set 'model.init_from=\"\"'" + quiet);
+  ASSERT_EQ(random.exit_code, 0) << random.output;
+  EXPECT_EQ(random.output,
+            "kiln: warning: adapter 'lora' trains over a randomly initialised model, as "
+            "model.init_from is empty, and its export names a base only Kiln can rebuild: set "
+            "model.init_from to the weights to fine-tune\n");
 }
 
 }  // namespace

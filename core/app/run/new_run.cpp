@@ -4,11 +4,13 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <iostream>
 #include <optional>
 #include <system_error>
 
 #include <fmt/format.h>
 
+#include "core/api/adapter.h"
 #include "core/store/history/reader.h"
 #include "core/store/history/removal.h"
 #include "core/store/runs/paths.h"
@@ -70,6 +72,15 @@ std::string new_identity(const std::string& out_dir, const std::string& name) {
     std::string uuid = new_run_uuid();
     if (!std::filesystem::exists(RunPaths::for_new_run(out_dir, name, uuid).folder())) return uuid;
   }
+}
+
+void warn_of_random_base(const AssembledRun& run) {
+  if (!run.adapter->adapts() || !run.config.params("model").text("init_from").empty()) return;
+  std::cerr << fmt::format(
+      "kiln: warning: adapter '{}' trains over a randomly initialised model, as model.init_from "
+      "is empty, and its export names a base only Kiln can rebuild: set model.init_from to the "
+      "weights to fine-tune\n",
+      run.config.type("adapter"));
 }
 
 int64_t create_run_row(RunStore& store, const AssembledRun& run, const RunPaths& paths,

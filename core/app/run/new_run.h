@@ -25,6 +25,11 @@ std::vector<std::string> make_way(RunStore& store, const std::string& name, bool
 // console.log is in its folder from the first line), or a fresh one whose folder is not taken.
 std::string new_identity(const std::string& out_dir, const std::string& name);
 
+// Rank 0 of a new run: one line on stderr when its adapter trains over no model.init_from, the
+// model's random initialisation, so that an export of the adapter names a base no other tool can
+// load.
+void warn_of_random_base(const AssembledRun& run);
+
 // Rank 0 of a new run, holding its folder's lock: the folder's marker and the run's row.
 // Returns the new run's id.
 int64_t create_run_row(RunStore& store, const AssembledRun& run, const RunPaths& paths,

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/api/adapter.h"
 #include "core/checkpoint/snapshot_policy.h"
 #include "core/store/history/reader.h"
 #include "core/store/runs/paths.h"
@@ -14,6 +15,26 @@
 #include "core/util/text.h"
 
 namespace kiln {
+namespace {
+
+// A model whose adapter computes from the run's base what snapshots lack (an int8 base's scales)
+// read that base again: it must hold the weights the run trained on, or the model loaded is
+// another one.
+void require_trained_base(const RunRecord& info, const Adapter& adapter,
+                          const std::vector<RunInput>& recorded) {
+  const std::string needed_for = adapter.needs_initial_weights();
+  for (const RunInput& in : recorded) {
+    if (needed_for.empty() || in.key != "model.init_from") continue;
+    const std::string difference = fingerprint_difference(in.files, fingerprint_files(in.resolved));
+    if (difference.empty()) continue;
+    throw UserError(fmt::format(
+        "run '{}': model.init_from ({}) differs from the base the run trained on ({}), and {}: "
+        "put that base back as it was",
+        info.name, in.resolved, difference, needed_for));
+  }
+}
+
+}  // namespace
 
 void require_store_file(const std::string& db) {
   if (!store_may_exist(db)) {
@@ -31,6 +52,7 @@ OpenedSnapshot open_snapshot(const SnapshotRequest& request, Connection& db,
   std::vector<RunInput> inputs = read_inputs(db, info.id);
   use_recorded_inputs(config, inputs);
   AssembledRun run = assemble(config, mode);
+  require_trained_base(info, *run.adapter, inputs);
   // Only the run's own snapshots: one another run left in its folder is named and passed over.
   const std::string dir = require_paths(info).snapshots();
   const SnapshotOwner owner = snapshot_owner(db, info, info.config_hash);

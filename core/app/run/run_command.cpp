@@ -274,6 +274,7 @@ SessionOutcome run_experiment(ResolvedConfig config, bool restart, int64_t until
     return train_then_probe(session, probe_cooldown);
   }
   check_tensorboard(config, paths);
+  warn_of_random_base(run);
   RunStore store(run.options.db);
   const std::vector<std::string> notes = make_way(store, name, restart);
   auto lock = lock_run(paths);

@@ -218,7 +218,9 @@ int64_t export_adapter(const SnapshotRequest& request, OpenedSnapshot& opened,
         out_path));
   }
   const Model& model = *opened.run.model;
-  const std::string init_from = opened.run.config.params("model").path("init_from");
+  // As the experiment wrote it (a Hub id or a path relative to where the run started): what the
+  // user will load the base by, not this machine's absolute path.
+  const std::string init_from = opened.run.config.params("model").text("init_from");
   const std::string base =
       init_from.empty() ? fmt::format("kiln:{}@{}", opened.info.name, opened.info.config_hash)
                         : init_from;

@@ -269,19 +269,25 @@ TEST(Lora, ANarrowBaseComputesTheFormulaOverItsKeptWeightsAndMergesInFp32) {
   }
 }
 
+// Each target must pick a layer: one that picks none is refused even beside one that does.
 TEST(Lora, TargetsThatNameNoLinearLayerAreOneErrorListingThem) {
-  auto m = model("gpt", kLoraGpt);
-  const std::string message = [&] {
+  const auto message_of = [](const std::string& targets) {
+    auto m = model("gpt", kLoraGpt);
     try {
-      lora({"adapter.targets=q_proj"})->attach(*m, true);
+      lora({"adapter.targets=" + targets})->attach(*m, true);
     } catch (const UserError& e) {
       return std::string(e.what());
     }
     return std::string("(no error)");
-  }();
-  EXPECT_NE(message.find("adapter.targets = \"q_proj\" names no linear layer"), std::string::npos)
-      << message;
-  EXPECT_NE(message.find("c_attn, c_fc, c_proj"), std::string::npos) << message;
+  };
+  for (const std::string targets : {"q_proj", "c_attn,q_proj"}) {
+    const std::string message = message_of(targets);
+    EXPECT_NE(
+        message.find("adapter.targets = \"" + targets + "\": \"q_proj\" names no linear layer"),
+        std::string::npos)
+        << message;
+    EXPECT_NE(message.find("c_attn, c_fc, c_proj"), std::string::npos) << message;
+  }
 }
 
 TEST(Lora, DropoutDrawsOnlyInTraining) {

@@ -97,6 +97,29 @@ TEST(Config, WrongTypeIsAnError) {
   EXPECT_NE(error_of("[train]\nsteps = 2.5\n").find("must be int"), std::string::npos);
 }
 
+// adapter.targets takes PEFT's form, an array of names, as the comma-separated string it holds:
+// both load to the same value and hash, from a file or a --set; an array of other than names, or
+// where a key takes no list, is refused at its place.
+TEST(Config, AListKeyTakesAnArrayOfNamesAsItsCommaSeparatedString) {
+  const std::string lora = "[adapter]\ntype = \"lora\"\n";
+  const auto load = [&](const std::string& extra, const std::vector<std::string>& sets = {}) {
+    return load_config_text(with_model(lora + extra), "exp.toml", sets);
+  };
+  const ResolvedConfig array = load("targets = [\"q_proj\", \"v_proj\"]\n");
+  EXPECT_EQ(array.params("adapter").text("targets"), "q_proj,v_proj");
+  EXPECT_EQ(array.hash(), load("targets = \"q_proj,v_proj\"\n").hash());
+  EXPECT_EQ(load("", {"adapter.targets=[\"c_attn\"]"}).params("adapter").text("targets"), "c_attn");
+  std::string e = error_of(lora + "targets = [\"q_proj\", 3]\n");
+  EXPECT_NE(e.find("exp.toml:3:11: 'adapter.targets' takes an array of names without commas, "
+                   "and one is integer 3"),
+            std::string::npos)
+      << e;
+  e = error_of(lora + "targets = [\"q_proj,v_proj\"]\n");
+  EXPECT_NE(e.find("takes an array of names without commas"), std::string::npos) << e;
+  e = error_of(lora + "init = [\"gaussian\"]\n");
+  EXPECT_NE(e.find("'adapter.init' must be string"), std::string::npos) << e;
+}
+
 TEST(Config, IntegersAreAcceptedWhereFloatsAreDeclared) {
   ResolvedConfig c = load_config_text(with_model("[optimizer]\nlr = 1\n"), "exp.toml", {});
   EXPECT_DOUBLE_EQ(c.params("optimizer").real("lr"), 1.0);
