@@ -81,13 +81,7 @@ class Pipeline : public DataParallel {
         microbatches_(p.integer("microbatches")),
         one_f_one_b_(p.text("schedule") == "1f1b"),
         split_points_(p.text("split_points")) {
-    if (pp_ * dp_ != comm().size()) {
-      throw UserError(fmt::format(
-          "parallel.pp = {} x parallel.dp = {} makes {} processes, but this world has {} "
-          "(WORLD_SIZE): launch {} processes, e.g. kiln launch --nproc-per-node {} -- run ..., "
-          "or change pp and dp",
-          pp_, dp_, pp_ * dp_, comm().size(), pp_ * dp_, pp_ * dp_));
-    }
+    pipeline_world_shape(p, comm().size());
     stage_ = comm().rank() % pp_;
     replica_ = comm().rank() / pp_;
   }
@@ -413,6 +407,7 @@ const bool registered = ParallelRegistry::add(
     [](const Params& p, c10::DeviceType device) -> std::shared_ptr<ParallelStrategy> {
       return std::make_shared<Pipeline>(p, device);
     });
+const bool shaped = add_world_shape_rule("pipeline", pipeline_world_shape);
 
 }  // namespace
 }  // namespace kiln

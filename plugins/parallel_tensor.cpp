@@ -33,25 +33,32 @@ struct Mesh {
   int tp_index = 0, dp_index = 0;
 };
 
+// The replicas of a tp group in a world of `world` ranks: parallel.tp must divide it, and a
+// given parallel.dp must be what is left.
+WorldShape tensor_world_shape(const Params& p, int world) {
+  const int tp = static_cast<int>(p.integer("tp"));
+  if (world % tp != 0) {
+    throw UserError(fmt::format(
+        "parallel.tp = {} does not divide the world of {} process(es): start a multiple of tp "
+        "ranks (kiln launch --nproc-per-node N) or change parallel.tp",
+        tp, world));
+  }
+  if (const int64_t dp = p.integer("dp"); dp != 0 && dp != world / tp) {
+    throw UserError(fmt::format(
+        "parallel.dp = {} x parallel.tp = {} is a mesh of {} processes, but the world has {}: "
+        "set parallel.dp = 0 (the world / tp) or start {} ranks",
+        dp, tp, dp * tp, world, dp * tp));
+  }
+  return WorldShape{world / tp, 0};
+}
+
 // The mesh parallel.tp and parallel.dp ask for, checked against the world the environment
 // describes, before this process joins it (so every rank refuses alike, and none builds a model).
 Mesh mesh_for(const Params& p) {
   const WorldEnv world = read_world_env();
   Mesh mesh;
   mesh.tp = static_cast<int>(p.integer("tp"));
-  if (world.world_size % mesh.tp != 0) {
-    throw UserError(fmt::format(
-        "parallel.tp = {} does not divide the world of {} process(es): start a multiple of tp "
-        "ranks (kiln launch --nproc-per-node N) or change parallel.tp",
-        mesh.tp, world.world_size));
-  }
-  mesh.dp = world.world_size / mesh.tp;
-  if (const int64_t dp = p.integer("dp"); dp != 0 && dp != mesh.dp) {
-    throw UserError(fmt::format(
-        "parallel.dp = {} x parallel.tp = {} is a mesh of {} processes, but the world has {}: "
-        "set parallel.dp = 0 (the world / tp) or start {} ranks",
-        dp, mesh.tp, dp * mesh.tp, world.world_size, dp * mesh.tp));
-  }
+  mesh.dp = tensor_world_shape(p, world.world_size).data_world;
   mesh.tp_index = world.rank % mesh.tp;
   mesh.dp_index = world.rank / mesh.tp;
   return mesh;
@@ -221,6 +228,7 @@ const bool registered = ParallelRegistry::add(
     [](const Params& p, c10::DeviceType device) -> std::shared_ptr<ParallelStrategy> {
       return std::make_shared<TensorParallel>(p, device, mesh_for(p));
     });
+const bool shaped = add_world_shape_rule("tensor", tensor_world_shape);
 
 }  // namespace
 }  // namespace kiln

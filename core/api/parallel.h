@@ -181,4 +181,20 @@ struct ParallelKind {
 };
 using ParallelRegistry = Registry<ParallelKind>;
 
+// What a strategy makes of a world of `world` ranks, known before any rank of it starts: a Slurm
+// job that may go on with fewer nodes is checked at submission, and again before it does, for each
+// world it may shrink to (core/app/slurm/node_range.h).
+struct WorldShape {
+  int data_world = 1;         // the ranks that read different data: data_world() in that world
+  int64_t micro_batches = 0;  // micro_batches() in that world
+};
+// A UserError, in the words the strategy's own start would use, when it cannot run in that world
+// (a parallel.tp that does not divide it).
+using WorldShapeRule = std::function<WorldShape(const Params& params, int world)>;
+// Registered by a plugin beside its factory when it divides the world otherwise than the
+// contract's defaults do (every rank reads its own data; micro_batches 0), and asked by the
+// plugin's own constructor too, so that both say the same.
+bool add_world_shape_rule(const std::string& type, WorldShapeRule rule);
+WorldShape world_shape(const std::string& type, const Params& params, int world);
+
 }  // namespace kiln

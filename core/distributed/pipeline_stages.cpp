@@ -69,4 +69,16 @@ std::vector<size_t> pipeline_stage_starts(const std::vector<int64_t>& layer_size
   return starts;
 }
 
+WorldShape pipeline_world_shape(const Params& params, int world) {
+  const int64_t pp = params.integer("pp"), dp = params.integer("dp");
+  if (pp * dp != world) {
+    throw UserError(fmt::format(
+        "parallel.pp = {} x parallel.dp = {} makes {} processes, but this world has {} "
+        "(WORLD_SIZE): launch {} processes, e.g. kiln launch --nproc-per-node {} -- run ..., "
+        "or change pp and dp",
+        pp, dp, pp * dp, world, pp * dp, pp * dp));
+  }
+  return WorldShape{static_cast<int>(dp), params.integer("microbatches")};
+}
+
 }  // namespace kiln

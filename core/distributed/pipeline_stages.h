@@ -1,10 +1,13 @@
-// Where a pipeline cuts a model's layer sequence (embedding, blocks, head) into stages.
+// Where a pipeline cuts a model's layer sequence (embedding, blocks, head) into stages, and the
+// world its stages and replicas make.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "core/api/parallel.h"
 
 namespace kiln {
 
@@ -15,5 +18,9 @@ namespace kiln {
 // do not fit the layers.
 std::vector<size_t> pipeline_stage_starts(const std::vector<int64_t>& layer_sizes, int stages,
                                           const std::string& split_points);
+
+// parallel.dp replicas of parallel.pp stages: a world of exactly pp x dp ranks, dp of them reading
+// data, each step parallel.microbatches micro-batches; a UserError for any other world.
+WorldShape pipeline_world_shape(const Params& params, int world);
 
 }  // namespace kiln

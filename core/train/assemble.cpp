@@ -15,6 +15,7 @@
 #include "core/train/cuda_graph.h"
 #include "core/train/run_adapter.h"
 #include "core/train/run_device.h"
+#include "core/train/step_batch.h"
 #include "core/train/task_suite.h"
 #include "core/util/error.h"
 
@@ -151,21 +152,12 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
   a.parallel = loading ? ParallelRegistry::create("single", Params{}, a.device.type())
                        : ParallelRegistry::create(config.type("parallel"),
                                                   config.params("parallel"), a.device.type());
-  // Ranks that read different data: all of them, or, in a pipeline, one per replica.
-  const int readers = a.parallel->data_world();
-  a.grad_accum = a.train.grad_accum(readers, config);
-  if (const int64_t wanted = a.parallel->micro_batches(); wanted > 0) {
-    if (a.train.batch_tokens == 0) {
-      a.grad_accum = wanted;
-    } else if (a.grad_accum != wanted) {
-      throw UserError(fmt::format(
-          "{}: train.batch_tokens = {} makes {} micro-batches per step, but parallel.microbatches "
-          "= {}: set train.batch_tokens = {} (or 0), or parallel.microbatches = {}",
-          config.where("train.batch_tokens").str(), a.train.batch_tokens, a.grad_accum, wanted,
-          wanted * a.train.micro_batch * a.train.seq_len * readers, a.grad_accum));
-    }
-  }
-  a.batch_tokens = a.grad_accum * a.train.micro_batch * a.train.seq_len * readers;
+  // The step, by the ranks that read different data: all of them, or a pipeline's replicas.
+  const StepBatch batch =
+      step_batch(config, a.parallel->world_size(),
+                 WorldShape{a.parallel->data_world(), a.parallel->micro_batches()});
+  a.grad_accum = batch.micro_steps;
+  a.batch_tokens = batch.tokens;
 
   a.model_plan = ModelRegistry::create(config.type("model"), config.params("model"));
   if (a.train.seq_len > a.model_plan->context_length) {

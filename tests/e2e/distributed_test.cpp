@@ -255,12 +255,18 @@ TEST_F(Distributed, ASnapshotTakenOnTwoRanksResumesOnOne) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("x 2 micro-steps x 1 rank(s)"), std::string::npos)
       << resumed.output;
-  // The store says where it ran last, and the resume says what changed.
-  EXPECT_EQ(
-      testing::query(db(),
-                     "SELECT world_size, changes FROM runs JOIN resumes r ON "
-                     "runs.id = r.run_id WHERE runs.name = 'w'"),
-      (std::vector<std::vector<std::string>>{{"1", "train.steps: 20 -> 40; world size 2 -> 1"}}));
+  // The store says where it ran last, and the resume says what changed: the same 256 tokens
+  // (micro_batch 4 x seq_len 32 x 2 ranks), as 2 micro-steps of 4 sequences on one.
+  EXPECT_EQ(testing::query(db(),
+                           "SELECT world_size, changes FROM runs JOIN resumes r ON "
+                           "runs.id = r.run_id WHERE runs.name = 'w'"),
+            (std::vector<std::vector<std::string>>{
+                {"1",
+                 "train.steps: 20 -> 40; world size 2 -> 1: global batch kept at 256 tokens, "
+                 "each rank now 2 micro-step(s) of 4 sequences (was 1)"}}));
+  EXPECT_NE(resumed.output.find("resume changes world size 2 -> 1: global batch kept at 256"),
+            std::string::npos)
+      << resumed.output;
   expect_same_curve("ref", "w", 40);
 }
 

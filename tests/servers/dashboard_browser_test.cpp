@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "dashboard_server.h"
+#include "server_unavailable.h"
 #include "test_util.h"
 #include "tiny_run.h"
 
@@ -62,7 +63,7 @@ std::vector<std::string> lines_of(const std::string& output, const std::string& 
 
 class DashboardBrowser : public TinyRun {
  protected:
-  // What the browser test needs and cannot install itself: a reason to skip, or "".
+  // What the browser test needs and cannot install itself: why it cannot run, or "".
   std::string missing() const {
     if (!fs::exists(chromium_)) return "no Chromium at " + chromium_ + " (tools/setup.sh --tests)";
     if (!fs::exists(chromedriver_)) {
@@ -101,7 +102,7 @@ class DashboardBrowser : public TinyRun {
 };
 
 TEST_F(DashboardBrowser, TableFilterAndALiveChart) {
-  if (const std::string reason = missing(); !reason.empty()) GTEST_SKIP() << reason;
+  if (const std::string reason = missing(); !reason.empty()) KILN_SERVER_UNAVAILABLE(reason);
   const std::string exp = experiment();
   const CommandResult done = run_kiln("run " + exp + " --set run.name=done");
   ASSERT_EQ(done.exit_code, 0) << done.output;
@@ -183,7 +184,7 @@ TEST_F(DashboardBrowser, TableFilterAndALiveChart) {
 // drawn in seconds, and the page must not stall afterwards (the longest gap between animation
 // frames, as a person scrolling would feel it).
 TEST_F(DashboardBrowser, HundredRunsOfTenThousandStepsDoNotStall) {
-  if (const std::string reason = missing(); !reason.empty()) GTEST_SKIP() << reason;
+  if (const std::string reason = missing(); !reason.empty()) KILN_SERVER_UNAVAILABLE(reason);
   fill_big_store(db(), 100, 10000);
   ServeProcess server(db(), dir_ / "serve.log");
   ASSERT_GT(server.port(), 0) << server.output();
@@ -212,7 +213,7 @@ TEST_F(DashboardBrowser, HundredRunsOfTenThousandStepsDoNotStall) {
 // lists the members with a value at its rung's step, best first, as the test ranks them from the
 // store's evals, and the dashed line falls under the best floor(n / 3).
 TEST_F(DashboardBrowser, AnAshaSweepsLadderFromItsNameInTheTable) {
-  if (const std::string reason = missing(); !reason.empty()) GTEST_SKIP() << reason;
+  if (const std::string reason = missing(); !reason.empty()) KILN_SERVER_UNAVAILABLE(reason);
   const std::string file = dir_ / "lad.toml";
   write_text(file, "base = \"" + experiment() +
                        "\"\nname = \"lad\"\n[set]\ntrain.steps = 27\n[search]\ntype = \"asha\"\n"

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "postgres_server.h"
+#include "server_unavailable.h"
 #include "test_util.h"
 #include "tiny_run.h"
 
@@ -26,7 +27,7 @@ class PostgresStore : public TinyRun {
  protected:
   void SetUp() override {
     if (!server_.skip_reason().empty()) {
-      GTEST_SKIP() << "SKIP no PostgreSQL server: " << server_.skip_reason();
+      KILN_SERVER_UNAVAILABLE("no PostgreSQL server: " + server_.skip_reason());
     }
     TinyRun::SetUp();
   }

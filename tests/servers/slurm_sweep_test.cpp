@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "server_unavailable.h"
 #include "slurm_cluster.h"
 #include "tiny_run.h"
 
@@ -35,7 +36,7 @@ class SlurmSweep : public testing::TinyRun {
   static void TearDownTestSuite() { cluster_.reset(); }
 
   void SetUp() override {
-    if (!cluster_) GTEST_SKIP() << "SKIP: a one-node Slurm cannot start here: " << why_;
+    if (!cluster_) KILN_SERVER_UNAVAILABLE("a one-node Slurm cannot start here: " + why_);
     TinyRun::SetUp();
   }
 

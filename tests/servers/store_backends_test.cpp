@@ -156,7 +156,7 @@ TEST_P(StoreBackends, SweepMembersFromSeveralProcesses) {
 // (no row twice); another run with a name the target has is refused (exit 2, nothing written)
 // unless --rename.
 TEST_P(StoreBackends, ImportCopiesRunsToTheOtherBackend) {
-  if (!server_->skip_reason().empty()) GTEST_SKIP() << "SKIP " << server_->skip_reason();
+  if (!server_->skip_reason().empty()) KILN_SERVER_UNAVAILABLE(server_->skip_reason());
   const std::string e = exp("\n[checkpoint]\nevery = 10\n");
   ASSERT_EQ(run_kiln("run " + e + " --name a").exit_code, 0);
   auto resumed = kiln("resume a --set train.steps=40");

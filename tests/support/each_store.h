@@ -1,6 +1,7 @@
 // A fixture for tests run on both run stores (the parameter: "sqlite" or "postgresql..."): the
 // TinyRun corpus, and store_, this test's store: the SQLite file db(), or a new database on a
-// PostgreSQL server that the suite starts (tests/support/postgres_server.h), SKIP without one.
+// PostgreSQL server that the suite starts (tests/support/postgres_server.h), SKIP without one
+// (FAIL under CI=true: server_unavailable.h).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "postgres_server.h"
+#include "server_unavailable.h"
 #include "tiny_run.h"
 
 namespace kiln::testing {
@@ -24,7 +26,7 @@ class EachStore : public TinyRun, public ::testing::WithParamInterface<std::stri
 
   void SetUp() override {
     if (postgres() && !server_->skip_reason().empty()) {
-      GTEST_SKIP() << "SKIP no PostgreSQL server: " << server_->skip_reason();
+      KILN_SERVER_UNAVAILABLE("no PostgreSQL server: " + server_->skip_reason());
     }
     TinyRun::SetUp();
     store_ = postgres() ? server_->new_database(fmt::format("store{}", ++databases_)) : db();

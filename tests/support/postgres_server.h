@@ -2,7 +2,7 @@
 // cluster made by initdb in a scratch folder, started on a free local port with its unix socket
 // in that folder, stopped and deleted with the object. PostgreSQL refuses to run as root, so
 // under uid 0 the server runs as the `postgres` user (runuser), owning the scratch folder.
-// When it cannot start, skip_reason() says why, for GTEST_SKIP().
+// When it cannot start, skip_reason() says why, for KILN_SERVER_UNAVAILABLE (server_unavailable.h).
 // query() reads a store through libpq itself, not through Kiln's store layer.
 #pragma once
 

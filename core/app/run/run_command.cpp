@@ -24,6 +24,7 @@
 #include "core/train/assemble.h"
 #include "core/train/cooldown_probe.h"
 #include "core/train/session.h"
+#include "core/train/step_batch.h"
 #include "core/util/env.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
@@ -333,7 +334,9 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
   check_probe(run, options.until, options.probe_cooldown);
   const int world = run.parallel->world_size();
   if (world != record.world_size) {
-    changes.push_back(fmt::format("world size {} -> {}", record.world_size, world));
+    const WorldShape shape{run.parallel->data_world(), run.parallel->micro_batches()};
+    changes.push_back(world_change(step_batch(stored, static_cast<int>(record.world_size)),
+                                   step_batch(config, world, shape)));
   }
   if (store) {
     store->reopen_run(record.id, from_step, join(changes, "; "), config.to_toml(), config.hash(),

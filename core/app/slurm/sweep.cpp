@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/app/run/new_run.h"
+#include "core/app/slurm/node_range.h"
 #include "core/app/sweeps/asha_search.h"
 #include "core/app/sweeps/check.h"
 #include "core/app/sweeps/runner.h"
@@ -147,6 +148,17 @@ void check_before_submitting(const SweepSpec& spec, const std::vector<SweepMembe
   }
 }
 
+// A member's --set values, with its global batch pinned where --nodes is a range
+// (core/app/slurm/node_range.h).
+std::vector<std::string> with_pinned_batch(const std::string& base,
+                                           std::vector<std::string> overrides,
+                                           const SlurmOptions& slurm) {
+  if (slurm.min_nodes == 0 || slurm.min_nodes >= slurm.nodes) return overrides;
+  const std::vector<std::string> pin = pin_global_batch(base, overrides, slurm);
+  overrides.insert(overrides.end(), pin.begin(), pin.end());
+  return overrides;
+}
+
 std::string number(const std::optional<double>& value) {
   return value ? fmt::format("{:.4f}", *value) : "-";
 }
@@ -170,6 +182,11 @@ void submit_sweep(const SweepSpec& spec, const SlurmOptions& slurm, const std::s
         "--ntasks-per-node and --gpus-per-node (members of several ranks) are for sweeps that "
         "list their members");
   }
+  std::vector<SweepMemberRecord> records;
+  for (size_t i = 0; i < members.size() && !search; ++i) {
+    records.push_back({static_cast<int64_t>(i), members[i].name,
+                       with_pinned_batch(spec.base, members[i].overrides, slurm)});
+  }
   require_sbatch();
   const RunOptions base = run_options(load_config(spec.base, spec.fixed));
   SweepRecord sweep;
@@ -185,12 +202,9 @@ void submit_sweep(const SweepSpec& spec, const SlurmOptions& slurm, const std::s
   sweep.scheduler_args = sbatch_options(slurm, "kiln:" + spec.name, sweep.folder,
                                         std::filesystem::current_path().string());
   sweep.max_parallel = slurm.max_parallel;
-  std::vector<SweepMemberRecord> records;
   std::vector<int64_t> tasks;
-  for (size_t i = 0; i < members.size() && !search; ++i) {
-    records.push_back({static_cast<int64_t>(i), members[i].name, members[i].overrides});
-    tasks.push_back(static_cast<int64_t>(i));
-  }
+  for (const auto& record : records)
+    tasks.push_back(record.task);
   if (search) {
     sweep.spec_file = spec.file;
     tasks = worker_tasks(slurm.max_parallel);
@@ -210,6 +224,7 @@ void submit_run(const std::string& experiment, std::vector<std::string> override
   // What would fail on the nodes fails here, submitting nothing; as check_before_submitting.
   const ResolvedConfig config = load_config(experiment, overrides);
   if (ranks_per_job(slurm) == 1) assemble(config, Assembly::kCheck);
+  overrides = with_pinned_batch(experiment, overrides, slurm);
   const RunOptions options = run_options(config);
   const std::string name =
       options.name.empty() ? default_run_name(config.experiment) : options.name;

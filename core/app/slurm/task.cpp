@@ -12,12 +12,14 @@
 
 #include <fmt/format.h>
 
+#include "core/app/slurm/node_range.h"
 #include "core/app/slurm/sbatch.h"
 #include "core/app/sweeps/member.h"
 #include "core/distributed/world_env.h"
 #include "core/store/runs/lookup.h"
 #include "core/store/runs/sweep_records.h"
 #include "core/store/runs/writer.h"
+#include "core/train/step_batch.h"
 #include "core/util/env.h"
 #include "core/util/error.h"
 #include "core/util/stop_signal.h"
@@ -70,9 +72,10 @@ std::string first_node() {
   return hosts.output.substr(0, hosts.output.find('\n'));
 }
 
-// A port of this job's own, so that two members sharing a node do not meet.
-int job_port() {
-  return 20000 + static_cast<int>(env_integer("SLURM_JOB_ID", 0, 0, kMostSlurm) % 20000);
+// A port of this job's own, so that two members sharing a node do not meet: its first, or the
+// one of its relaunch number `relaunch` on fewer nodes.
+int job_port(int relaunch) {
+  return rendezvous_port(env_integer("SLURM_JOB_ID", 0, 0, kMostSlurm), relaunch);
 }
 
 // The ranks' rendezvous at `node`: its NodeAddr, which a node name need not resolve to (a
@@ -92,7 +95,7 @@ MemberLaunch launch_for(const SweepRecord& sweep, const std::string& db) {
   launch.threads = static_cast<int>(env_integer("SLURM_CPUS_PER_TASK", 0, 1, kMostSlurm));
   if (env_integer("SLURM_NTASKS", 1, 1, kMostSlurm) > 1) {
     launch.wrapper = {"srun", "--kill-on-bad-exit=1"};
-    launch.env = rendezvous_at(first_node(), job_port());
+    launch.env = rendezvous_at(first_node(), job_port(0));
   }
   return launch;
 }
@@ -100,11 +103,11 @@ MemberLaunch launch_for(const SweepRecord& sweep, const std::string& db) {
 // With --nodes MIN-MAX (KILN_MIN_NODES), a member that lost nodes resumes at once in this
 // allocation, on the nodes of it that remain usable, when they are at least MIN: no requeue, no
 // wait for Slurm to start the task again. Its ranks meet at the first of them, on `port` (the
-// last store's may linger), and resume at that smaller world, exactly where the strategy's
-// randomness does not depend on the world (ddp, zero, fsdp). nullopt: no range, nothing lost,
-// or too few left.
+// last store's may linger), and resume at that smaller world (core/app/slurm/node_range.h says
+// when that is the same run). nullopt: no range, nothing lost, or too few left.
 struct RemainingNodes {
   std::vector<std::string> nodes;
+  int ranks = 0;
   MemberLaunch launch;  // the member's on them
 };
 std::optional<RemainingNodes> on_remaining_nodes(const MemberLaunch& launch, int port) {
@@ -130,7 +133,7 @@ std::optional<RemainingNodes> on_remaining_nodes(const MemberLaunch& launch, int
                                                  fmt::format("--ntasks={}", left * per_node),
                                                  "--nodelist=" + join(usable, ",")});
   smaller.env = rendezvous_at(usable.front(), port);
-  return RemainingNodes{usable, smaller};
+  return RemainingNodes{usable, static_cast<int>(left * per_node), smaller};
 }
 
 // What reached the task: the time limit's SIGUSR1 (requeue), or a stop.
@@ -194,15 +197,17 @@ int run_sweep_task(const std::string& db, const std::string& name,
     return kExitOk;
   }
   MemberLaunch launch = launch_for(sweep, db);
-  std::string started_from = newest_snapshot(store, member->name);
+  int ranks = static_cast<int>(env_integer("SLURM_NTASKS", 1, 1, kMostSlurm));
+  const std::string task_started_from = newest_snapshot(store, member->name);
+  std::string started_from = task_started_from;  // the latest snapshot as this start began
   // For the whole task, not only while a member runs: a time-limit SIGUSR1 or a scancel that
   // lands between two starts of the member is recorded, not the default end of the task.
   const StopSignal stop;
   const RequeueSignal requeue;
   Asked asked = Asked::nothing;
   std::string state;
-  for (int moves = 1;; ++moves) {
-    if (moves > 1) {  // a signal that came while the nodes that remain were sought
+  for (int relaunch = 0;; ++relaunch) {
+    if (relaunch > 0) {  // a signal that came while the nodes that remain were sought
       asked = asked_so_far();
       if (asked != Asked::nothing) break;
     }
@@ -215,30 +220,45 @@ int run_sweep_task(const std::string& db, const std::string& name,
       state = "interrupted";
     }
     print(fmt::format("{} {}", member->name, state));
+    const std::string latest = newest_snapshot(store, member->name);
+    if (relaunch > 0 && state != "completed" && latest == started_from) {
+      print(fmt::format("{} ended on the {} rank(s) that remain before its next snapshot: {}",
+                        member->name, ranks, last_console_line(child)));
+    }
     // A rank stopped answering (nothing was asked of the task): go on here on fewer nodes, when
     // --nodes is a range and the member saved a newer snapshot than it started from.
-    const std::string latest = newest_snapshot(store, member->name);
     if (state != "interrupted" || asked != Asked::nothing || latest.empty() ||
         latest == started_from)
       break;
-    const std::optional<RemainingNodes> remaining = on_remaining_nodes(launch, job_port() + moves);
+    const std::optional<RemainingNodes> remaining =
+        on_remaining_nodes(launch, job_port(relaunch + 1));
     if (!remaining) break;
-    print(
-        fmt::format("a rank of {} stopped answering: it resumes from {} on the {} node(s) that "
-                    "remain ({})",
-                    member->name, latest, remaining->nodes.size(), join(remaining->nodes, ",")));
+    const ResolvedConfig config = member_config(launch, *member);
+    const std::string where = fmt::format("the {} node(s) that remain ({})",
+                                          remaining->nodes.size(), join(remaining->nodes, ","));
+    if (const std::string why = cannot_shrink(config, ranks, remaining->ranks); !why.empty()) {
+      print(
+          fmt::format("a rank of {} stopped answering: it does not go on on {}, where it would "
+                      "not be the same run: {}",
+                      member->name, where, why));
+      break;
+    }
+    print(fmt::format(
+        "a rank of {} stopped answering: it resumes from {} on {}, {}", member->name, latest, where,
+        world_change(step_batch(config, ranks), step_batch(config, remaining->ranks))));
     launch = remaining->launch;
+    ranks = remaining->ranks;
     started_from = latest;
   }
   if (state == "completed") return kExitOk;
   if (state == "interrupted" && asked == Asked::requeue) requeue_this_task(print);
   // Interrupted with no signal here: a rank stopped answering (its node lost, its process
   // killed or hung) and the others stopped. The task runs again from the latest snapshot, as
-  // long as each run of it leaves a newer one: a rank that fails before that would fail so
-  // again, from the same steps.
+  // long as it left a newer one than it started from: a rank that fails before that would fail
+  // so again, from the same steps.
   if (state == "interrupted" && asked == Asked::nothing) {
     const std::string latest = newest_snapshot(store, member->name);
-    if (!latest.empty() && latest != started_from) {
+    if (!latest.empty() && latest != task_started_from) {
       print(
           fmt::format("a rank of {} stopped answering: requeued to resume from its latest "
                       "snapshot, {}",
@@ -249,7 +269,7 @@ int run_sweep_task(const std::string& db, const std::string& name,
           fmt::format("a rank of {} stopped answering before it saved a snapshot newer than "
                       "the one it started from ({}): not requeued, which would repeat the "
                       "same steps; see its console.log, then `kiln sweep resubmit`",
-                      member->name, started_from.empty() ? "none" : started_from));
+                      member->name, task_started_from.empty() ? "none" : task_started_from));
     }
   }
   return state == "interrupted" ? kExitInterrupted : kExitSomeFailed;

@@ -12,7 +12,9 @@
 // with `scontrol requeue`, so that it resumes when it runs again. A member interrupted with no
 // signal here lost a rank (a node lost, a process killed or hung: the other ranks stop within
 // parallel.timeout_s; or rank 0 itself, which then leaves its run `running`): the task requeues
-// itself too, when the member saved a newer snapshot than the one it started from.
+// itself too, when the member saved a newer snapshot than the one the task started from. With
+// --nodes MIN-MAX it first goes on at once on the nodes that remain, when the member can go on
+// there as the same run (core/app/slurm/node_range.h), and says what became of its batch.
 #pragma once
 
 #include <functional>

@@ -19,15 +19,6 @@ namespace kiln {
 
 namespace {
 
-std::string last_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (!line.empty()) last = line;
-  }
-  return last;
-}
-
 std::vector<std::string> threads_setting(const MemberLaunch& launch) {
   if (launch.threads <= 0) return {};
   return {"--set", fmt::format("run.threads={}", launch.threads)};
@@ -116,6 +107,15 @@ MemberProcess start_member(const MemberLaunch& launch, const MemberJob& job,
   return child;
 }
 
+std::string last_console_line(const MemberProcess& child) {
+  std::ifstream in(child.log);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
 std::string finished_member_state(const MemberLaunch& launch, const MemberProcess& child) {
   RunStore store(launch.db);
   if (auto r = store.find_run(child.member->name)) return r->status;
@@ -125,7 +125,7 @@ std::string finished_member_state(const MemberLaunch& launch, const MemberProces
   const int64_t id = store.create_run(
       NewRun{member.name, launch.base, config.to_toml(), config.hash(), run.seed, 1,
              train_options(config).steps, "", "", run.sweep, child.uuid, child.folder});
-  std::string error = last_line(child.log);
+  std::string error = last_console_line(child);
   if (error.empty()) error = "the member's process ended before it created its run";
   store.finish_run(id, "failed", error);
   return "failed";

@@ -62,6 +62,9 @@ ResolvedConfig member_config(const MemberLaunch& launch, const SweepMember& memb
 MemberProcess start_member(const MemberLaunch& launch, const MemberJob& job,
                            const std::function<void(const std::string&)>& print);
 
+// The last line its console.log holds: once it ended, what it said last (a refusal's reason).
+std::string last_console_line(const MemberProcess& child);
+
 // The member's state once its process ended, as its run row says; a member without a row
 // failed before creating it, and is recorded now as failed with its console's last line, so
 // that the store has every member.
