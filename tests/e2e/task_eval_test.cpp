@@ -5,6 +5,8 @@
 // refused before the run starts.
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "ranks.h"
 #include "tiny_run.h"
 
@@ -77,7 +79,8 @@ TEST_F(TaskEval, ScoresDuringTrainingLandInTheStoreAndEveryView) {
   auto compared =
       run_kiln("runs compare s1 s2 --group-by run.seed --metric words.acc@step=30 --db " + db());
   ASSERT_EQ(compared.exit_code, 0) << compared.output;
-  EXPECT_NE(compared.output.find("words.acc@step=30 (the eval at step 30)"), std::string::npos)
+  EXPECT_NE(compared.output.find("words.acc@step=30 (the last eval at or before step 30)"),
+            std::string::npos)
       << compared.output;
   auto shown = run_kiln("runs show s1 --db " + db());
   EXPECT_NE(shown.output.find("task scores"), std::string::npos) << shown.output;
@@ -210,6 +213,120 @@ TEST_F(TaskEval, ParallelRanksScoreWhatOneProcessScoresOnTheSameWeights) {
         << during << " ~ " << scores(strategy, "step_000020");
     // And the curve is one process's, so are its scores here.
     EXPECT_EQ(during, scores("one"));
+  }
+}
+
+// The block of a `runs compare --group-by` report that starts with `title`.
+std::string block_of(const std::string& report, const std::string& title) {
+  const size_t at = report.find("\n" + title);
+  if (at == std::string::npos) return "";
+  return report.substr(at + 1, report.find("\n\n", at + 1) - at - 1);
+}
+
+// The line of `text` that starts, after its indent, with `label`.
+std::string line_of(const std::string& text, const std::string& label) {
+  const size_t at = text.find("\n  " + label + " ");
+  if (at == std::string::npos) return "";
+  return text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+}
+
+// The stored score, as `runs compare` prints a mean: six decimals.
+std::string stored_score(const std::string& db, const std::string& run, int64_t step) {
+  return fmt::format("{:.6f}",
+                     testing::query_doubles(db, fmt::format("select value from task_scores join "
+                                                            "runs on runs.id = run_id where "
+                                                            "name = '{}' and step = {} and "
+                                                            "metric = 'acc'",
+                                                            run, step))
+                         .at(0));
+}
+
+// Scores of `kiln eval --task` (under a snapshot's label) are read by `runs compare --metric` as
+// by --where: the one way a metric at a point is read.
+TEST_F(TaskEval, CompareReadsASnapshotsScoresAsWhereDoes) {
+  const std::string exp = experiment();
+  for (const std::string seed : {"1", "2"}) {
+    auto run = run_kiln("run " + exp + " --name e" + seed + " --set run.seed=" + seed +
+                        " --set checkpoint.every=30");
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    auto evaluated =
+        run_kiln("eval e" + seed + " --task " + (dir_ / "tasks/words.toml") + " --db " + db());
+    ASSERT_EQ(evaluated.exit_code, 0) << evaluated.output;
+  }
+  EXPECT_EQ(testing::scalar(db(), "select group_concat(distinct checkpoint) from task_scores"),
+            "step_000030");
+  auto listed =
+      run_kiln("runs list --db " + db() + " --where 'words.acc@step=30 >= 0' --format csv");
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_NE(listed.output.find(",e1,"), std::string::npos) << listed.output;
+  EXPECT_NE(listed.output.find(",e2,"), std::string::npos) << listed.output;
+  auto compared =
+      run_kiln("runs compare e1 e2 --group-by run.seed --metric words.acc@step=30 --db " + db());
+  ASSERT_EQ(compared.exit_code, 0) << compared.output;
+  const std::string block = block_of(compared.output, "words.acc@step=30 ");
+  EXPECT_NE(line_of(block, "run.seed=1").find(stored_score(db(), "e1", 30)), std::string::npos)
+      << compared.output;
+  EXPECT_NE(line_of(block, "run.seed=2").find(stored_score(db(), "e2", 30)), std::string::npos)
+      << compared.output;
+}
+
+// A tokenizer.json of the 256 bytes alone, ids 0 to 255, in GPT-2's spelling of bytes.
+void write_byte_tokenizer_json(const std::string& path) {
+  nlohmann::json vocab = nlohmann::json::object();
+  int shifted = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
+    const int point = printable ? b : shifted++;
+    const std::string spelled = point < 0x80
+                                    ? std::string(1, static_cast<char>(point))
+                                    : std::string{static_cast<char>(0xc0 | point >> 6),
+                                                  static_cast<char>(0x80 | (point & 0x3f))};
+    vocab[spelled] = b;
+  }
+  testing::write_text(
+      path,
+      nlohmann::json{
+          {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
+          {"pre_tokenizer", {{"type", "ByteLevel"}}}}
+          .dump());
+}
+
+// A Hugging Face directory's scores (`kiln eval --hf`, a run of no steps) are at step 0 for
+// --where and `runs compare --metric`, and its config holds no key it never had.
+TEST_F(TaskEval, AHfDirectorysScoresAreAtStepZeroAndItsConfigHasNoTrainingKeys) {
+  auto trained = run_kiln("run " + experiment() +
+                          " --name src --set model.vocab_size=256 --set train.steps=2 "
+                          "--set eval.every=0 --set checkpoint.every=2");
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  for (const std::string folder : {"gpt_a", "gpt_b"}) {
+    auto exported = run_kiln("export src -o " + (dir_ / folder) + " --db " + db());
+    ASSERT_EQ(exported.exit_code, 0) << exported.output;
+    write_byte_tokenizer_json(dir_ / (folder + "/tokenizer.json"));
+    auto scored = run_kiln("eval --hf " + (dir_ / folder) + " --task " +
+                           (dir_ / "tasks/words.toml") + " --db " + db());
+    ASSERT_EQ(scored.exit_code, 0) << scored.output;
+  }
+  auto listed =
+      run_kiln("runs list --db " + db() + " --where 'words.acc@step=0 >= 0' --format csv");
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_NE(listed.output.find(",hf-gpt_a,"), std::string::npos) << listed.output;
+  EXPECT_NE(listed.output.find(",hf-gpt_b,"), std::string::npos) << listed.output;
+  auto compared = run_kiln(
+      "runs compare hf-gpt_a hf-gpt_b --group-by model.n_layer --metric "
+      "words.acc@step=0 --db " +
+      db());
+  ASSERT_EQ(compared.exit_code, 0) << compared.output;
+  EXPECT_NE(block_of(compared.output, "words.acc@step=0 ").find(stored_score(db(), "hf-gpt_a", 0)),
+            std::string::npos)
+      << compared.output;
+
+  // Beside the run it came from: keys the directory never had are absent, not defaults.
+  auto side_by_side = run_kiln("runs compare src hf-gpt_a --db " + db());
+  ASSERT_EQ(side_by_side.exit_code, 0) << side_by_side.output;
+  for (const std::string key : {"optimizer.lr", "train.steps", "schedule.type"}) {
+    const std::string line = line_of(side_by_side.output, key);
+    ASSERT_FALSE(line.empty()) << key << "\n" << side_by_side.output;
+    EXPECT_EQ(line.substr(line.find_last_not_of(' ')), "-") << line;
   }
 }
 

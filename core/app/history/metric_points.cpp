@@ -1,34 +1,14 @@
-// The points of `kiln runs compare --metric` (core/app/history/metric_points.h): parsed, and read
-// off a run's curves.
+// The points of `kiln runs compare --metric` (core/app/history/metric_points.h): read off a run,
+// and why a run has none.
 #include "core/app/history/metric_points.h"
 
-#include <cstdlib>
-#include <optional>
+#include <variant>
 
 #include <fmt/format.h>
 
-#include "core/store/history/queries.h"
 #include "core/util/error.h"
 
 namespace kiln {
-
-MetricPoint parse_point(const std::string& text) {
-  const size_t at = text.find('@');
-  const size_t eq = text.find('=', at == std::string::npos ? 0 : at);
-  MetricPoint p{text, text.substr(0, at), "", 0};
-  if (at != std::string::npos && eq != std::string::npos) {
-    p.axis = text.substr(at + 1, eq - at - 1);
-    const std::string number = text.substr(eq + 1);
-    char* end = nullptr;
-    p.at = std::strtoll(number.c_str(), &end, 10);
-    const bool whole = !number.empty() && *end == '\0' && number[0] != '-' && number[0] != '+';
-    if (!p.metric.empty() && (p.axis == "step" || p.axis == "tokens") && whole) return p;
-  }
-  throw UserError(
-      fmt::format("--metric {}: expected METRIC@step=S or METRIC@tokens=T (a whole number), e.g. "
-                  "val_loss@step=200",
-                  text));
-}
 
 std::string point_text(const std::string& axis, const std::vector<double>& points) {
   std::string list;
@@ -38,36 +18,30 @@ std::string point_text(const std::string& axis, const std::vector<double>& point
   return axis == "step" ? "step " + list : list + " tokens";
 }
 
-bool is_evaluation(const std::string& metric) {
-  return metric == "val_loss" || metric.find('.') != std::string::npos;
+double point_of(const MetricPoint& p) {
+  return std::holds_alternative<int64_t>(p.key.at)
+             ? static_cast<double>(std::get<int64_t>(p.key.at))
+             : std::get<double>(p.key.at);
 }
 
 double value_at(HistoryDb& db, const RunRecord& run, const MetricPoint& p) {
-  const Curve rows = load_curve(db, run, "loss", p.axis);  // every metrics row, on the axis
-  const double at = static_cast<double>(p.at);
-  if (rows.x.empty() || rows.x.back() < at) {
+  const PointReading reading = read_metric_point(db, run.id, p);
+  if (reading.value) return *reading.value;
+  const std::string axis = p.key.at_tokens ? "tokens" : "step";
+  const double at = point_of(p);
+  if (reading.reached < at) {
     throw UserError(fmt::format(
-        "--metric {}: run '{}' has not reached {} ({}): leave the run out or pick an earlier "
-        "point",
-        p.text, run.name, point_text(p.axis, {at}),
-        rows.x.empty() ? "it has no steps" : "it stops at " + point_text(p.axis, {rows.x.back()})));
+        "--metric {}: run '{}' has not reached {} (it stops at {}): leave the run out or pick an "
+        "earlier point",
+        p.text, run.name, point_text(axis, {at}), point_text(axis, {reading.reached})));
   }
-  const Curve curve = p.metric == "loss" ? rows : load_curve(db, run, p.metric, p.axis);
-  std::optional<double> value;
-  for (size_t i = 0; i < curve.x.size(); ++i) {
-    if (is_evaluation(p.metric) ? curve.x[i] == at : curve.x[i] <= at) value = curve.y[i];
-  }
-  if (value) return *value;
-  if (is_evaluation(p.metric)) {
-    throw UserError(fmt::format("--metric {}: run '{}' has no {} eval at {}: {}", p.text, run.name,
-                                p.metric, point_text(p.axis, {at}),
-                                curve.x.empty()
-                                    ? "it has no " + p.metric + " evals"
-                                    : "its evals are at " + point_text(p.axis, curve.x)));
-  }
-  throw UserError(
-      fmt::format("--metric {}: run '{}' has no row at or before {}: its first is at {}", p.text,
-                  run.name, point_text(p.axis, {at}), point_text(p.axis, {rows.x.front()})));
+  const char* rows = p.evaluation ? "evals" : "rows";
+  std::vector<double> steps(reading.steps.begin(), reading.steps.end());
+  throw UserError(fmt::format("--metric {}: run '{}' has no {} value at or before {}: {}", p.text,
+                              run.name, p.key.name, point_text(axis, {at}),
+                              steps.empty() ? fmt::format("it has no {} {}", p.key.name, rows)
+                                            : fmt::format("its {} {} are at {}", p.key.name, rows,
+                                                          point_text("step", steps))));
 }
 
 }  // namespace kiln

@@ -321,10 +321,10 @@ std::string grouped_report(HistoryDb& db, const std::vector<RunGroup>& groups,
       quantity("best val (each run's lowest validation loss)", groups,
                [](const RunRecord& r) { return r.best_val; })};
   for (const auto& text : options.metrics) {
-    const MetricPoint p = parse_point(text);
-    const std::string how = is_evaluation(p.metric) ? "the eval at" : "the last value at or before";
+    const MetricPoint p = parse_metric_point(db, text, "--metric");
     quantities.push_back(quantity(
-        fmt::format("{} ({} {})", p.text, how, point_text(p.axis, {static_cast<double>(p.at)})),
+        fmt::format("{} (the last {} at or before {})", p.text, p.evaluation ? "eval" : "value",
+                    point_text(p.key.at_tokens ? "tokens" : "step", {point_of(p)})),
         groups, [&](const RunRecord& r) { return std::optional<double>(value_at(db, r, p)); }));
   }
   Table members{{"group", "runs", "run.seed"}, {}, {false, true, false}};

@@ -113,9 +113,15 @@ TaskReport evaluate_hf_tasks(const SnapshotRequest& request, const TaskEvalOn& o
     }
     id = known->id;
   } else {
-    const ResolvedConfig& config = checkpoint.run.config;
-    id = store.create_run(NewRun{checkpoint.name, checkpoint.dir, config.to_toml(), config.hash(),
-                                 0, 1, 0, "", host_name(), "", "", ""});
+    // Its config holds the sections read from the directory, the model and the float32 it runs
+    // in, and no learning rate, schedule or step count it never had: `kiln runs compare` shows
+    // '-' for those beside a trained run's.
+    ResolvedConfig read = checkpoint.run.config;
+    std::erase_if(read.sections,
+                  [](const Section& s) { return s.name != "model" && s.name != "precision"; });
+    id = store.create_run(NewRun{checkpoint.name, checkpoint.dir, read.to_toml(),
+                                 checkpoint.run.config.hash(), 0, 1, 0, "", host_name(), "", "",
+                                 ""});
     store.finish_run(id, "completed");
   }
   if (request.note) {

@@ -171,4 +171,38 @@ std::vector<RunRecord> match_runs(HistoryDb& db, const std::vector<std::string>&
   return out;
 }
 
+MetricPoint parse_metric_point(HistoryDb& db, const std::string& text, const std::string& option) {
+  const KeySpace keys = summary_keys(db, {});
+  const SortKey parsed = parse_sort(text, keys, option);
+  if (parsed.descending || parsed.key.kind != WhereKey::Kind::kPoint) {
+    throw UserError(
+        fmt::format("{} '{}': expected METRIC@step=S or METRIC@tokens=T, e.g. val_loss@step=200",
+                    option, text));
+  }
+  return {text, parsed.key, !keys.metrics.count(parsed.key.name)};
+}
+
+PointReading read_metric_point(HistoryDb& db, int64_t run_id, const MetricPoint& point) {
+  const KeySpace keys = summary_keys(db, {});
+  SqlFragment value = value_sql(point.key, keys);
+  value.params.emplace_back(run_id);
+  Statement read(db.connection(),
+                 "SELECT " + value.sql + " FROM runs AS summary WHERE summary.id = ?",
+                 value.params);
+  PointReading out;
+  if (read.step()) out.value = read.maybe_real(0);
+  if (out.value) return out;
+  Statement reached(db.connection(),
+                    point.key.at_tokens ? "SELECT max(tokens_seen) FROM metrics WHERE run_id = ?"
+                                        : "SELECT max(step) FROM metrics WHERE run_id = ?",
+                    {run_id});
+  if (reached.step()) out.reached = reached.maybe_real(0).value_or(0);
+  KeySpace of_run = keys;
+  of_run.run_id = std::to_string(run_id);  // a number of ours, not input
+  Statement steps(db.connection(), metric_steps_sql(point.key.name, of_run).sql);
+  while (steps.step())
+    out.steps.push_back(steps.integer(0));
+  return out;
+}
+
 }  // namespace kiln

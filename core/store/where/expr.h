@@ -95,6 +95,13 @@ std::unique_ptr<WhereNode> parse_where(const std::string& expr, const KeySpace& 
 // comparisons last, in groups of at most 16 once there are more than 16 operands.
 SqlFragment where_sql(const WhereNode& node, const KeySpace& keys);
 
+// A key's value for the run keys.run_id names, as a comparison reads it: NULL where the run lacks
+// it. `kiln runs compare --metric` reads its points by it, so that it and --where agree.
+SqlFragment value_sql(const WhereKey& key, const KeySpace& keys);
+// The steps of the run's rows of a metric (a key of keys' metrics, splits, tasks or probes), in
+// order: what a message saying why the run has no value at a point lists.
+SqlFragment metric_steps_sql(const std::string& metric, const KeySpace& keys);
+
 // A `--sort` argument: `KEY` (ascending) or `-KEY` (descending), KEY checked like a --where key.
 struct SortKey {
   WhereKey key;

@@ -29,13 +29,17 @@ MetricRows rows_of(const std::string& metric, const KeySpace& keys) {
 }
 
 // The value at the run's last row at or before the point, NULL when the run has not reached
-// the point. A step is bound twice: SQLite's `?NNN` would tie a fragment to its place.
+// the point. Every run has reached step 0 (and 0 tokens), the weights before its first step: a
+// run of no steps (`kiln eval --hf`'s) is scored there. A step is bound twice: SQLite's `?NNN`
+// would tie a fragment to its place.
 void append_point(SqlFragment& out, const WhereKey& key, const KeySpace& keys) {
   const MetricRows rows = rows_of(key.name, keys);
   const std::string of_run = " FROM metrics WHERE run_id = " + keys.run_id;
-  out.sql += key.at_tokens ? "CASE WHEN (SELECT max(tokens_seen)" : "CASE WHEN (SELECT max(step)";
-  out.sql += of_run + ") >= ? THEN (SELECT " + rows.value + rows.from + " AND step <= ";
-  out.sql += key.at_tokens ? "(SELECT max(step)" + of_run + " AND tokens_seen <= ?)" : "?";
+  out.sql += key.at_tokens ? "CASE WHEN coalesce((SELECT max(tokens_seen)"
+                           : "CASE WHEN coalesce((SELECT max(step)";
+  out.sql += of_run + "), 0) >= ? THEN (SELECT " + rows.value + rows.from + " AND step <= ";
+  out.sql +=
+      key.at_tokens ? "coalesce((SELECT max(step)" + of_run + " AND tokens_seen <= ?), 0)" : "?";
   out.sql += " ORDER BY step DESC" + rows.tie + " LIMIT 1) END";
   out.params.push_back(key.at);
   out.params.push_back(key.at);
@@ -191,6 +195,16 @@ SqlFragment where_sql(const WhereNode& node, const KeySpace& keys) {
   SqlFragment out;
   append_where(out, node, keys);
   return out;
+}
+
+SqlFragment value_sql(const WhereKey& key, const KeySpace& keys) {
+  SqlFragment out;
+  append_key(out, key, keys);
+  return out;
+}
+
+SqlFragment metric_steps_sql(const std::string& metric, const KeySpace& keys) {
+  return {"SELECT DISTINCT step" + rows_of(metric, keys).from + " ORDER BY step", {}};
 }
 
 SqlFragment sort_sql(const SortKey& sort, const KeySpace& keys) {

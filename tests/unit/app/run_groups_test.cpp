@@ -235,7 +235,7 @@ TEST_F(RunGroups, WelchPValueOfAPublishedExample) {
   EXPECT_NE(out.find("no run has a value"), std::string::npos);  // no validation evals
 }
 
-TEST_F(RunGroups, MetricPointsReadTheLastValueAtOrBeforeAndTheEvalAtTheStep) {
+TEST_F(RunGroups, MetricPointsReadTheLastValueAtOrBeforeAsWhereDoes) {
   add_three_configs();
   const std::string out =
       report({"auto"}, {"", {"loss@step=2", "loss@tokens=2500", "val_loss@step=2"}});
@@ -256,12 +256,17 @@ TEST_F(RunGroups, MetricPointsReadTheLastValueAtOrBeforeAndTheEvalAtTheStep) {
   EXPECT_EQ(error("loss@step=4"),
             "--metric loss@step=4: run 'a1' has not reached step 4 (it stops at step 3): leave "
             "the run out or pick an earlier point");
-  EXPECT_EQ(error("val_loss@step=3"),
-            "--metric val_loss@step=3: run 'a1' has no val_loss eval at step 3: its evals are at "
-            "step 2");
-  EXPECT_NE(error("loss@epoch=2").find("expected METRIC@step=S or METRIC@tokens=T"),
+  // As --where reads it: the last eval at or before the point.
+  const std::string at_3 = report({"auto"}, {"", {"val_loss@step=3"}});
+  EXPECT_NEAR(cell(row(at_3, "val_loss@step=3", "model.n_layer=2 optimizer.lr=0.003"), 2), 2.8,
+              1e-6);
+  EXPECT_EQ(error("val_loss@step=1"),
+            "--metric val_loss@step=1: run 'a1' has no val_loss value at or before step 1: its "
+            "val_loss evals are at step 2");
+  EXPECT_NE(error("loss@epoch=2").find("expected step or tokens after 'loss@'"), std::string::npos);
+  EXPECT_NE(error("max(loss)").find("expected METRIC@step=S or METRIC@tokens=T"),
             std::string::npos);
-  EXPECT_NE(error("perplexity@step=2").find("is not a metric"), std::string::npos);
+  EXPECT_NE(error("perplexity@step=2").find("unknown metric 'perplexity'"), std::string::npos);
 }
 
 TEST_F(RunGroups, TheBaselineIsPickedByLabelOrByKeyValueTerms) {
