@@ -61,8 +61,17 @@ TaskItem parse_item(const std::string& line, TaskKind kind) {
     throw BadRecord(fmt::format("\"choices\" has {}: an item needs two or more",
                                 item.choices.empty() ? "none" : "one"));
   }
-  for (const auto& choice : item.choices)
-    if (choice.empty()) throw BadRecord("a choice is empty: a choice needs at least one character");
+  for (size_t i = 0; i < item.choices.size(); ++i) {
+    if (item.choices[i].empty()) {
+      throw BadRecord("a choice is empty: a choice needs at least one character");
+    }
+    // Two equal choices score alike and a tie goes to the first: the item would measure the order.
+    const auto first = std::find(item.choices.begin(), item.choices.end(), item.choices[i]);
+    if (first != item.choices.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw BadRecord(fmt::format("choices {} and {} are both {}: the choices must differ",
+                                  first - item.choices.begin(), i, json(item.choices[i]).dump()));
+    }
+  }
   auto label = record.find("label");
   if (label == record.end()) throw BadRecord("the item has no \"label\"");
   if (!label->is_number_integer()) throw BadRecord("\"label\" is not a whole number");
