@@ -1,6 +1,6 @@
 // precision "auto": bf16 where it was measured faster, fp32 elsewhere. On the CPU that is what
 // `kiln bench EXPERIMENT --set precision.type=auto` measured on this CPU class for this workload
-// (the model's sizes, the micro-batch, the threads), kept per machine
+// (the model, the adapter, the micro-batch, each rank's parallel cut), kept per machine
 // (core/util/precision_verdicts.h); without a measurement of it, fp32. On CUDA, bf16 (tensor
 // cores since Ampere). The run's header says which and why, and the store records it. A snapshot
 // keeps the choice, so a resumed run goes on in the precision it started in even if a newer
@@ -37,9 +37,11 @@ class Auto : public PrecisionPolicy {
     const auto verdict =
         find_precision_verdict(precision_verdict_key(cpu_class(read_cpu_features()), workload));
     if (!verdict) {
+      const std::string outdated = outdated_precision_verdicts();
       choose(false,
-             "no measurement of bf16 for this workload on this CPU class yet: `kiln bench "
-             "EXPERIMENT --set precision.type=auto` makes one");
+             fmt::format("no measurement of bf16 for this workload on this CPU class "
+                         "yet{}: `kiln bench EXPERIMENT --set precision.type=auto` makes one",
+                         outdated.empty() ? "" : " (" + outdated + ")"));
     } else {
       choose(verdict->bf16_faster(), ratio_text(*verdict));
     }
@@ -76,7 +78,8 @@ class Auto : public PrecisionPolicy {
 const bool registered = PrecisionRegistry::add(
     {"auto",
      "bf16 where `kiln bench --set precision.type=auto` measured it faster for this workload "
-     "(model, micro-batch, threads) on this CPU class (and on CUDA), fp32 elsewhere; the run "
+     "(model, adapter, micro-batch, parallel cut) on this CPU class (and on CUDA), fp32 elsewhere; "
+     "the run "
      "header says which and the run store records it",
      {}},
     [](const Params& p, c10::DeviceType device) { return std::make_shared<Auto>(p, device); });

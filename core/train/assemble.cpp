@@ -6,13 +6,12 @@
 #include <functional>
 #include <utility>
 
-#include <ATen/Parallel.h>
 #include <fmt/format.h>
 
 #include "core/api/tokenizer.h"
 #include "core/checkpoint/hf_directory.h"
-#include "core/config/canonical.h"
 #include "core/train/cuda_graph.h"
+#include "core/train/precision_workload.h"
 #include "core/train/run_adapter.h"
 #include "core/train/run_device.h"
 #include "core/train/step_batch.h"
@@ -124,17 +123,6 @@ std::shared_ptr<Schedule> make_schedule(const ResolvedConfig& config, double bas
   return std::make_shared<HeldAfterSpan>(std::move(schedule), steps);
 }
 
-std::string precision_workload(const ResolvedConfig& config) {
-  std::string model = config.type("model");
-  for (const auto& [key, value] : flatten_config(config.to_toml())) {
-    if (key.rfind("model.", 0) != 0 || key == "model.type" || key == "model.init_from") continue;
-    model += " " + key.substr(6) + "=" + value;
-  }
-  const TrainOptions train = train_options(config);
-  return fmt::format("{} | micro_batch {} x seq_len {} | {} threads", model, train.micro_batch,
-                     train.seq_len, at::get_num_threads());
-}
-
 AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
   AssembledRun a;
   a.config = config;
@@ -190,7 +178,7 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
     return PrecisionRegistry::create(config.type("precision"), config.params("precision"),
                                      a.device.type());
   });
-  a.precision->set_workload(precision_workload(config));
+  a.precision->set_workload(precision_workload(config, *a.parallel));
   // Refused before any rank builds its model (and every rank refuses alike).
   if (a.precision->inspects_gradients() && !a.parallel->replicates_gradients()) {
     throw UserError(fmt::format(

@@ -89,11 +89,6 @@ std::shared_ptr<DataSource> open_split(const AssembledRun& run, const std::strin
 // The steps a config's schedule spans: schedule.total_steps when set, else train.steps.
 int64_t schedule_span(const ResolvedConfig& config);
 
-// What precision "auto"'s measurement is kept by besides the CPU (core/util/precision_verdicts.h):
-// the model's type and keys (its weights' source left out), the micro-batch and the sequence
-// length, and LibTorch's thread count now, "gpt n_embd=768 ... | micro_batch 8 x seq_len 1024 |
-// 2 threads". The same for `kiln bench` and the run it speaks for.
-std::string precision_workload(const ResolvedConfig& config);
 // The config's schedule with the optimizer's `base_lr`: the schedule plugin's over
 // schedule_span(), held at its last lr for the train.steps past it.
 std::shared_ptr<Schedule> make_schedule(const ResolvedConfig& config, double base_lr);

@@ -15,21 +15,37 @@
 namespace kiln {
 namespace {
 
-// "format" in the file; a newer Kiln's file is refused, not misread. Format 1 kept one verdict per
-// CPU class, whatever model was timed (a tiny model's 0.83x was overruled by a wide one's 2.88x):
-// it is read as empty, and the next measurement replaces it.
-constexpr int kFormat = 2;
-constexpr int kPerCpuClassFormat = 1;
+// "format" in the file; a newer Kiln's file is refused, not misread. An older one is read as
+// empty, and the next measurement replaces it: format 1 kept one verdict per CPU class, whatever
+// model was timed (a tiny model's 0.83x was overruled by a wide one's 2.88x); format 2 keyed a
+// workload by its thread count, which sweeps and launches divide, and without its adapter and
+// parallel cut (core/train/precision_workload.h).
+constexpr int kFormat = 3;
+
+// Why a file of an older format holds nothing Kiln reads; "" for another format.
+std::string outdated_format(const nlohmann::json& file) {
+  if (!file.is_object()) return "";
+  switch (file.value("format", 0)) {
+    case 1: return "format 1 kept one verdict per CPU class, whatever was timed";
+    case 2: return "format 2 keyed a workload by its thread count";
+    default: return "";
+  }
+}
+
+nlohmann::json parse_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return nlohmann::json();
+  std::stringstream text;
+  text << in.rdbuf();
+  return nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+}
 
 nlohmann::json empty_verdicts() {
   return {{"format", kFormat}, {"verdicts", nlohmann::json::object()}};
 }
 
 nlohmann::json read_verdicts(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return empty_verdicts();
-  std::stringstream text;
-  text << in.rdbuf();
+  if (!std::filesystem::exists(path)) return empty_verdicts();
   const auto refuse = [&](const std::string& why) {
     return UserError(
         fmt::format("{}: {}; it only caches `kiln bench` measurements for precision "
@@ -37,9 +53,9 @@ nlohmann::json read_verdicts(const std::string& path) {
                     "precision.type=auto` again",
                     path, why));
   };
-  nlohmann::json file = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  nlohmann::json file = parse_file(path);
   if (file.is_discarded()) throw refuse("not valid JSON");
-  if (file.is_object() && file.value("format", 0) == kPerCpuClassFormat) return empty_verdicts();
+  if (!outdated_format(file).empty()) return empty_verdicts();
   if (!file.is_object() || !file.contains("format") || file["format"] != kFormat ||
       !file.contains("verdicts") || !file["verdicts"].is_object()) {
     throw refuse(fmt::format("not a format-{} precision verdict file", kFormat));
@@ -72,6 +88,13 @@ std::string precision_verdicts_path() {
 
 std::string precision_verdict_key(const std::string& cpu_class, const std::string& workload) {
   return cpu_class + " || " + workload;
+}
+
+std::string outdated_precision_verdicts() {
+  const std::string path = precision_verdicts_path();
+  if (path.empty()) return "";
+  const std::string why = outdated_format(parse_file(path));
+  return why.empty() ? "" : fmt::format("{} holds none Kiln reads ({})", path, why);
 }
 
 std::optional<PrecisionVerdict> find_precision_verdict(const std::string& key) {

@@ -159,19 +159,79 @@ TEST_F(PrecisionRun, AutoFollowsWhatKilnBenchMeasuredForItsWorkloadAndTheStoreRe
       << diffed.output;
 }
 
-// A verdict file of the format that kept one verdict per CPU class (whatever model was timed) is
-// read as holding none: the run takes fp32 and says how to measure its own workload.
-TEST_F(PrecisionRun, AVerdictKeptPerCpuClassAloneIsNotTrusted) {
+// The verdict `kiln bench` wrote at the machine's threads is the one a ddp rank and a sweep
+// member read, though each runs on a share of them: the workload key holds no thread count. Its
+// figures are set in bf16's favour after the bench, under the key the bench wrote, so that a run
+// finding it (bf16) and one missing it (fp32, no measurement) differ.
+TEST_F(PrecisionRun, ADdpRankAndASweepMemberFindTheVerdictBenchWrote) {
   testing::ScopedEnv cache("XDG_CACHE_HOME", (dir_ / "cache").c_str());
-  testing::write_text(dir_ / "cache/kiln/precision.json",
-                      "{\"format\": 1, \"cpu_classes\": {\"any\": {\"fp32_tokens_per_sec\": 1, "
-                      "\"bf16_tokens_per_sec\": 9}}}");
-  auto run = testing::run_kiln("run " + experiment() +
-                               " --name old --set precision.type=auto --set train.steps=2");
-  ASSERT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_NE(run.output.find("precision auto: fp32 (no measurement of bf16 for this workload"),
-            std::string::npos)
-      << run.output;
+  const std::string exp = experiment("[precision]\ntype = \"auto\"\n");
+  auto bench = bench_auto(exp, " --set run.threads=0");
+  ASSERT_EQ(bench.exit_code, 0) << bench.output;
+  const std::string file = dir_ / "cache/kiln/precision.json";
+  auto verdicts = nlohmann::json::parse(testing::read_file(file));
+  ASSERT_EQ(verdicts["verdicts"].size(), 1u);
+  auto& entry = verdicts["verdicts"].begin().value();
+  entry["fp32_tokens_per_sec"] = 1000.0;
+  entry["bf16_tokens_per_sec"] = 2000.0;
+  testing::write_text(file, verdicts.dump());
+  const std::string found = "precision auto: bf16 (kiln bench measured bf16 at 2.00x";
+
+  // kiln launch divides the machine's threads among its ranks, as torchrun does.
+  auto ranks = testing::run_kiln(fmt::format(
+      "launch --nproc-per-node 2 --master-port {} -- run {} --name dp --set parallel.type=ddp "
+      "--set run.threads=0 --until 2",
+      testing::free_local_port(), exp));
+  ASSERT_EQ(ranks.exit_code, 0) << ranks.output;
+  EXPECT_NE(ranks.output.find(found), std::string::npos) << ranks.output;
+  auto swept = testing::run_kiln("sweep " + exp +
+                                 " --name sw --grid optimizer.lr=1e-2,3e-3 --jobs 2 "
+                                 "--set train.steps=2 --set eval.every=0");
+  ASSERT_EQ(swept.exit_code, 0) << swept.output;
+  const std::string ran_with =
+      " from run_environment e join runs r on r.id = e.run_id where e.key = ";
+  EXPECT_EQ(testing::scalar(db(), "select group_concat(value) " + ran_with +
+                                      "'precision' and (r.sweep = 'sw' or r.name = 'dp')"),
+            "bf16,bf16,bf16");
+  // Each ran on a share of the threads the bench timed: the case a thread count in the key missed.
+  const int timed = entry["threads"];
+  if (timed > 1) {
+    const std::string threads =
+        testing::scalar(db(), "select group_concat(r.name || ' ' || value) " + ran_with +
+                                  "'threads' and (r.sweep = 'sw' or r.name = 'dp')");
+    EXPECT_LT(std::stoi(testing::scalar(db(), "select max(cast(value as integer)) " + ran_with +
+                                                  "'threads' and (r.sweep = 'sw' or r.name = "
+                                                  "'dp')")),
+              timed)
+        << threads;
+  }
+}
+
+// A verdict file of an older format (one verdict per CPU class, whatever model was timed; or keys
+// holding the thread count) is read as holding none: the run takes fp32 and says why.
+TEST_F(PrecisionRun, AVerdictFileOfAnOlderFormatIsNotTrustedAndTheRunSaysSo) {
+  testing::ScopedEnv cache("XDG_CACHE_HOME", (dir_ / "cache").c_str());
+  const std::string file = dir_ / "cache/kiln/precision.json";
+  const std::vector<std::pair<std::string, std::string>> older = {
+      {"{\"format\": 1, \"cpu_classes\": {\"any\": {\"fp32_tokens_per_sec\": 1, "
+       "\"bf16_tokens_per_sec\": 9}}}",
+       "format 1 kept one verdict per CPU class, whatever was timed"},
+      {"{\"format\": 2, \"verdicts\": {\"Some CPU | avx2 || gpt | micro_batch 8 x seq_len 32 | "
+       "1 threads\": {\"fp32_tokens_per_sec\": 1, \"bf16_tokens_per_sec\": 9}}}",
+       "format 2 keyed a workload by its thread count"}};
+  int format = 0;
+  for (const auto& [text, why] : older) {
+    testing::write_text(file, text);
+    auto run = testing::run_kiln(
+        fmt::format("run {} --name format{} --set precision.type=auto --set train.steps=2",
+                    experiment(), ++format));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_NE(run.output.find("precision auto: fp32 (no measurement of bf16 for this workload on "
+                              "this CPU class yet (" +
+                              file + " holds none Kiln reads (" + why + "))"),
+              std::string::npos)
+        << run.output;
+  }
 }
 
 // fp16's dynamic loss scaling in a real run, on the CPU's float16 autocast.

@@ -21,6 +21,7 @@
 #include "core/train/assemble.h"
 #include "core/train/console.h"
 #include "core/train/memory_check.h"
+#include "core/train/precision_workload.h"
 #include "core/train/session.h"
 #include "core/train/trainer.h"
 #include "core/util/allocation_meter.h"
@@ -325,7 +326,7 @@ BenchResult run_bench(const ResolvedConfig& config, const BenchOptions& options)
     out += fmt::format("\nrecorded as '{}' in {}: `kiln bench {} --against {}` compares with it\n",
                        r.label, results->path(), config.experiment, r.label);
   }
-  return {r, out};
+  return {r, out, precision_workload(config, *run.parallel)};
 }
 
 }  // namespace kiln

@@ -25,8 +25,9 @@ struct BenchOptions {
 };
 
 struct BenchResult {
-  BenchRecord record;  // the figures
-  std::string report;  // what `kiln bench` prints
+  BenchRecord record;    // the figures
+  std::string report;    // what `kiln bench` prints
+  std::string workload;  // core/train/precision_workload.h: what precision "auto" keeps it by
 };
 
 // Runs the benchmark. A label that --against does not find, or that --record finds taken, is

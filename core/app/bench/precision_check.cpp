@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 
 #include "core/config/config.h"
-#include "core/train/assemble.h"
 #include "core/util/cpu_runtime.h"
 #include "core/util/error.h"
 #include "core/util/fault.h"
@@ -57,7 +56,7 @@ std::string run_precision_check(const std::string& experiment,
       set.push_back(std::string("precision.type=") + precision);
       const ResolvedConfig config = load_config(experiment, set);
       BenchResult r = run_bench(config, options);
-      workload = precision_workload(config);  // after the bench set the run's threads
+      workload = r.workload;
       // As if another process took half the cores during this round.
       if (fault_due("bench.busy_round")) r.record.tokens_per_sec /= 2;
       rounds[precision].push_back(r.record.tokens_per_sec);

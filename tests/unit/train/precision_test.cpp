@@ -5,13 +5,16 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
 
+#include "core/api/parallel.h"
 #include "core/api/precision.h"
 #include "core/config/config.h"
 #include "core/train/loss_scaler.h"
+#include "core/train/precision_workload.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
 #include "core/util/precision_verdicts.h"
@@ -106,7 +109,7 @@ class PrecisionAuto : public ::testing::Test {
           entries.empty() ? "" : ", ", key(workload), figures.first, figures.second);
     }
     std::ofstream(cache_ / "kiln/precision.json")
-        << "{\"format\": 2, \"verdicts\": {" << entries << "}}";
+        << "{\"format\": 3, \"verdicts\": {" << entries << "}}";
   }
   static std::shared_ptr<PrecisionPolicy> auto_for(const std::string& workload) {
     auto p = policy("auto");
@@ -178,6 +181,28 @@ TEST_F(PrecisionAuto, AVerdictPerCpuClassAloneIsNotTrusted) {
       << "{\"format\": 1, \"cpu_classes\": {\"" << cpu_class(read_cpu_features())
       << "\": {\"fp32_tokens_per_sec\": 1, \"bf16_tokens_per_sec\": 9}}}";
   EXPECT_EQ(forward_type(*auto_for("w")), at::kFloat);
+}
+
+// The workload key follows what each rank multiplies: the adapter's keys change it, LibTorch's
+// thread count (which sweeps and launches divide) does not.
+TEST(PrecisionWorkload, TheKeyFollowsTheAdapterAndNotTheThreads) {
+  const auto single = ParallelRegistry::create("single", Params{}, c10::DeviceType::CPU);
+  const std::string experiment =
+      "[model]\ntype = \"gpt\"\nn_layer = 2\n[train]\nmicro_batch = 4\nseq_len = 16\n";
+  const auto key = [&](const std::vector<std::string>& overrides) {
+    return precision_workload(load_config_text(experiment, "w.toml", overrides), *single);
+  };
+  const std::string plain = key({});
+  const std::string lora = key({"adapter.type=\"lora\""});
+  EXPECT_NE(lora, plain);
+  EXPECT_NE(key({"adapter.type=\"lora\"", "adapter.rank=4"}), lora);
+  EXPECT_NE(key({"adapter.type=\"lora\"", "adapter.base_dtype=\"int8\""}), lora);
+  EXPECT_NE(key({"train.micro_batch=8"}), plain);
+  const int threads = at::get_num_threads();
+  at::set_num_threads(threads == 1 ? 2 : 1);
+  EXPECT_EQ(key({}), plain);
+  at::set_num_threads(threads);
+  EXPECT_EQ(plain.find("threads"), std::string::npos) << plain;
 }
 
 TEST_F(PrecisionAuto, AFileItCannotReadIsOneErrorNamingIt) {
