@@ -211,8 +211,8 @@ class Lora : public Adapter {
     if (model.interchange_names().empty()) {
       throw UserError(
           "this model has no Hugging Face form, so a PEFT adapter folder could name none of its "
-          "layers: export the adapter folded into the weights, `kiln export RUN --merge -o "
-          "FILE.safetensors`");
+          "layers (nor can a merged export): train the adapter on a gpt or llama model to "
+          "export it");
     }
   }
 
