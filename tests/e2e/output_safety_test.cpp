@@ -63,9 +63,10 @@ TEST_F(OutputSafety, NoOutputOptionReachesIntoARunsFolderByAnyPath) {
   ASSERT_TRUE(fs::exists(snapshot + "/model.pt"));
   const auto before = contents(folder);
   const std::string task = dir_ / "t.toml";
-  testing::write_text(task,
-                      "name = \"t\"\n[[item]]\ncontext = \"In the\"\nchoices = [\""
-                      "beginning\", \"end\"]\nanswer = 0\n");
+  testing::write_text(task, "kind = \"choice\"\nitems = \"t.jsonl\"\n");
+  testing::write_text(dir_ / "t.jsonl",
+                      "{\"context\": \"In the\", \"choices\": [\"beginning\", \"end\"], "
+                      "\"label\": 0}\n");
   fs::create_directory_symlink(folder, dir_ / "link");
   fs::create_hard_link(snapshot + "/optimizer.pt", dir_ / "hard.npy");
   const std::string inside = "that is inside the run folder '" + folder + "'";

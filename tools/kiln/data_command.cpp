@@ -4,12 +4,14 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
 #include "core/data/prepare.h"
+#include "core/data/prepare_input.h"
 #include "core/store/runs/output_guard.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
@@ -87,7 +89,10 @@ class ProgressView {
 };
 
 int prepare_command(const PrepareOptions& options) {
-  check_output_path(options.out_dir, "", "--out", OutputKind::kFolder);
+  std::vector<CommandInput> reads = {{options.tokenizer_file, "the --tokenizer-file"}};
+  for (const std::string& file : prepare_input_files(options.inputs))
+    reads.push_back({file, "an input text"});
+  check_output_path(options.out_dir, "", "--out", OutputKind::kFolder, reads);
   ProgressView view;
   PrepareReport report{[&](const std::string& text) { view.line(text); },
                        [&](const PrepareStatus& s) { view.status(s); }};

@@ -12,10 +12,8 @@
 
 #include "core/app/run/sampling.h"
 #include "core/app/run/snapshot_commands.h"
-#include "core/store/runs/output_guard.h"
 #include "core/train/task_suite.h"
 #include "core/util/error.h"
-#include "core/util/fs.h"
 #include "core/util/text.h"
 #include "tools/kiln/commands.h"
 
@@ -36,10 +34,6 @@ struct SnapshotArgs {
 
 // `kiln eval RUN --task T`: a line per task, then where the time went.
 int task_command(const SnapshotArgs& args) {
-  if (!args.tasks.details.empty()) {
-    check_output_path(args.tasks.details, args.request.db, "--details");
-    ensure_parent_dir(args.tasks.details);
-  }
   const TaskReport r = evaluate_tasks(args.request, args.tasks);
   int64_t tokens = 0, items = 0;
   for (const TaskResult& result : r.results) {
@@ -70,10 +64,6 @@ int eval_command(const SnapshotArgs& args) {
                     ": kiln eval scores a Hugging Face directory on tasks: add --task FILE");
   }
   if (!args.tasks.task.empty()) return task_command(args);
-  if (!args.eval.logits.empty()) {
-    check_output_path(args.eval.logits, args.request.db, "--logits");
-    ensure_parent_dir(args.eval.logits);  // a folder that cannot be made: refused before the eval
-  }
   const EvalReport r = evaluate_snapshot(args.request, args.eval);
   // The time on stderr, before the result: stdout stays the same for the same snapshot and data.
   args.request.note(fmt::format("evaluated {} tokens in {:.2f} s ({:.0f} tokens/s)", r.tokens,
@@ -93,9 +83,6 @@ int sample_command(const SnapshotArgs& args) {
 }
 
 int export_command(const SnapshotArgs& args) {
-  const bool directory = exports_directory(args.export_path);
-  check_output_path(args.export_path, args.request.db, "-o",
-                    directory ? OutputKind::kFolder : OutputKind::kFile);
   ExportOptions options;
   options.force = args.force;
   options.merge = args.merge;
@@ -168,6 +155,11 @@ ChosenCommand add_snapshot_commands(CLI::App& app) {
   eval->add_option("--batch", args->tasks.batch,
                    "with --task: requests per forward pass; 0 = the run's eval.task_batch")
       ->needs(task);
+  eval->add_option("--threads", args->request.threads,
+                   "CPU threads, as run.threads; 0 = the run's run.threads (--hf: run.threads's "
+                   "default, OMP_NUM_THREADS if set, else the CPUs this process may use)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
 
   CLI::App* sample = app.add_subcommand("sample", "generate text from a snapshot");
   add_hf_option(sample, add_snapshot_options(sample).second);

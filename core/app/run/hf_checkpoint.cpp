@@ -13,6 +13,8 @@
 
 #include "core/api/hf_config.h"
 #include "core/api/tokenizer.h"
+#include "core/app/run/command_inputs.h"
+#include "core/app/run/opened_snapshot.h"
 #include "core/checkpoint/hf_directory.h"
 #include "core/config/config.h"
 #include "core/store/runs/lookup.h"
@@ -58,7 +60,7 @@ std::string fingerprint_of(const std::string& dir) {
 
 }  // namespace
 
-HfCheckpoint open_hf_checkpoint(const std::string& given) {
+HfCheckpoint open_hf_checkpoint(const std::string& given, int64_t threads) {
   HfCheckpoint out;
   // "model/" and "." name their folder: the run is named after it.
   fs::path dir = fs::path(absolute_path(given)).lexically_normal();
@@ -90,7 +92,7 @@ HfCheckpoint open_hf_checkpoint(const std::string& given) {
   // Nothing trains: train.seq_len only has to fit the model's context.
   const ResolvedConfig resolved = load_config_text(
       "[model]\n" + section + "\n[precision]\ntype = \"fp32\"\n\n[train]\nseq_len = 1\n",
-      out.dir + "/config.json", {});
+      out.dir + "/config.json", threads_override(threads));
   out.run = assemble(resolved, Assembly::kWeights);
   torch::NoGradGuard no_grad;
   out.run.model->import_weights(read_model_weights(out.dir, out.run.model->interchange_config()));
@@ -99,8 +101,12 @@ HfCheckpoint open_hf_checkpoint(const std::string& given) {
 }
 
 TaskReport evaluate_hf_tasks(const SnapshotRequest& request, const TaskEvalOn& on) {
-  HfCheckpoint checkpoint = open_hf_checkpoint(request.hf);
-  const TaskSuite suite(load_tasks(absolute_path(on.task), "--task"), checkpoint.tokenizer,
+  std::vector<Task> tasks = load_tasks(absolute_path(on.task), "--task");
+  std::vector<CommandInput> reads = task_inputs(tasks);
+  reads.push_back({request.hf, "the --hf model folder"});
+  prepare_output_file(on.details, request.db, "--details", reads);
+  HfCheckpoint checkpoint = open_hf_checkpoint(request.hf, request.threads);
+  const TaskSuite suite(std::move(tasks), checkpoint.tokenizer,
                         checkpoint.run.model->context_length(), checkpoint.run.model->vocab_size());
   RunStore store(request.db);
   int64_t id = 0;
@@ -125,8 +131,9 @@ TaskReport evaluate_hf_tasks(const SnapshotRequest& request, const TaskEvalOn& o
     store.finish_run(id, "completed");
   }
   if (request.note) {
-    request.note(fmt::format("{}: {} ({}), run '{}'", request.hf, checkpoint.fingerprint,
-                             checkpoint.run.config.type("model"), checkpoint.name));
+    request.note(fmt::format("{}: {} ({}), run '{}', {} CPU threads", request.hf,
+                             checkpoint.fingerprint, checkpoint.run.config.type("model"),
+                             checkpoint.name, at::get_num_threads()));
   }
   const auto start = std::chrono::steady_clock::now();
   const TaskScoring scoring{on.batch > 0 ? on.batch : checkpoint.run.eval.task_batch};

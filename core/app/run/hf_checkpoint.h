@@ -29,9 +29,11 @@ struct HfCheckpoint {
 // A UserError "DIR: what: how to fix" for a path that is not such a directory: no config.json,
 // a model_type Kiln has no model for or a field value its model does not compute, no weights, no
 // tokenizer.json, or weights that do not match config.json.
-HfCheckpoint open_hf_checkpoint(const std::string& dir);
+// `threads`: its CPU threads, as run.threads (0: run.threads's default).
+HfCheckpoint open_hf_checkpoint(const std::string& dir, int64_t threads = 0);
 
-// `kiln eval --hf DIR --task FILE`: the tasks scored on request.hf's directory, recorded in
+// `kiln eval --hf DIR --task FILE`: the tasks scored on request.hf's directory (on.details
+// refused first where it would replace a task's file or lie in the directory), recorded in
 // request.db (made when missing) under the directory's run (made at the first evaluation;
 // a run of that name holding another directory is refused) at step 0, labelled by the
 // fingerprint.

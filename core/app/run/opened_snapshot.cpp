@@ -42,11 +42,17 @@ void require_store_file(const std::string& db) {
   }
 }
 
+std::vector<std::string> threads_override(int64_t threads) {
+  if (threads <= 0) return {};
+  return {fmt::format("run.threads={}", threads)};
+}
+
 OpenedSnapshot open_snapshot(const SnapshotRequest& request, Connection& db,
                              const RunColumns& columns, Assembly mode) {
   const RunRecord info = require_run(db, request.run, columns);
   ResolvedConfig config =
-      load_config_text(info.config, fmt::format("run '{}' (stored config)", info.name), {});
+      load_config_text(info.config, fmt::format("run '{}' (stored config)", info.name),
+                       threads_override(request.threads));
   config.experiment = info.name;
   // Its files where the run read them, whatever directory this command runs in.
   std::vector<RunInput> inputs = read_inputs(db, info.id);

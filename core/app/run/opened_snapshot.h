@@ -29,6 +29,9 @@ struct OpenedSnapshot {
 // an empty one.
 void require_store_file(const std::string& db);
 
+// A thread count (SnapshotRequest::threads) as the `--set` that gives it to a config: none for 0.
+std::vector<std::string> threads_override(int64_t threads);
+
 // Reads only: `db` is the store's read-only connection for sample and export, the writer's for
 // eval (which records a row).
 OpenedSnapshot open_snapshot(const SnapshotRequest& request, Connection& db,

@@ -102,7 +102,13 @@ std::string continue_prompt(AssembledRun& run, const Tokenizer& tokenizer,
 
 std::string sample_snapshot(const SnapshotRequest& request, const SampleOptions& options) {
   if (options.tokens < 1) throw UserError("--tokens must be at least 1");
-  if (options.temperature < 0) throw UserError("--temperature must be >= 0");
+  // NaN passes `< 0` and then fails deep in multinomial; inf flattens every choice to uniform.
+  if (!std::isfinite(options.temperature) || options.temperature < 0) {
+    throw UserError(fmt::format(
+        "--temperature {} is not a temperature: give 0 (greedy) or a finite positive number, "
+        "e.g. 0.8",
+        options.temperature));
+  }
   if (options.top_k < 0) throw UserError("--top-k must be >= 0 (0 = no cut)");
   install_allocation_meter();  // to print what the key/value cache takes
   if (!request.hf.empty()) {

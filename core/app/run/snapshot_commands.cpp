@@ -14,6 +14,7 @@
 #include "core/api/adapter.h"
 #include "core/api/kv_cache.h"
 #include "core/api/tokenizer.h"
+#include "core/app/run/command_inputs.h"
 #include "core/app/run/hf_checkpoint.h"
 #include "core/app/run/opened_snapshot.h"
 #include "core/checkpoint/hf_directory.h"
@@ -88,6 +89,10 @@ EvalReport evaluate_snapshot(const SnapshotRequest& request, const EvalOn& on) {
                     "evaluate on files with --data",
                     opened.info.name, split, split));
   }
+  std::vector<CommandInput> reads = recorded_inputs(opened.inputs);
+  for (const std::string& file : glob_files(files))
+    reads.push_back({file, "a file of --data"});
+  prepare_output_file(on.logits, request.db, "--logits", reads);
   // The split's files as the run's record has them, or a warning: the loss is then on others.
   if (files.empty()) {
     for (const auto& line : changed_inputs(opened.inputs, inputs_of(opened.run.config)))
@@ -164,8 +169,11 @@ TaskReport evaluate_tasks(const SnapshotRequest& request, const TaskEvalOn& on) 
   require_store_file(request.db);
   RunStore store(request.db);  // it records rows: a store it cannot write is refused first
   OpenedSnapshot opened = open_snapshot(request, store.connection(), RunColumns{}, Assembly::kLoad);
-  const TaskSuite suite(tasks_named(on.task, opened.run, opened.info.name),
-                        load_tokenizer(opened.run.train_data->tokenizer_dir()),
+  std::vector<Task> tasks = tasks_named(on.task, opened.run, opened.info.name);
+  std::vector<CommandInput> reads = task_inputs(tasks), recorded = recorded_inputs(opened.inputs);
+  reads.insert(reads.end(), recorded.begin(), recorded.end());
+  prepare_output_file(on.details, request.db, "--details", reads);
+  const TaskSuite suite(std::move(tasks), load_tokenizer(opened.run.train_data->tokenizer_dir()),
                         opened.run.model->context_length(), opened.run.model->vocab_size());
   announce(request, opened);
   const auto start = std::chrono::steady_clock::now();
@@ -254,8 +262,11 @@ int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_p
                     "names a model directory: give a directory or a .safetensors path",
                     out_path));
   }
-  if (exports_directory(out_path)) check_export_folder(out_path, options.force);
   OpenedSnapshot opened = open_snapshot_read_only(request, Assembly::kWeights);
+  check_output_path(out_path, request.db, "-o",
+                    exports_directory(out_path) ? OutputKind::kFolder : OutputKind::kFile,
+                    recorded_inputs(opened.inputs));
+  if (exports_directory(out_path)) check_export_folder(out_path, options.force);
   Adapter& adapter = *opened.run.adapter;
   if (options.merge && !adapter.adapts()) {
     throw UserError(

@@ -18,7 +18,10 @@ struct SnapshotRequest {
   std::string run;  // name or id
   std::string
       hf;  // instead of a run: a Hugging Face model directory (core/app/run/hf_checkpoint.h)
-  std::string checkpoint = "latest";             // latest | best | a step number
+  std::string checkpoint = "latest";  // latest | best | a step number
+  // CPU threads (--threads, as `--set run.threads=N`); 0 = the run's run.threads, and for `hf`
+  // run.threads's default.
+  int64_t threads = 0;
   std::function<void(const std::string&)> note;  // progress and warnings, one line each
 };
 

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -56,6 +57,61 @@ bool is_sqlite_file(const fs::path& path) {
          std::string(header, sizeof header) == std::string("SQLite format 3\0", 16);
 }
 
+// Any SQLite database, or a side file beside one: another run store, a browser's history.
+void refuse_database(const std::string& output, const std::string& option) {
+  std::error_code ec;
+  if (fs::is_regular_file(output, ec) && is_sqlite_file(output)) {
+    throw UserError(fmt::format(
+        "{} {}: that is a SQLite database (another run store?): writing it would destroy it; "
+        "choose another output file",
+        option, output));
+  }
+  for (const StoreFile& file : kStoreFiles) {
+    const size_t cut = output.size() - std::min(output.size(), file.suffix.size());
+    if (file.suffix.empty() || output.compare(cut, std::string::npos, file.suffix) != 0) continue;
+    const std::string database = output.substr(0, cut);
+    if (!fs::is_regular_file(database, ec) || !is_sqlite_file(database)) continue;
+    throw UserError(fmt::format(
+        "{} {}: that is {} of the SQLite database '{}': writing it would corrupt the database; "
+        "choose another output file",
+        option, output, file.what, database));
+  }
+}
+
+void refuse_read_file(const std::string& output, const fs::path& read, const std::string& what,
+                      const std::string& option) {
+  if (!same_file(output, read)) return;
+  throw UserError(fmt::format(
+      "{} {}: that is {} '{}', which this command reads: writing it would destroy it; choose "
+      "another output file",
+      option, output, what, read.string()));
+}
+
+// `output` may be none of the command's inputs, nor lie in a folder it reads (by any path, the
+// files a folder links to included: a Hub cache's snapshot links to its blobs); an output folder
+// may hold none of them, as what the command writes there could replace one.
+void refuse_inputs(const std::string& output, const std::vector<CommandInput>& reads,
+                   const std::string& option, OutputKind kind) {
+  std::error_code ec;
+  for (const CommandInput& in : reads) {
+    if (in.path.empty()) continue;
+    if (fs::is_directory(in.path, ec)) {
+      refuse_output_inside(output, in.path, in.what + ", which this command reads", option);
+      for (const auto& entry : fs::directory_iterator(in.path, ec))
+        refuse_read_file(output, entry.path(), "a file of " + in.what, option);
+    } else {
+      refuse_read_file(output, in.path, in.what, option);
+    }
+    if (kind != OutputKind::kFolder) continue;
+    const fs::path below = resolved(in.path).lexically_relative(resolved(output));
+    if (below.empty() || *below.begin() == "..") continue;
+    throw UserError(
+        fmt::format("{} {}: that folder holds {} '{}', which this command reads: choose a folder "
+                    "of its own",
+                    option, output, in.what, in.path));
+  }
+}
+
 void refuse_run_folder(const std::string& output, const std::string& option) {
   const std::optional<std::string> folder = run_folder_holding(output);
   if (!folder) return;
@@ -93,10 +149,12 @@ void refuse_kiln_files_in(const std::string& folder, const std::string& option) 
 }  // namespace
 
 void check_output_path(const std::string& output, const std::string& db, const std::string& option,
-                       OutputKind kind) {
+                       OutputKind kind, const std::vector<CommandInput>& reads) {
   if (output.empty()) return;
   refuse_output_over_store(output, db, option);
+  refuse_database(output, option);
   refuse_run_folder(output, option);
+  refuse_inputs(output, reads, option, kind);
   refuse_shared_inode(output, option);
   if (kind == OutputKind::kFolder) refuse_kiln_files_in(output, option);
 }

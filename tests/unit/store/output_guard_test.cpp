@@ -1,5 +1,7 @@
 // refuse_output_over_store (core/store/runs/output_guard.h): an output that is the run store, or
-// one of SQLite's files beside it, by whatever path, is refused; any other file is not.
+// one of SQLite's files beside it, by whatever path, is refused; any other file is not. And
+// check_output_path's rules for any SQLite database (by SQLite's own files) and for what the
+// command reads.
 #include "core/store/runs/output_guard.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +11,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "core/util/error.h"
 #include "test_util.h"
@@ -96,6 +99,96 @@ TEST(OutputGuard, OtherFilesAndStdoutPass) {
   EXPECT_EQ(error_of("", db), "");                  // stdout
   testing::write_text(dir / "copy.db", "a store");  // equal bytes, another file
   EXPECT_EQ(error_of(dir / "copy.db", db), "");
+}
+
+// check_output_path with what the command reads: the error, or "" when it passes.
+std::string check_error(const std::string& output, const std::vector<CommandInput>& reads = {},
+                        OutputKind kind = OutputKind::kFile) {
+  try {
+    check_output_path(output, "", "--details", kind, reads);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A database SQLite itself made, under a name that says nothing of it.
+void make_database(const std::string& path) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE t (x)", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+}
+
+TEST(OutputGuard, AnySQLiteDatabaseIsRefusedByItsHeaderNotItsName) {
+  testing::TempDir dir;
+  make_database(dir / "notes.jsonl");
+  EXPECT_EQ(check_error(dir / "notes.jsonl"),
+            "--details " + (dir / "notes.jsonl") +
+                ": that is a SQLite database (another run store?): writing it would destroy it; "
+                "choose another output file");
+  const std::string log = check_error(dir / "notes.jsonl-wal");
+  EXPECT_NE(log.find("the write-ahead log of the SQLite database '" + (dir / "notes.jsonl") + "'"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(check_error(dir / "notes.jsonl-journal"), "");
+  fs::create_symlink(dir / "notes.jsonl", dir / "link.npy");
+  EXPECT_NE(check_error(dir / "link.npy"), "");
+  // 15 bytes of the header, a text that names SQLite, a .db that is not one: written as any file.
+  testing::write_text(dir / "short.db", std::string("SQLite format 3", 15));
+  testing::write_text(dir / "text.db", "SQLite format 3 is the header\n");
+  testing::write_text(dir / "plain.db", "");
+  for (const char* name : {"short.db", "text.db", "plain.db", "plain.db-wal", "new.db"})
+    EXPECT_EQ(check_error(dir / name), "") << name;
+}
+
+TEST(OutputGuard, WhatTheCommandReadsIsRefusedByAnyPath) {
+  testing::TempDir dir;
+  testing::write_text(dir / "items.jsonl", "{}\n");
+  const std::vector<CommandInput> reads = {{dir / "items.jsonl", "the items file of task 'mc'"}};
+  EXPECT_EQ(check_error(dir / "items.jsonl", reads),
+            "--details " + (dir / "items.jsonl") + ": that is the items file of task 'mc' '" +
+                (dir / "items.jsonl") +
+                "', which this command reads: writing it would destroy it; choose another "
+                "output file");
+  fs::create_directories(dir / "sub");
+  fs::create_symlink(dir / "items.jsonl", dir / "sub/link.jsonl");
+  EXPECT_NE(check_error(dir / "sub/link.jsonl", reads), "");
+  EXPECT_NE(check_error(dir / "sub/../items.jsonl", reads), "");
+  EXPECT_EQ(check_error(dir / "items.jsonl.out", reads), "");
+  EXPECT_EQ(check_error(dir / "items.jsonl", {{"", "no file"}}), "");
+}
+
+// A Hub cache's snapshot folder links each file to a blob outside it: the blob is refused too.
+TEST(OutputGuard, NothingLandsInAFolderTheCommandReadsNorOnAFileItLinksTo) {
+  testing::TempDir dir;
+  fs::create_directories(dir / "blobs");
+  fs::create_directories(dir / "model");
+  testing::write_text(dir / "blobs/0a1b", "weights");
+  fs::create_symlink(dir / "blobs/0a1b", dir / "model/model.safetensors");
+  const std::vector<CommandInput> reads = {{dir / "model", "the --hf model folder"}};
+  EXPECT_EQ(check_error(dir / "model/new.jsonl", reads),
+            "--details " + (dir / "model/new.jsonl") + ": that is inside '" + (dir / "model") +
+                "', the --hf model folder, which this command reads: choose a folder outside it");
+  EXPECT_NE(check_error(dir / "model/../model/config.json", reads), "");
+  EXPECT_NE(check_error(dir / "model", reads, OutputKind::kFolder), "");
+  EXPECT_NE(check_error(dir / "blobs/0a1b", reads).find("a file of the --hf model folder"),
+            std::string::npos);
+  EXPECT_EQ(check_error(dir / "blobs/other", reads), "");
+  EXPECT_EQ(check_error(dir / "model.jsonl", reads), "");
+}
+
+TEST(OutputGuard, AnOutputFolderMayNotHoldWhatTheCommandReads) {
+  testing::TempDir dir;
+  testing::write_text(dir / "corpus/kjv.txt", "text");
+  const std::vector<CommandInput> reads = {{dir / "corpus/kjv.txt", "an input text"}};
+  EXPECT_EQ(check_error(dir / "corpus", reads, OutputKind::kFolder),
+            "--details " + (dir / "corpus") + ": that folder holds an input text '" +
+                (dir / "corpus/kjv.txt") +
+                "', which this command reads: choose a folder of its own");
+  EXPECT_NE(check_error(dir.str(), reads, OutputKind::kFolder), "");
+  EXPECT_EQ(check_error(dir / "corpus/out", reads, OutputKind::kFolder), "");
+  EXPECT_EQ(check_error(dir / "corpus", reads, OutputKind::kFile), "");  // a file's name only
 }
 
 }  // namespace
