@@ -107,8 +107,8 @@ SessionOutcome Session::train() {
     return StopSignal::abandoned() || lost ? "interrupted" : "failed";
   };
   std::unique_ptr<TensorBoardLog> tensorboard;  // hears every row up to the run's closing commit
-  try {
   keep_freed_memory();                          // the next step reuses this step's pages
+  try {
     tensorboard = open_tensorboard();
     train_steps(outcome);
     if (evals_.final_test(outcome.status == "completed")) test_at_end(outcome.steps_done);

@@ -29,8 +29,8 @@
 #include "core/util/cpu_peak.h"
 #include "core/util/cpu_runtime.h"
 #include "core/util/error.h"
-#include "core/util/fs.h"
 #include "core/util/freed_memory.h"
+#include "core/util/fs.h"
 #include "core/util/kernel_cpuinfo.h"
 
 namespace kiln {
@@ -123,8 +123,8 @@ struct Timings {
 
 Timings time_steps(const ResolvedConfig& config, AssembledRun& run, const BenchOptions& options) {
   Trainer trainer(run);
-  ScratchDir scratch;
   keep_freed_memory();  // as a run does (core/train/session.h)
+  ScratchDir scratch;
   RunStore store(scratch / "bench.db");
   const int64_t run_id =
       store.create_run(NewRun{"bench", config.experiment, config.to_toml(), config.hash(),

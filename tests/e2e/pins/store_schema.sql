@@ -1,4 +1,4 @@
--- Written by sqlite3 .schema on a run store Kiln c883e1fc784a made (user_version 17).
+-- Written by sqlite3 .schema on a run store Kiln made: c883e1fc784a wrote schema 16, and 487a1bb added migration 17 (sweep_ladders.cooled) (user_version 17).
 CREATE TABLE runs (
       id           INTEGER PRIMARY KEY,
       name         TEXT NOT NULL UNIQUE,

@@ -39,13 +39,15 @@ TEST(TaskRules, OlderScoresAreNamedAndReadAsVersionOne) {
   EXPECT_NE(older_rules_note(history.connection(), {a}, "").find("arith, cloze scores of a"),
             std::string::npos);
 
-  // A store from before the column (schema 15): every score is version 1's.
+  // A store from before the column (schema 15, so without the later columns too): every score is
+  // version 1's.
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
-  ASSERT_EQ(
-      sqlite3_exec(raw, "ALTER TABLE task_scores DROP COLUMN rules; PRAGMA user_version = 15;",
-                   nullptr, nullptr, nullptr),
-      SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw,
+                         "ALTER TABLE task_scores DROP COLUMN rules;"
+                         "ALTER TABLE sweep_ladders DROP COLUMN cooled; PRAGMA user_version = 15;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
   sqlite3_close(raw);
   HistoryDb old(db);
   EXPECT_EQ(read_task_scores(old.connection(), b)[0].rules, 1);
