@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "byte_level_tokenizer_json.h"
 #include "tiny_run.h"
 
 namespace kiln {
@@ -140,34 +141,11 @@ TEST_F(HfInterchange, PrepareWithTheHfTokenizerWritesTheGpt2Shards) {
   expect_one_error_line(run_kiln(refused), refused, "--tokenizer-file");
 }
 
-// A tokenizer.json whose ids all lie beyond uint16: every byte at 70000 + byte, and the merges
-// "t h" -> 100000, "th e" -> 100001. Byte spellings are GPT-2's (printable ASCII as itself, the
-// space as U+0120), enough for an ASCII corpus.
-void write_wide_tokenizer_json(const std::string& path) {
-  nlohmann::json vocab = nlohmann::json::object();
-  int shifted = 256;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
-    const int point = printable ? b : shifted++;
-    const std::string spelled = point < 0x80
-                                    ? std::string(1, static_cast<char>(point))
-                                    : std::string{static_cast<char>(0xc0 | point >> 6),
-                                                  static_cast<char>(0x80 | (point & 0x3f))};
-    vocab[spelled] = 70000 + b;
-  }
-  vocab["th"] = 100000;
-  vocab["the"] = 100001;
-  testing::write_text(
-      path,
-      nlohmann::json{
-          {"model",
-           {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array({"t h", "th e"})}}},
-          {"pre_tokenizer", {{"type", "ByteLevel"}}}}
-          .dump());
-}
-
 TEST_F(HfInterchange, ThirtyTwoBitShardsTrainEvaluateAndSample) {
-  write_wide_tokenizer_json(dir_ / "wide.json");
+  // Ids beyond uint16: every byte at 70000 + byte, and the merges "t h" -> 100000, "th e" ->
+  // 100001.
+  testing::write_byte_tokenizer_json(dir_ / "wide.json", 70000, {"t h", "th e"},
+                                     {{"th", 100000}, {"the", 100001}});
   auto prepared =
       run_kiln("prepare " + (dir_ / "corpus.txt") + " --tokenizer hf --tokenizer-file " +
                (dir_ / "wide.json") + " --out " + (dir_ / "wide") + " --val-fraction 0.1");

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
+#include "byte_level_tokenizer_json.h"
 #include "tiny_run.h"
 
 namespace kiln {
@@ -23,25 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 using testing::read_file;
 using testing::run_kiln;
-
-// A byte-level BPE tokenizer.json with no merges: byte b is id b, spelled as GPT-2 spells it.
-void write_byte_tokenizer_json(const std::string& path) {
-  nlohmann::json vocab = nlohmann::json::object();
-  int shifted = 256;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
-    const int point = printable ? b : shifted++;
-    const std::string spelled = point < 0x80
-                                    ? std::string(1, static_cast<char>(point))
-                                    : std::string{static_cast<char>(0xc0 | point >> 6),
-                                                  static_cast<char>(0x80 | (point & 0x3f))};
-    vocab[spelled] = b;
-  }
-  testing::write_text(path,
-                      nlohmann::json{{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {}}}},
-                                     {"pre_tokenizer", {{"type", "ByteLevel"}}}}
-                          .dump());
-}
 
 // A SQLite database made by SQLite itself, holding one row.
 void write_database(const std::string& path) {
@@ -79,7 +60,7 @@ TEST_F(OutputTargets, EveryOutputOptionRefusesWhatTheCommandReadsAnyDatabaseAndA
     auto exported = run_kiln("export victim -o " + out + " --db " + db());
     ASSERT_EQ(exported.exit_code, 0) << exported.output;
   }
-  write_byte_tokenizer_json(hf + "/tokenizer.json");
+  testing::write_byte_tokenizer_json(hf + "/tokenizer.json");
   auto tuned =
       run_kiln("run " + experiment() + " --name tuned --set model.init_from=" + base + train);
   ASSERT_EQ(tuned.exit_code, 0) << tuned.output;
@@ -169,8 +150,9 @@ TEST_F(OutputTargets, EveryOutputOptionRefusesWhatTheCommandReadsAnyDatabaseAndA
         "eval victim --threads 1 --logits " + dir_ / "out/l.npy"}) {
     auto ran = run_kiln(args + " --db " + db());
     EXPECT_EQ(ran.exit_code, 0) << args << "\n" << ran.output;
-    if (args.rfind("eval --hf", 0) == 0)
+    if (args.rfind("eval --hf", 0) == 0) {
       EXPECT_NE(ran.output.find("run 'hf-hf', 3 CPU threads\n"), std::string::npos) << ran.output;
+    }
   }
 }
 

@@ -5,8 +5,7 @@
 // refused before the run starts.
 #include <filesystem>
 
-#include <nlohmann/json.hpp>
-
+#include "byte_level_tokenizer_json.h"
 #include "ranks.h"
 #include "tiny_run.h"
 
@@ -270,27 +269,6 @@ TEST_F(TaskEval, CompareReadsASnapshotsScoresAsWhereDoes) {
       << compared.output;
 }
 
-// A tokenizer.json of the 256 bytes alone, ids 0 to 255, in GPT-2's spelling of bytes.
-void write_byte_tokenizer_json(const std::string& path) {
-  nlohmann::json vocab = nlohmann::json::object();
-  int shifted = 256;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
-    const int point = printable ? b : shifted++;
-    const std::string spelled = point < 0x80
-                                    ? std::string(1, static_cast<char>(point))
-                                    : std::string{static_cast<char>(0xc0 | point >> 6),
-                                                  static_cast<char>(0x80 | (point & 0x3f))};
-    vocab[spelled] = b;
-  }
-  testing::write_text(
-      path,
-      nlohmann::json{
-          {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
-          {"pre_tokenizer", {{"type", "ByteLevel"}}}}
-          .dump());
-}
-
 // A Hugging Face directory's scores (`kiln eval --hf`, a run of no steps) are at step 0 for
 // --where and `runs compare --metric`, and its config holds no key it never had.
 TEST_F(TaskEval, AHfDirectorysScoresAreAtStepZeroAndItsConfigHasNoTrainingKeys) {
@@ -301,7 +279,7 @@ TEST_F(TaskEval, AHfDirectorysScoresAreAtStepZeroAndItsConfigHasNoTrainingKeys) 
   for (const std::string folder : {"gpt_a", "gpt_b"}) {
     auto exported = run_kiln("export src -o " + (dir_ / folder) + " --db " + db());
     ASSERT_EQ(exported.exit_code, 0) << exported.output;
-    write_byte_tokenizer_json(dir_ / (folder + "/tokenizer.json"));
+    testing::write_byte_tokenizer_json(dir_ / (folder + "/tokenizer.json"));
     auto scored = run_kiln("eval --hf " + (dir_ / folder) + " --task " +
                            (dir_ / "tasks/words.toml") + " --db " + db());
     ASSERT_EQ(scored.exit_code, 0) << scored.output;

@@ -254,6 +254,9 @@ int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_p
                     ".safetensors file: give a directory",
                     out_path));
   }
+  const OutputKind kind = exports_directory(out_path) ? OutputKind::kFolder : OutputKind::kFile;
+  // The store is known before the snapshot is opened: refused first, in the store's own words.
+  check_output_path(out_path, request.db, "-o", kind);
   std::error_code ec;
   if (exports_directory(out_path) && std::filesystem::exists(out_path, ec) &&
       !std::filesystem::is_directory(out_path, ec)) {
@@ -263,9 +266,7 @@ int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_p
                     out_path));
   }
   OpenedSnapshot opened = open_snapshot_read_only(request, Assembly::kWeights);
-  check_output_path(out_path, request.db, "-o",
-                    exports_directory(out_path) ? OutputKind::kFolder : OutputKind::kFile,
-                    recorded_inputs(opened.inputs));
+  check_output_path(out_path, request.db, "-o", kind, recorded_inputs(opened.inputs));
   if (exports_directory(out_path)) check_export_folder(out_path, options.force);
   Adapter& adapter = *opened.run.adapter;
   if (options.merge && !adapter.adapts()) {
