@@ -13,10 +13,6 @@
 
 namespace kiln {
 
-nlohmann::json Tokenizer::hugging_face_file() const {
-  return nullptr;
-}
-
 std::shared_ptr<Tokenizer> new_tokenizer(const std::string& name, const std::string& file) {
   const PluginSpec* spec = Catalog::global().find(TokenizerKind::name, name);
   if (!spec) throw_unknown(TokenizerKind::name, name);

@@ -44,7 +44,7 @@ class Tokenizer {
   // The tokenizer as a Hugging Face tokenizer.json, which the tokenizers library and
   // transformers' AutoTokenizer open and encode text with into this tokenizer's ids; null for one
   // without such a form. Asked by `kiln export`, which writes it beside the model.
-  virtual nlohmann::json hugging_face_file() const;
+  virtual nlohmann::json hugging_face_file() const = 0;
 };
 
 struct TokenizerKind {
