@@ -13,7 +13,9 @@ namespace kiln {
 using Json = nlohmann::json;
 
 std::string shown(const Json& value) {
-  return value.is_string() ? "'" + value.get<std::string>() + "'" : value.dump();
+  if (!value.is_string()) return value.dump();
+  std::string quoted = "'";  // appended: GCC 12 misreads "'" + string as an overlapping copy
+  return quoted.append(value.get<std::string>()).append("'");
 }
 
 HfConfig::HfConfig(Json config, std::string path)
@@ -40,46 +42,43 @@ int64_t HfConfig::size(const std::string& key) {
   return size_or(key, 0);
 }
 
-int64_t HfConfig::size_or(const std::string& key, int64_t hf_default) {
-  const Json* value = present(key);
-  if (value && !value->is_number_integer()) {
-    throw UserError(fmt::format("{}: \"{}\" is {}, not a whole number: fix the file", path_, key,
-                                value->dump()));
+namespace {
+
+// The field `key` of `value` (null: absent) as a T, or `hf_default`; a UserError naming the file
+// when it is of another kind (`kind`: "a whole number", "a number", ...).
+template <typename T>
+T typed(const Json* value, const std::string& key, T hf_default, bool (Json::*is_kind)() const,
+        const char* kind, const std::string& path) {
+  if (value && !(value->*is_kind)()) {
+    throw UserError(
+        fmt::format("{}: \"{}\" is {}, not {}: fix the file", path, key, value->dump(), kind));
   }
-  const int64_t out = value ? value->get<int64_t>() : hf_default;
+  return value ? value->get<T>() : hf_default;
+}
+
+}  // namespace
+
+int64_t HfConfig::size_or(const std::string& key, int64_t hf_default) {
+  const int64_t out =
+      typed(present(key), key, hf_default, &Json::is_number_integer, "a whole number", path_);
   as_read_[key] = out;
   return out;
 }
 
 double HfConfig::real(const std::string& key, double hf_default) {
-  const Json* value = present(key);
-  if (value && !value->is_number()) {
-    throw UserError(
-        fmt::format("{}: \"{}\" is {}, not a number: fix the file", path_, key, value->dump()));
-  }
-  const double out = value ? value->get<double>() : hf_default;
+  const double out = typed(present(key), key, hf_default, &Json::is_number, "a number", path_);
   as_read_[key] = out;
   return out;
 }
 
 bool HfConfig::flag(const std::string& key, bool hf_default) {
-  const Json* value = present(key);
-  if (value && !value->is_boolean()) {
-    throw UserError(fmt::format("{}: \"{}\" is {}, not true or false: fix the file", path_, key,
-                                value->dump()));
-  }
-  const bool out = value ? value->get<bool>() : hf_default;
+  const bool out = typed(present(key), key, hf_default, &Json::is_boolean, "true or false", path_);
   as_read_[key] = out;
   return out;
 }
 
 std::string HfConfig::text(const std::string& key, const std::string& hf_default) {
-  const Json* value = present(key);
-  if (value && !value->is_string()) {
-    throw UserError(
-        fmt::format("{}: \"{}\" is {}, not a string: fix the file", path_, key, value->dump()));
-  }
-  std::string out = value ? value->get<std::string>() : hf_default;
+  std::string out = typed(present(key), key, hf_default, &Json::is_string, "a string", path_);
   as_read_[key] = out;
   return out;
 }
