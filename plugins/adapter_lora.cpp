@@ -25,9 +25,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/api/adapter.h"
-#include "core/api/dropout.h"
-#include "core/api/int8_weights.h"
 #include "core/checkpoint/hf_directory.h"
+#include "core/layers/dropout.h"
+#include "core/layers/int8_weights.h"
+#include "core/layers/low_rank.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
 

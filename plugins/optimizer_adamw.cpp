@@ -2,12 +2,12 @@
 // recipes, decay applies only to parameters of 2 or more dimensions (matmul weights and
 // embeddings), never to biases or LayerNorm gains. `fused = true` runs each step as one pass over
 // each parameter's memory instead of a dozen small ops per parameter: Kiln's own kernel on the CPU
-// (core/api/fused_adamw.h, any LibTorch), LibTorch's fused kernel on CUDA (2.0+).
+// (core/kernels/fused_adamw.h, any LibTorch), LibTorch's fused kernel on CUDA (2.0+).
 #include <fmt/format.h>
 #include <torch/optim/adamw.h>
 
-#include "core/api/fused_adamw.h"
 #include "core/api/optimizer.h"
+#include "core/kernels/fused_adamw.h"
 #include "core/util/error.h"
 #include "core/util/torch_compat.h"
 

@@ -27,12 +27,12 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
-#include "core/api/adapter.h"
 #include "core/api/data_source.h"
 #include "core/api/model.h"
-#include "core/api/random_draws.h"
 #include "core/distributed/data_parallel.h"
 #include "core/distributed/pipeline_stages.h"
+#include "core/layers/low_rank.h"
+#include "core/layers/random_draws.h"
 #include "core/util/error.h"
 
 namespace kiln {

@@ -1,10 +1,10 @@
 // parallel "tensor": tensor parallelism (Megatron-LM's split of attention heads and MLP units,
-// core/api/tensor_parallel.h) composed with data parallelism in a 2-D mesh of tp x dp ranks.
+// core/layers/tensor_parallel.h) composed with data parallelism in a 2-D mesh of tp x dp ranks.
 // Rank r sits at tensor-parallel place r % tp of data-parallel replica r / tp, so the ranks of
 // one tensor-parallel group are neighbours (on one node, where their per-layer all-reduces are
 // cheapest). Each replica reads its own share of the data; its tp ranks read the same batches
 // and draw the same masks where their tensors are whole, each its own heads' slice of the
-// attention masks (core/api/random_draws.h). Gradients of a parameter
+// attention masks (core/layers/random_draws.h). Gradients of a parameter
 // slice are averaged over the replicas holding that slice (a dp group per tensor-parallel
 // place, overlapped with backward like ddp); replicated parameters (embeddings, norms, the head)
 // get equal gradients on every rank of a tp group, which Megatron's pairing of enter and leave
@@ -22,6 +22,7 @@
 #include "core/api/optimizer.h"
 #include "core/distributed/data_parallel.h"
 #include "core/distributed/tensor_parallel_ops.h"
+#include "core/layers/low_rank.h"
 #include "core/util/error.h"
 
 namespace kiln {

@@ -1,14 +1,14 @@
 // precision "auto": bf16 where it was measured faster, fp32 elsewhere. On the CPU that is what
 // `kiln bench EXPERIMENT --set precision.type=auto` measured on this CPU class for this workload
 // (the model, the adapter, the micro-batch, each rank's parallel cut), kept per machine
-// (core/util/precision_verdicts.h); without a measurement of it, fp32. On CUDA, bf16 (tensor
+// (core/kernels/precision_verdicts.h); without a measurement of it, fp32. On CUDA, bf16 (tensor
 // cores since Ampere). The run's header says which and why, and the store records it. A snapshot
 // keeps the choice, so a resumed run goes on in the precision it started in even if a newer
 // measurement says otherwise.
 #include <fmt/format.h>
 
 #include "core/api/precision.h"
-#include "core/util/precision_verdicts.h"
+#include "core/kernels/precision_verdicts.h"
 
 namespace kiln {
 namespace {

@@ -2,7 +2,7 @@
 // convolutions in bf16, reductions and norms kept in fp32 by autocast's op lists), with fp32
 // weights, gradients and optimizer state. bf16 has fp32's exponent range, so no loss scaling.
 // Works on CUDA and on the CPU, where LibTorch runs autocast's bf16 products on oneDNN (on AMX's
-// tiles where the CPU has them: core/util/cpu_runtime.h).
+// tiles where the CPU has them: core/kernels/cpu_runtime.h).
 #include "core/api/precision.h"
 #include "core/util/torch_compat.h"
 

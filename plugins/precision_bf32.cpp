@@ -11,7 +11,7 @@
 #include <ATen/Context.h>
 
 #include "core/api/precision.h"
-#include "core/util/cpu_features.h"
+#include "core/kernels/cpu_features.h"
 #include "core/util/error.h"
 
 namespace kiln {

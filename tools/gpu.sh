@@ -346,7 +346,7 @@ PY
   step "$(share 150)" 3 python3 tools/bench/pytorch_reference.py experiments/gpt2_124m.toml \
     "${gpt2_shapes[@]}" --steps $((steps + 5)) --warmup 5 --compile || true
   section "MFU against the $gpu's dense bf16 peak (${peak:-unknown} TFLOP/s)"
-  # kiln bench's "model FLOPs ... -> Y GFLOP/s achieved" line (core/app/bench/measure.cpp), one per run:
+  # kiln bench's "model FLOPs ... -> Y GFLOP/s achieved" line (core/app/speed/measure.cpp), one per run:
   # eager first, then CUDA graphs.
   grep -E "GFLOP/s achieved|^tokens/s|^step " "$bench_log" | while read -r line; do note "    $line"; done
   if [[ -n "$peak" ]]; then

@@ -64,7 +64,7 @@ struct Batch {
   at::Tensor loss_mask;
   // int64 [micro_batch, seq_len], from sources that pack several documents into a row (data.pack;
   // always with a loss_mask): each input's position in its own document, 0 where one starts.
-  // Attention stays within a document (core/api/document_positions.h). Undefined = a row is one
+  // Attention stays within a document (core/layers/document_positions.h). Undefined = a row is one
   // document, positions 0 .. seq_len - 1.
   at::Tensor positions;
 };

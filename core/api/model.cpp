@@ -5,7 +5,7 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
-#include "core/api/kv_cache.h"
+#include "core/layers/kv_cache.h"
 #include "core/util/error.h"
 
 namespace kiln {

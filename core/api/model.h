@@ -20,8 +20,8 @@
 
 #include <torch/nn/module.h>
 
-#include "core/api/tensor_parallel.h"
 #include "core/config/registry.h"
+#include "core/layers/tensor_parallel.h"
 
 namespace kiln {
 
@@ -76,7 +76,7 @@ class Model : public torch::nn::Module {
   virtual std::map<std::string, InterchangeName> interchange_names() const { return {}; }
 
   // Tensor parallelism: keep only this rank's slice of the weights `group` splits (attention
-  // heads, MLP hidden units; see core/api/tensor_parallel.h) and run forward on them, calling
+  // heads, MLP hidden units; see core/layers/tensor_parallel.h) and run forward on them, calling
   // group.enter / group.leave around the split layers. Returns how each split parameter was
   // cut, so that the strategy can gather whole weights for snapshots. Called once by the
   // "tensor" strategy's attach(), on a model built whole (so initialised exactly as on one
@@ -85,7 +85,7 @@ class Model : public torch::nn::Module {
 
   const std::vector<std::shared_ptr<Layer>>& layers() const { return layers_; }
   // Runs every layer in order through the layer runner (by default layer.forward(x)). Inside a
-  // KvCacheScope that asks for the last position's logits (core/api/kv_cache.h), the last layer,
+  // KvCacheScope that asks for the last position's logits (core/layers/kv_cache.h), the last layer,
   // the head, gets the last position alone: a head works on each position by itself.
   torch::Tensor forward(const torch::Tensor& tokens);
   // How forward() runs layer `index`: a strategy that keeps a layer's weights elsewhere between
@@ -117,7 +117,7 @@ struct ModelPlan {
   int64_t vocab_size = 0;   // what Model::vocab_size() of the built model gives
   int64_t context_length = 0;  // what Model::context_length() of the built model gives
   int64_t layers = 0;          // entries of the built model's layers(): embedding, blocks, head
-  // The probability of the model's dropouts in training (core/api/dropout.h); 0 = its forward
+  // The probability of the model's dropouts in training (core/layers/dropout.h); 0 = its forward
   // pass draws no random number.
   double dropout = 0;
   std::function<std::shared_ptr<Model>()> build;  // allocates and initialises it, on the CPU

@@ -12,8 +12,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
-#include "core/api/random_draws.h"
 #include "core/config/registry.h"
+#include "core/layers/random_draws.h"
 
 namespace torch::optim {
 class Optimizer;
@@ -36,7 +36,7 @@ struct PassContext {
   std::function<std::shared_ptr<void>()> forward_scope;          // held around forward (autocast)
   std::function<at::Tensor(const at::Tensor& loss)> scale_loss;  // before backward
   // The dropout key of the step's micro-batch `micro` (0-based, in reading order): a DrawScope
-  // with it is held around that micro-batch's forward (core/api/random_draws.h).
+  // with it is held around that micro-batch's forward (core/layers/random_draws.h).
   std::function<DrawKey(int64_t micro)> draws;
 };
 

@@ -1,6 +1,6 @@
 // Packing several documents into one row (data.pack), as torchtune, LitGPT and TRL pack
 // fine-tuning records: the rows hold tokens instead of padding, and each token's position within
-// its own document (Batch::positions, core/api/document_positions.h) keeps attention inside the
+// its own document (Batch::positions, core/layers/document_positions.h) keeps attention inside the
 // document and restarts the position embeddings where a document starts.
 #pragma once
 

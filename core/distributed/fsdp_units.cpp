@@ -10,12 +10,12 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/optim/optimizer.h>
 
-#include "core/api/adapter.h"
 #include "core/api/model.h"
 #include "core/api/optimizer.h"
 #include "core/distributed/distributed.h"
 #include "core/distributed/fsdp_blocks.h"
 #include "core/distributed/gradient_buckets.h"
+#include "core/layers/low_rank.h"
 #include "core/util/fault.h"
 
 namespace kiln {

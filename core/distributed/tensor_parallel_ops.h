@@ -4,7 +4,7 @@
 
 #include <functional>
 
-#include "core/api/tensor_parallel.h"
+#include "core/layers/tensor_parallel.h"
 
 namespace kiln {
 

@@ -4,7 +4,7 @@
 
 #include <torch/torch.h>
 
-#include "core/api/kv_cache.h"
+#include "core/layers/kv_cache.h"
 #include "core/train/assemble.h"
 #include "core/train/task_batches.h"
 

@@ -1,5 +1,5 @@
 // Multiple-choice scoring that reads each context once: a batch of contexts, left-padded, is
-// read into a key/value cache (core/api/kv_cache.h), each context's cache is copied for each of
+// read into a key/value cache (core/layers/kv_cache.h), each context's cache is copied for each of
 // its choices, and the choices are read on from there. The log-likelihoods are those of reading
 // context + choice whole (core/train/task_scoring.h), to float rounding; the context's tokens are
 // read once instead of once per choice. Only for requests none of whose sequences was cut to fit

@@ -12,7 +12,7 @@
 //   - Refused (one line each, at assembly): a device other than CUDA, a Kiln built without CUDA,
 //     parallel strategies whose step talks to other ranks, and fp16's loss scaling (its scale is
 //     a host number that changes between steps), and dropout (its masks are keyed by the step,
-//     a host number too: core/api/random_draws.h).
+//     a host number too: core/layers/random_draws.h).
 #pragma once
 
 #include <memory>

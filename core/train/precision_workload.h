@@ -1,6 +1,7 @@
-// What precision "auto"'s measurement is kept by besides the CPU (core/util/precision_verdicts.h):
-// what decides the mix of matrix products each rank computes, and nothing else, so that every run
-// of one workload finds the verdict `kiln bench` measured for it, however it is launched.
+// What precision "auto"'s measurement is kept by besides the CPU
+// (core/kernels/precision_verdicts.h): what decides the mix of matrix products each rank computes,
+// and nothing else, so that every run of one workload finds the verdict `kiln bench` measured for
+// it, however it is launched.
 //
 //   "gpt n_embd=768 ... | adapter lora base_dtype=int8 rank=8 ... | micro_batch 8 x seq_len 1024
 //    | tp 1 | stages 1"
@@ -21,7 +22,7 @@
 
 namespace kiln {
 
-// The same for `kiln bench` (core/app/bench/precision_check.cpp) and the run it speaks for.
+// The same for `kiln bench` (core/app/speed/precision_check.cpp) and the run it speaks for.
 std::string precision_workload(const ResolvedConfig& config, const ParallelStrategy& parallel);
 
 }  // namespace kiln

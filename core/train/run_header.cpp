@@ -4,9 +4,9 @@
 #include <fmt/format.h>
 
 #include "core/api/adapter.h"
+#include "core/kernels/cpu_runtime.h"
 #include "core/store/tensorboard/run_log.h"
 #include "core/train/run_device.h"
-#include "core/util/cpu_runtime.h"
 #include "core/util/text.h"
 
 namespace kiln {

@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "core/api/kv_cache.h"
 #include "core/api/tokenizer.h"
+#include "core/layers/kv_cache.h"
 #include "core/train/assemble.h"
 #include "core/util/error.h"
 #include "core/util/statistics.h"

@@ -64,7 +64,7 @@ torch::Tensor left_padded(const std::vector<const std::vector<uint32_t>*>& rows,
 
 // The model's logits for `tokens`, its vocabulary's columns only, in float.
 torch::Tensor logits_of(AssembledRun& run, const torch::Tensor& tokens);
-// The same for `tokens` that follow what `cache` holds (core/api/kv_cache.h), which keeps them;
+// The same for `tokens` that follow what `cache` holds (core/layers/kv_cache.h), which keeps them;
 // with `last`, the last token's logits only ([rows, 1, vocab]).
 torch::Tensor logits_of(AssembledRun& run, KvCache& cache, const torch::Tensor& tokens,
                         bool last = false);

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "core/api/kv_cache.h"
 #include "core/api/tokenizer.h"
+#include "core/layers/kv_cache.h"
 #include "core/train/assemble.h"
 #include "core/train/task_batches.h"
 #include "core/util/counter_hash.h"

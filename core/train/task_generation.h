@@ -1,5 +1,5 @@
 // Scoring a generate task (exact_match): the prompts cut to leave max_gen_toks of room, read
-// once into a key/value cache (left-padded in batches, core/api/kv_cache.h), then continued
+// once into a key/value cache (left-padded in batches, core/layers/kv_cache.h), then continued
 // token by token (greedy, or sampled by a draw that is the same in any batch or shard) until a
 // stop string, the end-of-text token or max_gen_toks. Apart from task_scoring.cpp, which
 // prepares and scores choice tasks and calls these for generate ones (the scoring itself is

@@ -8,10 +8,10 @@
 
 #include <torch/utils.h>
 
-#include "core/api/document_positions.h"
-#include "core/api/fused_cross_entropy.h"
 #include "core/api/kernel_choice.h"
 #include "core/api/optimizer.h"
+#include "core/kernels/fused_cross_entropy.h"
+#include "core/layers/document_positions.h"
 #include "core/train/phase_clock.h"
 #include "core/train/run_device.h"
 #include "core/util/fault.h"

@@ -14,7 +14,7 @@
 #include <optional>
 #include <vector>
 
-#include "core/api/random_draws.h"
+#include "core/layers/random_draws.h"
 #include "core/train/assemble.h"
 #include "core/train/cuda_graph.h"
 #include "core/train/sample_trace.h"
@@ -105,9 +105,9 @@ class Trainer {
   std::vector<at::Tensor> parameters_;
   std::unique_ptr<CapturedMicroStep> graph_;  // train.cuda_graphs
   int64_t tokens_seen_ = 0;
-  int64_t step_ = 0;                    // the step train_step is taking
-  bool masked_ = false;                 // the train data's batches carry a loss mask
-  bool fused_loss_ = false;             // model.kernels = "fused": core/api/fused_cross_entropy.h
+  int64_t step_ = 0;         // the step train_step is taking
+  bool masked_ = false;      // the train data's batches carry a loss mask
+  bool fused_loss_ = false;  // model.kernels = "fused": core/kernels/fused_cross_entropy.h
   std::unique_ptr<SampleTrace> trace_;  // KILN_TRACE_SAMPLES (a test mode); null otherwise
   bool threads_follow_share_ = false;   // run.share_cores without a fixed count (run_device.h)
   bool profile_ = false;

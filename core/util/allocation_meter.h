@@ -5,7 +5,7 @@
 // gradient that lingers or a bucket kept past its use is counted, whoever holds it.
 //
 // `kiln bench` installs the meter before it assembles the run and prints each rank's bytes live
-// between steps and its peak within a step (core/app/bench/measure.cpp). Tensors made before the
+// between steps and its peak within a step (core/app/speed/measure.cpp). Tensors made before the
 // meter was installed are not counted, nor memory that is not a tensor's (BLAS workspaces,
 // Gloo's transport buffers, the allocator's own bookkeeping).
 #pragma once

@@ -18,7 +18,7 @@ inline uint64_t splitmix64(uint64_t x) {
 }
 
 // SplitMix64's i-th output (0 = the first) from state `seed`: the stream's counter form, which the
-// dropout masks key by (core/api/random_draws.h).
+// dropout masks key by (core/layers/random_draws.h).
 inline uint64_t splitmix64_output(uint64_t seed, uint64_t i) {
   return splitmix64(seed + i * 0x9E3779B97F4A7C15ULL);
 }

@@ -22,7 +22,7 @@ inline std::string torch_version() {
 }
 
 // One AdamW step over lists of parameters with LibTorch's fused kernel (CUDA; on the CPU Kiln
-// uses its own, core/api/fused_adamw.h); `steps` are float32 scalars on the parameters' device
+// uses its own, core/kernels/fused_adamw.h); `steps` are float32 scalars on the parameters' device
 // holding each parameter's step count after this step.
 inline void fused_adamw(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
                         at::TensorList exp_avg_sqs, at::TensorList steps, double lr, double beta1,

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "core/app/history/sweep_ladder.h"
+#include "core/app/presentation/sweep_ladder.h"
 #include "core/store/history/reader.h"
 #include "core/store/runs/sweep_claims.h"
 #include "core/store/runs/writer.h"

@@ -78,5 +78,15 @@ TEST(CliHelp, OptionsShowTheirDefaults) {
       << serve.output;
 }
 
+TEST(CliHelp, PluginsListsKindsWithParameters) {
+  auto result = run_kiln("plugins");
+  ASSERT_EQ(result.exit_code, 0);
+  for (const char* text :
+       {"model plugins", "gpt", "n_layer", "optimizer plugins", "adamw", "sgd", "schedule plugins",
+        "cosine", "min_lr_ratio", "[train]", "batch_tokens", "blend", "sources.NAME.weight"}) {
+    EXPECT_NE(result.output.find(text), std::string::npos) << text;
+  }
+}
+
 }  // namespace
 }  // namespace kiln

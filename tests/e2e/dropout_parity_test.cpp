@@ -1,4 +1,4 @@
-// Dropout that every parallel strategy draws as one process does (core/api/random_draws.h): with
+// Dropout that every parallel strategy draws as one process does (core/layers/random_draws.h): with
 // model.dropout = 0.1, each strategy's 20-step loss curve is the single process's within 1e-4,
 // and so is a run whose world size changes at a resume, in either direction. With dropout drawn
 // from each rank's generator (LibTorch's), tensor-parallel ranks drew correlated masks and data

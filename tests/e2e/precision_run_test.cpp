@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/util/cpu_features.h"
+#include "core/kernels/cpu_features.h"
 #include "core/util/torch_compat.h"
 #include "ranks.h"
 #include "tiny_run.h"

@@ -1,6 +1,6 @@
 // A run store filled through RunStore with five made-up runs, so that every number the run
 // history commands print is known exactly: the unit tests of the queries and views
-// (tests/unit/store/run_history_test.cpp) and the `kiln runs` command line
+// (tests/unit/app/presentation/run_history_test.cpp) and the `kiln runs` command line
 // (tests/e2e/runs_command_test.cpp) read the same store.
 #pragma once
 

@@ -11,14 +11,14 @@
 #include <filesystem>
 #include <numeric>
 
-#include "core/api/fused_attention.h"
 #include "core/api/model.h"
 #include "core/api/optimizer.h"
-#include "core/api/rotary.h"
 #include "core/checkpoint/snapshot.h"
 #include "core/config/config.h"
 #include "core/data/shard.h"
 #include "core/data/token_loader.h"
+#include "core/layers/fused_attention.h"
+#include "core/layers/rotary.h"
 #include "core/store/runs/writer.h"
 #include "core/util/fs.h"
 

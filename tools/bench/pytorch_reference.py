@@ -5,7 +5,7 @@ Why it exists
 -------------
 Kiln trains in C++ on LibTorch. To say whether that is faster than "just using PyTorch", we need
 a Python program that does exactly the same work as `build/kiln run EXPERIMENT.toml`: the same
-GPT-2 model (plugins/model_gpt.cpp), attention as scaled_dot_product_attention (causal), the
+GPT-2 model (plugins/gpt/model_gpt.cpp), attention as scaled_dot_product_attention (causal), the
 same data windows (core/data/token_loader.cpp), the same step (core/train/trainer.cpp: gradient
 accumulation with loss / accum, clipping as clip_grad_norm_, AdamW with decay on 2-D+ parameters
 only, cosine lr set every step) and the same threads and seed (core/train/assemble.cpp). Only the
@@ -218,7 +218,7 @@ class TokenLoader:
 
 
 # --------------------------------------------------------------------------------------------
-# Model: GPT-2 as plugins/model_gpt.cpp, with the same module and parameter names and order.
+# Model: GPT-2 as plugins/gpt/model_gpt.cpp, with the same module and parameter names and order.
 # --------------------------------------------------------------------------------------------
 
 class LayerNorm(nn.Module):
@@ -247,7 +247,7 @@ class Embedding(nn.Module):
 
 
 def causal_attention(q, k, v, dropout, training):
-    """core/api/fused_attention.cpp causal_self_attention: scaled_dot_product_attention, causal."""
+    """core/layers/fused_attention.cpp causal_self_attention: scaled_dot_product_attention, causal."""
     p = dropout if training else 0.0
     return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
 

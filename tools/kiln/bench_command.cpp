@@ -1,4 +1,4 @@
-// `kiln bench`: time an experiment's training step, phase by phase (core/app/bench/measure.h).
+// `kiln bench`: time an experiment's training step, phase by phase (core/app/speed/measure.h).
 #include <iostream>
 #include <memory>
 #include <string>
@@ -6,9 +6,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/app/bench/compare.h"
-#include "core/app/bench/measure.h"
-#include "core/app/bench/precision_check.h"
+#include "core/app/speed/compare.h"
+#include "core/app/speed/measure.h"
+#include "core/app/speed/precision_check.h"
 #include "core/config/config.h"
 #include "core/util/error.h"
 #include "tools/kiln/commands.h"

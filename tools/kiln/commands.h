@@ -20,7 +20,7 @@ ChosenCommand add_sweep_command(CLI::App& app);   // sweep (sweep_command.cpp)
 ChosenCommand add_launch_command(CLI::App& app);  // launch (launch_command.cpp)
 ChosenCommand add_bench_command(CLI::App& app);   // bench (bench_command.cpp)
 ChosenCommand add_snapshot_commands(
-    CLI::App& app);  // eval, sample, export (core/app/run/snapshot_commands.cpp)
+    CLI::App& app);  // eval, sample, export (core/app/run/from_snapshot.cpp)
 ChosenCommand add_plugins_command(CLI::App& app);  // plugins (plugins_command.cpp)
 ChosenCommand add_config_command(CLI::App& app);   // config (config_command.cpp)
 ChosenCommand add_prepare_command(CLI::App& app);  // prepare (data_command.cpp)

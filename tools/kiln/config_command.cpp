@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/app/history/provenance.h"
+#include "core/app/presentation/provenance.h"
 #include "core/config/config.h"
 #include "core/config/options.h"
 #include "core/store/db/location.h"

@@ -10,12 +10,12 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "core/app/history/plot_svg.h"
-#include "core/app/history/provenance.h"
-#include "core/app/history/report.h"
-#include "core/app/history/run_tables.h"
-#include "core/app/history/seed_groups.h"
-#include "core/app/history/tensorboard_export.h"
+#include "core/app/presentation/plot_svg.h"
+#include "core/app/presentation/provenance.h"
+#include "core/app/presentation/report.h"
+#include "core/app/presentation/run_tables.h"
+#include "core/app/presentation/seed_groups.h"
+#include "core/app/presentation/tensorboard_export.h"
 #include "core/config/schema.h"
 #include "core/store/history/import.h"
 #include "core/store/history/removal.h"

@@ -1,7 +1,7 @@
 // `kiln serve`: the live dashboard over HTTP. The only translation unit that includes httplib.h
 // (Debian's libcpp-httplib-dev, header-only and slow to compile): the page's files come from the
 // binary (tools/kiln/web_assets.h) and every answer under /api/ from
-// core/app/history/dashboard_api.h.
+// core/app/presentation/dashboard_api.h.
 #include <httplib.h>
 
 #include <atomic>
@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "core/app/history/dashboard_api.h"
+#include "core/app/presentation/dashboard_api.h"
 #include "core/config/schema.h"
 #include "core/store/history/reader.h"
 #include "core/util/error.h"

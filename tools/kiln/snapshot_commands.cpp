@@ -1,5 +1,5 @@
 // `kiln eval`, `kiln sample` and `kiln export`: the commands that read one snapshot of a run
-// (core/app/run/snapshot_commands.h). They share the run, --checkpoint and --db options.
+// (core/app/run/from_snapshot.h). They share the run, --checkpoint and --db options.
 #include <algorithm>
 #include <cstdint>
 #include <iostream>
@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "core/app/run/from_snapshot.h"
 #include "core/app/run/sampling.h"
-#include "core/app/run/snapshot_commands.h"
 #include "core/train/task_suite.h"
 #include "core/util/error.h"
 #include "core/util/text.h"

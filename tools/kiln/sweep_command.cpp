@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "core/app/history/sweep_ladder.h"
+#include "core/app/presentation/sweep_ladder.h"
 #include "core/app/slurm/sweep.h"
 #include "core/app/slurm/task.h"
 #include "core/app/slurm/worker.h"

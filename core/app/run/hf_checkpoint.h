@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "core/app/run/snapshot_commands.h"
+#include "core/app/run/from_snapshot.h"
 #include "core/train/assemble.h"
 
 namespace kiln {

@@ -1,14 +1,14 @@
-// A run's snapshot opened for one of the snapshot commands (core/app/run/snapshot_commands.h):
+// A run's snapshot opened for one of the snapshot commands (core/app/run/from_snapshot.h):
 // the store checked, the run rebuilt from its stored config with its files where it read them,
 // and the chosen snapshot's weights loaded into its model. Kept apart from
-// core/app/run/snapshot_commands.cpp because every command opens a snapshot the same way, and
+// core/app/run/from_snapshot.cpp because every command opens a snapshot the same way, and
 // the commands themselves read better without it.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "core/app/run/snapshot_commands.h"
+#include "core/app/run/from_snapshot.h"
 #include "core/checkpoint/snapshot.h"
 #include "core/store/db/connection.h"
 #include "core/store/runs/inputs.h"

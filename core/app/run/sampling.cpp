@@ -10,10 +10,10 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "core/api/kv_cache.h"
 #include "core/api/tokenizer.h"
 #include "core/app/run/hf_checkpoint.h"
 #include "core/app/run/opened_snapshot.h"
+#include "core/layers/kv_cache.h"
 #include "core/train/assemble.h"
 #include "core/util/allocation_meter.h"
 #include "core/util/error.h"

@@ -1,13 +1,13 @@
 // `kiln sample`: text generated from a run's snapshot, or from a Hugging Face model directory
 // (--hf, core/app/run/hf_checkpoint.h). The prompt is read once into a key/value cache
-// (core/api/kv_cache.h), then each new token alone; a full context is read again from its last
+// (core/layers/kv_cache.h), then each new token alone; a full context is read again from its last
 // half. The cache's size, and the bytes the allocator gave it, go to stderr.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-#include "core/app/run/snapshot_commands.h"
+#include "core/app/run/from_snapshot.h"
 
 namespace kiln {
 

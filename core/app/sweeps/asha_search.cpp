@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "core/app/history/sweep_ladder.h"
+#include "core/app/presentation/sweep_ladder.h"
 #include "core/store/history/queries.h"
 #include "core/store/history/reader.h"
 #include "core/store/history/selection.h"

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "core/app/history/sweep_ladder.h"
+#include "core/app/presentation/sweep_ladder.h"
 #include "core/config/canonical.h"
 #include "core/store/history/queries.h"
 #include "core/util/error.h"

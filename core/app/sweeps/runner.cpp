@@ -14,9 +14,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "core/app/history/run_tables.h"
-#include "core/app/history/seed_groups.h"
-#include "core/app/history/sweep_ladder.h"
+#include "core/app/presentation/run_tables.h"
+#include "core/app/presentation/seed_groups.h"
+#include "core/app/presentation/sweep_ladder.h"
 #include "core/app/sweeps/asha_search.h"
 #include "core/app/sweeps/check.h"
 #include "core/app/sweeps/member.h"

@@ -1,7 +1,7 @@
 // What `kiln runs ...`, `kiln report` and the sweep summary ask of a run store, and the one thing
 // they change (`kiln runs rm`): all the SQL of the read side, returning plain records that
-// core/app/history/run_tables.h turns into text. No LibTorch. Which runs a command means (list,
-// find, match) is in core/store/history/selection.h, included here.
+// core/app/presentation/run_tables.h turns into text. No LibTorch. Which runs a command means
+// (list, find, match) is in core/store/history/selection.h, included here.
 #pragma once
 
 #include <cstdint>

@@ -104,7 +104,7 @@ const char* const kMigrations[] = {
     CREATE TABLE run_ids (highest_used INTEGER NOT NULL);
     INSERT INTO run_ids (highest_used) SELECT coalesce(max(id), 0) FROM runs;
     )sql",
-    // Benchmark results, `kiln bench --record` (core/store/runs/bench_records.h): not runs.
+    // Benchmark results, `kiln bench --record` (core/store/runs/speed_records.h): not runs.
     R"sql(
     CREATE TABLE bench_results (
       label                 TEXT PRIMARY KEY,

@@ -1,6 +1,6 @@
 // What Kiln shows TensorBoard of a run (docs/dashboard.md, "TensorBoard"), and the event file a
 // training run keeps as it goes ([metrics] tensorboard). `kiln runs export --format tensorboard`
-// writes the same records from the store (core/app/history/tensorboard_export.h). No LibTorch.
+// writes the same records from the store (core/app/presentation/tensorboard_export.h). No LibTorch.
 //
 // A TensorBoard log directory DIR holds one folder per run, DIR/<run name>/, so TensorBoard lists
 // runs by name (a sweep's members nest under DIR/<sweep>/). A file there holds:

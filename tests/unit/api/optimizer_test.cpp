@@ -134,7 +134,7 @@ class AdamWReference {
 // Fused AdamW must follow the AdamW update step by step and keep torch::optim::AdamW's state, so
 // that snapshots move between the two.
 TEST(Optimizer, FusedAdamWFollowsTheAdamWUpdateAndItsSnapshotResumesUnfused) {
-  // Kiln's own kernel on the CPU (core/api/fused_adamw.h), on every LibTorch.
+  // Kiln's own kernel on the CPU (core/kernels/fused_adamw.h), on every LibTorch.
   const torch::Device device(torch::kCPU);
   torch::manual_seed(0);
   // 13 elements: one vector of 8 and a tail of 5 taken element by element.

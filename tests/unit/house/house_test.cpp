@@ -21,12 +21,13 @@ namespace {
 namespace fs = std::filesystem;
 
 // Bottom to top: a room may include its own files and those of the rooms before it.
-const std::vector<std::string> kRooms = {"util",       "config",      "api",   "data", "store",
-                                         "checkpoint", "distributed", "train", "app"};
+const std::vector<std::string> kRooms = {"util",        "kernels", "config", "layers",
+                                         "api",         "data",    "store",  "checkpoint",
+                                         "distributed", "train",   "app"};
 // The rooms that are split further, their sub-rooms bottom to top as well.
 const std::map<std::string, std::vector<std::string>> kSubRooms = {
     {"store", {"db", "where", "runs", "history", "tensorboard"}},
-    {"app", {"history", "bench", "run", "sweeps", "slurm"}},
+    {"app", {"presentation", "speed", "run", "sweeps", "slurm"}},
 };
 constexpr size_t kMaxLines = 420;  // "about 400", a module's header included
 

@@ -13,11 +13,11 @@
 #include "core/api/parallel.h"
 #include "core/api/precision.h"
 #include "core/config/config.h"
+#include "core/kernels/precision_verdicts.h"
 #include "core/train/loss_scaler.h"
 #include "core/train/precision_workload.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
-#include "core/util/precision_verdicts.h"
 #include "core/util/torch_compat.h"
 #include "test_util.h"
 
