@@ -44,7 +44,7 @@ double lr_at(int step) {
 
 // Algorithm 1 with AdamW's normalisation, in double: z takes the step, x averages z with
 // weights (k+1)^r lr_max^2, y interpolates them; decay (this parameter's) taken at y.
-struct Reference {
+struct ScheduleFreeReference {
   double decay;
   std::vector<double> x, y, z, v;
   double lr_max = -1, weight_sum = 0;
@@ -92,8 +92,10 @@ TEST(ScheduleFree, FollowsThePapersUpdateAndShowsTheAveragedIterate) {
   auto matrix = torch::tensor(matrix_start, torch::kDouble).reshape({2, 2}).requires_grad_();
   auto vector = torch::tensor(vector_start, torch::kDouble).requires_grad_();
   auto opt = schedule_free({matrix, vector});
-  Reference matrix_ref{kDecay, matrix_start, matrix_start, matrix_start, std::vector<double>(4)};
-  Reference vector_ref{0.0, vector_start, vector_start, vector_start, std::vector<double>(3)};
+  ScheduleFreeReference matrix_ref{kDecay, matrix_start, matrix_start, matrix_start,
+                                   std::vector<double>(4)};
+  ScheduleFreeReference vector_ref{0.0, vector_start, vector_start, vector_start,
+                                   std::vector<double>(3)};
   ASSERT_NE(dynamic_cast<AveragedIterate*>(opt.get()), nullptr);
   for (int k = 0; k < 20; ++k) {
     matrix.mutable_grad() =
