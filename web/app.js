@@ -1,6 +1,7 @@
 // The dashboard: the runs table (filtered by the --where language, sorted by the server as
 // `kiln runs list --sort` sorts), the curves of the selected runs (charts.js), a run's page and
-// the compare view. Read-only: every request is a GET of /api/ (core/app/history/dashboard_api.h).
+// the compare view. Read-only: every request is a GET of /api/
+// (core/app/presentation/dashboard_api.h).
 "use strict";
 
 const POLL_MS = 1000;        // a running run's new rows, at most once a second

@@ -1,5 +1,5 @@
-// model.kernels: whether a model runs Kiln's own fused CPU kernels (core/api/fused_*.h) where it
-// has them, or LibTorch's sequence of ops. Both compute the same function (the fused kernels are
+// model.kernels: whether a model runs Kiln's own fused CPU kernels (core/kernels/fused_*.h) where
+// it has them, or LibTorch's sequence of ops. Both compute the same function (the fused kernels are
 // tested against the op sequence to 1e-5); the fused path is the default where it was measured
 // faster (docs/benchmarks.md). Unhashed, like activation checkpointing: it changes speed, and the
 // numbers only by float rounding.

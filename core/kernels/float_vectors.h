@@ -1,4 +1,4 @@
-// Eight floats at a time for Kiln's own CPU kernels (core/api/fused_*.cpp), with the
+// Eight floats at a time for Kiln's own CPU kernels (core/kernels/fused_*.cpp), with the
 // instructions of the CPU the program runs on: a function marked KILN_ISA_CLONES is compiled
 // twice, for x86-64-v3 (AVX2, FMA) and for the baseline, and the loader picks one.
 // GCC/Clang vector types rather than ATen's Vectorized<float>: outside ATen's own

@@ -31,7 +31,7 @@ struct GptOptions {
   int64_t n_layer, n_head, n_embd, block_size, vocab_size, padded_vocab;
   double dropout, norm_eps;  // norm_eps: the LayerNorms' epsilon
   bool bias;
-  bool fused_kernels;  // model.kernels = "fused": core/api/fused_*.h where they apply
+  bool fused_kernels;  // model.kernels = "fused": core/kernels/fused_*.h where they apply
 };
 
 torch::nn::Linear linear_layer(int64_t in, int64_t out, bool bias) {

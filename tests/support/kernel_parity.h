@@ -1,6 +1,7 @@
 // A model's loss and gradients under model.kernels = "fused" against "torch" (LibTorch's ops):
 // the same tiny model, seed and tokens both times, every tensor within 1e-5. For the tests of
-// the fused kernels a model uses (tests/unit/api/fused_*_test.cpp).
+// the fused kernels a model uses (tests/unit/kernels/fused_*_test.cpp,
+// tests/unit/layers/fused_attention_test.cpp).
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // What lets several workers share one search with no controller (an asha or tpe sweep's `kiln
-// sweep` processes, and its Slurm array tasks: core/app/sweeps/worker.h): every decision is one
+// sweep` processes, and its Slurm array tasks: core/app/slurm/worker.h): every decision is one
 // write transaction on the run store, on SQLite and PostgreSQL alike (core/store/db/statement.h's
 // Transaction takes the store's write lock), so two workers never decide from the same state.
 // A decision reads the members other workers hold, decides, and records in the same transaction
