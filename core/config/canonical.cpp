@@ -1,11 +1,13 @@
 #include "core/config/canonical.h"
 
+#include <algorithm>
 #include <functional>
+#include <set>
 
 #include <fmt/format.h>
 
-#include "core/config/config.h"
 #include "core/config/registry.h"
+#include "core/config/resolved_config.h"
 #include "core/config/schema.h"
 #include "core/config/toml_text.h"
 #include "core/util/counter_hash.h"
@@ -53,8 +55,8 @@ std::string format_value(const ParamValue& value) {
   return std::visit(Visitor{}, value);
 }
 
-std::map<std::string, std::string> flatten_config(const std::string& toml_text) {
-  std::map<std::string, std::string> out;
+FlatConfig flatten_config(const std::string& toml_text) {
+  FlatConfig out;
   const std::optional<toml::table> root = try_parse_toml(toml_text);
   if (!root) return out;
   // Keys of nested tables (a family's entries, core/config/params.h) as section.family.NAME.KEY.
@@ -71,6 +73,26 @@ std::map<std::string, std::string> flatten_config(const std::string& toml_text) 
   };
   for (const auto& [section, node] : *root) {
     if (const toml::table* table = node.as_table()) add(*table, std::string(section.str()) + ".");
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::vector<std::string>>> differing_keys(
+    const std::vector<FlatConfig>& configs) {
+  std::set<std::string> keys;
+  for (const auto& config : configs) {
+    for (const auto& entry : config)
+      keys.insert(entry.first);
+  }
+  std::vector<std::pair<std::string, std::vector<std::string>>> out;
+  for (const auto& key : keys) {
+    if (key == "run.name") continue;
+    std::vector<std::string> values;
+    for (const auto& config : configs)
+      values.push_back(config.count(key) ? config.at(key) : "-");
+    if (std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) != values.end()) {
+      out.emplace_back(key, std::move(values));
+    }
   }
   return out;
 }
@@ -123,6 +145,16 @@ std::string render(const ResolvedConfig& config, bool hashed_only) {
 
 std::string ResolvedConfig::to_toml() const {
   return render(*this, false);
+}
+
+FlatConfig ResolvedConfig::flat() const {
+  FlatConfig out;
+  for (const auto& section : sections) {
+    if (!section.type.empty()) out[section.name + ".type"] = format_value(section.type);
+    for (const auto& [key, value] : section.params.values())
+      out[section.name + "." + key] = format_value(value);
+  }
+  return out;
 }
 
 std::string ResolvedConfig::hash() const {

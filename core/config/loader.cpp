@@ -1,23 +1,21 @@
 // Loading an experiment (load_config, config.h): the files of its `extends` chain and the --sets
 // laid over one another section by section, every key checked against the section's schema or
-// its plugin's parameters, and every default filled in. Apart from config.cpp, which holds the
-// small accessors of what loading produces, so that each reads in one sitting.
+// its plugin's parameters, and every default filled in.
+#include "core/config/config.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
 
-#include "core/config/config.h"
 #include "core/config/extends.h"
 #include "core/config/param_value.h"
 #include "core/config/registry.h"
-#include "core/config/toml_text.h"
+#include "core/config/set_override.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
 
@@ -28,10 +26,6 @@ namespace {
 SourceLoc at(const std::string& file, const toml::source_region& region) {
   return SourceLoc{file, static_cast<int64_t>(region.begin.line),
                    static_cast<int64_t>(region.begin.column)};
-}
-
-[[noreturn]] void fail(const SourceLoc& at, const std::string& what) {
-  throw UserError(at.str() + ": " + what);
 }
 
 // One key of a section, as the layer that wins wrote it.
@@ -94,7 +88,7 @@ bool switches_plugin(const SectionInput& before, const toml::table& table) {
   return a && b && a->get() != b->get();
 }
 
-// A sweep file (core/app/sweeps/spec.h) names its experiment with a top-level `base`.
+// A sweep file (core/app/sweeps/spec_file.h) names its experiment with a top-level `base`.
 std::string refuse_sweep_file(const toml::table& root) {
   if (!root.contains("base")) return "";
   return "is a sweep file (it has `base = ...`), not an experiment file: extend the experiment "
@@ -130,57 +124,27 @@ class ConfigLoader {
   }
 
  private:
-  struct Assignment {
-    std::string section, key;
-    const toml::node* value = nullptr;
-    SourceLoc at;
-  };
-
   void add_override(const std::string& assignment) {
-    SourceLoc at{"--set " + assignment, 0, 0};
-    auto eq = assignment.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      fail(at, "expected section.key=value, e.g. --set optimizer.lr=3e-3");
-    }
-    const std::string path = assignment.substr(0, eq);
-    const std::string text = assignment.substr(eq + 1);
-    auto parts = split(path, '.');
-    if (parts.size() < 2 ||
-        std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); })) {
-      fail(at, fmt::format("'{}' is not a section.key path, e.g. train.steps", path));
-    }
-    std::optional<toml::table> parsed = try_parse_toml("v = " + text);
-    if (!parsed) {
-      // Not a TOML value: the text as a bare string. It goes into the run's canonical TOML,
-      // which must load again: so it must be UTF-8.
-      if (!is_valid_utf8(text)) {
-        fail(at,
-             "the value is not valid UTF-8 (configs are UTF-8 text): write the characters "
-             "themselves, or \\uXXXX escapes in a quoted string");
-      }
-      parsed = toml::table{{"v", text}};
-    }
+    SetOverride set = read_set_override(assignment);
     // The file that writes the name last decides what it is.
     for (auto layer = layers_.rbegin(); layer != layers_.rend(); ++layer) {
-      if (const toml::node* node = layer->root.get(parts[0])) {
-        if (!node->is_table()) fail(at, fmt::format("'{}' is not a section", parts[0]));
+      if (const toml::node* node = layer->root.get(set.section)) {
+        if (!node->is_table()) fail_at(set.at, fmt::format("'{}' is not a section", set.section));
         break;
       }
     }
     const std::vector<std::string> names = section_names();
-    if (std::find(names.begin(), names.end(), parts[0]) == names.end())
-      unknown_section(parts[0], at);
-    set_values_.push_back(std::move(*parsed));
-    const std::string key = path.substr(parts[0].size() + 1);  // data.sources.web.weight's too
-    sets_.push_back({parts[0], key, set_values_.back().get("v"), at});
+    if (std::find(names.begin(), names.end(), set.section) == names.end())
+      unknown_section(set.section, set.at);
+    sets_.push_back(std::move(set));
   }
 
   [[noreturn]] static void unknown_section(const std::string& name, const SourceLoc& at) {
     const std::vector<std::string> names = section_names();
     const std::string hint = nearest(name, names);
-    fail(at, fmt::format("unknown section [{}]: {}", name,
-                         hint.empty() ? "sections are " + join(names, ", ")
-                                      : "did you mean [" + hint + "]?"));
+    fail_at(at, fmt::format("unknown section [{}]: {}", name,
+                            hint.empty() ? "sections are " + join(names, ", ")
+                                         : "did you mean [" + hint + "]?"));
   }
 
   // Every top-level key of a file names a section and holds its table.
@@ -188,8 +152,9 @@ class ConfigLoader {
     // A sweep file given to `kiln run` or `kiln config` is the wrong command: say so, rather than
     // refuse its `base` as an unknown section.
     if (const toml::node* base = layer.root.get("base"); base && base->is_string()) {
-      fail(at(layer.path, base->source()),
-           "this is a sweep file, not an experiment: run it with `kiln sweep " + layer.path + "`");
+      fail_at(
+          at(layer.path, base->source()),
+          "this is a sweep file, not an experiment: run it with `kiln sweep " + layer.path + "`");
     }
     const std::vector<std::string> names = section_names();
     for (auto&& [key, node] : layer.root) {
@@ -199,8 +164,9 @@ class ConfigLoader {
         unknown_section(name, where);
       }
       if (!node.is_table()) {
-        fail(where, fmt::format("'{}' must be a section ([{}] followed by its keys), not a value",
-                                name, name));
+        fail_at(where,
+                fmt::format("'{}' must be a section ([{}] followed by its keys), not a value", name,
+                            name));
       }
     }
   }
@@ -227,7 +193,7 @@ class ConfigLoader {
       if (s.section != schema.name) continue;
       if (!input.written) input.header = s.at;  // a section only --sets name: errors point there
       input.written = true;
-      input.put({s.key, s.value, s.at, s.at, KeySource::Kind::kSet});
+      input.put({s.key, s.value(), s.at, s.at, KeySource::Kind::kSet});
     }
     const Written* type = input.find("type");
     if (schema.is_plugin && !files_plugin.empty() && type && type->kind == KeySource::Kind::kSet &&
@@ -259,8 +225,8 @@ class ConfigLoader {
         (spec ? kept : dropped).push_back(path);
         if (!spec) continue;
       }
-      if (!spec) fail(w.key_at, unknown_key(schema, section.type, w, keys));
-      if (auto problem = entry_name_problem(w.key)) fail(w.key_at, *problem);
+      if (!spec) fail_at(w.key_at, unknown_key(schema, section.type, w, keys));
+      if (auto problem = entry_name_problem(w.key)) fail_at(w.key_at, *problem);
       section.params.set(w.key, param_value(*spec, *w.value, w.value_at, path));
       out.key_sources_[path] = KeySource{w.kind, w.value_at, ""};
     }
@@ -328,28 +294,29 @@ class ConfigLoader {
       out.key_sources_[path] = KeySource{};
       if (const PluginSpec* fallback = catalog.default_for(kind)) return fallback;
       const SourceLoc where = input.written ? input.header : SourceLoc{layers_.back().path, 0, 0};
-      fail(where, fmt::format("[{}] needs a type: add `type = \"...\"` under [{}] (available: {})",
-                              kind, kind, available));
+      fail_at(where,
+              fmt::format("[{}] needs a type: add `type = \"...\"` under [{}] (available: {})",
+                          kind, kind, available));
     }
     if (!type->value->is_string()) {
-      fail(type->value_at, fmt::format("'{}' must be a string naming a {} plugin (available: {})",
-                                       path, kind, available));
+      fail_at(type->value_at,
+              fmt::format("'{}' must be a string naming a {} plugin (available: {})", path, kind,
+                          available));
     }
     const std::string name = type->value->as_string()->get();
     const PluginSpec* plugin = catalog.find(kind, name);
     if (!plugin) {
       std::string hint = nearest(name, catalog.names(kind));
-      fail(type->value_at,
-           fmt::format("unknown {} plugin '{}': {}available: {}", kind, name,
-                       hint.empty() ? "" : "did you mean '" + hint + "'? ", available));
+      fail_at(type->value_at,
+              fmt::format("unknown {} plugin '{}': {}available: {}", kind, name,
+                          hint.empty() ? "" : "did you mean '" + hint + "'? ", available));
     }
     out.key_sources_[path] = KeySource{type->kind, type->value_at, ""};
     return plugin;
   }
 
   std::vector<TomlLayer> layers_;
-  std::deque<toml::table> set_values_;  // the parsed --set values, where sets_ point
-  std::vector<Assignment> sets_;
+  std::vector<SetOverride> sets_;  // in the order given: a later one wins
 };
 
 ResolvedConfig load_config_text(const std::string& toml_text, const std::string& source_name,

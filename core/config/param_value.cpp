@@ -4,8 +4,6 @@
 
 #include <fmt/format.h>
 
-#include "core/util/error.h"
-
 namespace kiln {
 namespace {
 
@@ -20,10 +18,6 @@ std::string describe(const toml::node& node) {
   return s.str();
 }
 
-[[noreturn]] void fail(const SourceLoc& at, const std::string& what) {
-  throw UserError(at.str() + ": " + what);
-}
-
 // An array of names as the comma-separated string the key holds: ["q_proj", "v_proj"] is
 // "q_proj,v_proj". A name that is not a string, or holds a comma, could not be told apart.
 std::string joined_names(const toml::array& names, const SourceLoc& at, const std::string& path) {
@@ -31,9 +25,9 @@ std::string joined_names(const toml::array& names, const SourceLoc& at, const st
   for (const toml::node& name : names) {
     const auto* text = name.as_string();
     if (!text || text->get().find(',') != std::string::npos) {
-      fail(at, fmt::format("'{}' takes an array of names without commas, and one is {}: write "
-                           "each name as a string, [\"q_proj\", \"v_proj\"]",
-                           path, describe(name)));
+      fail_at(at, fmt::format("'{}' takes an array of names without commas, and one is {}: write "
+                              "each name as a string, [\"q_proj\", \"v_proj\"]",
+                              path, describe(name)));
     }
     joined += (joined.empty() ? "" : ",") + text->get();
   }
@@ -47,7 +41,7 @@ ParamValue param_value(const ParamSpec& spec, const toml::node& node, const Sour
   const std::string what =
       spec.takes_list ? "a string or an array of strings" : type_name(spec.type);
   auto wrong = [&]() {
-    fail(at, fmt::format("'{}' must be {} ({}), got {}", path, what, spec.doc, describe(node)));
+    fail_at(at, fmt::format("'{}' must be {} ({}), got {}", path, what, spec.doc, describe(node)));
   };
   ParamValue value;
   switch (spec.type) {
@@ -78,7 +72,7 @@ ParamValue param_value(const ParamSpec& spec, const toml::node& node, const Sour
       }
       break;
   }
-  if (auto problem = spec.check(value)) fail(at, "'" + path + "' " + *problem);
+  if (auto problem = spec.check(value)) fail_at(at, "'" + path + "' " + *problem);
   return value;
 }
 

@@ -6,7 +6,7 @@
 
 #include <toml++/toml.h>
 
-#include "core/config/config.h"
+#include "core/config/key_source.h"
 #include "core/config/params.h"
 
 namespace kiln {

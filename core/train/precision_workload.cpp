@@ -28,7 +28,7 @@ std::string section_text(const std::map<std::string, std::string>& flat,
 }  // namespace
 
 std::string precision_workload(const ResolvedConfig& config, const ParallelStrategy& parallel) {
-  const std::map<std::string, std::string> flat = flatten_config(config.to_toml());
+  const FlatConfig flat = config.flat();
   const TrainOptions train = train_options(config);
   return fmt::format("{} | adapter {} | micro_batch {} x seq_len {} | tp {} | stages {}",
                      section_text(flat, config, "model"), section_text(flat, config, "adapter"),

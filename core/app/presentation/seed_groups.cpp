@@ -22,8 +22,6 @@ namespace kiln {
 
 namespace {
 
-using FlatConfig = std::map<std::string, std::string>;
-
 // The plugin a section names ("gpt" for model.type = "gpt"): the plugin's keys are declared
 // there.
 std::string section_type(const FlatConfig& config, const std::string& section) {

@@ -75,7 +75,7 @@ bool resumable(const std::string& key) {
 // "key: old -> new" for every key that differs; `refused` gets those a resume may not change.
 std::vector<std::string> config_changes(const ResolvedConfig& before, const ResolvedConfig& after,
                                         std::vector<std::string>& refused) {
-  auto a = flatten_config(before.to_toml()), b = flatten_config(after.to_toml());
+  auto a = before.flat(), b = after.flat();
   std::vector<std::string> keys;
   for (const auto& [k, _] : a)
     keys.push_back(k);

@@ -55,8 +55,8 @@ std::vector<MemberCheck> check_members(const SweepSpec& spec,
     try {
       const ResolvedConfig config = load_config(spec.base, member.overrides);
       const AssembledRun run = assemble(config, Assembly::kCheck);
-      checks.push_back({member.name, flatten_config(config.to_toml()), run.model_plan->parameters,
-                        run.batch_tokens, run.train.steps, run.memory.total(), config.notes});
+      checks.push_back({member.name, config.flat(), run.model_plan->parameters, run.batch_tokens,
+                        run.train.steps, run.memory.total(), config.notes});
     } catch (const UserError& e) {
       throw UserError(fmt::format("sweep member '{}': {}", member.name, e.what()));
     }

@@ -47,13 +47,11 @@ struct SweepRun {
 };
 
 // "train.steps 15 -> 25" for each key whose value differs between a stored run's config and a
-// member's (differing_config, as `kiln runs compare` finds them), less where the run is kept
+// member's (differing_keys, as `kiln runs compare` finds them), less where the run is kept
 // (run.out_dir, run.db, run.sweep), which says nothing of what it trains.
-std::vector<std::string> changed_keys(const RunRecord& stored, const std::string& member_toml) {
-  RunRecord member = stored;
-  member.config = member_toml;
+std::vector<std::string> changed_keys(const RunRecord& stored, const ResolvedConfig& member) {
   std::vector<std::string> changed;
-  for (const auto& [key, values] : differing_config({stored, member})) {
+  for (const auto& [key, values] : differing_keys({flatten_config(stored.config), member.flat()})) {
     if (key == "run.out_dir" || key == "run.db" || key == "run.sweep") continue;
     changed.push_back(fmt::format("{} {} -> {}", key, values[0], values[1]));
   }
@@ -77,7 +75,7 @@ std::vector<const SweepMember*> members_to_run(const MemberLaunch& launch,
     const ResolvedConfig config = member_config(launch, m);
     const std::vector<std::string> hashes = run_config_hashes(store.connection(), *existing);
     if (std::find(hashes.begin(), hashes.end(), config.hash()) != hashes.end()) continue;
-    const std::string changes = join(changed_keys(*existing, config.to_toml()), ", ");
+    const std::string changes = join(changed_keys(*existing, config), ", ");
     if (on_changed == SweepOptions::Changed::kRefuse) {
       refusals.push_back(fmt::format("'{}' ({})", m.name, changes));
     } else if (on_changed == SweepOptions::Changed::kRerun) {

@@ -36,5 +36,20 @@ TEST(Canonical, FlatteningWritesEveryValueInCanonicalForm) {
   EXPECT_TRUE(flatten_config("not toml [").empty());
 }
 
+TEST(Canonical, DifferingKeysNameEachKeyWithEveryConfigsValueAndADashWhereOneLacksIt) {
+  const std::vector<FlatConfig> configs = {
+      {{"run.name", "\"a\""}, {"train.steps", "10"}, {"optimizer.lr", "0.001"}},
+      {{"run.name", "\"b\""},
+       {"train.steps", "20"},
+       {"optimizer.lr", "0.001"},
+       {"optimizer.beta1", "0.9"}}};
+  const auto differing = differing_keys(configs);
+  ASSERT_EQ(differing.size(), 2u);  // run.name labels a run; the same lr is no difference
+  EXPECT_EQ(differing[0].first, "optimizer.beta1");
+  EXPECT_EQ(differing[0].second, (std::vector<std::string>{"-", "0.9"}));
+  EXPECT_EQ(differing[1].first, "train.steps");
+  EXPECT_EQ(differing[1].second, (std::vector<std::string>{"10", "20"}));
+}
+
 }  // namespace
 }  // namespace kiln
