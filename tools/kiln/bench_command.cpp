@@ -1,4 +1,5 @@
-// `kiln bench`: time an experiment's training step, phase by phase (core/app/speed/measure.h).
+#include "tools/kiln/bench_command.h"
+
 #include <iostream>
 #include <memory>
 #include <string>
@@ -11,7 +12,6 @@
 #include "core/app/speed/precision_check.h"
 #include "core/config/config.h"
 #include "core/util/error.h"
-#include "tools/kiln/commands.h"
 
 namespace kiln {
 

@@ -1,6 +1,5 @@
-// `kiln config EXP.toml [--set section.key=value]...`: the config a run of EXP.toml would get,
-// resolved (its bases, its own keys, the --sets, every default), each key with where its value
-// came from, and the files read with their SHA-256. Starts nothing and writes nothing.
+#include "tools/kiln/config_command.h"
+
 #include <iostream>
 #include <memory>
 #include <string>
@@ -13,7 +12,6 @@
 #include "core/config/options.h"
 #include "core/store/db/location.h"
 #include "core/util/error.h"
-#include "tools/kiln/commands.h"
 
 namespace kiln {
 

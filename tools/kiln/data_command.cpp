@@ -1,4 +1,5 @@
-// `kiln prepare`: text files -> token shards plus their tokenizer (core/data/prepare.h).
+#include "tools/kiln/data_command.h"
+
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -15,7 +16,6 @@
 #include "core/store/runs/output_guard.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
-#include "tools/kiln/commands.h"
 
 namespace kiln {
 

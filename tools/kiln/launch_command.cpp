@@ -1,4 +1,5 @@
-// `kiln launch`: start a kiln command on N ranks, torchrun-style (core/distributed/launch.h).
+#include "tools/kiln/launch_command.h"
+
 #include <iostream>
 #include <memory>
 #include <string>
@@ -7,7 +8,6 @@
 #include <CLI/CLI.hpp>
 
 #include "core/distributed/launch.h"
-#include "tools/kiln/commands.h"
 
 namespace kiln {
 

@@ -1,6 +1,6 @@
-// The kiln command line: the app, its command groups (one file each, tools/kiln/commands.h) and the
-// one place an error becomes a line on stderr and an exit code (core/util/error.h). The work itself
-// lives in core/.
+// The kiln command line: the app, its command groups (one module each, tools/kiln/commands.h) and
+// the one place an error becomes a line on stderr and an exit code (core/util/error.h). The work
+// itself lives in core/.
 #include <malloc.h>
 
 #include <algorithm>
@@ -20,7 +20,16 @@
 #include "core/util/error.h"
 #include "core/util/process.h"
 #include "core/util/torch_compat.h"
-#include "tools/kiln/commands.h"
+#include "tools/kiln/bench_command.h"
+#include "tools/kiln/config_command.h"
+#include "tools/kiln/data_command.h"
+#include "tools/kiln/launch_command.h"
+#include "tools/kiln/plugins_command.h"
+#include "tools/kiln/run_commands.h"
+#include "tools/kiln/runs_command.h"
+#include "tools/kiln/serve_command.h"
+#include "tools/kiln/snapshot_commands.h"
+#include "tools/kiln/sweep_command.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
-// `kiln plugins`: every config section and every registered plugin, with their keys, types,
-// defaults and meanings. The reference an experiment file is written against.
+#include "tools/kiln/plugins_command.h"
+
 #include <iostream>
 #include <memory>
 #include <string>
@@ -11,7 +11,6 @@
 #include "core/config/config.h"
 #include "core/config/registry.h"
 #include "core/util/error.h"
-#include "tools/kiln/commands.h"
 
 namespace kiln {
 

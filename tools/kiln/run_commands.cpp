@@ -1,8 +1,5 @@
-// `kiln run` and `kiln resume`: train an experiment, or go on with a run from its latest
-// snapshot; `kiln run --launcher slurm` submits the run to Slurm instead (core/app/slurm/sweep.h).
-// While either trains, SIGINT/SIGTERM stop it after the current step and a snapshot (exit code
-// kExitInterrupted); a second signal stops it sooner, without that snapshot (one being written is
-// dropped), and the run is still marked interrupted.
+#include "tools/kiln/run_commands.h"
+
 #include <iostream>
 #include <memory>
 #include <string>
@@ -18,7 +15,6 @@
 #include "core/util/error.h"
 #include "core/util/stop_signal.h"
 #include "tools/kiln/cli_checks.h"
-#include "tools/kiln/commands.h"
 #include "tools/kiln/slurm_options.h"
 
 namespace kiln {

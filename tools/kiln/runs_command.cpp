@@ -1,4 +1,4 @@
-#include "tools/kiln/commands.h"
+#include "tools/kiln/runs_command.h"
 
 #include <unistd.h>
 

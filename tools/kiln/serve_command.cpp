@@ -1,7 +1,5 @@
-// `kiln serve`: the live dashboard over HTTP. The only translation unit that includes httplib.h
-// (Debian's libcpp-httplib-dev, header-only and slow to compile): the page's files come from the
-// binary (tools/kiln/web_assets.h) and every answer under /api/ from
-// core/app/presentation/dashboard_api.h.
+#include "tools/kiln/serve_command.h"
+
 #include <httplib.h>
 
 #include <atomic>
@@ -21,7 +19,6 @@
 #include "core/store/history/reader.h"
 #include "core/util/error.h"
 #include "core/util/stop_signal.h"
-#include "tools/kiln/commands.h"
 #include "tools/kiln/web_assets.h"
 
 namespace kiln {

@@ -1,5 +1,5 @@
-// `kiln eval`, `kiln sample` and `kiln export`: the commands that read one snapshot of a run
-// (core/app/run/from_snapshot.h). They share the run, --checkpoint and --db options.
+#include "tools/kiln/snapshot_commands.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <iostream>
@@ -11,11 +11,11 @@
 #include <CLI/CLI.hpp>
 
 #include "core/app/run/from_snapshot.h"
+#include "core/app/run/model_export.h"
 #include "core/app/run/sampling.h"
 #include "core/train/task_suite.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
-#include "tools/kiln/commands.h"
 
 namespace kiln {
 

@@ -1,9 +1,5 @@
-// `kiln sweep`: a grid of experiments from a sweep file, or from an experiment file with
-// --grid/--zip axes; --dry-run checks and lists the members without running them. Exit code
-// kExitInterrupted when a SIGINT or SIGTERM stopped it, kExitSomeFailed when a member did not
-// complete otherwise. With --launcher slurm the sweep is submitted as a Slurm job array and the
-// command exits (core/app/slurm/sweep.h); `kiln sweep status|cancel|resubmit NAME` follow it,
-// and `kiln sweep task` is what each array task runs (core/app/slurm/task.h).
+#include "tools/kiln/sweep_command.h"
+
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -24,13 +20,13 @@
 #include "core/app/sweeps/runner.h"
 #include "core/app/sweeps/search_space.h"
 #include "core/app/sweeps/spec.h"
+#include "core/app/sweeps/spec_file.h"
 #include "core/config/config.h"
 #include "core/config/options.h"
 #include "core/config/schema.h"
 #include "core/store/history/reader.h"
 #include "core/store/runs/sweep_claims.h"
 #include "core/util/error.h"
-#include "tools/kiln/commands.h"
 #include "tools/kiln/slurm_options.h"
 
 namespace kiln {

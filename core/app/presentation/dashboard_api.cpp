@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/app/presentation/dashboard_params.h"
 #include "core/app/presentation/run_tables.h"
 #include "core/app/presentation/seed_curves.h"
 #include "core/app/presentation/seed_groups.h"
@@ -40,35 +41,6 @@ constexpr size_t kMaxCompareRuns = 200;
 class RunGone : public UserError {
   using UserError::UserError;
 };
-
-std::string param(const DashboardParams& params, const std::string& key,
-                  const std::string& fallback = "") {
-  auto it = params.find(key);
-  return it == params.end() || it->second.empty() ? fallback : it->second;
-}
-
-int64_t parse_whole(const std::string& key, const std::string& text) {
-  int64_t value = 0;
-  const char* end = text.data() + text.size();
-  auto [stop, failure] = std::from_chars(text.data(), end, value);
-  if (failure != std::errc() || stop != end || value < 0) {
-    throw UserError(fmt::format("{}={} is not a whole number >= 0", key, text));
-  }
-  return value;
-}
-
-int64_t whole_param(const DashboardParams& params, const std::string& key, int64_t fallback) {
-  const std::string text = param(params, key);
-  return text.empty() ? fallback : parse_whole(key, text);
-}
-
-// A run id the page must give: run=ID.
-int64_t required_id(const DashboardParams& params, const std::string& key) {
-  const std::string text = param(params, key);
-  if (text.empty())
-    throw UserError(fmt::format("{}= is missing: pass a run id, as in {}=1", key, key));
-  return parse_whole(key, text);
-}
 
 // By id only: a run named "7" must not stand in for run 7.
 RunRecord run_by_id(HistoryDb& db, int64_t id) {
@@ -237,13 +209,6 @@ Json run_view(HistoryDb& db, const DashboardParams& params) {
           {"mixture", mixture},
           {"snapshots", snapshots},
           {"resumes", resumes}};
-}
-
-std::vector<std::string> list_param(const DashboardParams& params, const std::string& key) {
-  std::vector<std::string> items;
-  for (const auto& item : split(param(params, key), ','))
-    if (!item.empty()) items.push_back(item);
-  return items;
 }
 
 // The mean curve of each group of seeds in its band, and the grouped report of

@@ -5,8 +5,9 @@
 // LibTorch and no HTTP: tools/kiln/serve_command.cpp carries these answers.
 #pragma once
 
-#include <map>
 #include <string>
+
+#include "core/app/presentation/dashboard_params.h"
 
 namespace kiln {
 
@@ -19,8 +20,6 @@ struct DashboardReply {
   int status = 200;
   std::string body;
 };
-
-using DashboardParams = std::multimap<std::string, std::string>;
 
 // `endpoint` is the path after /api/:
 //   runs     ?where=EXPR&sort=[-]KEY   the rows of `kiln runs list --format json`, filtered and

@@ -1,6 +1,6 @@
 // Commands that work on a finished or stopped run's snapshots: `kiln eval`, `kiln sample`,
-// `kiln export`. Each rebuilds the run from the config stored in the run store, loads the
-// chosen snapshot's weights and leaves the snapshot itself untouched.
+// `kiln export` (core/app/run/model_export.h). Each rebuilds the run from the config stored in the
+// run store, loads the chosen snapshot's weights and leaves the snapshot itself untouched.
 #pragma once
 
 #include <cstdint>
@@ -75,30 +75,5 @@ TaskReport evaluate_tasks(const SnapshotRequest& request, const TaskEvalOn& on);
 
 // What --details writes: per request, its token ids, log-likelihoods or generation.
 std::string details_lines(const std::vector<TaskResult>& results);
-
-// Whether `kiln export -o out_path` writes a Hugging Face model directory (model.safetensors and
-// config.json in it) rather than one file: any path not ending in ".safetensors".
-bool exports_directory(const std::string& out_path);
-
-struct ExportOptions {
-  // > 0 (--max-shard-size): a directory's weights in shards of at most that many bytes, with
-  // model.safetensors.index.json (write_hf_directory); 0: one file.
-  int64_t max_shard_bytes = 0;
-  // --force: export into a folder that holds files of its own, replacing those an export writes.
-  bool force = false;
-  // --merge: an adapter run's model with its adapter folded in (core/api/adapter.h), written as
-  // any model is; without it, such a run exports PEFT's adapter folder.
-  bool merge = false;
-};
-
-// Writes the model's weights in its interchange format: a .safetensors file, or a directory
-// (exports_directory) for a model with a Hugging Face config; an adapter run's adapter as PEFT's
-// folder (adapter_config.json, adapter_model.safetensors) unless `options.merge`. Returns the
-// tensor count.
-// A directory is replaced as one step (replace_folder): files a model directory holds
-// (is_model_directory_file) go, the folder's other files stay. A folder holding files that are
-// not a previous Kiln export (a user's own config.json) is refused unless `options.force`.
-int64_t export_snapshot(const SnapshotRequest& request, const std::string& out_path,
-                        const ExportOptions& options = {});
 
 }  // namespace kiln

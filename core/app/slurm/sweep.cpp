@@ -15,6 +15,7 @@
 #include "core/app/sweeps/asha_search.h"
 #include "core/app/sweeps/check.h"
 #include "core/app/sweeps/runner.h"
+#include "core/app/sweeps/spec_file.h"
 #include "core/config/canonical.h"
 #include "core/config/config.h"
 #include "core/config/options.h"

@@ -6,6 +6,7 @@
 
 #include "core/app/sweeps/runner.h"
 #include "core/app/sweeps/spec.h"
+#include "core/app/sweeps/spec_file.h"
 #include "core/store/runs/sweep_records.h"
 #include "core/store/runs/writer.h"
 #include "core/util/env.h"

@@ -1,4 +1,5 @@
-// Reading a sweep file's [search] and [space] tables (the format is in core/app/sweeps/spec.h).
+// Reading a sweep file's [search] and [space] tables (the format is in
+// core/app/sweeps/spec_file.h).
 #include "core/app/sweeps/search_file.h"
 
 #include <algorithm>

@@ -1,7 +1,8 @@
-// Reading a sweep file's [search] and [space] tables (the format is in core/app/sweeps/spec.h):
-// each key checked where it is written, with its file:line:col in the error, and laid over what
-// an earlier file of the `extends` chain gave. What depends on the base experiment (the metric,
-// the steps) is checked once the chain is read (core/app/sweeps/spec.cpp, search_space.cpp).
+// Reading a sweep file's [search] and [space] tables (the format is in
+// core/app/sweeps/spec_file.h): each key checked where it is written, with its file:line:col in the
+// error, and laid over what an earlier file of the `extends` chain gave. What depends on the base
+// experiment (the metric, the steps) is checked once the chain is read (core/app/sweeps/spec.cpp,
+// search_space.cpp).
 #pragma once
 
 #include <string>

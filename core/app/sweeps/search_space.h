@@ -1,4 +1,4 @@
-// The [search] and [space] of a sweep file (the format is in core/app/sweeps/spec.h): what a
+// The [search] and [space] of a sweep file (the format is in core/app/sweeps/spec_file.h): what a
 // search is judged by, and the distribution of each key a random or TPE search varies, from which
 // every random trial draws its value as a pure function of the sweep's seed, the trial and the
 // key.

@@ -1,48 +1,12 @@
-// Sweeps: many runs of one experiment, varying some keys. A sweep file
-//
-//   extends = "common.toml"              # optional: another sweep file this one builds on
-//   base = "experiments/kjv_char.toml"   # the experiment every member starts from
-//   name = "lr-layers"                   # optional; default: the sweep file's name
-//   seeds = [1, 2, 3]                    # shorthand for a grid over run.seed
-//   [grid]                               # Cartesian product
-//   optimizer.lr = [1e-3, 3e-3]
-//   model.n_layer = [2, 4]
-//   [zip]                                # varied together: equal-length lists
-//   schedule.warmup = [10, 20]
-//   train.steps = [100, 200]
-//   [set]                                # the same for every member
-//   train.steps = 100
-//   [[variant]]                          # each a set of keys varied together: crossed with
-//   name = "lion"                        # the grid (optional name: its part of member names)
-//   optimizer.type = "lion"
-//   optimizer.lr = 3e-4
-//   [search]                             # optional: how the members are chosen
-//   type = "random"                      # "grid" (the default: the members above), "random"
-//                                        # or "tpe" (core/app/sweeps/tpe.h; needs a metric)
-//   trials = 20                          # random, tpe: this many draws from [space]
-//   startup = 10                         # tpe: random draws before TPE proposes
-//   seed = 0                             # random: the draws are a pure function of the seed,
-//                                        # the trial's index and the key
-//   metric = "val_loss"                  # optional: what ranks the members (a metric they log)
-//   mode = "min"                         # "min" or "max"
-//   [space]                              # random: a distribution per key
-//   optimizer.lr = { log_uniform = [1e-4, 3e-2] }
-//   optimizer.weight_decay = { uniform = [0.0, 0.2] }
-//   schedule.warmup = { int_uniform = [0, 50] }
-//   optimizer.type = { choice = ["adamw", "lion"] }
-//
-// or the same from the command line (`kiln sweep EXP.toml --grid optimizer.lr=1e-3,3e-3`).
-// Each member is an ordinary run named `<sweep>/<key=value,...>` and tagged with the sweep
-// (runs.sweep). A variant's keys are --set values like the others, so that a member runs as
-// `kiln run BASE --set ...`; the experiment loader decides what a `type` set that way does to the
-// section's other keys. `extends` (core/config/extends.h: paths relative to the file naming them,
-// applied in order) layers sweep files: a later file's base, name, seeds and [[variant]] list
-// replace an earlier one's, its [grid], [zip] and [set] keys replace the same keys. This file
-// turns a sweep into its members, every member's name and config checked before any of them runs;
-// it starts no process and opens no run store (core/app/sweeps/check.h assembles each member
-// without training it, core/app/sweeps/runner.h runs them). The file format is read in
-// core/app/sweeps/spec_file.cpp, the members expanded in core/app/sweeps/spec.cpp, a random
-// search's draws made in core/app/sweeps/search_space.cpp.
+// A sweep: many runs of one experiment, varying some keys, as a sweep file gives them
+// (core/app/sweeps/spec_file.h: the format) or the command line does (`kiln sweep EXP.toml --grid
+// optimizer.lr=1e-3,3e-3`). Each member is an ordinary run named `<sweep>/<key=value,...>` and
+// tagged with the sweep (runs.sweep). A variant's keys are --set values like the others, so that a
+// member runs as `kiln run BASE --set ...`; the experiment loader decides what a `type` set that
+// way does to the section's other keys. This file turns a sweep into its members, every member's
+// name and config checked before any of them runs; it starts no process and opens no run store
+// (core/app/sweeps/check.h assembles each member without training it, core/app/sweeps/runner.h
+// runs them). A random search's draws are made in core/app/sweeps/search_space.cpp.
 #pragma once
 
 #include <cstdint>
@@ -82,13 +46,6 @@ struct SweepMember {
   std::vector<std::string> overrides;  // fixed, then the member's own values
 };
 
-// A sweep file with the files it extends; a UserError naming file:line:col for a mistake in any.
-SweepSpec load_sweep_file(const std::string& path);
-// True for a sweep file (it has a key only sweep files have: base, seeds, [grid], [zip], [set],
-// [[variant]]), false for an experiment file.
-bool is_sweep_file(const std::string& path);
-// --grid / --zip arguments "section.key=v1,v2,..." (values as TOML text, split on commas).
-SweepAxis parse_axis(const std::string& argument);
 // Every member, each override already validated against the base experiment (which it reads)
 // and each name checked; the variants vary slowest, then the grid values in odometer order (the
 // last axis fastest), then the zip positions, then a random search's trials (named trial=N). A

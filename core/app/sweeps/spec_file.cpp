@@ -1,5 +1,5 @@
-// Reading sweep files (the format is in core/app/sweeps/spec.h): each file of an `extends` chain
-// checked and laid over the ones before it.
+#include "core/app/sweeps/spec_file.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -13,7 +13,6 @@
 
 #include "core/app/sweeps/file_nodes.h"
 #include "core/app/sweeps/search_file.h"
-#include "core/app/sweeps/spec.h"
 #include "core/config/canonical.h"
 #include "core/config/extends.h"
 #include "core/config/schema.h"

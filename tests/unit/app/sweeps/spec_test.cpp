@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/app/sweeps/spec.h"
+#include "core/app/sweeps/spec_file.h"
 #include "core/util/error.h"
 #include "test_util.h"
 
