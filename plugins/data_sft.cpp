@@ -26,7 +26,6 @@
 #include "core/data/chat_records.h"
 #include "core/data/packing.h"
 #include "core/util/error.h"
-#include "core/util/fs.h"
 
 namespace kiln {
 namespace {
@@ -185,23 +184,16 @@ std::shared_ptr<Tokenizer> open_tokenizer(const Params& p, const DataRequest& re
 }
 
 std::shared_ptr<DataSource> open_split(const Params& p, const DataRequest& request) {
-  const std::string& key = request.split;
-  const std::string pattern = request.files.empty() ? p.path(key) : request.files;
-  if (pattern.empty()) {
-    if (key != "train") return nullptr;
-    throw UserError(
-        "data.train is empty: set it to a JSON Lines file of records such as "
-        "\"experiments/data/kjv_sft_train.jsonl\"");
-  }
-  std::vector<std::string> files = glob_files(pattern);
-  if (files.empty()) {
-    throw UserError(fmt::format("{} matches no file: fix the path or pattern",
-                                named_pattern(p, request, pattern)));
-  }
+  const std::optional<SplitFiles> split =
+      split_files(p, request,
+                  "data.train is empty: set it to a JSON Lines file of records such as "
+                  "\"experiments/data/kjv_sft_train.jsonl\"",
+                  "fix the path or pattern");
+  if (!split) return nullptr;
   std::shared_ptr<Tokenizer> tokenizer = open_tokenizer(p, request);
   ChatRecordOptions options{chat_template(p.text("template")), tokenizer.get(), request.seq_len + 1,
                             p.text("on_bad_record") == "skip", p.text("on_long_record") == "split"};
-  return std::make_shared<SftSource>(pattern, read_chat_records(files, options),
+  return std::make_shared<SftSource>(split->pattern, read_chat_records(split->files, options),
                                      p.path("tokenizer"), request, p.flag("pack"));
 }
 

@@ -17,7 +17,6 @@
 #include "core/data/packing.h"
 #include "core/data/token_loader.h"
 #include "core/util/error.h"
-#include "core/util/fs.h"
 
 namespace kiln {
 namespace {
@@ -74,21 +73,12 @@ class ShardSource : public DataSource {
 };
 
 std::shared_ptr<DataSource> open_split(const Params& p, const DataRequest& request) {
-  const std::string& key = request.split;
-  const std::string pattern = request.files.empty() ? p.path(key) : request.files;
-  if (pattern.empty()) {
-    if (key != "train") return nullptr;
-    throw UserError(
-        "data.train is empty: set it to a shard pattern such as "
-        "\"data/kjv_char/train_*.bin\" (made by `kiln prepare`)");
-  }
-  std::vector<std::string> files = glob_files(pattern);
-  if (files.empty()) {
-    throw UserError(
-        fmt::format("{} matches no file: run `kiln prepare` (or "
-                    "tools/setup.sh for the default corpus) or fix the pattern",
-                    named_pattern(p, request, pattern)));
-  }
+  const std::optional<SplitFiles> split = split_files(
+      p, request,
+      "data.train is empty: set it to a shard pattern such as "
+      "\"data/kjv_char/train_*.bin\" (made by `kiln prepare`)",
+      "run `kiln prepare` (or tools/setup.sh for the default corpus) or fix the pattern");
+  if (!split) return nullptr;
   const bool pack = p.flag("pack");
   if (pack && p.integer("separator") < 0) {
     throw UserError(
@@ -96,9 +86,9 @@ std::shared_ptr<DataSource> open_split(const Params& p, const DataRequest& reque
         "(50256, <|endoftext|>, for GPT-2's tokenizer), or data.pack = false");
   }
   return std::make_shared<ShardSource>(
-      pattern,
-      TokenLoaderOptions{files, request.micro_batch, request.seq_len, request.rank, request.world,
-                         request.vocab_limit, parse_shard_format(p.text("format"))},
+      split->pattern,
+      TokenLoaderOptions{split->files, request.micro_batch, request.seq_len, request.rank,
+                         request.world, request.vocab_limit, parse_shard_format(p.text("format"))},
       request.pinned, pack ? p.integer("separator") : -1);
 }
 

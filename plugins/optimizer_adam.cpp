@@ -3,6 +3,7 @@
 #include <torch/optim/adam.h>
 
 #include "core/api/optimizer.h"
+#include "plugins/adam_params.h"
 
 namespace kiln {
 namespace {
@@ -20,17 +21,8 @@ class DeclaredAdam : public torch::optim::Adam, public DeclaredState {
 };
 
 const bool registered = OptimizerRegistry::add(
-    {"adam",
-     "Adam; weight_decay is an L2 term in the gradient (use adamw for decoupled decay)",
-     {ParamSpec::real("lr", 1e-3, "peak learning rate (the schedule's base)").at_least(0),
-      ParamSpec::real("beta1", 0.9, "decay of the first-moment average")
-          .at_least(0)
-          .at_most(0.999999),
-      ParamSpec::real("beta2", 0.999, "decay of the second-moment average")
-          .at_least(0)
-          .at_most(0.999999),
-      ParamSpec::real("eps", 1e-8, "added to the denominator for stability").at_least(0),
-      ParamSpec::real("weight_decay", 0.0, "L2 penalty added to the gradient").at_least(0)}},
+    {"adam", "Adam; weight_decay is an L2 term in the gradient (use adamw for decoupled decay)",
+     adam_params({1e-3, 0.999, 0.0, "L2 penalty added to the gradient"})},
     [](const Params& p,
        const std::vector<torch::Tensor>& params) -> std::shared_ptr<torch::optim::Optimizer> {
       return std::make_shared<DeclaredAdam>(params, torch::optim::AdamOptions(p.real("lr"))

@@ -10,6 +10,7 @@
 #include "core/kernels/fused_adamw.h"
 #include "core/util/error.h"
 #include "core/util/torch_compat.h"
+#include "plugins/adam_params.h"
 
 namespace kiln {
 namespace {
@@ -123,22 +124,18 @@ std::shared_ptr<torch::optim::Optimizer> make_adamw(const Params& p,
                                     group_options);
 }
 
+// Adam's with decoupled decay, and the choice of the fused step.
+std::vector<ParamSpec> adamw_params() {
+  std::vector<ParamSpec> params =
+      adam_params({6e-4, 0.95, 0.1, "decoupled decay of 2D+ parameters"});
+  params.push_back(ParamSpec::flag(
+      "fused", false,
+      "one pass over each parameter per step (Kiln's kernel on the CPU, LibTorch 2.0+ on CUDA)"));
+  return params;
+}
+
 const bool registered = OptimizerRegistry::add(
-    {"adamw",
-     "AdamW; weight decay on parameters of 2+ dimensions only",
-     {ParamSpec::real("lr", 6e-4, "peak learning rate (the schedule's base)").at_least(0),
-      ParamSpec::real("beta1", 0.9, "decay of the first-moment average")
-          .at_least(0)
-          .at_most(0.999999),
-      ParamSpec::real("beta2", 0.95, "decay of the second-moment average")
-          .at_least(0)
-          .at_most(0.999999),
-      ParamSpec::real("eps", 1e-8, "added to the denominator for stability").at_least(0),
-      ParamSpec::real("weight_decay", 0.1, "decoupled decay of 2D+ parameters").at_least(0),
-      ParamSpec::flag("fused", false,
-                      "one pass over each parameter per step (Kiln's kernel on the CPU, LibTorch "
-                      "2.0+ on CUDA)")},
-     true},
+    {"adamw", "AdamW; weight decay on parameters of 2+ dimensions only", adamw_params(), true},
     make_adamw);
 
 }  // namespace

@@ -10,10 +10,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include <ATen/core/Tensor.h>
 
@@ -44,15 +43,21 @@ struct DataRequest {
   int64_t rows_per_step = 0;
 };
 
-// How an error names the files a request reads: `data.val = "GIVEN"`, with the absolute form
-// the run reads when that differs, or `--data PATTERN`.
-inline std::string named_pattern(const Params& p, const DataRequest& request,
-                                 const std::string& pattern) {
-  if (!request.files.empty()) return fmt::format("--data {}", pattern);
-  const std::string& given = p.text(request.split);
-  if (given == pattern) return fmt::format("data.{} = \"{}\"", request.split, given);
-  return fmt::format("data.{} = \"{}\" (read as {})", request.split, given, pattern);
-}
+// The files a request reads: `kiln eval --data`'s pattern when given, else the split's key
+// (data.train, data.val, data.test) as a path, with the files it matches in name order.
+struct SplitFiles {
+  std::string pattern;
+  std::vector<std::string> files;
+};
+
+// Nothing when the split's key is empty and the split is not "train" (the data has no such
+// split). A UserError when data.train is empty (`empty_train` is the whole message: what to set
+// it to), or when the pattern matches no file: the pattern as the user gave it (`data.val =
+// "GIVEN"`, with the absolute form read when that differs, or `--data PATTERN`), "matches no
+// file:" and `no_match_fix`, what the plugin's user does about it.
+std::optional<SplitFiles> split_files(const Params& p, const DataRequest& request,
+                                      const std::string& empty_train,
+                                      const std::string& no_match_fix);
 
 struct Batch {
   // int64 [micro_batch, seq_len], on the CPU. Sources reuse these buffers once nothing holds

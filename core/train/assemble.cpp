@@ -10,7 +10,7 @@
 
 #include "core/api/tokenizer.h"
 #include "core/checkpoint/hf_directory.h"
-#include "core/train/cuda_graph.h"
+#include "core/train/compatibility_rules.h"
 #include "core/train/precision_workload.h"
 #include "core/train/run_adapter.h"
 #include "core/train/run_device.h"
@@ -87,39 +87,21 @@ class HeldAfterSpan : public Schedule {
   int64_t last_;
 };
 
-// Data whose loss counts only some targets (DataSource::masks_loss) is trained by the trainer's
-// own micro-steps: a pipeline's passes and a captured CUDA graph take every target's mean.
-void refuse_masked_loss_where_unsupported(const AssembledRun& a) {
-  if (!a.train_data->masks_loss()) return;
-  const std::string data = a.config.type("data");
-  if (a.parallel->stages() > 1) {
-    throw UserError(fmt::format(
-        "{}: data '{}' counts only some tokens in the loss, which parallel '{}' does not support "
-        "yet (its stages compute every token's mean): use parallel.type = \"ddp\" or \"zero\"",
-        a.config.where("parallel.type").str(), data, a.config.type("parallel")));
-  }
-  if (a.train.cuda_graphs) {
-    throw UserError(fmt::format(
-        "{}: train.cuda_graphs = true captures a loss over every token, and data '{}' counts "
-        "only some: set train.cuda_graphs = false",
-        a.config.where("train.cuda_graphs").str(), data));
-  }
-}
-
 }  // namespace
 
-int64_t schedule_span(const ResolvedConfig& config) {
+int64_t schedule_span(const ResolvedConfig& config, const TrainOptions& train) {
   const int64_t span = config.params("schedule").integer("total_steps");
-  return span > 0 ? span : train_options(config).steps;
+  return span > 0 ? span : train.steps;
 }
 
-std::shared_ptr<Schedule> make_schedule(const ResolvedConfig& config, double base_lr) {
-  const int64_t steps = std::min(schedule_span(config), train_options(config).steps);
+std::shared_ptr<Schedule> make_schedule(const ResolvedConfig& config, const TrainOptions& train,
+                                        double base_lr) {
+  const int64_t steps = std::min(schedule_span(config, train), train.steps);
   auto schedule = located(config, "schedule", [&] {
     return ScheduleRegistry::create(config.type("schedule"), config.params("schedule"), base_lr,
                                     steps);
   });
-  if (steps == train_options(config).steps) return schedule;
+  if (steps == train.steps) return schedule;
   return std::make_shared<HeldAfterSpan>(std::move(schedule), steps);
 }
 
@@ -142,50 +124,20 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
                                                   config.params("parallel"), a.device.type());
   // The step, by the ranks that read different data: all of them, or a pipeline's replicas.
   const StepBatch batch =
-      step_batch(config, a.parallel->world_size(),
+      step_batch(config, a.train, a.parallel->world_size(),
                  WorldShape{a.parallel->data_world(), a.parallel->micro_batches()});
   a.grad_accum = batch.micro_steps;
   a.batch_tokens = batch.tokens;
 
   a.model_plan = ModelRegistry::create(config.type("model"), config.params("model"));
-  if (a.train.seq_len > a.model_plan->context_length) {
-    throw UserError(fmt::format(
-        "{}: train.seq_len = {} is longer than the model's context of {} "
-        "tokens: lower train.seq_len or raise the model's context length",
-        config.where("train.seq_len").str(), a.train.seq_len, a.model_plan->context_length));
-  }
-  a.parallel->check_layer_count(a.model_plan->layers);
-  try {
-    a.parallel->check_optimizer(config.type("optimizer"));
-  } catch (const UserError& e) {
-    throw UserError(fmt::format("{}: {}", config.where("optimizer.type").str(), e.what()));
-  }
-  if (const int64_t tp = a.parallel->tensor_parallel(); tp > 1) {
-    if (!a.model_plan->check_tensor_parallel) {
-      throw UserError(fmt::format(
-          "{}: model.type = \"{}\" has no tensor-parallel form: use parallel.tp = 1 or a model "
-          "that has one (gpt, llama)",
-          config.where("parallel.tp").str(), config.type("model")));
-    }
-    try {
-      a.model_plan->check_tensor_parallel(tp);
-    } catch (const UserError& e) {
-      throw UserError(fmt::format("{}: {}", config.where("parallel.tp").str(), e.what()));
-    }
-  }
+  check_compatibility(a, AssemblyPoint::kPlanned);
   a.adapter = make_adapter(config);
   a.precision = located(config, "precision", [&] {
     return PrecisionRegistry::create(config.type("precision"), config.params("precision"),
                                      a.device.type());
   });
-  a.precision->set_workload(precision_workload(config, *a.parallel));
-  // Refused before any rank builds its model (and every rank refuses alike).
-  if (a.precision->inspects_gradients() && !a.parallel->replicates_gradients()) {
-    throw UserError(fmt::format(
-        "{}: precision '{}' checks every gradient for overflow, but parallel '{}' leaves each "
-        "rank only its shard of them: use precision.type = \"bf16\" or parallel.type = \"ddp\"",
-        config.where("precision.type").str(), config.type("precision"), config.type("parallel")));
-  }
+  a.precision->set_workload(precision_workload(config, a.train, *a.parallel));
+  check_compatibility(a, AssemblyPoint::kPrecision);
   std::shared_ptr<torch::optim::Optimizer> stand_in;
   if (loading) {
     a.memory = loading_floor(*a.model_plan);
@@ -232,52 +184,24 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
                                        parameters_of(*a.model));
     });
   }
-  a.schedule = make_schedule(config, configured_lr(*a.optimizer));
-  if (dynamic_cast<AveragedIterate*>(a.optimizer.get()) && a.schedule->decays()) {
-    throw UserError(fmt::format(
-        "{}: optimizer '{}' averages its iterates in place of a decaying learning rate, and "
-        "schedule '{}' decays it: set schedule.type = \"constant\" (its warmup is the "
-        "optimizer's warmup)",
-        config.where("schedule.type").str(), config.type("optimizer"), config.type("schedule")));
-  }
-
-  if (a.train.pinned_batches == "on" && !a.device.is_cuda()) {
-    throw UserError(
-        fmt::format("{}: train.pinned_batches = \"on\" page-locks batches for copies "
-                    "to a GPU, and this run trains on {}: use \"auto\" or \"off\"",
-                    config.where("train.pinned_batches").str(), a.device.str()));
-  }
+  a.schedule = make_schedule(config, a.train, configured_lr(*a.optimizer));
+  check_compatibility(a, AssemblyPoint::kScheduled);
   if (mode == Assembly::kWeights) return a;
   a.train_data = open_split(a, "train", "", /*training=*/true);
   if (!a.train_data) {
     throw UserError(fmt::format("{}: the data plugin '{}' found no training split",
                                 config.where("data.type").str(), config.type("data")));
   }
-  refuse_masked_loss_where_unsupported(a);
+  check_compatibility(a, AssemblyPoint::kTrainSplit);
   a.val_data = open_split(a, "val");
   // Opened now, so that a bad test pattern stops the run before it starts, not after training.
   if (a.eval.final_test) a.test_data = open_split(a, "test");
-  if (a.train.cuda_graphs) {
-    if (auto why = cuda_graph_refusal(a)) throw UserError(*why);
-  }
-  if (a.eval.every > 0 && !a.val_data) {
-    throw UserError(
-        fmt::format("{}: eval.every = {} but the data has no validation split: "
-                    "point the data section at validation shards or set eval.every "
-                    "= 0",
-                    config.where("eval.every").str(), a.eval.every));
-  }
+  check_compatibility(a, AssemblyPoint::kSplits);
   // kiln eval names its own tasks; a run reads and checks its own before anything starts.
   if (mode == Assembly::kLoad || a.eval.tasks.empty()) return a;
   std::vector<Task> tasks =
       load_tasks(a.eval.tasks, config.where("eval.tasks").str() + ": eval.tasks");
-  if (a.parallel->stages() > 1) {
-    throw UserError(fmt::format(
-        "{}: eval.tasks are not scored under pipeline parallelism (each stage holds part of the "
-        "model): leave eval.tasks out and score them after the run with `kiln eval RUN --task "
-        "{}`",
-        config.where("eval.tasks").str(), tasks.front().spec.file));
-  }
+  check_compatibility(a, AssemblyPoint::kTasksRead, tasks);
   a.tasks =
       std::make_shared<TaskSuite>(std::move(tasks), load_tokenizer(a.train_data->tokenizer_dir()),
                                   a.model_plan->context_length, a.model_plan->vocab_size);

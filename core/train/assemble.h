@@ -86,11 +86,13 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode = Assembly::kT
 std::shared_ptr<DataSource> open_split(const AssembledRun& run, const std::string& split,
                                        const std::string& files = "", bool training = false);
 
-// The steps a config's schedule spans: schedule.total_steps when set, else train.steps.
-int64_t schedule_span(const ResolvedConfig& config);
+// The steps a config's schedule spans: schedule.total_steps when set, else train.steps (`train`,
+// the config's train_options()).
+int64_t schedule_span(const ResolvedConfig& config, const TrainOptions& train);
 
 // The config's schedule with the optimizer's `base_lr`: the schedule plugin's over
 // schedule_span(), held at its last lr for the train.steps past it.
-std::shared_ptr<Schedule> make_schedule(const ResolvedConfig& config, double base_lr);
+std::shared_ptr<Schedule> make_schedule(const ResolvedConfig& config, const TrainOptions& train,
+                                        double base_lr);
 
 }  // namespace kiln

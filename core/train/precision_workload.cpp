@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include "core/config/canonical.h"
-#include "core/config/options.h"
 
 namespace kiln {
 
@@ -27,9 +26,9 @@ std::string section_text(const std::map<std::string, std::string>& flat,
 
 }  // namespace
 
-std::string precision_workload(const ResolvedConfig& config, const ParallelStrategy& parallel) {
+std::string precision_workload(const ResolvedConfig& config, const TrainOptions& train,
+                               const ParallelStrategy& parallel) {
   const FlatConfig flat = config.flat();
-  const TrainOptions train = train_options(config);
   return fmt::format("{} | adapter {} | micro_batch {} x seq_len {} | tp {} | stages {}",
                      section_text(flat, config, "model"), section_text(flat, config, "adapter"),
                      train.micro_batch, train.seq_len, parallel.tensor_parallel(),

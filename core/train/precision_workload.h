@@ -19,10 +19,13 @@
 
 #include "core/api/parallel.h"
 #include "core/config/config.h"
+#include "core/config/options.h"
 
 namespace kiln {
 
-// The same for `kiln bench` (core/app/speed/precision_check.cpp) and the run it speaks for.
-std::string precision_workload(const ResolvedConfig& config, const ParallelStrategy& parallel);
+// The same for `kiln bench` (core/app/speed/precision_check.cpp) and the run it speaks for;
+// `train` is the config's [train] section (train_options()).
+std::string precision_workload(const ResolvedConfig& config, const TrainOptions& train,
+                               const ParallelStrategy& parallel);
 
 }  // namespace kiln

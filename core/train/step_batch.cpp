@@ -2,13 +2,12 @@
 
 #include <fmt/format.h>
 
-#include "core/config/options.h"
 #include "core/util/error.h"
 
 namespace kiln {
 
-StepBatch step_batch(const ResolvedConfig& config, int world, const WorldShape& shape) {
-  const TrainOptions train = train_options(config);
+StepBatch step_batch(const ResolvedConfig& config, const TrainOptions& train, int world,
+                     const WorldShape& shape) {
   StepBatch batch{world, shape.data_world, train.micro_batch, 1, 0};
   batch.micro_steps = train.grad_accum(shape.data_world, config);
   if (const int64_t wanted = shape.micro_batches; wanted > 0) {
@@ -27,7 +26,7 @@ StepBatch step_batch(const ResolvedConfig& config, int world, const WorldShape& 
 }
 
 StepBatch step_batch(const ResolvedConfig& config, int world) {
-  return step_batch(config, world,
+  return step_batch(config, train_options(config), world,
                     world_shape(config.type("parallel"), config.params("parallel"), world));
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/api/parallel.h"
 #include "core/config/config.h"
+#include "core/config/options.h"
 
 namespace kiln {
 
@@ -20,11 +21,12 @@ struct StepBatch {
   int64_t tokens = 0;       // micro_steps x micro_batch x seq_len x data_world
 };
 
-// The step `config` makes under its own strategy in a world of `world` ranks, the world's shape
-// said by the strategy itself (`shape`, or its rule when not given). A UserError
-// when train.batch_tokens does not divide into the micro-steps of that shape, or the strategy
-// needs another number of micro-steps than batch_tokens makes.
-StepBatch step_batch(const ResolvedConfig& config, int world, const WorldShape& shape);
+// The step `config` (its [train] section read as `train`) makes under its own strategy in a
+// world of `world` ranks, the world's shape said by the strategy itself (`shape`, or its rule
+// when not given). A UserError when train.batch_tokens does not divide into the micro-steps of
+// that shape, or the strategy needs another number of micro-steps than batch_tokens makes.
+StepBatch step_batch(const ResolvedConfig& config, const TrainOptions& train, int world,
+                     const WorldShape& shape);
 StepBatch step_batch(const ResolvedConfig& config, int world);
 
 // What a change of world did to the step, for a resume's "resume changes" line: "world size 3 ->

@@ -13,10 +13,10 @@ namespace kiln {
 
 std::string check_schedule_change(const ResolvedConfig& stored, const AssembledRun& run,
                                   int64_t from_step, ScheduleOnResume mode) {
-  const int64_t planned = train_options(stored).steps;
-  if (planned == run.train.steps) return "";
+  const TrainOptions planned = train_options(stored);
+  if (planned.steps == run.train.steps) return "";
   const double base_lr = configured_lr(*run.optimizer);
-  const double before = make_schedule(stored, base_lr)->lr(from_step);
+  const double before = make_schedule(stored, planned, base_lr)->lr(from_step);
   const double after = run.schedule->lr(from_step);
   const double moved =
       before != 0 ? std::fabs(after - before) / std::fabs(before) : (after != 0 ? 1.0 : 0.0);
@@ -25,11 +25,11 @@ std::string check_schedule_change(const ResolvedConfig& stored, const AssembledR
         "train.steps {} -> {} moves the lr of step {} from {:.4g} (as planned) to {:.4g} "
         "({:+.1f}%): pass --keep-schedule (the schedule keeps its {} steps; the added ones stay at "
         "its final lr) or --reschedule (the new total applies from step {} on)",
-        planned, run.train.steps, from_step + 1, before, after, 100.0 * (after - before) / before,
-        schedule_span(stored), from_step + 1));
+        planned.steps, run.train.steps, from_step + 1, before, after,
+        100.0 * (after - before) / before, schedule_span(stored, planned), from_step + 1));
   }
   return fmt::format("lr of step {}: {:.4g} as planned over {} steps, {:.4g} now", from_step + 1,
-                     before, schedule_span(stored), after);
+                     before, schedule_span(stored, planned), after);
 }
 
 std::vector<RunInput> check_inputs(Connection& db, const RunRecord& record, ResolvedConfig& config,

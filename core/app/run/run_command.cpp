@@ -258,7 +258,8 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
       load_config_text(record.config, fmt::format("run '{}' (stored config)", record.name), {});
   std::vector<std::string> settings = overrides;
   if (options.schedule == ScheduleOnResume::kKeep) {
-    settings.push_back(fmt::format("schedule.total_steps={}", schedule_span(stored)));
+    settings.push_back(
+        fmt::format("schedule.total_steps={}", schedule_span(stored, train_options(stored))));
   }
   std::vector<std::string> changes;
   ResolvedConfig config = resumed_config(record, settings, changes);
@@ -289,7 +290,7 @@ SessionOutcome resume_run(const std::string& db, const std::string& name_or_id,
   if (world != record.world_size) {
     const WorldShape shape{run.parallel->data_world(), run.parallel->micro_batches()};
     changes.push_back(world_change(step_batch(stored, static_cast<int>(record.world_size)),
-                                   step_batch(config, world, shape)));
+                                   step_batch(config, run.train, world, shape)));
   }
   if (store) {
     store->reopen_run(record.id, from_step, join(changes, "; "), config.to_toml(), config.hash(),

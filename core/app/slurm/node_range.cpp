@@ -54,7 +54,7 @@ std::string cannot_shrink(const ResolvedConfig& config, int now, int ranks) {
         per_micro_step, both);
   }
   try {
-    const StepBatch after = step_batch(config, ranks, shape);
+    const StepBatch after = step_batch(config, train, ranks, shape);
     if (after.tokens == before.tokens) return "";
     return fmt::format(
         "its global batch would be {} tokens there instead of {} (train.batch_tokens = 0 follows "

@@ -326,7 +326,7 @@ BenchResult run_bench(const ResolvedConfig& config, const BenchOptions& options)
     out += fmt::format("\nrecorded as '{}' in {}: `kiln bench {} --against {}` compares with it\n",
                        r.label, results->path(), config.experiment, r.label);
   }
-  return {r, out, precision_workload(config, *run.parallel)};
+  return {r, out, precision_workload(config, run.train, *run.parallel)};
 }
 
 }  // namespace kiln

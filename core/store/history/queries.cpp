@@ -18,19 +18,30 @@ namespace kiln {
 
 namespace {
 
-std::vector<StepLoss> loss_rows(HistoryDb& db, int64_t run_id) {
-  Statement q(db.connection(), "SELECT step, loss FROM metrics WHERE run_id = ? ORDER BY step",
-              {run_id});
-  std::vector<StepLoss> rows;
+// Every row `sql` selects for `run_id`, each made by `read` from the statement standing on it.
+template <class Read>
+auto selected_rows(HistoryDb& db, const std::string& sql, int64_t run_id, Read read) {
+  Statement q(db.connection(), sql, {run_id});
+  std::vector<decltype(read(q))> rows;
   while (q.step())
-    rows.push_back({q.integer(0), q.maybe_real(1)});
+    rows.push_back(read(q));
   return rows;
 }
 
+// A row of (step, loss).
+StepLoss read_step_loss(const Statement& q) {
+  return {q.integer(0), q.maybe_real(1)};
+}
+
+std::vector<StepLoss> loss_rows(HistoryDb& db, int64_t run_id) {
+  return selected_rows(db, "SELECT step, loss FROM metrics WHERE run_id = ? ORDER BY step", run_id,
+                       read_step_loss);
+}
+
 std::optional<StepLoss> lowest_loss(HistoryDb& db, const std::string& sql, int64_t run_id) {
-  Statement q(db.connection(), sql, {run_id});
-  if (!q.step()) return std::nullopt;
-  return StepLoss{q.integer(0), q.maybe_real(1)};
+  const std::vector<StepLoss> rows = selected_rows(db, sql, run_id, read_step_loss);
+  if (rows.empty()) return std::nullopt;
+  return rows.front();
 }
 
 const char* const kSelectMetrics =
@@ -38,13 +49,10 @@ const char* const kSelectMetrics =
     "WHERE run_id = ?";
 
 std::vector<MetricRecord> read_metrics(HistoryDb& db, const std::string& sql, int64_t run_id) {
-  Statement q(db.connection(), sql, {run_id});
-  std::vector<MetricRecord> rows;
-  while (q.step()) {
-    rows.push_back({q.integer(0), q.maybe_real(1), q.maybe_real(2), q.maybe_real(3),
-                    q.maybe_real(4), q.maybe_real(5), q.maybe_integer(6)});
-  }
-  return rows;
+  return selected_rows(db, sql, run_id, [](const Statement& q) {
+    return MetricRecord{q.integer(0),    q.maybe_real(1), q.maybe_real(2),   q.maybe_real(3),
+                        q.maybe_real(4), q.maybe_real(5), q.maybe_integer(6)};
+  });
 }
 
 }  // namespace
@@ -61,17 +69,14 @@ std::vector<MetricRow> run_metric_rows(HistoryDb& db, int64_t run_id) {
   auto column_or = [&](const std::string& name, const char* absent) {
     return columns.count(name) ? name : std::string(absent);
   };
-  Statement q(
-      db.connection(),
-      fmt::format("SELECT step, loss, lr, grad_norm, tokens_per_sec, dt_ms, tokens_seen, "
-                  "coalesce({}, 1), {}, {}, {}, {}, {} FROM metrics WHERE run_id = ? ORDER BY step",
-                  column_or("loss_scale", "1"), column_or("skipped", "0"),
-                  column_or("rank_skew_ms", "NULL"), column_or("bubble", "NULL"),
-                  column_or("counted_tokens", "NULL"), column_or("source_tokens", "NULL")),
-      {run_id});
-  std::vector<MetricRow> rows;
-  while (q.step()) {
-    MetricRow& row = rows.emplace_back();
+  const std::string sql = fmt::format(
+      "SELECT step, loss, lr, grad_norm, tokens_per_sec, dt_ms, tokens_seen, coalesce({}, 1), {}, "
+      "{}, {}, {}, {} FROM metrics WHERE run_id = ? ORDER BY step",
+      column_or("loss_scale", "1"), column_or("skipped", "0"), column_or("rank_skew_ms", "NULL"),
+      column_or("bubble", "NULL"), column_or("counted_tokens", "NULL"),
+      column_or("source_tokens", "NULL"));
+  return selected_rows(db, sql, run_id, [](const Statement& q) {
+    MetricRow row;
     row.step = q.integer(0);
     row.loss = q.real(1);
     row.lr = q.real(2);
@@ -85,8 +90,8 @@ std::vector<MetricRow> run_metric_rows(HistoryDb& db, int64_t run_id) {
     row.bubble = q.maybe_real(10);
     row.counted_tokens = q.maybe_integer(11);
     row.source_tokens = q.text(12);
-  }
-  return rows;
+    return row;
+  });
 }
 
 std::optional<MetricRecord> last_metrics(HistoryDb& db, int64_t run_id) {
@@ -101,38 +106,32 @@ std::vector<EvalRecord> run_evals(HistoryDb& db, int64_t run_id) {
   Statement info(db.connection(), "SELECT name FROM pragma_table_info('evals')");
   while (info.step())
     has_counted = has_counted || info.text(0) == "counted_tokens";
-  Statement q(db.connection(),
-              fmt::format("SELECT step, split, checkpoint, loss, perplexity, {} FROM evals "
-                          "WHERE run_id = ? ORDER BY step, split, checkpoint",
-                          has_counted ? "counted_tokens" : "NULL"),
-              {run_id});
-  std::vector<EvalRecord> rows;
-  while (q.step())
-    rows.push_back(
-        {q.integer(0), q.text(1), q.text(2), q.maybe_real(3), q.maybe_real(4), q.maybe_integer(5)});
-  return rows;
+  const std::string sql = fmt::format(
+      "SELECT step, split, checkpoint, loss, perplexity, {} FROM evals "
+      "WHERE run_id = ? ORDER BY step, split, checkpoint",
+      has_counted ? "counted_tokens" : "NULL");
+  return selected_rows(db, sql, run_id, [](const Statement& q) {
+    return EvalRecord{q.integer(0),    q.text(1),       q.text(2),
+                      q.maybe_real(3), q.maybe_real(4), q.maybe_integer(5)};
+  });
 }
 
 std::vector<SnapshotRecord> run_snapshots(HistoryDb& db, int64_t run_id) {
-  Statement q(db.connection(),
-              "SELECT label, step, path, created_at FROM snapshots WHERE run_id = ? "
-              "ORDER BY step, label",
-              {run_id});
-  std::vector<SnapshotRecord> rows;
-  while (q.step())
-    rows.push_back({q.text(0), q.integer(1), q.text(2), q.text(3)});
-  return rows;
+  return selected_rows(db,
+                       "SELECT label, step, path, created_at FROM snapshots WHERE run_id = ? "
+                       "ORDER BY step, label",
+                       run_id, [](const Statement& q) {
+                         return SnapshotRecord{q.text(0), q.integer(1), q.text(2), q.text(3)};
+                       });
 }
 
 std::vector<ResumeRecord> run_resumes(HistoryDb& db, int64_t run_id) {
-  Statement q(db.connection(),
-              "SELECT from_step, coalesce(changes, ''), created_at FROM resumes WHERE run_id = ? "
-              "ORDER BY created_at, from_step",
-              {run_id});
-  std::vector<ResumeRecord> rows;
-  while (q.step())
-    rows.push_back({q.integer(0), q.text(1), q.text(2)});
-  return rows;
+  return selected_rows(db,
+                       "SELECT from_step, coalesce(changes, ''), created_at FROM resumes "
+                       "WHERE run_id = ? ORDER BY created_at, from_step",
+                       run_id, [](const Statement& q) {
+                         return ResumeRecord{q.integer(0), q.text(1), q.text(2)};
+                       });
 }
 
 std::optional<StepLoss> best_train_loss(HistoryDb& db, int64_t run_id) {

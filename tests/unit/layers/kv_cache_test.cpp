@@ -23,12 +23,12 @@ std::shared_ptr<Model> model_of(const std::string& type, const std::vector<std::
   return model;
 }
 
-struct ModelCase {
+struct CachedModelCase {
   std::string name, type;
   std::vector<std::string> sets;
 };
 
-const std::vector<ModelCase> kCases = {
+const std::vector<CachedModelCase> kCases = {
     {"gpt",
      "gpt",
      {"model.n_layer=2", "model.n_head=2", "model.n_embd=16", "model.block_size=24",
@@ -68,7 +68,7 @@ torch::Tensor alone(Model& model, const std::vector<int64_t>& row) {
   return model.forward(torch::tensor(row).unsqueeze(0))[0];
 }
 
-class KvCacheModels : public ::testing::TestWithParam<ModelCase> {};
+class KvCacheModels : public ::testing::TestWithParam<CachedModelCase> {};
 
 TEST_P(KvCacheModels, PrefillThenOneTokenAtATimeEqualsTheWholeForwardPass) {
   torch::NoGradGuard no_grad;

@@ -24,7 +24,7 @@ using testing::TempDir;
 using testing::user_error_of;
 using testing::write_text;
 
-constexpr const char* kVocabDir = "data/gpt2";
+constexpr const char* kGpt2VocabDir = "data/gpt2";
 // OpenAI's encoder.py, typed again here rather than taken from Kiln.
 constexpr const char* kGpt2Regex =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
@@ -35,8 +35,8 @@ enum class Shape { kByteLevel, kListMerges, kSplitThenByteLevel };
 // [a, b] lists (newer files), or the split pattern as a Split step before a ByteLevel step
 // without its own regex (how Llama 3 and Qwen files are laid out).
 Json gpt2_tokenizer_json(Shape shape) {
-  std::ifstream encoder(std::string(kVocabDir) + "/encoder.json");
-  std::ifstream bpe(std::string(kVocabDir) + "/vocab.bpe");
+  std::ifstream encoder(std::string(kGpt2VocabDir) + "/encoder.json");
+  std::ifstream bpe(std::string(kGpt2VocabDir) + "/vocab.bpe");
   Json merges = Json::array();
   std::string line;
   std::getline(bpe, line);  // #version
@@ -105,8 +105,8 @@ std::string mixed_text() {
 class HfTokenizerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(std::string(kVocabDir) + "/encoder.json")) {
-      GTEST_SKIP() << kVocabDir << "/encoder.json is missing: run tools/setup.sh to fetch it";
+    if (!std::filesystem::exists(std::string(kGpt2VocabDir) + "/encoder.json")) {
+      GTEST_SKIP() << kGpt2VocabDir << "/encoder.json is missing: run tools/setup.sh to fetch it";
     }
   }
 

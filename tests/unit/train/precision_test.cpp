@@ -190,7 +190,8 @@ TEST(PrecisionWorkload, TheKeyFollowsTheAdapterAndNotTheThreads) {
   const std::string experiment =
       "[model]\ntype = \"gpt\"\nn_layer = 2\n[train]\nmicro_batch = 4\nseq_len = 16\n";
   const auto key = [&](const std::vector<std::string>& overrides) {
-    return precision_workload(load_config_text(experiment, "w.toml", overrides), *single);
+    const ResolvedConfig config = load_config_text(experiment, "w.toml", overrides);
+    return precision_workload(config, train_options(config), *single);
   };
   const std::string plain = key({});
   const std::string lora = key({"adapter.type=\"lora\""});

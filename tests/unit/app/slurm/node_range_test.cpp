@@ -36,7 +36,7 @@ class NodeRange : public ::testing::Test {
     return slurm;
   }
 
-  TempDir dir_;
+  testing::TempDir dir_;
 };
 
 TEST_F(NodeRange, ADefaultBatchIsPinnedAtTheLargestWorld) {
