@@ -83,6 +83,18 @@ class Model : public torch::nn::Module {
   // process), before the optimizer exists. Only for plans with check_tensor_parallel set.
   virtual std::vector<ParameterSplit> split_for_tensor_parallel(const TensorParallelGroup& group);
 
+  // `loss` plus the weighted auxiliary losses of the training forward pass that just ran (a
+  // mixture of experts' router losses, core/layers/moe.h) over `micro_steps`, which are then
+  // forgotten; `loss` itself for a model without any. Called by the trainer after each training
+  // forward pass, `micro_steps` being the step's count of them on this rank.
+  virtual at::Tensor with_auxiliary_loss(const at::Tensor& loss, double /*micro_steps*/) {
+    return loss;
+  }
+  // Measures of the model's layers, each its mean over the training forward passes since the last
+  // call, by metric name ("moe_3.load_imbalance"): what the run store keeps beside a step's row.
+  // Empty for a model without any. Called by the session after every step, on every rank.
+  virtual std::vector<std::pair<std::string, double>> take_layer_measures() { return {}; }
+
   const std::vector<std::shared_ptr<Layer>>& layers() const { return layers_; }
   // Runs every layer in order through the layer runner (by default layer.forward(x)). Inside a
   // KvCacheScope that asks for the last position's logits (core/layers/kv_cache.h), the last layer,
@@ -125,6 +137,10 @@ struct ModelPlan {
   // ("model.n_head = 6 does not divide over parallel.tp = 4"); empty for a model that has no
   // tensor-parallel form. Asked by assemble() before the model is built.
   std::function<void(int64_t tp)> check_tensor_parallel;
+  // The model adds auxiliary losses to the training loss (Model::with_auxiliary_loss): what
+  // computes the loss elsewhere than the trainer's micro-steps (pipeline stages, a captured CUDA
+  // graph) is refused.
+  bool auxiliary_losses = false;
 };
 
 // `plan`'s model, built; an allocation failure while building is a UserError naming the model.

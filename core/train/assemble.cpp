@@ -129,7 +129,9 @@ AssembledRun assemble(const ResolvedConfig& config, Assembly mode) {
   a.grad_accum = batch.micro_steps;
   a.batch_tokens = batch.tokens;
 
-  a.model_plan = ModelRegistry::create(config.type("model"), config.params("model"));
+  a.model_plan = located(config, "model", [&] {
+    return ModelRegistry::create(config.type("model"), config.params("model"));
+  });
   check_compatibility(a, AssemblyPoint::kPlanned);
   a.adapter = make_adapter(config);
   a.precision = located(config, "precision", [&] {

@@ -112,6 +112,25 @@ Refusal masked_loss_outside_a_cuda_graph(const AssembledRun& run, const Tasks&) 
       run.config.where("train.cuda_graphs").str(), run.config.type("data"));
 }
 
+// A model's auxiliary losses (ModelPlan::auxiliary_losses) enter the loss in the trainer's own
+// micro-steps too; a captured graph also fixes the shapes, which a router's choices change.
+Refusal auxiliary_losses_outside_a_pipeline(const AssembledRun& run, const Tasks&) {
+  if (!run.model_plan->auxiliary_losses || run.parallel->micro_batches() == 0) return std::nullopt;
+  return fmt::format(
+      "{}: parallel '{}' computes the loss in its own passes, without the auxiliary losses of "
+      "{}: use parallel.type = \"ddp\", \"zero\" or \"fsdp\", or a dense model",
+      run.config.where("parallel.type").str(), run.config.type("parallel"),
+      run.model_plan->description);
+}
+
+Refusal auxiliary_losses_outside_a_cuda_graph(const AssembledRun& run, const Tasks&) {
+  if (!run.model_plan->auxiliary_losses || !run.train.cuda_graphs) return std::nullopt;
+  return fmt::format(
+      "{}: train.cuda_graphs = true captures fixed shapes, and the shapes of {} follow its "
+      "router: set train.cuda_graphs = false",
+      run.config.where("train.cuda_graphs").str(), run.model_plan->description);
+}
+
 Refusal cuda_graphs_capture_the_step(const AssembledRun& run, const Tasks&) {
   if (!run.train.cuda_graphs) return std::nullopt;
   return cuda_graph_refusal(run);
@@ -145,6 +164,8 @@ const std::vector<CompatibilityRule>& compatibility_rules() {
       {"optimizer_fits_the_strategy", P::kPlanned, optimizer_fits_the_strategy},
       {"model_has_a_tensor_parallel_form", P::kPlanned, model_has_a_tensor_parallel_form},
       {"model_splits_over_tensor_ranks", P::kPlanned, model_splits_over_tensor_ranks},
+      {"auxiliary_losses_outside_a_pipeline", P::kPlanned, auxiliary_losses_outside_a_pipeline},
+      {"auxiliary_losses_outside_a_cuda_graph", P::kPlanned, auxiliary_losses_outside_a_cuda_graph},
       {"overflow_checks_see_whole_gradients", P::kPrecision, overflow_checks_see_whole_gradients},
       {"averaged_iterates_without_decay", P::kScheduled, averaged_iterates_without_decay},
       {"pinned_batches_on_a_gpu", P::kScheduled, pinned_batches_on_a_gpu},

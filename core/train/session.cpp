@@ -148,8 +148,9 @@ void Session::train_steps(SessionOutcome& outcome) {
     train_seconds_ += stats.dt_ms / 1000.0;
     if (step == start_step_ + 1) report_optimizer_state();
     if (store_) {
-      store_->add_metric(
-          run_id_, metric_row(stats, run_.parallel->world_size(), run_.train_data->source_names()));
+      store_->add_metric(run_id_, metric_row(stats, run_.parallel->world_size(),
+                                             run_.train_data->source_names(),
+                                             run_.model->take_layer_measures()));
     }
     if (stats.nonfinite) handle_nonfinite(stats);
     if (store_) print_step(stats);

@@ -1,12 +1,15 @@
 #include "core/train/step_row.h"
 
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 namespace kiln {
 
 MetricRow metric_row(const StepStats& stats, int world_size,
-                     const std::vector<std::string>& sources) {
+                     const std::vector<std::string>& sources, LayerMeasures layer_measures) {
   MetricRow row;
+  row.layer_measures = std::move(layer_measures);
   row.step = stats.step;
   row.loss = stats.loss;
   row.lr = stats.lr;

@@ -11,8 +11,10 @@
 namespace kiln {
 
 // The run store's row for a step; rank skew only when several ranks took it; with `sources` (a
-// blend's source_names()), the tokens the step took from each.
+// blend's source_names()), the tokens the step took from each; with `layer_measures`, the
+// model's (Model::take_layer_measures).
 MetricRow metric_row(const StepStats& stats, int world_size,
-                     const std::vector<std::string>& sources = {});
+                     const std::vector<std::string>& sources = {},
+                     LayerMeasures layer_measures = {});
 
 }  // namespace kiln

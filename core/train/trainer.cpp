@@ -143,7 +143,8 @@ int64_t Trainer::masked_micro_steps(at::Tensor& loss_sum, PhaseClock& clock) {
   for (int64_t micro = 0; micro < run_.grad_accum; ++micro) {
     run_.parallel->begin_micro_step(micro == run_.grad_accum - 1);
     DrawScope draws(draws_of(micro));
-    at::Tensor loss = masked_loss_sum(batches[static_cast<size_t>(micro)]) / divisor;
+    at::Tensor loss = run_.model->with_auxiliary_loss(
+        masked_loss_sum(batches[static_cast<size_t>(micro)]) / divisor, run_.grad_accum);
     loss_sum += loss.detach();
     clock.lap(phases_.forward_ms);
     run_.precision->scale_loss(loss).backward();
@@ -154,8 +155,9 @@ int64_t Trainer::masked_micro_steps(at::Tensor& loss_sum, PhaseClock& clock) {
 
 at::Tensor Trainer::micro_loss(const at::Tensor& inputs, const at::Tensor& targets) {
   // Each micro-batch's mean loss is divided by the number of micro-batches, so the summed
-  // gradients equal those of one big batch.
-  return forward_loss(inputs, targets) / static_cast<double>(run_.grad_accum);
+  // gradients equal those of one big batch; a model's auxiliary losses are divided alike.
+  const double micro_steps = static_cast<double>(run_.grad_accum);
+  return run_.model->with_auxiliary_loss(forward_loss(inputs, targets) / micro_steps, micro_steps);
 }
 
 StepStats Trainer::train_step(int64_t step) {

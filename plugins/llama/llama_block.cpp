@@ -5,6 +5,7 @@
 #include "core/layers/fused_attention.h"
 #include "core/layers/linear.h"
 #include "core/layers/rotary.h"
+#include "plugins/llama/llama_moe.h"
 
 namespace kiln {
 
@@ -102,7 +103,10 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaBlockOptions& o, int64_t layer, 
     : checkpoint_(checkpoint),
       drop_{o.dropout, layer},
       self_attn(register_module("self_attn", LlamaAttention(o, layer))),
-      mlp(register_module("mlp", SwiGluMlp(o))),
+      mlp(is_moe_block(o.moe, o.moe_every, layer) ? SwiGluMlp{nullptr}
+                                                  : register_module("mlp", SwiGluMlp(o))),
+      moe(is_moe_block(o.moe, o.moe_every, layer) ? register_module("mlp", MixtureOfExperts(o.moe))
+                                                  : MixtureOfExperts{nullptr}),
       input_layernorm(register_module("input_layernorm", RmsNorm(o.n_embd, o))),
       post_attention_layernorm(register_module("post_attention_layernorm", RmsNorm(o.n_embd, o))) {}
 
@@ -113,7 +117,8 @@ torch::Tensor LlamaDecoderLayer::forward(const torch::Tensor& x) {
 
 torch::Tensor LlamaDecoderLayer::compute(const torch::Tensor& x) {
   auto h = x + drop_(self_attn(input_layernorm(x)), DropoutPlace::kAttentionOutput, is_training());
-  return h + drop_(mlp(post_attention_layernorm(h)), DropoutPlace::kMlpOutput, is_training());
+  const auto normed = post_attention_layernorm(h);
+  return h + drop_(moe ? moe(normed) : mlp(normed), DropoutPlace::kMlpOutput, is_training());
 }
 
 }  // namespace kiln

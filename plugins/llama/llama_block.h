@@ -1,6 +1,7 @@
 // The decoder block of the Llama architecture, the one Mistral, Qwen and SmolLM share: pre-RMSNorm
 // sublayers of grouped-query causal attention with rotary position embeddings (optionally with
-// Qwen 3's RMSNorm on each head's queries and keys) and a SwiGLU MLP; no biases anywhere. The llama
+// Qwen 3's RMSNorm on each head's queries and keys) and a SwiGLU MLP, or a mixture of SwiGLU
+// experts (core/layers/moe.h); no biases anywhere. The llama
 // model wraps these blocks in its token embedding and head; the block is the family's rather than
 // one model's, so it lives here with the other pieces models share.
 //
@@ -20,6 +21,7 @@
 
 #include "core/api/model.h"
 #include "core/layers/dropout.h"
+#include "core/layers/moe.h"
 #include "core/layers/tensor_parallel.h"
 
 namespace kiln {
@@ -36,6 +38,8 @@ struct LlamaBlockOptions {
   bool fused_kernels = false;
   double dropout = 0;     // on the attention probabilities and each sublayer's output
   int64_t head_size = 0;  // each head's width; 0 = n_embd / n_head
+  MoeOptions moe = {};    // experts = 0: every block dense (plugins/llama/llama_moe.h)
+  int64_t moe_every = 1;  // every moe_every-th block routes to experts
   int64_t head_dim() const { return head_size > 0 ? head_size : n_embd / n_head; }
 };
 
@@ -104,7 +108,9 @@ class LlamaDecoderLayer : public Layer {
   bool checkpoint_;
   LayerDropout drop_;
   LlamaAttention self_attn;
-  SwiGluMlp mlp;
+  // One of the two, registered as "mlp" (transformers' name for both).
+  SwiGluMlp mlp{nullptr};
+  MixtureOfExperts moe{nullptr};
   RmsNorm input_layernorm, post_attention_layernorm;
 
  private:

@@ -25,6 +25,7 @@
 #include "core/layers/linear.h"
 #include "core/util/error.h"
 #include "plugins/llama/llama_block.h"
+#include "plugins/llama/llama_moe.h"
 
 namespace kiln {
 namespace {
@@ -97,13 +98,14 @@ class Llama : public Model {
   // Heads and SwiGLU units split; the embedding, norms (QK norms too: per head dimension) and
   // head replicated.
   std::vector<ParameterSplit> split_for_tensor_parallel(const TensorParallelGroup& group) override {
+    refuse_tensor_parallel_experts(options_.moe);  // any tp, 1 included
     std::vector<ParameterSplit> splits;
     for (size_t i = 0; i < blocks_->size(); ++i) {
       auto& block = *blocks_->ptr<LlamaDecoderLayer>(i);
       const std::string name = fmt::format("layers.{}.", i);
       for (auto& split : block.self_attn->split(group, name + "self_attn."))
         splits.push_back(std::move(split));
-      for (auto& split : block.mlp->split(group, name + "mlp."))
+      for (auto& split : block.mlp->split(group, name + "mlp."))  // dense: tp refuses experts
         splits.push_back(std::move(split));
     }
     keep_slices(*this, splits, group);
@@ -115,14 +117,41 @@ class Llama : public Model {
   // not the score work). N leaves out an untied embedding, a lookup that does no matmul; a tied
   // one is the head's matmul and counts.
   double flops_per_token(int64_t seq_len) const override {
-    double n = static_cast<double>(parameter_count());
+    // Only the experts a token is routed to count (the active parameters).
+    double n = static_cast<double>(parameter_count()) -
+               static_cast<double>(moe_blocks().size()) * moe_inactive_parameters(options_.moe);
     if (!options_.tie_embeddings) n -= static_cast<double>(embed_tokens_->weight.numel());
     return 6.0 * n + 12.0 * static_cast<double>(options_.n_layer * options_.n_head) *
                          static_cast<double>(options_.head_dim()) * static_cast<double>(seq_len);
   }
 
   // LlamaForCausalLM's names: ours with "model." in front, but for the head.
+  at::Tensor with_auxiliary_loss(const at::Tensor& loss, double micro_steps) override {
+    at::Tensor total = loss;
+    for (auto& [index, moe] : moe_blocks()) {
+      if (const at::Tensor auxiliary = moe->take_auxiliary_loss(); auxiliary.defined())
+        total = total + auxiliary / micro_steps;
+    }
+    return total;
+  }
+
+  // moe_L.aux_loss, moe_L.z_loss, moe_L.load_imbalance, moe_L.dropped_fraction for each mixture
+  // of experts, L its block's index in the parameter names (layers.L.mlp).
+  std::vector<std::pair<std::string, double>> take_layer_measures() override {
+    std::vector<std::pair<std::string, double>> out;
+    for (auto& [index, moe] : moe_blocks()) {
+      for (const auto& [name, value] : moe->take_measures())
+        out.emplace_back(fmt::format("moe_{}.{}", index, name), value);
+    }
+    return out;
+  }
+
   std::vector<std::pair<std::string, torch::Tensor>> export_weights() const override {
+    if (options_.moe.experts > 0) {
+      throw UserError(
+          "a llama with model.moe_experts > 0 has no LlamaForCausalLM form, and its Mixtral "
+          "and Qwen3-MoE exports are not built yet: export a dense llama");
+    }
     if (options_.qk_norm) {
       throw UserError(
           "a llama with model.qk_norm = true has no LlamaForCausalLM form (Hugging Face's "
@@ -188,6 +217,14 @@ class Llama : public Model {
   }
 
  private:
+  std::vector<std::pair<size_t, MixtureOfExperts>> moe_blocks() const {
+    std::vector<std::pair<size_t, MixtureOfExperts>> out;
+    for (size_t i = 0; i < blocks_->size(); ++i) {
+      if (const auto& moe = blocks_->ptr<LlamaDecoderLayer>(i)->moe) out.emplace_back(i, moe);
+    }
+    return out;
+  }
+
   static std::string interchange_name(const std::string& name) {
     return name == "lm_head.weight" ? name : "model." + name;
   }
@@ -199,7 +236,7 @@ class Llama : public Model {
       const std::string& name = item.key();
       if (item.value().dim() < 2) continue;  // RMSNorm gains keep their ones
       const bool residual = name.find("o_proj.weight") != std::string::npos ||
-                            name.find("down_proj.weight") != std::string::npos;
+                            name.find("down_proj") != std::string::npos;
       item.value().normal_(0.0, residual ? residual_std : 0.02);
     }
   }
@@ -234,6 +271,8 @@ LlamaOptions options_from(const Params& p) {
   if (o.ffn_dim == 0) {
     o.ffn_dim = swiglu_width(o.n_embd, p.real("ffn_dim_multiplier"), p.integer("multiple_of"));
   }
+  o.moe = moe_options_from(p, o.n_embd, o.ffn_dim, o.n_layer);
+  o.moe_every = p.integer("moe_every");
   if (o.head_size == 0 && (o.n_embd % o.n_head != 0 || o.head_dim() % 2 != 0)) {
     throw UserError(fmt::format(
         "model.n_embd = {} must be divisible by model.n_head = {} into an even head size: the "
@@ -261,7 +300,9 @@ LlamaOptions options_from(const Params& p) {
 }
 
 std::vector<ParamSpec> llama_params() {
-  return with_kernel_choice(with_activation_checkpointing(
+  std::vector<ParamSpec> params = moe_params();
+  params.insert(
+      params.begin(),
       {ParamSpec::integer("n_layer", 12, "decoder blocks").at_least(1).at_most(10000),
        ParamSpec::integer("n_head", 12, "query heads per block").at_least(1).at_most(1 << 20),
        ParamSpec::integer("n_kv_head", 0, "key/value heads (grouped-query attention); 0 = n_head")
@@ -305,7 +346,8 @@ std::vector<ParamSpec> llama_params() {
                        "dropout on attention probabilities and each sublayer's output (Hugging "
                        "Face's Llama has attention_dropout only; an export leaves it at 0)")
            .at_least(0)
-           .at_most(0.95)}));
+           .at_most(0.95)});
+  return with_kernel_choice(with_activation_checkpointing(std::move(params)));
 }
 
 const bool registered = ModelRegistry::add(
@@ -316,20 +358,27 @@ const bool registered = ModelRegistry::add(
       std::vector<bool> checkpointed_blocks;
       for (int64_t i = 0; i < o.n_layer; ++i)
         checkpointed_blocks.push_back(checkpoints_block(p, i));
+      const int64_t moe_blocks = count_moe_blocks(o.moe, o.moe_every, checkpointed_blocks);
       const double c = static_cast<double>(o.n_embd), hd = static_cast<double>(o.head_dim());
       const double heads = static_cast<double>(o.n_head), kv = static_cast<double>(o.n_kv_head);
       // Per block: q, k, v and o projections, the three SwiGLU matrices, two RMSNorm gains and
       // the QK norms' gains; then the embedding, the final norm and an untied head.
-      const double per_block = c * hd * (2 * heads + 2 * kv) +
-                               3 * c * static_cast<double>(o.ffn_dim) + 2 * c +
-                               (o.qk_norm ? 2 * hd : 0);
+      const double per_block = c * hd * (2 * heads + 2 * kv) + 2 * c + (o.qk_norm ? 2 * hd : 0);
+      const double dense_blocks = static_cast<double>(o.n_layer - moe_blocks);
       const double vocab = static_cast<double>(o.vocab_size);
       auto plan = std::make_shared<ModelPlan>();
       plan->description = fmt::format(
           "a llama with n_layer {}, n_embd {}, ffn_dim {}, block_size {} and vocab_size {}",
           o.n_layer, o.n_embd, o.ffn_dim, o.block_size, o.vocab_size);
-      plan->parameters =
-          vocab * c * (o.tie_embeddings ? 1 : 2) + c + static_cast<double>(o.n_layer) * per_block;
+      plan->parameters = vocab * c * (o.tie_embeddings ? 1 : 2) + c +
+                         static_cast<double>(o.n_layer) * per_block +
+                         dense_blocks * 3 * c * static_cast<double>(o.ffn_dim) +
+                         static_cast<double>(moe_blocks) * moe_parameters(o.moe);
+      if (moe_blocks > 0) {
+        plan->description += fmt::format(", {} of its blocks mixtures of {} experts, top {}",
+                                         moe_blocks, o.moe.experts, o.moe.top_k);
+      }
+      plan->auxiliary_losses = moe_blocks > 0;
       plan->buffers = static_cast<double>(o.n_layer) * hd / 2;  // each block's inv_freq
       plan->vocab_size = o.vocab_size;
       plan->context_length = o.block_size;
@@ -339,6 +388,7 @@ const bool registered = ModelRegistry::add(
         return std::make_shared<Llama>(o, checkpointed_blocks);
       };
       plan->check_tensor_parallel = [o](int64_t tp) {
+        refuse_tensor_parallel_experts(o.moe);
         for (const auto& [key, value] :
              {std::pair{"n_head", o.n_head}, std::pair{"n_kv_head", o.n_kv_head},
               std::pair{"ffn_dim", o.ffn_dim}}) {

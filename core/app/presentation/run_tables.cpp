@@ -12,6 +12,7 @@
 #include "core/app/presentation/provenance.h"
 #include "core/app/presentation/run_export.h"
 #include "core/config/canonical.h"
+#include "core/store/runs/layer_metrics.h"
 #include "core/store/runs/run_environment.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
@@ -74,6 +75,28 @@ Table tasks_table(HistoryDb& db, int64_t run_id) {
     t.rows.push_back({std::to_string(s.step), s.task, s.metric, or_dash(s.checkpoint),
                       fixed(s.value, 4), fixed(s.stderr_, 4), std::to_string(s.items),
                       std::to_string(s.truncated), std::to_string(s.rules)});
+  }
+  return t;
+}
+
+// Each layer measure's last value, mean and largest over the run's steps.
+Table layer_metrics_table(HistoryDb& db, int64_t run_id) {
+  struct Summary {
+    double last = 0, sum = 0, max = 0;
+    int64_t steps = 0;
+  };
+  std::map<std::string, Summary> by_name;
+  for (const LayerMetricRow& row : read_layer_metrics(db.connection(), run_id)) {
+    Summary& s = by_name[row.name];
+    s.max = s.steps == 0 ? row.value : std::max(s.max, row.value);
+    s.last = row.value;
+    s.sum += row.value;
+    ++s.steps;
+  }
+  Table t{{"metric", "steps", "last", "mean", "max"}, {}, {false, true, true, true, true}};
+  for (const auto& [name, s] : by_name) {
+    t.rows.push_back({name, std::to_string(s.steps), fixed(s.last, 4),
+                      fixed(s.sum / static_cast<double>(s.steps), 4), fixed(s.max, 4)});
   }
   return t;
 }
@@ -316,6 +339,8 @@ std::string describe_run(HistoryDb& db, const RunRecord& run) {
     const std::string note = older_rules_note(db.connection(), {run.id}, "");
     if (!note.empty()) out += note + "\n";
   }
+  const Table layers = layer_metrics_table(db, run.id);
+  if (!layers.rows.empty()) out += block("layer metrics, per step (docs/moe.md)", layers);
   out += block("snapshots", snapshots_table(db, run.id));
   out += block("resumes", resumes_table(db, run.id));
   return out + "\nconfig\n" + indent(run.config);

@@ -12,6 +12,7 @@
 #include "core/store/db/location.h"
 #include "core/store/history/queries.h"
 #include "core/store/history/reader.h"
+#include "core/store/runs/layer_metrics.h"
 #include "core/store/runs/paths.h"
 #include "core/store/runs/run_environment.h"
 #include "core/store/runs/rung_probes.h"
@@ -104,6 +105,8 @@ ImportedRun copy_rows(HistoryDb& source, RunStore& target, const RunRecord& run,
   target.flush();
   Connection& db = target.connection();
   write_task_scores(db, id, read_task_scores(source.connection(), run.id));
+  for (const LayerMetricRow& r : read_layer_metrics(source.connection(), run.id))
+    write_layer_metrics(db, id, r.step, {{r.name, r.value}});
   write_run_environment(db, id, read_run_environment(source.connection(), run.id));
   for (const auto& [step, probe] : read_rung_probes(source.connection(), run.id))
     write_rung_probe(db, id, step, probe);
@@ -183,6 +186,8 @@ ImportedRun merge_run(HistoryDb& source, RunStore& target, const RunRecord& run,
   target.flush();
   // A score the target has is the same score (one key, one measurement): replaced, not doubled.
   write_task_scores(db, id, read_task_scores(source.connection(), run.id));
+  for (const LayerMetricRow& r : read_layer_metrics(source.connection(), run.id))
+    write_layer_metrics(db, id, r.step, {{r.name, r.value}});
   const std::set<std::string> labels =
       keys_of<std::string>(db, "SELECT label FROM snapshots WHERE run_id = ?", id);
   for (const SnapshotRecord& s : run_snapshots(source, run.id)) {

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "core/store/runs/layer_metrics.h"
 #include "core/store/runs/paths.h"
 #include "core/store/runs/task_scores.h"
 #include "core/store/runs/writer.h"
@@ -178,17 +179,22 @@ Curve load_curve(HistoryDb& db, const RunRecord& run, const std::string& metric,
                                                              {"grad_norm", "grad_norm"},
                                                              {"tokens_per_sec", "tokens_per_sec"}};
   std::string task, task_metric;
-  const bool scored = split_task_metric(metric, task, task_metric);  // TASK.METRIC
-  if (!columns.count(metric) && !scored) {
+  const std::vector<std::string> layer_names = layer_metric_names(db.connection());
+  const bool layered =  // a layer's measure (moe_1.aux_loss), named as a task's metric is
+      std::find(layer_names.begin(), layer_names.end(), metric) != layer_names.end();
+  const bool scored = !layered && split_task_metric(metric, task, task_metric);  // TASK.METRIC
+  if (!columns.count(metric) && !scored && !layered) {
     throw UserError(fmt::format(
         "--metric {} is not a metric: use loss, val_loss, lr, grad_norm, tokens_per_sec or a "
-        "task's TASK.METRIC (such as kjv_cloze.acc)",
+        "task's TASK.METRIC (such as kjv_cloze.acc) or a layer's measure (such as "
+        "moe_1.aux_loss)",
         metric));
   }
   if (x_axis != "step" && x_axis != "tokens" && x_axis != "time") {
     throw UserError(fmt::format("--x {} is not an axis: use step, tokens or time", x_axis));
   }
-  const bool evaluated = metric == "val_loss" || scored;  // from evals or task_scores
+  // From evals, task_scores or layer_metrics.
+  const bool evaluated = metric == "val_loss" || scored || layered;
   Statement q(db.connection(),
               "SELECT step, tokens_seen, dt_ms, " + (evaluated ? "NULL" : columns.at(metric)) +
                   " FROM metrics WHERE run_id = ? ORDER BY step",
@@ -210,11 +216,14 @@ Curve load_curve(HistoryDb& db, const RunRecord& run, const std::string& metric,
   if (scored && !has_table(db.connection(), "task_scores")) return curve;
   Statement evals(
       db.connection(),
-      scored ? "SELECT step, value FROM task_scores WHERE run_id = ? AND task = ? AND "
-               "metric = ? AND checkpoint = '' ORDER BY step"
-             : "SELECT step, loss FROM evals WHERE run_id = ? AND split = 'val' AND "
-               "checkpoint = '' ORDER BY step",
-      scored ? std::vector<SqlValue>{run.id, task, task_metric} : std::vector<SqlValue>{run.id});
+      layered  ? "SELECT step, value FROM layer_metrics WHERE run_id = ? AND name = ? ORDER BY step"
+      : scored ? "SELECT step, value FROM task_scores WHERE run_id = ? AND task = ? AND "
+                 "metric = ? AND checkpoint = '' ORDER BY step"
+               : "SELECT step, loss FROM evals WHERE run_id = ? AND split = 'val' AND "
+                 "checkpoint = '' ORDER BY step",
+      layered  ? std::vector<SqlValue>{run.id, metric}
+      : scored ? std::vector<SqlValue>{run.id, task, task_metric}
+               : std::vector<SqlValue>{run.id});
   while (evals.step()) {
     const int64_t step = evals.integer(0);
     if (!x_at.count(step) && x_axis != "step") continue;

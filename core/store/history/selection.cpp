@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/config/canonical.h"
+#include "core/store/runs/layer_metrics.h"
 #include "core/store/runs/task_scores.h"
 #include "core/store/where/expr.h"
 #include "core/util/error.h"
@@ -64,6 +65,8 @@ KeySpace summary_keys(HistoryDb& db, const std::vector<std::string>& declared_ta
   // A cooldown probe's val loss at a rung (rung_probes, migration 15), beside the trajectory's
   // own val_loss at that step.
   if (has_table(db.connection(), "rung_probes")) keys.probe_values["cooled_val_loss"] = "val_loss";
+  for (const std::string& name : layer_metric_names(db.connection()))
+    keys.layer_metrics[name] = "name = " + single_quoted(name);
   // metrics.loss_scale arrives with metrics.skipped (schema version 2); an older store has none.
   if (!db.has_skipped_column()) keys.metrics["loss_scale"] = "NULL";
   if (db.connection().dialect() == SqlDialect::kPostgres) {

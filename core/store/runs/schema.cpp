@@ -224,6 +224,16 @@ const char* const kMigrations[] = {
     // 17: whether an asha sweep's rungs are scored by cooldown probes (LadderShape::cooled in
     // core/store/runs/sweep_claims.h); the ladders recorded before it are read without.
     "ALTER TABLE sweep_ladders ADD COLUMN cooled INTEGER NOT NULL DEFAULT 0;",
+    // 18: measures of a model's layers at each step (core/store/runs/layer_metrics.h).
+    R"sql(
+    CREATE TABLE layer_metrics (
+      run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      step    INTEGER NOT NULL,
+      name    TEXT NOT NULL,
+      value   REAL NOT NULL,
+      PRIMARY KEY (run_id, step, name)
+    ) WITHOUT ROWID;
+    )sql",
 };
 
 const int64_t kKnownSchema = static_cast<int64_t>(std::size(kMigrations));

@@ -104,7 +104,8 @@ void RunStore::reopen_run(int64_t run_id, int64_t from_step, const std::string& 
   for (const char* sql :
        {"DELETE FROM metrics WHERE run_id = ? AND step > ?",
         "DELETE FROM evals WHERE run_id = ? AND step > ? AND checkpoint = ''",
-        "DELETE FROM task_scores WHERE run_id = ? AND step > ? AND checkpoint = ''"}) {
+        "DELETE FROM task_scores WHERE run_id = ? AND step > ? AND checkpoint = ''",
+        "DELETE FROM layer_metrics WHERE run_id = ? AND step > ?"}) {
     Statement drop(db_, sql);
     drop.bind(1, run_id).bind(2, from_step);
     drop.step();

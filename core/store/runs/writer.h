@@ -15,6 +15,7 @@
 
 #include "core/store/db/connection.h"
 #include "core/store/runs/lookup.h"
+#include "core/store/runs/layer_metrics.h"
 #include "core/store/runs/schema.h"
 #include "core/store/runs/sources.h"
 #include "core/store/runs/task_scores.h"
@@ -53,6 +54,8 @@ struct MetricRow {
   // A blend of sources (data "blend"): the tokens the step took from each, as a JSON object
   // {"code": 3072, "web": 9216}; empty (NULL) for data of one source.
   std::string source_tokens;
+  // Measures of the model's layers (Model::take_layer_measures): table layer_metrics.
+  LayerMeasures layer_measures;
 };
 
 struct EvalRow {

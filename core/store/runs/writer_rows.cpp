@@ -217,6 +217,7 @@ void RunStore::write_pending() {
     }
     metric.step();
     metric.reset();
+    write_layer_metrics(db_, run_id, m.step, m.layer_measures);
   }
   Statement eval(db_, R"sql(
       INSERT OR REPLACE INTO evals (run_id, step, split, loss, perplexity, checkpoint,

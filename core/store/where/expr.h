@@ -62,6 +62,9 @@ struct KeySpace {
   std::map<std::string, std::string> task_metrics = {};
   // metric -> its column of `rung_probes` (core/store/runs/rung_probes.h): a rung's cooled score
   std::map<std::string, std::string> probe_values = {};
+  // metric -> the condition on `layer_metrics` that picks its rows
+  // (core/store/runs/layer_metrics.h): a layer's measure, such as moe_1.aux_loss
+  std::map<std::string, std::string> layer_metrics = {};
 };
 
 // The left-hand side of a comparison, or a --sort key.

@@ -36,12 +36,15 @@ std::vector<std::string> metric_names(const KeySpace& keys) {
     names.push_back(name);
   for (const auto& name : names_of(keys.probe_values))
     names.push_back(name);
+  for (const auto& name : names_of(keys.layer_metrics))
+    names.push_back(name);
   return names;
 }
 
 bool is_metric(const std::string& name, const KeySpace& keys) {
   return keys.metrics.count(name) || keys.eval_splits.count(name) ||
-         keys.task_metrics.count(name) || keys.probe_values.count(name);
+         keys.task_metrics.count(name) || keys.probe_values.count(name) ||
+         keys.layer_metrics.count(name);
 }
 
 std::string lowercase(std::string word) {

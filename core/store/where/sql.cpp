@@ -24,6 +24,10 @@ MetricRows rows_of(const std::string& metric, const KeySpace& keys) {
   }
   const auto probe = keys.probe_values.find(metric);
   if (probe != keys.probe_values.end()) return {" FROM rung_probes" + of_run, probe->second, ""};
+  const auto layer = keys.layer_metrics.find(metric);
+  if (layer != keys.layer_metrics.end()) {
+    return {" FROM layer_metrics" + of_run + " AND " + layer->second, "value", ""};
+  }
   return {" FROM evals" + of_run + " AND split = " + keys.eval_splits.at(metric), "loss",
           ", checkpoint"};
 }

@@ -1,4 +1,4 @@
--- Written by sqlite3 .schema on a run store Kiln made: c883e1fc784a wrote schema 16, and 487a1bb added migration 17 (sweep_ladders.cooled) (user_version 17).
+-- Written by sqlite3 .schema on a run store Kiln made: c883e1fc784a wrote schema 16, and 487a1bb added migration 17 (sweep_ladders.cooled), and migration 18 added layer_metrics (user_version 18).
 CREATE TABLE runs (
       id           INTEGER PRIMARY KEY,
       name         TEXT NOT NULL UNIQUE,
@@ -191,4 +191,11 @@ CREATE TABLE rung_probes (
       cooldown_steps  INTEGER NOT NULL,
       val_loss        REAL NOT NULL,
       PRIMARY KEY (run_id, step)
+    ) WITHOUT ROWID;
+CREATE TABLE layer_metrics (
+      run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      step    INTEGER NOT NULL,
+      name    TEXT NOT NULL,
+      value   REAL NOT NULL,
+      PRIMARY KEY (run_id, step, name)
     ) WITHOUT ROWID;

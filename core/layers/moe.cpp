@@ -1,0 +1,168 @@
+#include "core/layers/moe.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <ATen/ATen.h>
+
+namespace kiln {
+
+namespace {
+
+at::Tensor weight_of(torch::nn::Module& owner, const std::string& name, at::IntArrayRef shape) {
+  auto module = owner.register_module(name, std::make_shared<torch::nn::Module>());
+  return module->register_parameter("weight", torch::empty(shape));
+}
+
+// One expert's SwiGLU on x [n, n_embd]: gate_up [2 ffn, n_embd] (gate rows first), down
+// [n_embd, ffn].
+at::Tensor expert_swiglu(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down) {
+  const auto halves = at::linear(x, gate_up).chunk(2, -1);
+  return at::linear(at::silu(halves[0]) * halves[1], down);
+}
+
+}  // namespace
+
+RouterChoice route(const at::Tensor& logits, const MoeOptions& o) {
+  // Mixtral's softmax over the k largest logits is the full softmax's k largest, renormalised.
+  const auto probabilities = at::softmax(logits.to(at::kFloat), -1);
+  auto [weights, experts] = at::topk(probabilities, o.top_k, -1);
+  if (o.routing == MoeRouting::kMixtral || o.norm_topk_prob)
+    weights = weights / weights.sum(-1, /*keepdim=*/true);
+  return {experts, weights};
+}
+
+at::Tensor load_balancing_loss(const at::Tensor& logits, int64_t top_k) {
+  const int64_t tokens = logits.size(0), n_experts = logits.size(1);
+  const auto probabilities = at::softmax(logits.to(at::kFloat), -1);
+  const auto chosen = std::get<1>(at::topk(probabilities, top_k, -1)).reshape(-1);
+  const auto share = at::zeros({n_experts}, probabilities.options())
+                         .scatter_add(0, chosen, at::ones_like(chosen, probabilities.options())) /
+                     static_cast<double>(tokens);
+  return (share * probabilities.mean(0)).sum() * static_cast<double>(n_experts);
+}
+
+at::Tensor router_z_loss(const at::Tensor& logits) {
+  return at::logsumexp(logits.to(at::kFloat), -1).pow(2).mean();
+}
+
+int64_t expert_capacity(int64_t assignments, const MoeOptions& o) {
+  if (o.capacity_factor <= 0) return -1;
+  return static_cast<int64_t>(std::ceil(o.capacity_factor * static_cast<double>(assignments) /
+                                        static_cast<double>(o.experts)));
+}
+
+Dispatch dispatch(const at::Tensor& experts, int64_t n_experts, int64_t capacity) {
+  const auto flat = experts.reshape(-1);
+  auto [expert, order] = at::sort(flat, /*stable=*/true, /*dim=*/0, /*descending=*/false);
+  Dispatch d;
+  d.counts = at::bincount(flat, /*weights=*/{}, n_experts);
+  const auto starts = d.counts.cumsum(0) - d.counts;
+  auto rank = at::arange(flat.numel(), flat.options()) - starts.index_select(0, expert);
+  const int64_t fullest = d.counts.max().item<int64_t>();
+  d.width = capacity < 0 ? fullest : std::min(capacity, fullest);
+  if (capacity >= 0 && fullest > capacity) {
+    const auto kept = (rank < capacity).nonzero().squeeze(1);
+    d.dropped = flat.numel() - kept.numel();
+    order = order.index_select(0, kept);
+    expert = expert.index_select(0, kept);
+    rank = rank.index_select(0, kept);
+  }
+  d.order = order;
+  d.slot = expert * d.width + rank;
+  return d;
+}
+
+MixtureOfExpertsImpl::MixtureOfExpertsImpl(const MoeOptions& o) : options_(o) {
+  router = weight_of(*this, "gate", {o.experts, o.n_embd});
+  auto stacked = register_module("experts", std::make_shared<torch::nn::Module>());
+  gate_up_proj = stacked->register_parameter("gate_up_proj",
+                                             torch::empty({o.experts, 2 * o.ffn_dim, o.n_embd}));
+  down_proj =
+      stacked->register_parameter("down_proj", torch::empty({o.experts, o.n_embd, o.ffn_dim}));
+  if (o.shared_ffn_dim > 0) {
+    auto shared = register_module("shared_experts", std::make_shared<torch::nn::Module>());
+    shared_gate = weight_of(*shared, "gate_proj", {o.shared_ffn_dim, o.n_embd});
+    shared_up = weight_of(*shared, "up_proj", {o.shared_ffn_dim, o.n_embd});
+    shared_down = weight_of(*shared, "down_proj", {o.n_embd, o.shared_ffn_dim});
+  }
+}
+
+at::Tensor MixtureOfExpertsImpl::forward(const at::Tensor& x) {
+  const MoeOptions& o = options_;
+  const auto flat = x.reshape({-1, o.n_embd});
+  const auto logits = at::linear(flat, router);
+  const RouterChoice choice = route(logits, o);
+  const int64_t assignments = choice.experts.numel();
+  const Dispatch d = dispatch(choice.experts, o.experts, expert_capacity(assignments, o));
+  const auto tokens = at::floor_divide(d.order, o.top_k);
+  // Every expert's tokens in one padded batch [E, width, n_embd]; rows past an expert's count
+  // stay zero and are never read back.
+  const auto batch = at::zeros({o.experts * d.width, o.n_embd}, flat.options())
+                         .index_copy(0, d.slot, flat.index_select(0, tokens))
+                         .view({o.experts, d.width, o.n_embd});
+  const auto halves = at::bmm(batch, gate_up_proj.transpose(1, 2)).chunk(2, -1);
+  const auto out = at::bmm(at::silu(halves[0]) * halves[1], down_proj.transpose(1, 2))
+                       .reshape({o.experts * d.width, o.n_embd});
+  const auto weights = choice.weights.reshape(-1).index_select(0, d.order).unsqueeze(1);
+  auto y = at::zeros_like(flat).index_add(
+      0, tokens, (out.index_select(0, d.slot) * weights.to(out.dtype())).to(flat.dtype()));
+  if (shared_gate.defined()) y = y + shared_output(flat).to(flat.dtype());
+  auxiliary_loss_ = at::Tensor();
+  if (is_training()) record(logits, d, assignments);
+  return y.view(x.sizes());
+}
+
+at::Tensor MixtureOfExpertsImpl::forward_by_loop(const at::Tensor& x) {
+  const MoeOptions& o = options_;
+  const auto flat = x.reshape({-1, o.n_embd});
+  const RouterChoice choice = route(at::linear(flat, router), o);
+  auto y = at::zeros_like(flat);
+  for (int64_t e = 0; e < o.experts; ++e) {
+    const auto where = (choice.experts == e).nonzero();  // [n, 2]: token, slot
+    if (where.size(0) == 0) continue;
+    const auto tokens = where.select(1, 0);
+    const auto weights = choice.weights.index({tokens, where.select(1, 1)}).unsqueeze(1);
+    const auto out = expert_swiglu(flat.index_select(0, tokens), gate_up_proj[e], down_proj[e]);
+    y.index_add_(0, tokens, (out * weights.to(out.dtype())).to(flat.dtype()));
+  }
+  if (shared_gate.defined()) y = y + shared_output(flat).to(flat.dtype());
+  return y.view(x.sizes());
+}
+
+at::Tensor MixtureOfExpertsImpl::shared_output(const at::Tensor& flat) {
+  return at::linear(at::silu(at::linear(flat, shared_gate)) * at::linear(flat, shared_up),
+                    shared_down);
+}
+
+void MixtureOfExpertsImpl::record(const at::Tensor& logits, const Dispatch& d,
+                                  int64_t assignments) {
+  const MoeOptions& o = options_;
+  const auto balance = load_balancing_loss(logits, o.top_k);
+  const auto z = router_z_loss(logits);
+  if (o.aux_loss_weight > 0 || o.z_loss_weight > 0)
+    auxiliary_loss_ = balance * o.aux_loss_weight + z * o.z_loss_weight;
+  const double mean_count = static_cast<double>(assignments) / static_cast<double>(o.experts);
+  const auto imbalance = d.counts.max().to(at::kFloat) / mean_count;
+  const auto dropped = at::full(
+      {}, static_cast<double>(d.dropped) / static_cast<double>(assignments), imbalance.options());
+  const auto pass = at::stack({balance.detach(), z.detach(), imbalance, dropped});
+  measure_sums_ = measure_sums_.defined() ? measure_sums_ + pass : pass;
+  ++measured_passes_;
+}
+
+at::Tensor MixtureOfExpertsImpl::take_auxiliary_loss() {
+  return std::exchange(auxiliary_loss_, at::Tensor());
+}
+
+std::vector<std::pair<std::string, double>> MixtureOfExpertsImpl::take_measures() {
+  if (measured_passes_ == 0) return {};
+  const auto means = (measure_sums_ / static_cast<double>(measured_passes_)).to(at::kDouble).cpu();
+  measure_sums_ = at::Tensor();
+  measured_passes_ = 0;
+  const double* m = means.data_ptr<double>();
+  return {
+      {"aux_loss", m[0]}, {"z_loss", m[1]}, {"load_imbalance", m[2]}, {"dropped_fraction", m[3]}};
+}
+
+}  // namespace kiln

@@ -1,0 +1,132 @@
+// A tiny llama whose blocks are mixtures of experts, through the real binary: it trains (the loss
+// falls), a killed run resumes to the uninterrupted run's losses and layer measures bit for bit,
+// the router losses enter the recorded loss with their weight, and the measures are metrics the
+// store's readers know (docs/moe.md).
+#include <sstream>
+
+#include "ranks.h"
+#include "tiny_run.h"
+
+namespace kiln {
+namespace {
+
+using testing::run_kiln;
+
+class MoeRun : public testing::TinyRun {
+ protected:
+  // Two blocks of 4 experts, top 2, with both router losses and a capacity that drops some.
+  std::string moe_experiment() {
+    const std::string path = dir_ / "moe.toml";
+    testing::write_text(path, fmt::format(R"([run]
+db = "{0}"
+out_dir = "{1}/runs"
+threads = 1
+
+[model]
+type = "llama"
+n_layer = 2
+n_head = 4
+n_embd = 32
+ffn_dim = 64
+block_size = 32
+vocab_size = 64
+moe_experts = 4
+moe_top_k = 2
+moe_ffn_dim = 32
+moe_aux_loss_weight = 0.01
+moe_z_loss_weight = 0.001
+moe_capacity_factor = 1.25
+
+[data]
+train = "{1}/data/train_*.bin"
+val = "{1}/data/val_*.bin"
+
+[train]
+steps = 24
+micro_batch = 4
+seq_len = 32
+batch_tokens = 256
+
+[optimizer]
+lr = 1e-2
+
+[eval]
+every = 12
+steps = 2
+)",
+                                          db(), dir_.str()));
+    return path;
+  }
+
+  std::vector<double> layer_values(const std::string& run, const std::string& where = "1 = 1") {
+    return testing::query_doubles(
+        db(), fmt::format("select value from layer_metrics join runs on id = run_id where "
+                          "runs.name = '{}' and {} order by step, layer_metrics.name",
+                          run, where));
+  }
+};
+
+TEST_F(MoeRun, TrainsResumesExactlyAndStoresItsLayerMeasures) {
+  const std::string exp = moe_experiment();
+  auto ref = run_kiln("run " + exp + " --name ref --set checkpoint.every=4");
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  const auto curve = losses("ref");
+  ASSERT_EQ(curve.size(), 24u);
+  EXPECT_LT(curve.back(), curve.front() - 0.5) << curve.front() << " -> " << curve.back();
+
+  // Killed right after its second snapshot (step 8), resumed: the same 24 losses and the same
+  // measures, bit for bit.
+  const std::string log = dir_ / "victim.log";
+  auto killed = testing::run_child({"run", exp, "--name", "victim", "--set", "checkpoint.every=4"},
+                                   log, "snapshot.published:2");
+  ASSERT_TRUE(killed.killed) << testing::read_file(log);
+  auto resumed = run_kiln("resume victim --db " + db());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resuming after step 8"), std::string::npos) << resumed.output;
+  EXPECT_EQ(losses("victim"), curve);
+
+  // 24 steps x 2 blocks x 4 measures, each finite; the victim's equal the reference's.
+  const auto measures = layer_values("ref");
+  ASSERT_EQ(measures.size(), 24u * 2 * 4);
+  EXPECT_EQ(layer_values("victim"), measures);
+  for (const double imbalance : layer_values("ref", "layer_metrics.name like '%imbalance'"))
+    EXPECT_GE(imbalance, 1.0);
+  for (const double dropped : layer_values("ref", "layer_metrics.name like '%dropped_fraction'")) {
+    EXPECT_GE(dropped, 0.0);
+    EXPECT_LT(dropped, 0.5);
+  }
+
+  // The store's readers know them as metrics.
+  auto shown = run_kiln("runs show ref --db " + db());
+  ASSERT_EQ(shown.exit_code, 0) << shown.output;
+  EXPECT_NE(shown.output.find("moe_1.load_imbalance"), std::string::npos) << shown.output;
+  auto listed = run_kiln("runs list --db " + db() + " --where 'max(moe_0.load_imbalance) >= 1'");
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_NE(listed.output.find("victim"), std::string::npos) << listed.output;
+  auto none = run_kiln("runs list --db " + db() + " --where 'min(moe_0.load_imbalance) < 1'");
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  EXPECT_EQ(none.output.find("victim"), std::string::npos) << none.output;
+}
+
+// The first step's recorded loss is the cross-entropy plus each block's weighted router losses:
+// its loss with the weights 0.01 and 0.001 less its loss with both 0 is 0.01 x the blocks'
+// load-balancing losses plus 0.001 x their z-losses, as the store recorded them.
+TEST_F(MoeRun, RouterLossesEnterTheLossWithTheirWeights) {
+  const std::string exp = moe_experiment();
+  const std::string one = " --set train.steps=1 --set eval.every=0 --set checkpoint.every=0";
+  auto weighted = run_kiln("run " + exp + " --name weighted" + one);
+  ASSERT_EQ(weighted.exit_code, 0) << weighted.output;
+  auto plain = run_kiln("run " + exp + " --name plain" + one +
+                        " --set model.moe_aux_loss_weight=0 --set model.moe_z_loss_weight=0");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const auto aux = layer_values("weighted", "layer_metrics.name like '%.aux_loss'");
+  const auto z = layer_values("weighted", "layer_metrics.name like '%.z_loss'");
+  ASSERT_EQ(aux.size(), 2u);
+  ASSERT_EQ(z.size(), 2u);
+  const double expected = 0.01 * (aux[0] + aux[1]) + 0.001 * (z[0] + z[1]);
+  EXPECT_GT(expected, 0.01);
+  EXPECT_NEAR(losses("weighted")[0] - losses("plain")[0], expected, 1e-5);
+}
+
+}  // namespace
+}  // namespace kiln
