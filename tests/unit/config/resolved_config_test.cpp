@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/app/sweeps/spec.h"
+#include "core/app/sweeps/spec_file.h"
 #include "core/config/config.h"
 #include "test_util.h"
 
