@@ -63,8 +63,8 @@ struct PassContext {
 //     finish_gradients(model)  always, after the last backward
 //     global_norm(local_norm)  after the precision policy unscaled the gradients
 //     pass_times, loss_share, sum   the step's one collective sum of loss, norm and timings
+//     stages                   for the step's statistics, read from that sum
 //     finish_update(model)     after the optimizer step, also when the update was skipped
-//     stages                   for the step's statistics
 //   sum                 once after the session's first step (the optimizer-state report)
 //   per evaluation (Trainer::evaluate: every eval.every steps, the test split, `kiln eval`):
 //     run_passes(eval) or the trainer's forward passes, then loss_share and sum

@@ -17,6 +17,7 @@
 #include "core/train/cooldown_probe.h"
 #include "core/train/memory_check.h"
 #include "core/train/run_header.h"
+#include "core/train/skipped_updates.h"
 #include "core/train/task_suite.h"
 #include "core/util/error.h"
 #include "core/util/fault.h"
@@ -114,7 +115,7 @@ SessionOutcome Session::train() {
     if (evals_.final_test(outcome.status == "completed")) test_at_end(outcome.steps_done);
     if (store_) {
       updates_ = store_->count_updates(run_id_);
-      if (outcome.status == "completed") require_an_applied_update();
+      if (outcome.status == "completed") require_an_applied_update(updates_);
     }
   } catch (const SnapshotAbandoned&) {
     outcome.status = "interrupted";
@@ -148,11 +149,15 @@ void Session::train_steps(SessionOutcome& outcome) {
     train_seconds_ += stats.dt_ms / 1000.0;
     if (step == start_step_ + 1) report_optimizer_state();
     if (store_) {
-      store_->add_metric(run_id_, metric_row(stats, run_.parallel->world_size(),
-                                             run_.train_data->source_names(),
-                                             run_.model->take_layer_measures()));
+      store_->add_metric(
+          run_id_, metric_row(stats, run_.parallel->world_size(), run_.train_data->source_names(),
+                              run_.model->take_layer_measures()));
     }
-    if (stats.nonfinite) handle_nonfinite(stats);
+    if (stats.nonfinite) {  // the update was not applied: abort or say so
+      const std::string line =
+          nonfinite_step_line(stats, run_.train.abort_on_nonfinite, name_, snapshots_.last_step());
+      if (store_) console_.line(line);
+    }
     if (store_) print_step(stats);
     outcome.steps_done = step;
     outcome.final_loss = stats.loss;
@@ -245,17 +250,6 @@ void Session::say_abandoned() {
       name_, last > 0 ? fmt::format("its last snapshot (step {})", last) : "step 0"));
 }
 
-// A run whose every update was skipped (non-finite gradients) trained nothing: it fails rather
-// than end `completed` with the weights it started with.
-void Session::require_an_applied_update() {
-  if (updates_.steps == 0 || updates_.skipped < updates_.steps) return;
-  throw DivergedError(fmt::format(
-      "none of the run's {} updates was applied: every step's gradients were inf or NaN, so "
-      "each update was skipped and the weights are still the initial ones: start it again "
-      "(--restart) with a lower optimizer.lr or a train.grad_clip",
-      updates_.steps));
-}
-
 // What the snapshot policy cannot know: where the run is and what it was configured with.
 void Session::snapshot(int64_t step, bool best) {
   SnapshotState state;
@@ -268,25 +262,6 @@ void Session::snapshot(int64_t step, bool best) {
   }
   state.data_positions = {run_.train_data->position()};  // this rank's: the policy gathers
   snapshots_.save(step, best, std::move(state));
-}
-
-// The step was not applied (Trainer); abort or say so, as train.on_nonfinite asks.
-void Session::handle_nonfinite(const StepStats& stats) {
-  const std::string what = fmt::format(
-      "step {}: the gradients are not finite (norm {}, loss {}), so the update was not applied",
-      stats.step, std::fabs(stats.grad_norm), std::fabs(stats.loss));  // "nan", not "-nan"
-  if (!run_.train.abort_on_nonfinite) {
-    if (store_) console_.line(what + " (train.on_nonfinite = \"skip\")");
-    return;
-  }
-  const int64_t last = snapshots_.last_step();
-  const std::string from = last > 0 ? fmt::format("its last snapshot (step {})", last)
-                                    : std::string("step 0 (it has no snapshot)");
-  throw DivergedError(fmt::format(
-      "{} and the run stopped (train.on_nonfinite = \"abort\"): `kiln resume {}` continues "
-      "from {}; add --set train.on_nonfinite=skip to step over such batches, or start again "
-      "with a lower optimizer.lr or a train.grad_clip",
-      what, name_, from));
 }
 
 // The optimizer's state tensors' bytes (core/api/optimizer.h) and the training state (parameters,
@@ -311,22 +286,14 @@ void Session::report_optimizer_state() {
 }
 
 void Session::print_closing(const SessionOutcome& outcome) {
-  const std::string skipped = updates_.skipped > 0 ? fmt::format(" | {} of {} updates skipped",
-                                                                 updates_.skipped, updates_.steps)
-                                                   : "";
   console_.line(fmt::format(
       "{} {} of {} steps; {} of training this session | final loss {:.6f}{} | run store {:.1f} "
       "ms ({:.3f}% of step time) | snapshots {:.1f} ms",
       outcome.status, outcome.steps_done, run_.train.steps, format_duration(train_seconds_),
-      outcome.final_loss, skipped, store_->seconds_spent() * 1000.0,
+      outcome.final_loss, skipped_updates_note(updates_), store_->seconds_spent() * 1000.0,
       train_seconds_ > 0 ? 100.0 * store_->seconds_spent() / train_seconds_ : 0.0,
       snapshots_.seconds() * 1000.0));
-  if (2 * updates_.skipped > updates_.steps) {
-    console_.line(fmt::format(
-        "warning: most of the run's updates were skipped ({} of {}: their gradients were not "
-        "finite), so its weights learned from only {} batches; `kiln runs show {}` counts them",
-        updates_.skipped, updates_.steps, updates_.steps - updates_.skipped, name_));
-  }
+  if (auto warning = mostly_skipped_warning(updates_, name_)) console_.line(*warning);
 }
 
 }  // namespace kiln

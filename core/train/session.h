@@ -1,10 +1,11 @@
 // A training session: the loop around a Trainer for one `kiln run` or `kiln resume`, from the
 // step after the one it starts from to train.steps or a stop signal. It records metrics and evals
-// in the run store, prints the console lines, handles non-finite steps and reports the optimizer
-// state's size; after each step it asks EvalPolicy "evaluate now?" and "score the tasks now?",
-// and SnapshotPolicy "save now?" / "best so far?", which own those decisions and their state.
-// Every rank runs a session (the evals and snapshots are collective); only rank 0, the one given
-// a store, prints, records and writes snapshots.
+// in the run store, prints the console lines, handles non-finite steps (as
+// core/train/skipped_updates.h says) and reports the optimizer state's size; after each step it
+// asks EvalPolicy "evaluate now?" and "score the tasks now?", and SnapshotPolicy "save now?" /
+// "best so far?", which own those decisions and their state. Every rank runs a session (the evals
+// and snapshots are collective); only rank 0, the one given a store, prints, records and writes
+// snapshots.
 #pragma once
 
 #include <cstdint>
@@ -59,9 +60,7 @@ class Session {
   void score_tasks(int64_t step);
   void test_at_end(int64_t step);
   void snapshot(int64_t step, bool best);
-  void handle_nonfinite(const StepStats& stats);
   void say_abandoned();
-  void require_an_applied_update();
   void report_optimizer_state();
   void print_closing(const SessionOutcome& outcome);
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <optional>
 
 #include <torch/utils.h>
@@ -12,6 +11,7 @@
 #include "core/api/optimizer.h"
 #include "core/kernels/fused_cross_entropy.h"
 #include "core/layers/document_positions.h"
+#include "core/train/gradients.h"
 #include "core/train/phase_clock.h"
 #include "core/train/run_device.h"
 #include "core/util/fault.h"
@@ -42,6 +42,11 @@ namespace {
 
 // The target value cross_entropy skips: what a target the loss mask leaves out becomes.
 constexpr int64_t kUncounted = -100;
+
+double elapsed_ms(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
 
 }  // namespace
 
@@ -81,34 +86,6 @@ DrawKey Trainer::draws_of(int64_t micro) const {
   return {static_cast<uint64_t>(run_.options.seed), step_, window * run_.train.micro_batch};
 }
 
-at::Tensor Trainer::clip_gradients(double max_norm) {
-  std::vector<at::Tensor> norms;
-  for (const auto& p : parameters_) {
-    if (p.grad().defined()) norms.push_back(p.grad().detach().to(at::kFloat).norm(2));
-  }
-  // Ranks that hold only a shard of the gradients (zero) see none at all in a small model.
-  at::Tensor local = norms.empty() ? at::zeros({}, at::TensorOptions().device(run_.device))
-                                   : at::stack(norms).norm(2);
-  at::Tensor total = run_.parallel->global_norm(local);
-  if (max_norm > 0) {
-    // As torch.nn.utils.clip_grad_norm_: scale by max_norm / norm only when that is below 1.
-    at::Tensor coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
-    for (auto& p : parameters_) {
-      if (p.grad().defined()) p.grad().detach().mul_(coef.to(p.grad().dtype()));
-    }
-  }
-  return total;
-}
-
-void Trainer::poison_gradients() {
-  for (auto& p : parameters_) {
-    if (p.grad().defined()) {
-      p.grad().view(-1)[0].fill_(std::numeric_limits<float>::infinity());
-      return;
-    }
-  }
-}
-
 at::Tensor Trainer::masked_loss_sum(const Batch& batch) {
   // Filled on the device, so that the copies stay asynchronous from pinned batches.
   auto inputs = batch.inputs.to(run_.device, /*non_blocking=*/true);
@@ -120,6 +97,68 @@ at::Tensor Trainer::masked_loss_sum(const Batch& batch) {
   return loss_from_logits(run_.model->forward(inputs), targets, /*sum=*/true);
 }
 
+at::Tensor Trainer::micro_loss(const at::Tensor& inputs, const at::Tensor& targets) {
+  // Each micro-batch's mean loss is divided by the number of micro-batches, so the summed
+  // gradients equal those of one big batch; a model's auxiliary losses are divided alike.
+  const double micro_steps = static_cast<double>(run_.grad_accum);
+  return run_.model->with_auxiliary_loss(forward_loss(inputs, targets) / micro_steps, micro_steps);
+}
+
+// One step, top to bottom as llm.c's: the micro-steps' forward and backward passes, the
+// gradients made whole and clipped, the step's figures to the host (the update needs the norm
+// among them), the update, and what the step read and how long it took.
+StepStats Trainer::train_step(int64_t step) {
+  const auto start = std::chrono::steady_clock::now();
+  StepStats stats = begin_step(step);
+  phases_ = PhaseTimes{};
+  PhaseClock clock(profile_, run_.device);
+  const at::Tensor loss_sum = micro_steps(stats, clock);
+  const at::Tensor norm = sync_gradients(stats, clock);
+  gather_step_figures(*run_.parallel, loss_sum, norm, elapsed_ms(start), stats);
+  clock.lap(phases_.communication_ms);
+  update(stats, clock);
+  count_step(stats, start);
+  if (trace_) trace_->flush();
+  return stats;
+}
+
+// The schedule's lr for the step, and gradients zeroed for its micro-steps to add into.
+StepStats Trainer::begin_step(int64_t step) {
+  StepStats stats;
+  stats.step = step;
+  step_ = step;
+  if (run_.core_share && threads_follow_share_) run_.core_share->rebalance();
+  stats.source_tokens = run_.train_data->source_tokens();  // so far: the step's are the change
+  stats.lr = run_.schedule->lr(step - 1);
+  set_lr(*run_.optimizer, stats.lr);
+  if (graph_) {
+    graph_->zero_gradients();  // in place: the captured backward writes into them
+  } else {
+    run_.optimizer->zero_grad();
+  }
+  return stats;
+}
+
+// The step's passes, by the one path that fits the run (assemble() refuses masked data with a
+// pipeline or a captured graph): a pipeline runs its stages' passes itself. Returns this rank's
+// summed loss, on the device.
+at::Tensor Trainer::micro_steps(StepStats& stats, PhaseClock& clock) {
+  PassContext passes = pass_context(*run_.train_data, run_.grad_accum, /*train=*/true);
+  if (std::optional<at::Tensor> piped = run_.parallel->run_passes(passes)) {
+    clock.lap(phases_.forward_ms);  // a pipeline's passes interleave both directions
+    return *piped;
+  }
+  at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(run_.device));
+  if (masked_) {
+    stats.counted_tokens = masked_micro_steps(loss_sum, clock);
+  } else {
+    streamed_micro_steps(loss_sum, clock);
+  }
+  return loss_sum;
+}
+
+// Masked data reads the step's batches first: each micro-step's loss is divided by the targets
+// counted over all of them and every rank.
 int64_t Trainer::masked_micro_steps(at::Tensor& loss_sum, PhaseClock& clock) {
   std::vector<Batch> batches;
   int64_t local = 0;  // counted on the host, from the CPU masks: no device sync
@@ -153,112 +192,71 @@ int64_t Trainer::masked_micro_steps(at::Tensor& loss_sum, PhaseClock& clock) {
   return counted;
 }
 
-at::Tensor Trainer::micro_loss(const at::Tensor& inputs, const at::Tensor& targets) {
-  // Each micro-batch's mean loss is divided by the number of micro-batches, so the summed
-  // gradients equal those of one big batch; a model's auxiliary losses are divided alike.
-  const double micro_steps = static_cast<double>(run_.grad_accum);
-  return run_.model->with_auxiliary_loss(forward_loss(inputs, targets) / micro_steps, micro_steps);
-}
-
-StepStats Trainer::train_step(int64_t step) {
-  const auto start = std::chrono::steady_clock::now();
-  auto& optimizer = *run_.optimizer;
-  StepStats stats;
-  stats.step = step;
-  step_ = step;
-  if (run_.core_share && threads_follow_share_) run_.core_share->rebalance();
-  stats.source_tokens = run_.train_data->source_tokens();  // so far: the step's are the change
-  stats.lr = run_.schedule->lr(step - 1);
-  set_lr(optimizer, stats.lr);
-  if (graph_) {
-    graph_->zero_gradients();  // in place: the captured backward writes into them
-  } else {
-    optimizer.zero_grad();
-  }
-
-  phases_ = PhaseTimes{};
-  PhaseClock clock(profile_, run_.device);
-  PassContext passes = pass_context(*run_.train_data, run_.grad_accum, /*train=*/true);
-  std::optional<at::Tensor> piped = run_.parallel->run_passes(passes);
-  at::Tensor loss_sum = piped ? *piped : at::zeros({}, at::TensorOptions().device(run_.device));
-  if (piped) clock.lap(phases_.forward_ms);  // a pipeline's passes interleave both directions
-  if (masked_) stats.counted_tokens = masked_micro_steps(loss_sum, clock);
-  for (int64_t micro = 0; !piped && !masked_ && micro < run_.grad_accum; ++micro) {
+// Unmasked data needs no count up front, so each micro-step reads its own batch: one held at a
+// time.
+void Trainer::streamed_micro_steps(at::Tensor& loss_sum, PhaseClock& clock) {
+  for (int64_t micro = 0; micro < run_.grad_accum; ++micro) {
     run_.parallel->begin_micro_step(micro == run_.grad_accum - 1);
     DrawScope draws(draws_of(micro));
     Batch batch = run_.train_data->next();
-    if (trace_) trace_->record(step, batch.inputs);
-    if (graph_) {  // the copies to the device are part of the replay
-      loss_sum += graph_->run(batch.inputs, batch.targets);
-      clock.lap(phases_.forward_ms);
-      continue;
+    if (trace_) trace_->record(step_, batch.inputs);
+    if (graph_) {
+      replayed_micro_step(batch, loss_sum, clock);
+    } else {
+      eager_micro_step(batch, loss_sum, clock);
     }
-    auto inputs = batch.inputs.to(run_.device, /*non_blocking=*/true);
-    auto targets = batch.targets.to(run_.device, /*non_blocking=*/true);
-    clock.lap(phases_.data_ms);
-    at::Tensor loss = micro_loss(inputs, targets);
-    loss_sum += loss.detach();
-    clock.lap(phases_.forward_ms);
-    run_.precision->scale_loss(loss).backward();
-    clock.lap(phases_.backward_ms);
   }
+}
+
+// train.cuda_graphs: the micro-step captured once and replayed, which saves its kernel launches;
+// the copies to the device are part of the replay.
+void Trainer::replayed_micro_step(const Batch& batch, at::Tensor& loss_sum, PhaseClock& clock) {
+  loss_sum += graph_->run(batch.inputs, batch.targets);
+  clock.lap(phases_.forward_ms);
+}
+
+void Trainer::eager_micro_step(const Batch& batch, at::Tensor& loss_sum, PhaseClock& clock) {
+  auto inputs = batch.inputs.to(run_.device, /*non_blocking=*/true);
+  auto targets = batch.targets.to(run_.device, /*non_blocking=*/true);
+  clock.lap(phases_.data_ms);
+  at::Tensor loss = micro_loss(inputs, targets);
+  loss_sum += loss.detach();
+  clock.lap(phases_.forward_ms);
+  run_.precision->scale_loss(loss).backward();
+  clock.lap(phases_.backward_ms);
+}
+
+// The gradients made whole across ranks (the parallel strategy), unscaled and checked (the
+// precision policy), then clipped. Returns their global pre-clip norm, still on the device.
+at::Tensor Trainer::sync_gradients(StepStats& stats, PhaseClock& clock) {
   run_.parallel->finish_gradients(*run_.model);
-  if (fault_due("grad.nonfinite")) poison_gradients();
+  if (fault_due("grad.nonfinite")) poison_gradients(parameters_);
   clock.lap(phases_.communication_ms);
   stats.loss_scale = run_.precision->loss_scale();
   stats.skipped = !run_.precision->prepare_step(parameters_);
-  at::Tensor norm = clip_gradients(run_.train.grad_clip);
+  at::Tensor norm = clip_gradients(parameters_, *run_.parallel, run_.device, run_.train.grad_clip);
   clock.lap(phases_.optimizer_ms);
+  return norm;
+}
 
-  // One all-reduce and one host transfer per step carry the loss (each rank's share), the norm
-  // (the same on every rank) and per rank: the time to here, and a pipeline's pass times. It
-  // comes before the update because the update needs it: a non-finite norm means some gradient
-  // is inf or NaN, and that update would poison the weights, so it is never applied.
-  const int world = run_.parallel->world_size();
-  const int rank = run_.parallel->rank();
-  const double local_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  const auto pass = run_.parallel->pass_times();
-  std::vector<float> per_rank(4 * static_cast<size_t>(world), 0.0f);  // built on the host
-  per_rank[0 * world + rank] = static_cast<float>(local_ms);
-  per_rank[1 * world + rank] = static_cast<float>(pass.compute_ms);
-  per_rank[2 * world + rank] = static_cast<float>(pass.total_ms);
-  per_rank[3 * world + rank] = static_cast<float>(pass.peak_live);
-  at::Tensor host = run_.parallel
-                        ->sum(at::cat({at::stack({loss_sum * run_.parallel->loss_share(),
-                                                  norm.to(loss_sum.dtype()) / double(world)}),
-                                       at::tensor(per_rank).to(loss_sum.device())}))
-                        .to(at::kDouble)
-                        .cpu();  // the step's one host sync
-  clock.lap(phases_.communication_ms);
-  stats.grad_norm = host[1].item<double>();
+// A non-finite norm means some gradient is inf or NaN beyond what the precision policy expects:
+// that update would poison the weights, so it is never applied.
+void Trainer::update(StepStats& stats, PhaseClock& clock) {
   if (!stats.skipped && !std::isfinite(stats.grad_norm)) stats.skipped = stats.nonfinite = true;
-  if (!stats.skipped) optimizer.step();
+  if (!stats.skipped) run_.optimizer->step();
   run_.parallel->finish_update(*run_.model);
   clock.lap(phases_.optimizer_ms);
+}
 
-  stats.loss = host[0].item<double>();
-  auto times = host.narrow(0, 2, 4 * world).reshape({4, world});
-  if (world > 1) stats.rank_skew_ms = (times[0].max() - times[0].min()).item<double>();
-  if (const int stages = run_.parallel->stages(); stages > 1) {
-    // Stage s of the first replica is rank s.
-    auto compute = times[1].narrow(0, 0, stages), total = times[2].narrow(0, 0, stages);
-    for (int s = 0; s < stages; ++s) {
-      stats.stage_compute_ms.push_back(compute[s].item<double>());
-      stats.stage_peak_live.push_back(times[3][s].item<int64_t>());
-    }
-    stats.bubble = 1.0 - (compute.sum() / total.sum()).item<double>();
-  }
+// What the step read (a blend's tokens per source: the change since begin_step) and its time.
+void Trainer::count_step(StepStats& stats, std::chrono::steady_clock::time_point start) {
   const std::vector<int64_t> source_tokens = run_.train_data->source_tokens();
   for (size_t k = 0; k < source_tokens.size(); ++k)
     stats.source_tokens[k] = source_tokens[k] - stats.source_tokens[k];
   tokens_seen_ += run_.batch_tokens;
   stats.tokens_seen = tokens_seen_;
-  stats.dt_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  stats.dt_ms = elapsed_ms(start);
   stats.tokens_per_sec = static_cast<double>(run_.batch_tokens) / (stats.dt_ms / 1000.0);
-  if (trace_) trace_->flush();
-  return stats;
 }
 
 EvalResult Trainer::evaluate(DataSource& data, int64_t batches) {

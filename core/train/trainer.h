@@ -1,8 +1,9 @@
 // The training step and evaluation, for an assembled run. One step:
 //   lr from the schedule -> grad_accum micro-steps of forward, loss / grad_accum, backward ->
 //   gradient sync (parallel strategy) -> unscale / finiteness check (precision policy) ->
-//   global-norm clip -> optimizer update.
-// The loss and the pre-clip norm come back to the host in one transfer per step.
+//   global-norm clip -> the step's figures to the host -> optimizer update.
+// The loss and the pre-clip norm come back to the host in one transfer per step
+// (core/train/step_telemetry.h).
 // Data whose batches carry a loss mask (DataSource::masks_loss) read all of a step's
 // micro-batches first: the step's loss is the sum of its counted targets' losses, over every
 // micro-batch and rank, divided by how many they are (summed over the ranks: one more all-reduce
@@ -10,6 +11,7 @@
 // accumulation stays exact whatever each micro-batch counts.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -18,35 +20,11 @@
 #include "core/train/assemble.h"
 #include "core/train/cuda_graph.h"
 #include "core/train/sample_trace.h"
+#include "core/train/step_telemetry.h"
 
 namespace kiln {
 
 class PhaseClock;
-
-struct StepStats {
-  int64_t step = 0;  // 1-based: the number of updates done once this one is applied
-  double loss = 0;   // mean cross-entropy over the step's (counted) tokens, all ranks
-  double lr = 0;
-  double grad_norm = 0;  // global L2 norm before clipping
-  double dt_ms = 0;
-  double tokens_per_sec = 0;
-  int64_t tokens_seen = 0;
-  int64_t counted_tokens = 0;  // masked data: the targets the loss counted (all ranks); else 0
-  // A blend: the tokens the step took from each source (all ranks), in the order of the data's
-  // source_names(); empty for data of one source.
-  std::vector<int64_t> source_tokens;
-  double loss_scale = 1;   // the precision policy's scale for this step's loss
-  bool skipped = false;    // the update was not applied (non-finite gradients)
-  bool nonfinite = false;  // ... because they were inf/NaN beyond what the precision policy expects
-  // With several ranks: the slowest rank's step time minus the fastest one's, the time up to
-  // the step's closing all-reduce (how long the fastest rank waited for the others).
-  double rank_skew_ms = 0;
-  // Pipelines: each stage's compute time in its passes, and the share of the stages' pass time
-  // spent waiting (the pipeline bubble).
-  std::vector<double> stage_compute_ms;
-  std::vector<int64_t> stage_peak_live;  // most micro-batches' activations each stage held
-  std::optional<double> bubble;
-};
 
 // Where a step's wall time went, when the trainer is profiling (kiln bench).
 struct PhaseTimes {
@@ -81,13 +59,9 @@ class Trainer {
  private:
   at::Tensor loss_of(const Batch& batch);
   at::Tensor forward_loss(const at::Tensor& inputs, const at::Tensor& targets);
-  // Global gradient norm (a tensor: no host sync); scales gradients down to `max_norm` if > 0.
-  at::Tensor clip_gradients(double max_norm);
   // Cross-entropy over the model's vocabulary (fp32); targets equal to -100 are left out.
   // `sum`: their summed loss instead of the mean.
   at::Tensor loss_from_logits(at::Tensor logits, const at::Tensor& targets, bool sum = false) const;
-  // The first gradient's first element becomes inf (KILN_FAULT=grad.nonfinite, core/util/fault.h).
-  void poison_gradients();
   PassContext pass_context(DataSource& data, int64_t micro_batches, bool train);
   // Micro-step micro's dropout key: rows (micro x data_world + data_rank) x micro_batch on.
   DrawKey draws_of(int64_t micro) const;
@@ -96,10 +70,19 @@ class Trainer {
   at::Tensor micro_loss(const at::Tensor& inputs, const at::Tensor& targets);
   // The sum of the losses of the targets `batch.loss_mask` counts (fp32).
   at::Tensor masked_loss_sum(const Batch& batch);
-  // A step's micro-steps on masked data, adding each one's loss to `loss_sum` and each phase's
-  // time to `clock`; returns the targets counted over all ranks.
-  int64_t masked_micro_steps(at::Tensor& loss_sum, PhaseClock& clock);
   EvalResult masked_evaluate(DataSource& data, int64_t batches);
+
+  // train_step's phases, in the order it takes them. The micro-step paths add each micro-step's
+  // loss to `loss_sum` and each phase's time to `clock`.
+  StepStats begin_step(int64_t step);
+  at::Tensor micro_steps(StepStats& stats, PhaseClock& clock);
+  int64_t masked_micro_steps(at::Tensor& loss_sum, PhaseClock& clock);  // the targets counted
+  void streamed_micro_steps(at::Tensor& loss_sum, PhaseClock& clock);
+  void replayed_micro_step(const Batch& batch, at::Tensor& loss_sum, PhaseClock& clock);
+  void eager_micro_step(const Batch& batch, at::Tensor& loss_sum, PhaseClock& clock);
+  at::Tensor sync_gradients(StepStats& stats, PhaseClock& clock);
+  void update(StepStats& stats, PhaseClock& clock);
+  void count_step(StepStats& stats, std::chrono::steady_clock::time_point start);
 
   AssembledRun& run_;
   std::vector<at::Tensor> parameters_;
