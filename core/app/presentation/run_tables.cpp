@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/app/presentation/layer_metrics_table.h"
 #include "core/app/presentation/provenance.h"
 #include "core/app/presentation/run_export.h"
 #include "core/config/canonical.h"
-#include "core/store/runs/layer_metrics.h"
 #include "core/store/runs/run_environment.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
@@ -75,28 +75,6 @@ Table tasks_table(HistoryDb& db, int64_t run_id) {
     t.rows.push_back({std::to_string(s.step), s.task, s.metric, or_dash(s.checkpoint),
                       fixed(s.value, 4), fixed(s.stderr_, 4), std::to_string(s.items),
                       std::to_string(s.truncated), std::to_string(s.rules)});
-  }
-  return t;
-}
-
-// Each layer measure's last value, mean and largest over the run's steps.
-Table layer_metrics_table(HistoryDb& db, int64_t run_id) {
-  struct Summary {
-    double last = 0, sum = 0, max = 0;
-    int64_t steps = 0;
-  };
-  std::map<std::string, Summary> by_name;
-  for (const LayerMetricRow& row : read_layer_metrics(db.connection(), run_id)) {
-    Summary& s = by_name[row.name];
-    s.max = s.steps == 0 ? row.value : std::max(s.max, row.value);
-    s.last = row.value;
-    s.sum += row.value;
-    ++s.steps;
-  }
-  Table t{{"metric", "steps", "last", "mean", "max"}, {}, {false, true, true, true, true}};
-  for (const auto& [name, s] : by_name) {
-    t.rows.push_back({name, std::to_string(s.steps), fixed(s.last, 4),
-                      fixed(s.sum / static_cast<double>(s.steps), 4), fixed(s.max, 4)});
   }
   return t;
 }
@@ -348,24 +326,10 @@ std::string describe_run(HistoryDb& db, const RunRecord& run) {
 
 std::vector<std::pair<std::string, std::vector<std::string>>> differing_config(
     const std::vector<RunRecord>& runs) {
-  std::vector<std::map<std::string, std::string>> configs;
-  std::set<std::string> keys;
-  for (const auto& r : runs) {
+  std::vector<FlatConfig> configs;
+  for (const auto& r : runs)
     configs.push_back(flatten_config(r.config));
-    for (const auto& entry : configs.back())
-      keys.insert(entry.first);
-  }
-  std::vector<std::pair<std::string, std::vector<std::string>>> out;
-  for (const auto& key : keys) {
-    if (key == "run.name") continue;
-    std::vector<std::string> values;
-    for (const auto& c : configs)
-      values.push_back(c.count(key) ? c.at(key) : "-");
-    if (std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) != values.end()) {
-      out.emplace_back(key, std::move(values));
-    }
-  }
-  return out;
+  return differing_keys(configs);
 }
 
 Table differing_config_table(const std::vector<RunRecord>& runs) {
