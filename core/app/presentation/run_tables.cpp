@@ -1,8 +1,6 @@
 #include "core/app/presentation/run_tables.h"
 
-#include <algorithm>
 #include <cmath>
-#include <functional>
 #include <map>
 #include <set>
 
