@@ -31,6 +31,7 @@
 #include "core/api/model.h"
 #include "core/distributed/data_parallel.h"
 #include "core/distributed/pipeline_stages.h"
+#include "core/distributed/shaped_messages.h"
 #include "core/layers/low_rank.h"
 #include "core/layers/random_draws.h"
 #include "core/util/error.h"
@@ -44,8 +45,10 @@ enum Message { kShape = 0, kActivation = 1, kGradient = 2 };
 int tag(int64_t micro, Message kind) {
   return static_cast<int>(micro * 3 + kind);
 }
+ShapedTags activation_tags(int64_t micro) {
+  return {tag(micro, kShape), tag(micro, kActivation)};
+}
 constexpr int kTiedTag = 1 << 24;
-constexpr int64_t kHeader = 8;  // [dtype, ndim, sizes...]
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point start) {
@@ -264,7 +267,8 @@ class Pipeline : public DataParallel {
       const int64_t micro = forwards_++;
       Batch batch = c_.data.next();  // every stage reads, so all keep the same data position
       at::Tensor input =
-          p_.first() ? batch.inputs.to(c_.device, /*non_blocking=*/true) : receive(micro);
+          p_.first() ? batch.inputs.to(c_.device, /*non_blocking=*/true)
+                     : receive_shaped(p_.comm(), p_.rank() - 1, activation_tags(micro), c_.device);
       if (!p_.first() && c_.train) input.requires_grad_(true);
       const auto start = Clock::now();
       InFlight f{input, {}, {}};
@@ -284,7 +288,8 @@ class Pipeline : public DataParallel {
       if (p_.last()) {
         loss_sum_ += f.loss.detach();
       } else {
-        send(f.output.detach(), micro);
+        start_shaped_send(p_.comm(), f.output.detach(), p_.rank() + 1, activation_tags(micro),
+                          sends_);
       }
       if (!c_.train) return;
       live_.push_back(std::move(f));
@@ -325,33 +330,6 @@ class Pipeline : public DataParallel {
     struct InFlight {
       at::Tensor input, output, loss;
     };
-
-    void send(const at::Tensor& activation, int64_t micro) {
-      std::vector<int64_t> header(kHeader, 0);
-      header[0] = static_cast<int64_t>(activation.scalar_type());
-      header[1] = activation.dim();
-      for (int64_t d = 0; d < activation.dim(); ++d)
-        header[2 + d] = activation.size(d);
-      const int next = p_.rank() + 1;
-      sends_.push_back(
-          p_.comm().start_send(at::tensor(header).to(c_.device), next, tag(micro, kShape)));
-      sends_.push_back(
-          p_.comm().start_send(activation.contiguous(), next, tag(micro, kActivation)));
-    }
-
-    at::Tensor receive(int64_t micro) {
-      const int previous = p_.rank() - 1;
-      at::Tensor header =
-          at::empty({kHeader}, at::TensorOptions().dtype(at::kLong).device(c_.device));
-      p_.comm().start_recv(header, previous, tag(micro, kShape)).wait();
-      header = header.cpu();
-      const int64_t* h = header.data_ptr<int64_t>();
-      const std::vector<int64_t> sizes(h + 2, h + 2 + h[1]);
-      const auto dtype = static_cast<at::ScalarType>(h[0]);
-      at::Tensor activation = at::empty(sizes, at::TensorOptions().dtype(dtype).device(c_.device));
-      p_.comm().start_recv(activation, previous, tag(micro, kActivation)).wait();
-      return activation;
-    }
 
     Pipeline& p_;
     PassContext& c_;

@@ -1,29 +1,7 @@
-// Evaluation tasks (`kiln eval --task`, eval.tasks): a task file in TOML names the task, its kind
-// and options, and a JSON Lines file of items; this reads and checks both and lays each item out
-// as the text the model is asked, with its few-shot examples (the task file itself is read in
-// task_spec.cpp). No LibTorch here (scoring is core/train/task_scoring.h).
-//
-// A task file (paths in it are relative to the task file's folder; the keys and their defaults
-// are lm-evaluation-harness's, docs/tasks.md cites the harness's lines):
-//   name = "kjv_cloze"          # letters, digits and _, unique among a run's tasks
-//   kind = "choice"             # "choice": multiple choice; "generate": exact-match generation
-//   items = "kjv_cloze.jsonl"   # choice: {"context": "...", "choices": ["...", ...], "label": k}
-//                               # generate: {"prompt": "...", "answer": "..."}
-//   target_delimiter = " "      # between a context and its choice or answer
-//   fewshot_delimiter = "\n\n"  # after each example
-//   fewshot_file = ""           # a pool of items of the same shape; "" = the task's own items
-//   num_fewshot = 0             # examples put before each item
-//   fewshot_sampler = "random"  # random: drawn by `seed`; first_n: the pool's first ones
-//   seed = 0
-//   limit = 0                   # the first N items; 0 = all
-//   template = "none"           # none: the text as it is; plain or chatml: data.template's turns
-//   until = []                  # generate: stop strings; [] = [fewshot_delimiter]
-//   max_gen_toks = 256          # generate: the most tokens generated
-//   temperature = 0.0           # generate: 0 = greedy; else sampled with `seed`
-//   filter = "none"             # generate: remove_whitespace strips the output's whitespace
-//   ignore_case = false         # generate: exact match after lower-casing both
-//   ignore_punctuation = false  # generate: ... after dropping ASCII punctuation from both
-//   regexes_to_ignore = []      # generate: ... after deleting each pattern's matches from both
+// Evaluation tasks (`kiln eval --task`, eval.tasks): the items of a task file (its JSON Lines
+// file, core/data/task_spec.h reads the task file that names it) read and checked, each laid out
+// as the text the model is asked, with its few-shot examples. No LibTorch here (scoring is
+// core/train/task_scoring.h).
 //
 // Choices and answers are written without the delimiter (" God." is "God."): the continuation
 // scored is target_delimiter + choice. The text asked: each example's context, target_delimiter,
@@ -34,9 +12,9 @@
 #include <string>
 #include <vector>
 
-namespace kiln {
+#include "core/data/task_spec.h"
 
-enum class TaskKind { kChoice, kGenerate };
+namespace kiln {
 
 struct TaskItem {
   int64_t line = 0;     // in its JSONL file
@@ -45,29 +23,6 @@ struct TaskItem {
   int64_t label = 0;
   std::string answer;
 };
-
-enum class FewshotSampler { kRandom, kFirstN };
-
-struct TaskSpec {
-  std::string file;  // the task file, absolute
-  std::string name;
-  TaskKind kind = TaskKind::kChoice;
-  std::string items, fewshot_file;  // absolute paths
-  int64_t num_fewshot = 0, seed = 0, limit = 0;
-  FewshotSampler fewshot_sampler = FewshotSampler::kRandom;
-  std::string target_delimiter = " ";
-  std::string fewshot_delimiter = "\n\n";
-  std::string chat_template = "none";
-  std::vector<std::string> until;  // as given; TaskRequest::until has the default filled in
-  int64_t max_gen_toks = 256;
-  double temperature = 0;
-  bool remove_whitespace = false;  // filter = "remove_whitespace"
-  bool ignore_case = false, ignore_punctuation = false;
-  std::vector<std::string> regexes_to_ignore;
-};
-
-// The task file at `path`: a UserError "FILE:LINE:COL: what: how to fix" for a bad key or value.
-TaskSpec read_task_spec(const std::string& path);
 
 // One request of a task: the text asked, and per choice the continuation scored (choice tasks:
 // target_delimiter + the choice) or the answer and stop strings (generate tasks).

@@ -1,6 +1,5 @@
-// Reading a task file (the format is in core/data/task_file.h): each key checked, each error at
-// the key's line and column. Apart from task_file.cpp, which reads the items the file names and
-// lays them out as requests.
+#include "core/data/task_spec.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -12,7 +11,6 @@
 
 #include "core/config/toml_text.h"
 #include "core/data/chat_records.h"
-#include "core/data/task_file.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
 #include "core/util/text.h"

@@ -1,6 +1,6 @@
-// LoRA runs through the binary (plugins/adapter_lora.cpp): a fine-tune of a Hugging Face folder
-// Kiln exported starts at the base's loss, says what trains, resumes bit for bit, follows the
-// single process's curve under ddp, zero, fsdp, tensor and pipeline parallelism with adapter
+// LoRA runs through the binary (plugins/lora/adapter_lora.cpp): a fine-tune of a Hugging Face
+// folder Kiln exported starts at the base's loss, says what trains, resumes bit for bit, follows
+// the single process's curve under ddp, zero, fsdp, tensor and pipeline parallelism with adapter
 // dropout (and resumed in one process from their snapshots), is swept with ASHA over its rank,
 // alpha and learning rate, exports PEFT's folder beside a merged one, and refuses the exports it
 // does not have.

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/store/db/postgres.h"
+#include "core/store/db/postgres_dialect.h"
 #include "core/util/fs.h"
 
 namespace kiln {

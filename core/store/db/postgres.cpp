@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "core/store/db/postgres_dialect.h"
+
 namespace kiln {
 
 namespace {

@@ -1,14 +1,12 @@
 // The PostgreSQL half of the one store layer (core/store/db/connection.h and statement.h hold
-// Connection, Statement and Transaction, which use this for a postgresql:// run.db). A libpq
-// session, its statements, and the translation of Kiln's SQL, written for SQLite, into
-// PostgreSQL's dialect: every dialect difference lives in core/store/db/postgres_dialect.cpp, so
-// the store's files carry one SQL text each. Credentials come only from libpq (PGPASSWORD,
-// ~/.pgpass, a service file): a URL that carries a password is refused (core/store/db/location.h),
-// so none is ever stored in a run's config or printed. No LibTorch, and libpq-fe.h stays out of
-// this header.
+// Connection, Statement and Transaction, which use this for a postgresql:// run.db): a libpq
+// session and its statements, which run Kiln's SQL translated into PostgreSQL's dialect
+// (core/store/db/postgres_dialect.h), so the store's files carry one SQL text each. Credentials
+// come only from libpq (PGPASSWORD, ~/.pgpass, a service file): a URL that carries a password is
+// refused (core/store/db/location.h), so none is ever stored in a run's config or printed. No
+// LibTorch, and libpq-fe.h stays out of this header.
 #pragma once
 
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -29,20 +27,6 @@ class PgError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-
-// Kiln's SQL in PostgreSQL's dialect: `?` and `?N` become `$n`, SQLite's phrases (INSERT OR
-// REPLACE/IGNORE, strftime('...', 'now'), julianday, GLOB, pragma_table_info, sqlite_master)
-// their PostgreSQL equivalents. No query orders by SQLite's rowid: PostgreSQL has no insertion
-// order to stand for it (its ctid moves with updates, deletes and VACUUM), so every ordered
-// read orders by key columns. `primary_key(table)` gives the columns INSERT OR REPLACE
-// conflicts on; `glob_params` receives, per `$n`, whether its value is a glob to compile.
-using PrimaryKeyOf = std::function<std::vector<std::string>(const std::string& table)>;
-std::string postgres_sql(const std::string& sql, const PrimaryKeyOf& primary_key,
-                         std::vector<bool>& glob_params);
-// A migration's SQLite DDL in PostgreSQL's types (BIGINT, DOUBLE PRECISION, JSONB config).
-std::string postgres_migration(const std::string& sqlite_sql);
-// SQLite's GLOB pattern (* ? [...] [^...]) as an anchored POSIX regular expression.
-std::string glob_to_regex(const std::string& glob);
 
 struct PgResultFree {
   void operator()(pg_result* result) const;

@@ -1,11 +1,10 @@
-// Kiln's SQL, written for SQLite, in PostgreSQL's dialect (core/store/db/postgres.h): the one place
-// that knows how the two differ. Only our SQL text passes through here, never a value.
+#include "core/store/db/postgres_dialect.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <regex>
 
-#include "core/store/db/postgres.h"
 #include "core/util/text.h"
 
 namespace kiln {

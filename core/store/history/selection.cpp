@@ -16,6 +16,7 @@
 #include "core/store/runs/layer_metrics.h"
 #include "core/store/runs/task_scores.h"
 #include "core/store/where/expr.h"
+#include "core/store/where/sql.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
 

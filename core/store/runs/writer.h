@@ -3,7 +3,9 @@
 // second (or every 64 rows), so the store costs a negligible share of step time and a crash loses
 // at most those rows; SQLite's journal guarantees the file itself is never corrupted.
 // The schema is documented in docs/run-store.md ("The schema"); its migrations are in
-// core/store/runs/schema.h, included here.
+// core/store/runs/schema.h, included here. The rows it is given are core/store/runs/rows.h; it
+// writes a run's own row through core/store/runs/run_row.h and the buffered rows through
+// core/store/runs/pending_rows.h.
 #pragma once
 
 #include <chrono>
@@ -15,68 +17,13 @@
 
 #include "core/store/db/connection.h"
 #include "core/store/runs/lookup.h"
-#include "core/store/runs/layer_metrics.h"
+#include "core/store/runs/pending_rows.h"
+#include "core/store/runs/rows.h"
 #include "core/store/runs/schema.h"
 #include "core/store/runs/sources.h"
 #include "core/store/runs/task_scores.h"
 
 namespace kiln {
-
-struct NewRun {
-  std::string name;
-  std::string experiment;
-  std::string config_toml;
-  std::string config_hash;
-  int64_t seed = 0;
-  int64_t world_size = 1;
-  int64_t planned_steps = 0;
-  std::string git_commit;  // empty = unknown
-  std::string host;
-  std::string sweep;   // empty = not part of a sweep
-  std::string uuid;    // the run's identity (core/store/runs/paths.h); empty = a fresh one
-  std::string folder;  // absolute (RunPaths::for_new_run); empty = none (NULL)
-};
-
-struct MetricRow {
-  int64_t step = 0;
-  double loss = 0;
-  double lr = 0;
-  double grad_norm = 0;
-  double tokens_per_sec = 0;
-  double dt_ms = 0;
-  int64_t tokens_seen = 0;
-  double loss_scale = 1;  // the precision policy's loss scale for this step (1 = unscaled)
-  bool skipped = false;   // the update was skipped (non-finite gradients)
-  std::optional<double> rank_skew_ms;  // slowest minus fastest rank's step time; null: one rank
-  std::optional<double> bubble;        // pipelines: share of stage time spent waiting
-  // Data whose loss counts only some tokens (fine-tuning): the targets the step's loss counted.
-  std::optional<int64_t> counted_tokens;
-  // A blend of sources (data "blend"): the tokens the step took from each, as a JSON object
-  // {"code": 3072, "web": 9216}; empty (NULL) for data of one source.
-  std::string source_tokens;
-  // Measures of the model's layers (Model::take_layer_measures): table layer_metrics.
-  LayerMeasures layer_measures;
-};
-
-struct EvalRow {
-  int64_t step = 0;
-  std::string split;
-  double loss = 0;
-  std::string checkpoint;  // the snapshot `kiln eval` loaded; empty for evals during training
-  std::optional<int64_t> counted_tokens;  // as MetricRow's: the targets the loss counted
-};
-
-// Hears of every row a RunStore is given and of every commit that writes them, in that order:
-// what keeps a copy of the rows elsewhere (a TensorBoard event file) buffers them as they come
-// and writes them when the store commits them, so it costs a step no more than the store does.
-class RunStoreListener {
- public:
-  virtual ~RunStoreListener() = default;
-  virtual void metric_added(int64_t run_id, const MetricRow& row) = 0;
-  virtual void eval_added(int64_t run_id, const EvalRow& row) = 0;
-  virtual void task_score_added(int64_t run_id, const TaskScoreRow& row) = 0;
-  virtual void committed() = 0;
-};
 
 class RunStore {
  public:
@@ -134,10 +81,6 @@ class RunStore {
   double seconds_spent() const { return seconds_spent_; }  // inside add_*/flush, for reports
 
  private:
-  struct SnapshotRow {
-    int64_t run_id = 0, step = 0;
-    std::string label, path;
-  };
   struct UnstoredRows {
     int64_t run_id = 0;
     NewRun run;
@@ -148,7 +91,7 @@ class RunStore {
   void migrate();
   void maybe_flush();
   void try_flush();      // the rows written, or kept when the server is away
-  void write_pending();  // one transaction
+  void write_pending();  // one transaction, timed and heard by the listener
   // The server stayed away too long: the buffered rows go to the unstored-rows file (or are
   // lost without one) and a UserError says so, with the command that loads them.
   [[noreturn]] void give_up(const std::string& why);
@@ -156,9 +99,7 @@ class RunStore {
   static std::chrono::seconds configured_server_wait();
 
   Connection db_;
-  std::vector<std::pair<int64_t, MetricRow>> pending_metrics_;
-  std::vector<std::pair<int64_t, EvalRow>> pending_evals_;
-  std::vector<SnapshotRow> pending_snapshots_;  // only while the server is away
+  PendingRows pending_;
   std::optional<UnstoredRows> unstored_;
   std::chrono::seconds server_wait_{kServerWait};
   RunStoreListener* listener_ = nullptr;

@@ -1,17 +1,13 @@
-// RunStore's rows: buffered as training makes them, written in one transaction about once a
-// second, and kept in memory while a PostgreSQL server is away (core/store/runs/writer.h).
-#include <algorithm>
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
+#include "core/store/runs/writer.h"
+
+// RunStore's rows: buffered as training makes them (core/store/runs/pending_rows.h), written in
+// one transaction about once a second, and kept in memory while a PostgreSQL server is away.
 #include <thread>
 
 #include <fmt/format.h>
 
-#include "core/store/runs/writer.h"
 #include "core/util/env.h"
 #include "core/util/error.h"
-#include "core/util/fault.h"
 
 namespace kiln {
 
@@ -23,25 +19,16 @@ std::string minutes_of(Clock::duration d) {
   return fmt::format("{:.1f} minutes", std::chrono::duration<double>(d).count() / 60.0);
 }
 
-// A count that only some runs have (core/store/runs/writer.h, counted_tokens): NULL otherwise.
-void bind_count(Statement& statement, int index, const std::optional<int64_t>& count) {
-  if (count) {
-    statement.bind(index, *count);
-  } else {
-    statement.bind_null(index);
-  }
-}
-
 }  // namespace
 
 void RunStore::add_metric(int64_t run_id, const MetricRow& row) {
-  pending_metrics_.emplace_back(run_id, row);
+  pending_.metrics.emplace_back(run_id, row);
   if (listener_) listener_->metric_added(run_id, row);
   maybe_flush();
 }
 
 void RunStore::add_eval(int64_t run_id, const EvalRow& row) {
-  pending_evals_.emplace_back(run_id, row);
+  pending_.evals.emplace_back(run_id, row);
   if (listener_) listener_->eval_added(run_id, row);
   maybe_flush();
 }
@@ -49,7 +36,7 @@ void RunStore::add_eval(int64_t run_id, const EvalRow& row) {
 void RunStore::maybe_flush() {
   // About once a second, and at least every 64 rows when steps are fast: a crash loses a
   // bounded number of steps either way. While the server is away: one try a second.
-  if ((!away_since_ && pending_metrics_.size() >= 64) ||
+  if ((!away_since_ && pending_.metrics.size() >= 64) ||
       Clock::now() - last_flush_ >= std::chrono::seconds(1)) {
     try_flush();
   }
@@ -68,7 +55,7 @@ void RunStore::flush() {
 }
 
 void RunStore::try_flush() {
-  if (pending_metrics_.empty() && pending_evals_.empty() && pending_snapshots_.empty()) {
+  if (pending_.empty()) {
     away_since_.reset();
     return;
   }
@@ -82,7 +69,7 @@ void RunStore::try_flush() {
     // itself, so none is ever duplicated.
     if (!away_since_) away_since_ = Clock::now();
     away_reason_ = e.reason();
-    const size_t buffered = pending_metrics_.size() + pending_evals_.size();
+    const size_t buffered = pending_.rows();
     if (buffered > kMaxBufferedRows) {
       give_up(fmt::format(
           "run store '{}' has been unreachable for {} ({}) and {} rows are buffered, the most a "
@@ -95,7 +82,7 @@ void RunStore::try_flush() {
 }
 
 void RunStore::give_up(const std::string& why) {
-  const size_t buffered = pending_metrics_.size() + pending_evals_.size();
+  const size_t buffered = pending_.rows();
   std::string line;
   if (unstored_) {
     const size_t kept = write_unstored(why);
@@ -110,9 +97,7 @@ void RunStore::give_up(const std::string& why) {
         why, buffered, db_.path());
   }
   // Nothing is left to wait for: the run's end (and this store's destructor) return at once.
-  pending_metrics_.clear();
-  pending_evals_.clear();
-  pending_snapshots_.clear();
+  pending_.clear();
   away_since_.reset();
   throw UserError(line);
 }
@@ -137,24 +122,11 @@ size_t RunStore::write_unstored(const std::string& error) {
   // A run that lost its server twice (resumed in between) adds to the file it has.
   const std::optional<RunRecord> there = local.find_run(run.name);
   const int64_t id = there && there->uuid == run.uuid ? there->id : local.create_run(run);
-  size_t kept = 0;
-  for (const auto& [run_id, m] : pending_metrics_) {
-    if (run_id != unstored_->run_id) continue;
-    local.add_metric(id, m);
-    ++kept;
-  }
-  for (const auto& [run_id, e] : pending_evals_) {
-    if (run_id != unstored_->run_id) continue;
-    local.add_eval(id, e);
-    ++kept;
-  }
-  local.flush();
-  for (const SnapshotRow& s : pending_snapshots_) {
-    if (s.run_id == unstored_->run_id) local.add_snapshot(id, s.step, s.label, s.path);
-  }
+  const PendingRows kept = pending_.of_run(unstored_->run_id, id);
+  if (!kept.empty()) kept.write(local.connection());
   local.finish_run(id, "failed", error);
   unstored_->written = true;
-  return kept;
+  return kept.rows();
 }
 
 std::chrono::seconds RunStore::configured_server_wait() {
@@ -179,68 +151,20 @@ void RunStore::add_snapshot(int64_t run_id, int64_t step, const std::string& lab
     }
   }
   // The server is away: the row waits with the rows it follows.
-  pending_snapshots_.push_back({run_id, step, label, path});
+  pending_.snapshots.push_back({run_id, step, label, path});
 }
 
 void RunStore::remove_snapshot(int64_t run_id, const std::string& label) {
-  const auto before = pending_snapshots_.size();
-  pending_snapshots_.erase(
-      std::remove_if(pending_snapshots_.begin(), pending_snapshots_.end(),
-                     [&](const SnapshotRow& s) { return s.run_id == run_id && s.label == label; }),
-      pending_snapshots_.end());
-  if (pending_snapshots_.size() != before) return;  // never stored
+  if (pending_.forget_snapshot(run_id, label)) return;  // never stored
   Statement drop(db_, "DELETE FROM snapshots WHERE run_id = ? AND label = ?");
   drop.bind(1, run_id).bind(2, label);
   drop.step();
 }
 
 void RunStore::write_pending() {
-  auto start = Clock::now();
-  Transaction write(db_);
-  // REPLACE: a resumed run re-does the steps after its snapshot, and their rows replace the old
-  // ones rather than duplicating them.
-  Statement metric(db_, R"sql(
-      INSERT OR REPLACE INTO metrics (run_id, step, loss, lr, grad_norm, tokens_per_sec, dt_ms,
-                                      tokens_seen, loss_scale, skipped, rank_skew_ms, bubble,
-                                      counted_tokens, source_tokens)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
-  for (const auto& [run_id, m] : pending_metrics_) {
-    metric.bind(1, run_id).bind(2, m.step).bind(3, m.loss).bind(4, m.lr).bind(5, m.grad_norm);
-    metric.bind(6, m.tokens_per_sec).bind(7, m.dt_ms).bind(8, m.tokens_seen);
-    metric.bind(9, m.loss_scale).bind(10, static_cast<int64_t>(m.skipped));
-    metric.bind(11, m.rank_skew_ms).bind(12, m.bubble);
-    bind_count(metric, 13, m.counted_tokens);
-    if (m.source_tokens.empty()) {
-      metric.bind_null(14);
-    } else {
-      metric.bind(14, m.source_tokens);
-    }
-    metric.step();
-    metric.reset();
-    write_layer_metrics(db_, run_id, m.step, m.layer_measures);
-  }
-  Statement eval(db_, R"sql(
-      INSERT OR REPLACE INTO evals (run_id, step, split, loss, perplexity, checkpoint,
-                                    counted_tokens)
-      VALUES (?, ?, ?, ?, ?, ?, ?))sql");
-  for (const auto& [run_id, e] : pending_evals_) {
-    eval.bind(1, run_id).bind(2, e.step).bind(3, e.split).bind(4, e.loss);
-    eval.bind(5, std::exp(e.loss)).bind(6, e.checkpoint);
-    bind_count(eval, 7, e.counted_tokens);
-    eval.step();
-    eval.reset();
-  }
-  for (const SnapshotRow& s : pending_snapshots_) {
-    Statement(db_,
-              "INSERT OR REPLACE INTO snapshots (run_id, label, step, path) VALUES (?, ?, ?, ?)",
-              {s.run_id, s.label, s.step, s.path})
-        .step();
-  }
-  fault_point("store.uncommitted");
-  write.commit();
-  pending_metrics_.clear();
-  pending_evals_.clear();
-  pending_snapshots_.clear();
+  const auto start = Clock::now();
+  pending_.write(db_);
+  pending_.clear();
   last_flush_ = Clock::now();
   seconds_spent_ += std::chrono::duration<double>(last_flush_ - start).count();
   if (listener_) listener_->committed();

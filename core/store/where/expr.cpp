@@ -1,12 +1,13 @@
 // The grammar of the --where language (core/store/where/expr.h) and its limits; its scanner and its
-// keys are core/store/where/scan.cpp and core/store/where/keys.cpp.
+// keys are core/store/where/scanner.h and core/store/where/keys.h.
 #include "core/store/where/expr.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "core/store/where/parser.h"
+#include "core/store/where/keys.h"
+#include "core/store/where/scanner.h"
 #include "core/util/error.h"
 
 namespace kiln {
@@ -174,6 +175,19 @@ class Parser {
   size_t metric_keys_ = 0;
 };
 
+void collect_config_keys(const WhereNode& node, std::vector<KeyUse>& out) {
+  if (node.kind == WhereNode::Kind::kCompare && node.key.kind == WhereKey::Kind::kConfig) {
+    KeyUse use{node.key.name, node.key.column, ""};
+    for (const SqlValue& value : node.values) {
+      const auto* text = std::get_if<std::string>(&value);
+      if (text && node.op != "~") use.text = *text;
+    }
+    out.push_back(std::move(use));
+  }
+  for (const auto& child : node.children)
+    collect_config_keys(*child, out);
+}
+
 }  // namespace
 
 std::unique_ptr<WhereNode> parse_where(const std::string& expr, const KeySpace& keys) {
@@ -188,6 +202,12 @@ SortKey parse_sort(const std::string& arg, const KeySpace& keys, const std::stri
   in.skip_space();
   if (!in.at_end()) in.fail("the end of the key");
   return sort;
+}
+
+std::vector<KeyUse> config_keys_of(const WhereNode& node) {
+  std::vector<KeyUse> out;
+  collect_config_keys(node, out);
+  return out;
 }
 
 }  // namespace kiln

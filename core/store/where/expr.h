@@ -13,11 +13,11 @@
 //            | a bare word (anything up to a space or a parenthesis, or a comma in a list:
 //              sweep1/*, 2024-05-01)
 //
-// EXPR is parsed by recursive descent into an AST and compiled to parameterized SQL: a column
-// key maps to SQL text taken from a fixed whitelist, and so does a metric (KeySpace), a config
-// key is passed as a bound parameter of the config-lookup function, and every value and point
-// is a bound parameter. Nothing the user typed is ever part of the SQL text, so
-// `name = "x' or 1=1 --"` is just a name that matches no run.
+// EXPR is parsed by recursive descent into an AST (here) and compiled to parameterized SQL
+// (core/store/where/sql.h): a column key maps to SQL text taken from a fixed whitelist, and so
+// does a metric (KeySpace), a config key is passed as a bound parameter of the config-lookup
+// function, and every value and point is a bound parameter. Nothing the user typed is ever part of
+// the SQL text, so `name = "x' or 1=1 --"` is just a name that matches no run.
 //
 // Limits, so that no filter can overflow Kiln's stack or SQLite's parser (whose stack holds 100
 // entries in Debian's build), its expression depth (1000) or its bound parameters (32766): a
@@ -27,8 +27,8 @@
 // values. A filter names at most kWhereMaxMetricKeys points and aggregates: each is subqueries
 // of its own, and SQLite's time to plan a filter grows with the square of their number (a
 // thousand take a second, ten thousand minutes). Chains of one operator are one n-ary node,
-// compiled flat in groups (see where_sql), so a list of 1,000 or-ed comparisons is an ordinary
-// filter.
+// compiled flat in groups (core/store/where/sql.h), so a list of 1,000 or-ed comparisons is an
+// ordinary filter.
 #pragma once
 
 #include <cstdint>
@@ -91,20 +91,6 @@ struct WhereNode {
 
 // A UserError naming the column of EXPR and what was expected there, for any mistake.
 std::unique_ptr<WhereNode> parse_where(const std::string& expr, const KeySpace& keys);
-// A boolean SQL expression. A comparison with a value the run lacks (no val eval yet, a key its
-// plugin does not have, a point it has not reached) is false rather than SQL's NULL, so `not`
-// and `or` read as in English.
-// A chain is written flat (`a OR b OR c`), its most deeply nested operands first and its
-// comparisons last, in groups of at most 16 once there are more than 16 operands.
-SqlFragment where_sql(const WhereNode& node, const KeySpace& keys);
-
-// A key's value for the run keys.run_id names, as a comparison reads it: NULL where the run lacks
-// it. `kiln runs compare --metric` reads its points by it, so that it and --where agree.
-SqlFragment value_sql(const WhereKey& key, const KeySpace& keys);
-// The steps of the run's rows of a metric (a key of keys' metrics, splits, tasks or probes), in
-// order: what a message saying why the run has no value at a point lists.
-SqlFragment metric_steps_sql(const std::string& metric, const KeySpace& keys);
-
 // A `--sort` argument: `KEY` (ascending) or `-KEY` (descending), KEY checked like a --where key.
 struct SortKey {
   WhereKey key;
@@ -113,8 +99,6 @@ struct SortKey {
 // `option` names the argument in errors: "--sort", or "--by" for `kiln sweep best`.
 SortKey parse_sort(const std::string& arg, const KeySpace& keys,
                    const std::string& option = "--sort");
-// An ORDER BY term; runs lacking the value last.
-SqlFragment sort_sql(const SortKey& sort, const KeySpace& keys);
 
 // The config keys a filter names, with their columns in EXPR.
 struct KeyUse {

@@ -1,5 +1,5 @@
-// The keys of --where and --sort (core/store/where/parser.h): a summary column, a config key, a
-// metric at a point of the run, or an aggregate of a metric over the run.
+#include "core/store/where/keys.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -8,7 +8,6 @@
 
 #include <fmt/format.h>
 
-#include "core/store/where/parser.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
 

@@ -1,6 +1,4 @@
-// Compiling a parsed --where filter and a --sort key (core/store/where/expr.h) to SQL text with
-// bound parameters.
-#include "core/store/where/expr.h"
+#include "core/store/where/sql.h"
 
 #include <algorithm>
 
@@ -180,19 +178,6 @@ void append_where(SqlFragment& out, const WhereNode& node, const KeySpace& keys)
   }
 }
 
-void collect_config_keys(const WhereNode& node, std::vector<KeyUse>& out) {
-  if (node.kind == WhereNode::Kind::kCompare && node.key.kind == WhereKey::Kind::kConfig) {
-    KeyUse use{node.key.name, node.key.column, ""};
-    for (const SqlValue& value : node.values) {
-      const auto* text = std::get_if<std::string>(&value);
-      if (text && node.op != "~") use.text = *text;
-    }
-    out.push_back(std::move(use));
-  }
-  for (const auto& child : node.children)
-    collect_config_keys(*child, out);
-}
-
 }  // namespace
 
 SqlFragment where_sql(const WhereNode& node, const KeySpace& keys) {
@@ -222,12 +207,6 @@ SqlFragment sort_sql(const SortKey& sort, const KeySpace& keys) {
     append_key(out, sort.key, keys);
     out.sql += order;
   }
-  return out;
-}
-
-std::vector<KeyUse> config_keys_of(const WhereNode& node) {
-  std::vector<KeyUse> out;
-  collect_config_keys(node, out);
   return out;
 }
 

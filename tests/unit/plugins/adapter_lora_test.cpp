@@ -1,4 +1,4 @@
-// The LoRA adapter (plugins/adapter_lora.cpp) on gpt and llama: step 0 is the base model; an
+// The LoRA adapter (plugins/lora/adapter_lora.cpp) on gpt and llama: step 0 is the base model; an
 // adapted model computes what a model whose weights are W + (alpha/r) B A (made here, in double)
 // computes; only the adapter trains; its PEFT files carry the names and fields of PEFT's format
 // (PEFT's LoraConfig and its "base_model.model.<module>.lora_A.weight" keys, as PEFT's

@@ -19,6 +19,7 @@
 #include "core/store/runs/paths.h"
 #include "core/store/runs/writer.h"
 #include "core/store/where/expr.h"
+#include "core/store/where/sql.h"
 #include "core/util/error.h"
 #include "core/util/fs.h"
 #include "fake_runs.h"

@@ -1,4 +1,4 @@
-// The translation of Kiln's SQL into PostgreSQL's dialect (core/store/db/postgres_dialect.cpp),
+// The translation of Kiln's SQL into PostgreSQL's dialect (core/store/db/postgres_dialect.h),
 // without a server: globs against SQLite's own GLOB, placeholders and upserts against the text
 // PostgreSQL's manual gives for them, and the URL checks.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <regex>
 
 #include "core/store/db/connection.h"
-#include "core/store/db/postgres.h"
+#include "core/store/db/postgres_dialect.h"
 #include "test_util.h"
 
 namespace kiln {

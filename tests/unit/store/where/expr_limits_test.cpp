@@ -11,6 +11,7 @@
 
 #include "core/store/history/queries.h"
 #include "core/store/where/expr.h"
+#include "core/store/where/sql.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
 #include "fake_runs.h"

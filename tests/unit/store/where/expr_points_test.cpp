@@ -15,6 +15,7 @@
 #include "core/store/history/reader.h"
 #include "core/store/runs/writer.h"
 #include "core/store/where/expr.h"
+#include "core/store/where/sql.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
 #include "nested_filters.h"

@@ -11,10 +11,9 @@
 // every linear layer of the blocks (not the output head). The adapter's tensors are registered
 // under the model as "adapter.<Kiln's module path, dots as underscores>.lora_A|lora_B", so
 // snapshots save and resume them with the model; PEFT's files name them
-// "base_model.model.<module>.lora_A.weight".
+// "base_model.model.<module>.lora_A.weight" (PEFT's names and files: plugins/lora/peft_folder.h).
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <set>
 #include <utility>
@@ -22,45 +21,24 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/torch.h>
-#include <nlohmann/json.hpp>
 
 #include "core/api/adapter.h"
-#include "core/checkpoint/hf_directory.h"
 #include "core/layers/dropout.h"
 #include "core/layers/int8_weights.h"
 #include "core/layers/low_rank.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
+#include "plugins/lora/peft_folder.h"
 
 namespace kiln {
 namespace {
 
-struct LoraOptions {
-  int64_t rank = 8;
-  double alpha = 16;
-  double dropout = 0;
+struct LoraOptions : LoraSettings {
   std::string targets;
-  bool rslora = false;
-  std::string init;
   std::string init_from;  // a PEFT adapter folder to start from
-  std::string
-      base_dtype;  // "fp32", "bf16" or "int8": how the blocks' frozen linear weights are kept
-
-  double scale() const {
-    return alpha / (rslora ? std::sqrt(static_cast<double>(rank)) : static_cast<double>(rank));
-  }
+  // "fp32", "bf16" or "int8": how the blocks' frozen linear weights are kept
+  std::string base_dtype;
 };
-
-bool targeted(const std::string& name, const std::vector<std::string>& targets) {
-  for (const auto& t : targets) {
-    if (t == "all-linear" || name == t ||
-        (name.size() > t.size() &&
-         name.compare(name.size() - t.size() - 1, t.size() + 1, "." + t) == 0)) {
-      return true;
-    }
-  }
-  return false;
-}
 
 std::string last_part(const std::string& name) {
   return name.substr(name.rfind('.') + 1);
@@ -153,43 +131,24 @@ class Lora : public Adapter {
     }
     const std::vector<std::string> short_names(targets.begin(), targets.end());
     for (const auto& layer : block_linear_layers(model)) {
-      if (targeted(layer.interchange_name, short_names) && !whole.count(layer.interchange_name)) {
+      if (peft_targets(layer.interchange_name, short_names) &&
+          !whole.count(layer.interchange_name)) {
         targets = whole;
         break;
       }
     }
-    const nlohmann::json config = {
-        {"peft_type", "LORA"},
-        {"task_type", "CAUSAL_LM"},
-        {"base_model_name_or_path", base_model},
-        {"r", o_.rank},
-        {"lora_alpha", o_.alpha},
-        {"lora_dropout", o_.dropout},
-        {"target_modules", std::vector<std::string>(targets.begin(), targets.end())},
-        {"fan_in_fan_out", transposed},
-        {"bias", "none"},
-        {"use_rslora", o_.rslora},
-        {"init_lora_weights",
-         o_.init == "gaussian" ? nlohmann::json("gaussian") : nlohmann::json(true)},
-        {"use_dora", false},
-        {"modules_to_save", nullptr},
-        {"layers_to_transform", nullptr},
-        {"layers_pattern", nullptr},
-        {"rank_pattern", nlohmann::json::object()},
-        {"alpha_pattern", nlohmann::json::object()},
-        {"inference_mode", true},
-        {"revision", nullptr}};
-    return config.dump(2) + "\n";
+    return peft_config_json(o_, base_model,
+                            std::vector<std::string>(targets.begin(), targets.end()), transposed);
   }
 
   std::vector<std::pair<std::string, at::Tensor>> peft_weights(const Model& model) const override {
     require_interchange(model);
     std::vector<std::pair<std::string, at::Tensor>> out;
     for (size_t i = 0; i < module_->layers().size(); ++i) {
-      const std::string prefix = "base_model.model." + module_->layers()[i].interchange_name;
+      const std::string& layer = module_->layers()[i].interchange_name;
       const auto& [a, b] = module_->ab()[i];
-      out.emplace_back(prefix + ".lora_A.weight", a.detach().to(torch::kCPU).contiguous());
-      out.emplace_back(prefix + ".lora_B.weight", b.detach().to(torch::kCPU).contiguous());
+      out.emplace_back(peft_tensor_name(layer, "lora_A"), a.detach().to(torch::kCPU).contiguous());
+      out.emplace_back(peft_tensor_name(layer, "lora_B"), b.detach().to(torch::kCPU).contiguous());
     }
     return out;
   }
@@ -228,7 +187,7 @@ class Lora : public Adapter {
     for (const auto& t : targets_) {
       bool picks = false;
       for (const auto& layer : layers)
-        picks = picks || targeted(layer.interchange_name, {t});
+        picks = picks || peft_targets(layer.interchange_name, {t});
       if (!picks) none.push_back(fmt::format("\"{}\"", t));
     }
     if (targets_.empty() || !none.empty()) {
@@ -241,7 +200,7 @@ class Lora : public Adapter {
     }
     std::vector<BlockLinear> chosen;
     for (const auto& layer : layers) {
-      if (!targeted(layer.interchange_name, targets_)) continue;
+      if (!peft_targets(layer.interchange_name, targets_)) continue;
       const int64_t most = std::min(layer.weight.size(0), layer.weight.size(1));
       if (o_.rank > most) {
         throw UserError(fmt::format(
@@ -287,74 +246,30 @@ class Lora : public Adapter {
   // exactly the layers the targets pick.
   void load_peft(const std::string& dir) const {
     const std::string at = fmt::format("adapter.init_from = \"{}\"", dir);
-    std::ifstream in(dir + "/adapter_config.json");
-    nlohmann::json config;
-    try {
-      if (!in) throw std::runtime_error("no such file");
-      config = nlohmann::json::parse(in);
-    } catch (const std::exception& e) {
-      throw UserError(
-          fmt::format("{}: its adapter_config.json cannot be read as JSON ({}): give "
-                      "a folder PEFT's save_pretrained or kiln export wrote",
-                      at, json_reason(e.what())));
-    }
-    const auto field = [&](const char* name) {
-      return config.contains(name) ? config.at(name).dump() : std::string("absent");
-    };
-    const bool same = config.value("peft_type", "") == "LORA" && config.value("r", -1) == o_.rank &&
-                      config.value("lora_alpha", -1.0) == o_.alpha &&
-                      config.value("use_rslora", false) == o_.rslora;
-    const bool plain = config.value("rank_pattern", nlohmann::json::object()).empty() &&
-                       config.value("alpha_pattern", nlohmann::json::object()).empty() &&
-                       !config.value("use_dora", false);
-    if (!plain) {
-      throw UserError(fmt::format(
-          "{}: its adapter_config.json has a rank_pattern, an alpha_pattern or use_dora, which "
-          "give layers their own rank or scale: give a plain LoRA adapter",
-          at));
-    }
-    // A bias PEFT trains beside A and B (bias "all" or "lora_only", lora_bias): Kiln's LoRA has
-    // none, and would otherwise find the bias tensors unpicked below and ask to widen the targets.
-    if (config.value("bias", std::string("none")) != "none" || config.value("lora_bias", false)) {
-      throw UserError(fmt::format(
-          "{}: its adapter_config.json has bias {} and lora_bias {}, biases trained with the "
-          "adapter, which Kiln's LoRA does not have: give an adapter saved with bias \"none\" "
-          "and lora_bias false",
-          at, field("bias"), field("lora_bias")));
-    }
-    if (!same) {
-      throw UserError(fmt::format(
-          "{}: its adapter_config.json has peft_type {}, r {}, lora_alpha {}, use_rslora {}, and "
-          "this adapter is LORA with rank {}, alpha {}, rslora {}: set adapter.rank, "
-          "adapter.alpha and adapter.rslora to the folder's",
-          at, field("peft_type"), field("r"), field("lora_alpha"), field("use_rslora"), o_.rank,
-          o_.alpha, o_.rslora));
-    }
-    std::map<std::string, at::Tensor> given =
-        read_model_weights(dir + "/adapter_model.safetensors", "");
+    PeftAdapter given = read_peft_adapter(dir, o_);
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < module_->layers().size(); ++i) {
-      const std::string prefix = "base_model.model." + module_->layers()[i].interchange_name;
+      const std::string& layer = module_->layers()[i].interchange_name;
       const auto& [a, b] = module_->ab()[i];
-      for (const auto& [name, tensor] :
-           {std::pair(prefix + ".lora_A.weight", a), std::pair(prefix + ".lora_B.weight", b)}) {
-        const auto found = given.find(name);
-        if (found == given.end() || found->second.sizes() != tensor.sizes()) {
+      for (const auto& [name, tensor] : {std::pair(peft_tensor_name(layer, "lora_A"), a),
+                                         std::pair(peft_tensor_name(layer, "lora_B"), b)}) {
+        const auto found = given.tensors.find(name);
+        if (found == given.tensors.end() || found->second.sizes() != tensor.sizes()) {
           throw UserError(fmt::format(
               "{}: adapter_model.safetensors {} '{}' of shape [{}]: adapter.targets must pick "
               "the layers the folder adapts, on the base it was trained on",
-              at, found == given.end() ? "has no tensor" : "has another shape for", name,
+              at, found == given.tensors.end() ? "has no tensor" : "has another shape for", name,
               fmt::join(tensor.sizes(), ", ")));
         }
         tensor.copy_(found->second);
-        given.erase(found);
+        given.tensors.erase(found);
       }
     }
-    if (!given.empty()) {
+    if (!given.tensors.empty()) {
       throw UserError(fmt::format(
           "{}: adapter_model.safetensors adapts '{}', which adapter.targets does not pick: "
           "widen adapter.targets to the folder's target_modules ({})",
-          at, given.begin()->first, field("target_modules")));
+          at, given.tensors.begin()->first, given.target_modules));
     }
   }
 

@@ -1,14 +1,13 @@
-// The parts of the --where parser (core/store/where/expr.h) that its grammar
-// (core/store/where/expr.cpp) shares: the scanner (core/store/where/scan.cpp: a position in the
-// text, words and values, and the one-line errors that name the column where the text went wrong)
-// and the keys (core/store/where/keys.cpp).
+// The scanner of the --where language (core/store/where/expr.h), which its grammar
+// (core/store/where/expr.cpp) and its keys (core/store/where/keys.h) read with: a position in
+// the text, words and values, and the one-line errors that name the column where the text went
+// wrong.
 #pragma once
 
 #include <string>
 #include <utility>
 
 #include "core/store/db/connection.h"  // SqlValue
-#include "core/store/where/expr.h"
 
 namespace kiln {
 
@@ -58,8 +57,5 @@ class WhereScanner {
   std::string option_;
   size_t pos_ = 0;
 };
-
-// The key at pos() (a column, a config key, a point or an aggregate), checked against `keys`.
-WhereKey parse_key(WhereScanner& in, const KeySpace& keys);
 
 }  // namespace kiln

@@ -1,4 +1,5 @@
-// The scanner of the --where language (core/store/where/parser.h).
+#include "core/store/where/scanner.h"
+
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -6,7 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "core/store/where/parser.h"
 #include "core/util/error.h"
 
 namespace kiln {
