@@ -46,39 +46,57 @@ class WarmupStableDecay : public Schedule {
   DecayShape shape_;
 };
 
-const bool registered = ScheduleRegistry::add(
-    {"wsd",
-     "warmup, stable at lr, then a decay (linear, cosine or 1-sqrt) over the last "
-     "decay_fraction of the steps",
-     {ParamSpec::integer("warmup", 0, "steps of linear warmup from lr/warmup to lr").at_least(0),
-      ParamSpec::real("decay_fraction", 0.2, "share of train.steps spent decaying")
-          .at_least(0)
-          .at_most(1),
-      ParamSpec::real("min_lr_ratio", 0.0, "final lr as a fraction of the peak")
-          .at_least(0)
-          .at_most(1),
-      ParamSpec::text("decay_shape", "linear",
-                      "the fall from the peak: linear, cosine or 1-sqrt (1 - sqrt(progress))")
-          .one_of({"linear", "cosine", "1-sqrt"})
-          .added_later()}},
-    [](const Params& p, double base_lr, int64_t steps) -> std::shared_ptr<Schedule> {
-      const int64_t warmup = p.integer("warmup");
-      const auto decay_steps =
-          static_cast<int64_t>(std::llround(p.real("decay_fraction") * static_cast<double>(steps)));
-      const int64_t decay_start = steps - decay_steps;
-      if (decay_start < warmup) {
-        throw ParamError(
-            "warmup", fmt::format("schedule.warmup = {} overlaps the decay, which starts at step "
-                                  "{}: lower warmup or decay_fraction",
-                                  warmup, decay_start));
-      }
-      const std::string shape = p.text("decay_shape");
-      return std::make_shared<WarmupStableDecay>(base_lr, p.real("min_lr_ratio"), warmup,
-                                                 decay_start, steps,
-                                                 shape == "cosine"   ? DecayShape::kCosine
-                                                 : shape == "1-sqrt" ? DecayShape::kOneMinusSqrt
-                                                                     : DecayShape::kLinear);
-    });
+// Where the decay starts in a run of `steps` steps: its last decay_fraction. The one formula a
+// run, its cooldown probes and a sweep's rung check (through ScheduleCooldowns) share.
+int64_t decay_start_of(const Params& p, int64_t steps) {
+  return steps -
+         static_cast<int64_t>(std::llround(p.real("decay_fraction") * static_cast<double>(steps)));
+}
+
+std::shared_ptr<Schedule> make_wsd(const Params& p, double base_lr, int64_t decay_start,
+                                   int64_t steps) {
+  const int64_t warmup = p.integer("warmup");
+  if (decay_start < warmup) {
+    throw ParamError("warmup",
+                     fmt::format("schedule.warmup = {} overlaps the decay, which starts at step "
+                                 "{}: lower warmup or decay_fraction",
+                                 warmup, decay_start));
+  }
+  const std::string shape = p.text("decay_shape");
+  return std::make_shared<WarmupStableDecay>(base_lr, p.real("min_lr_ratio"), warmup, decay_start,
+                                             steps,
+                                             shape == "cosine"   ? DecayShape::kCosine
+                                             : shape == "1-sqrt" ? DecayShape::kOneMinusSqrt
+                                                                 : DecayShape::kLinear);
+}
+
+const bool registered =
+    ScheduleRegistry::add(
+        {"wsd",
+         "warmup, stable at lr, then a decay (linear, cosine or 1-sqrt) over the last "
+         "decay_fraction of the steps",
+         {ParamSpec::integer("warmup", 0, "steps of linear warmup from lr/warmup to lr")
+              .at_least(0),
+          ParamSpec::real("decay_fraction", 0.2, "share of train.steps spent decaying")
+              .at_least(0)
+              .at_most(1),
+          ParamSpec::real("min_lr_ratio", 0.0, "final lr as a fraction of the peak")
+              .at_least(0)
+              .at_most(1),
+          ParamSpec::text("decay_shape", "linear",
+                          "the fall from the peak: linear, cosine or 1-sqrt (1 - sqrt(progress))")
+              .one_of({"linear", "cosine", "1-sqrt"})
+              .added_later()}},
+        [](const Params& p, double base_lr, int64_t steps) {
+          return make_wsd(p, base_lr, decay_start_of(p, steps), steps);
+        }) &&
+    // A branch from step S decays over its N steps as a run of S + N steps would: from S.
+    ScheduleCooldowns::add("wsd",
+                           {decay_start_of,
+                            [](const Params& p, double base_lr, int64_t from_step, int64_t steps) {
+                              return make_wsd(p, base_lr, from_step, from_step + steps);
+                            },
+                            "lower schedule.decay_fraction"});
 
 }  // namespace
 }  // namespace kiln

@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "core/app/presentation/sweep_ladder.h"
 #include "core/store/history/reader.h"
+#include "core/store/history/rung_ladder.h"
 #include "core/store/runs/sweep_claims.h"
 #include "core/store/runs/writer.h"
 #include "tiny_run.h"

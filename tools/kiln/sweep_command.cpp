@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "core/app/presentation/sweep_ladder.h"
+#include "core/app/presentation/sweep_summary.h"
 #include "core/app/slurm/sweep.h"
 #include "core/app/slurm/task.h"
 #include "core/app/slurm/worker.h"
@@ -25,6 +25,7 @@
 #include "core/config/options.h"
 #include "core/config/schema.h"
 #include "core/store/history/reader.h"
+#include "core/store/history/rung_ladder.h"
 #include "core/store/runs/sweep_claims.h"
 #include "core/util/error.h"
 #include "tools/kiln/slurm_options.h"
@@ -97,6 +98,11 @@ int sweep_command(const SweepArgs& args) {
   // The search's metric orders the summary, unless --sort says otherwise.
   if (!args.sort_given && !spec.search.metric.empty()) options.sort = search_sort_key(spec.search);
   const SweepOutcome outcome = run_sweep(spec, options, print_line);
+  if (!outcome.db.empty()) {
+    print_sweep_report({outcome.db, spec.name, options.sort, declared_task_metrics(spec.search),
+                        outcome.ladder, !outcome.interrupted},
+                       print_line);
+  }
   if (outcome.interrupted) return kExitInterrupted;
   return outcome.incomplete == 0 ? kExitOk : kExitSomeFailed;
 }
@@ -122,7 +128,8 @@ NamedSweep named_sweep(const SweepArgs& args, bool db_given) {
 void sweep_status(const SweepArgs& args, bool db_given) {
   const NamedSweep sweep = named_sweep(args, db_given);
   if (sweep.spec && sweep.spec->search.type == SweepSearch::Type::kAsha) {
-    print_line(search_status(*sweep.spec, sweep.db));
+    const SearchNow now = search_now(*sweep.spec, sweep.db);
+    print_line(search_status(sweep.db, sweep.name, now.ladder, now.running));
     return;
   }
   print_sweep_status(sweep.db, sweep.name, print_line);

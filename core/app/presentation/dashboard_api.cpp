@@ -14,9 +14,9 @@
 #include "core/app/presentation/run_tables.h"
 #include "core/app/presentation/seed_curves.h"
 #include "core/app/presentation/seed_groups.h"
-#include "core/app/presentation/sweep_ladder.h"
 #include "core/store/history/queries.h"
 #include "core/store/history/reader.h"
+#include "core/store/history/rung_ladder.h"
 #include "core/store/runs/task_scores.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
@@ -259,7 +259,7 @@ Json compare_view(HistoryDb& db, const DashboardParams& params) {
   return out;
 }
 
-// An asha sweep's rung ladder (core/app/presentation/sweep_ladder.h), from the shape its workers
+// An asha sweep's rung ladder (core/store/history/rung_ladder.h), from the shape its workers
 // recorded; a sweep without one (a grid, or a store from before ladders) is a 400.
 Json ladder_view(HistoryDb& db, const DashboardParams& params) {
   const std::string sweep = param(params, "sweep");

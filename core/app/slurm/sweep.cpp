@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "core/app/presentation/sweep_summary.h"
 #include "core/app/run/new_run.h"
 #include "core/app/slurm/node_range.h"
 #include "core/app/sweeps/asha_search.h"
@@ -273,7 +274,8 @@ void print_sweep_status(const std::string& db, const std::string& name, const Pr
                       workers.empty() ? "none in Slurm's records" : join(workers, ", ")));
     SweepSpec spec = load_sweep_file(sweep.spec_file);
     spec.name = name;
-    print(search_status(spec, store.path()));
+    const SearchNow now = search_now(spec, store.path());
+    print(search_status(store.path(), name, now.ladder, now.running));
     return;
   }
   Table table;

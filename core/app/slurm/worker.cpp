@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/app/presentation/sweep_summary.h"
 #include "core/app/sweeps/runner.h"
 #include "core/app/sweeps/spec.h"
 #include "core/app/sweeps/spec_file.h"
@@ -39,6 +40,9 @@ int run_sweep_worker(const std::string& db, const std::string& name,
   print(
       fmt::format("worker of sweep '{}' (sweep file {}), run store {}", name, sweep.spec_file, db));
   const SweepOutcome outcome = run_sweep(spec, options, print);
+  print_sweep_report({outcome.db, name, options.sort, declared_task_metrics(spec.search),
+                      outcome.ladder, !outcome.interrupted},
+                     print);
   if (outcome.interrupted) return kExitInterrupted;
   return outcome.incomplete == 0 ? kExitOk : kExitSomeFailed;
 }

@@ -5,9 +5,12 @@
 #include <cstdlib>
 #include <numeric>
 #include <string>
+#include <utility>
+#include <variant>
 
 #include <fmt/format.h>
 
+#include "core/api/schedule.h"
 #include "core/app/sweeps/spec.h"
 #include "core/config/config.h"
 #include "core/config/options.h"
@@ -28,23 +31,71 @@ std::vector<size_t> ranked_at(const std::vector<AshaMember>& members, size_t run
   return at;
 }
 
-// The largest value of a schedule key any member can have: the top of its [space] distribution
-// (where that is), or the base's value.
+// A value a schedule key can take: an end of its [space] draws (where that is), or the base's.
 struct SpaceTop {
   double value = 0;
   std::string where;  // the [space] key's file:line:col; empty: the base's value
 };
 
+// The two ends of a numeric [space] key's draws; none for choices that are not all numbers.
+std::optional<std::pair<double, double>> space_ends(const SweepDistribution& d) {
+  if (d.kind != SweepDistribution::Kind::kChoice) return std::pair(d.low, d.high);
+  std::pair<double, double> ends(INFINITY, -INFINITY);
+  for (const std::string& choice : d.choices) {
+    char* end = nullptr;
+    const double x = std::strtod(choice.c_str(), &end);
+    if (end == choice.c_str() || *end != '\0') return std::nullopt;
+    ends = {std::min(ends.first, x), std::max(ends.second, x)};
+  }
+  return ends;
+}
+
+// The largest value of a schedule key any member can have.
 SpaceTop space_top(const SweepSpec& spec, const std::string& key, double base_value) {
   for (const SweepDistribution& d : spec.space) {
-    if (d.key != key) continue;
-    if (d.kind != SweepDistribution::Kind::kChoice) return {d.high, d.where};
-    SpaceTop top{-INFINITY, d.where};
-    for (const std::string& choice : d.choices)
-      top.value = std::max(top.value, std::strtod(choice.c_str(), nullptr));
-    return top;
+    const auto ends = d.key == key ? space_ends(d) : std::nullopt;
+    if (ends) return {ends->second, d.where};
   }
   return {base_value, ""};
+}
+
+// The earliest step any member's decay can start at, as the schedule answers it: each numeric
+// [space] key of the schedule's (its warmup aside) at whichever end starts the decay sooner, and
+// the [space] key that moved it (empty: the base's own).
+SpaceTop earliest_decay(const SweepSpec& spec, const ScheduleCooldown& cooldown, Params params,
+                        int64_t last) {
+  const std::string prefix = "schedule.";
+  SpaceTop earliest{static_cast<double>(cooldown.decay_start(params, last)), ""};
+  for (const SweepDistribution& d : spec.space) {
+    const std::string key = d.key.substr(std::min(d.key.size(), prefix.size()));
+    if (d.key.rfind(prefix, 0) != 0 || key == "warmup" || !params.has(key)) continue;
+    const bool integer = std::holds_alternative<int64_t>(params.value(key));
+    const auto ends = space_ends(d);
+    if (!ends || !(integer || std::holds_alternative<double>(params.value(key)))) continue;
+    for (const double x : {ends->first, ends->second}) {
+      Params drawn = params;
+      drawn.set(key, integer ? ParamValue(std::llround(x)) : ParamValue(x));
+      const auto start = static_cast<double>(cooldown.decay_start(drawn, last));
+      if (start < earliest.value) {
+        earliest = {start, d.where};
+        params = drawn;
+      }
+    }
+  }
+  return earliest;
+}
+
+// A [space] choice of schedule.type (TOML text) that names a schedule without a stable phase.
+const std::string* uncoolable_choice(const SweepSpec& spec) {
+  for (const SweepDistribution& d : spec.space) {
+    if (d.key != "schedule.type") continue;
+    for (const std::string& choice : d.choices) {
+      const bool quoted = choice.size() >= 2 && choice.front() == '"' && choice.back() == '"';
+      if (!ScheduleCooldowns::find(quoted ? choice.substr(1, choice.size() - 2) : choice))
+        return &choice;
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -92,42 +143,41 @@ void check_rung_cooldown(const SweepSpec& spec) {
         at, search.metric));
   }
   const ResolvedConfig base = load_config(spec.base, spec.fixed);
-  const std::string* varied_type = nullptr;
-  for (const SweepDistribution& d : spec.space) {
-    if (d.key != "schedule.type") continue;
-    for (const std::string& choice : d.choices)
-      if (choice != "\"wsd\"") varied_type = &choice;
-  }
-  if (base.type("schedule") != "wsd" || varied_type) {
+  const std::string& type = base.type("schedule");
+  const ScheduleCooldown* cooldown = ScheduleCooldowns::find(type);
+  const std::string* varied_type = uncoolable_choice(spec);
+  if (!cooldown || varied_type) {
+    const std::vector<std::string> coolable = ScheduleCooldowns::names();
     throw UserError(fmt::format(
-        "{}: rung_cooldown branches a wsd schedule's stable phase, and {} '{}', which decays "
+        "{}: rung_cooldown branches a {} schedule's stable phase, and {} '{}', which decays "
         "from the start (no branch of it scores what a shorter run would): set schedule.type = "
-        "\"wsd\" (under [set]); wsd is the one schedule it allows",
-        at, varied_type ? "[space] gives schedule.type" : "the base's schedule is",
-        varied_type ? *varied_type : base.type("schedule")));
+        "{} (under [set]){}",
+        at, ScheduleCooldowns::names_text(false),
+        varied_type ? "[space] gives schedule.type" : "the base's schedule is",
+        varied_type ? *varied_type : type, ScheduleCooldowns::names_text(true),
+        coolable.size() == 1 ? fmt::format("; {} is the one schedule it allows", coolable[0])
+                             : ""));
   }
   const std::vector<int64_t> rungs = asha_rungs(spec);
   const Params& schedule = base.params("schedule");
   const int64_t last = rungs.back();
-  // Every member must branch in its stable phase: the longest warmup and the longest decay
+  // Every member must branch in its stable phase: the longest warmup and the earliest decay
   // [space] can draw count, not only the base's.
   const SpaceTop warmup = space_top(spec, "schedule.warmup", schedule.integer("warmup"));
-  const SpaceTop decay =
-      space_top(spec, "schedule.decay_fraction", schedule.real("decay_fraction"));
-  const int64_t decay_start = last - std::llround(decay.value * static_cast<double>(last));
+  const SpaceTop decay = earliest_decay(spec, *cooldown, schedule, last);
   for (size_t i = 0; i + 1 < rungs.size(); ++i) {
-    if (rungs[i] >= warmup.value && rungs[i] <= decay_start) continue;
+    if (rungs[i] >= warmup.value && rungs[i] <= decay.value) continue;
     const bool in_warmup = rungs[i] < warmup.value;
     const auto drawn = [](const SpaceTop& top) {
       return top.where.empty() ? std::string() : fmt::format(" ([space] at {})", top.where);
     };
     throw UserError(fmt::format(
-        "{}: the rung at step {} lies {} (the wsd schedule warms up for {}{} steps{} and decays "
+        "{}: the rung at step {} lies {} (the {} schedule warms up for {}{} steps{} and decays "
         "from step {}{}{} of {}): a branch there cannot be cooled from the stable lr; {}",
-        at, rungs[i], in_warmup ? "in the warmup" : "in the decay",
+        at, rungs[i], in_warmup ? "in the warmup" : "in the decay", type,
         warmup.where.empty() ? "" : "up to ", warmup.value, drawn(warmup),
-        decay.where.empty() ? "" : "as early as ", decay_start, drawn(decay), last,
-        in_warmup ? "raise min_steps or grace above the warmup" : "lower schedule.decay_fraction"));
+        decay.where.empty() ? "" : "as early as ", decay.value, drawn(decay), last,
+        in_warmup ? "raise min_steps or grace above the warmup" : cooldown->later_decay));
   }
 }
 

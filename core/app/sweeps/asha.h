@@ -30,9 +30,12 @@ std::vector<int64_t> asha_rungs(const SweepSpec& spec);
 // steps (core/train/cooldown_probe.h); 0 without.
 int64_t rung_cooldown_steps(const SweepSpec& spec, int64_t rung_step);
 // rung_cooldown's conditions, a UserError naming the [search] key and the fix for each: an asha
-// search, scored by val_loss, whose base schedule is wsd (a cosine or linear one decays from the
-// start: no branch of it scores what a shorter run would) with every rung below the last after
-// its warmup and before its decay starts. Nothing without rung_cooldown.
+// search, scored by val_loss, whose schedule has a stable phase (core/api/schedule.h's
+// ScheduleCooldown: a cosine or linear one decays from the start, and no branch of it scores what
+// a shorter run would), with every rung below the last after its warmup and at or before its
+// decay's start, as the schedule answers them for the longest warmup and the earliest decay
+// [space] can draw. Asked of the spec alone, before any member runs. Nothing without
+// rung_cooldown.
 void check_rung_cooldown(const SweepSpec& spec);
 
 // A member as the ladder sees it.

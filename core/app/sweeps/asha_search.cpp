@@ -7,9 +7,9 @@
 
 #include <fmt/format.h>
 
-#include "core/app/presentation/sweep_ladder.h"
 #include "core/store/history/queries.h"
 #include "core/store/history/reader.h"
+#include "core/store/history/rung_ladder.h"
 #include "core/store/history/selection.h"
 #include "core/util/fault.h"
 #include "core/util/text.h"
@@ -234,13 +234,7 @@ std::string AshaSearch::standing() {
                      failed > 0 ? fmt::format(", {} failed", failed) : "");
 }
 
-std::string AshaSearch::ladder(bool ended) {
-  HistoryDb db(db_);
-  return ladder_text(read_sweep_ladder(db, spec_.name, shape(), ended), shape()) +
-         sweep_steps_line(db, spec_.name);
-}
-
-std::string search_status(const SweepSpec& spec, const std::string& db) {
+SearchNow search_now(const SweepSpec& spec, const std::string& db) {
   const std::vector<SweepMember> members = expand_sweep(spec);
   const auto as_listed = [](std::vector<SweepMember>& trial, TpeTrials*) {
     std::vector<const SweepMember*> listed;
@@ -252,13 +246,7 @@ std::string search_status(const SweepSpec& spec, const std::string& db) {
   RunStore store(db);
   SweepClaims claims(store, spec.name, worker_name(), claim_timeout());
   search.adopt_recorded(claims);
-  std::string out = search.ladder(/*ended=*/false);
-  for (const SweepDecision& claim : claims.held()) {
-    out += fmt::format("running {} to {} on worker {}\n", claim.member,
-                       claim.until > 0 ? fmt::format("step {}", claim.until) : "its end",
-                       claim.reason);
-  }
-  return out;
+  return {search.shape(), claims.held()};
 }
 
 }  // namespace kiln

@@ -65,9 +65,6 @@ class AshaSearch {
   void adopt_recorded(SweepClaims& claims);
   // The member of that name, among those made so far; null when none.
   const SweepMember* member(const std::string& name) const;
-  // The ladder, rung by rung: each member with a result there, best first, with its value and
-  // state. `ended`: the sweep is over, so paused members are stopped.
-  std::string ladder(bool ended);
   // Members paused at a rung below the top: with the search over, ASHA stopped them.
   std::set<std::string> stopped_members();
   // Where the members stand, for the line the sweep starts with: "1 completed, 5 paused at a
@@ -105,8 +102,13 @@ class AshaSearch {
   std::map<std::string, std::optional<double>> scores_;  // TPE's score of each ended member
 };
 
-// `kiln sweep status` of an asha sweep: its ladder as the store says now (ended = false), then the
-// members running, each with its worker and the step it runs to.
-std::string search_status(const SweepSpec& spec, const std::string& db);
+// An asha sweep as `kiln sweep status` shows it (core/app/presentation/sweep_summary.h): the shape
+// its ladder is read by, and the members running, each with its worker and the step it runs to
+// (the trials a tpe sampler proposed elsewhere adopted first).
+struct SearchNow {
+  LadderShape ladder;
+  std::vector<SweepDecision> running;
+};
+SearchNow search_now(const SweepSpec& spec, const std::string& db);
 
 }  // namespace kiln

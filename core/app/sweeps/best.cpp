@@ -4,9 +4,9 @@
 
 #include <fmt/format.h>
 
-#include "core/app/presentation/sweep_ladder.h"
 #include "core/config/canonical.h"
 #include "core/store/history/queries.h"
+#include "core/store/history/rung_ladder.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
 

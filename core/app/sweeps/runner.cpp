@@ -14,9 +14,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "core/app/presentation/run_tables.h"
-#include "core/app/presentation/seed_groups.h"
-#include "core/app/presentation/sweep_ladder.h"
 #include "core/app/sweeps/asha_search.h"
 #include "core/app/sweeps/check.h"
 #include "core/app/sweeps/member.h"
@@ -26,13 +23,11 @@
 #include "core/config/canonical.h"
 #include "core/config/config.h"
 #include "core/config/options.h"
-#include "core/store/db/location.h"
 #include "core/store/history/queries.h"
 #include "core/store/runs/writer.h"
 #include "core/util/core_share.h"
 #include "core/util/process.h"
 #include "core/util/stop_signal.h"
-#include "core/util/table.h"
 #include "core/util/text.h"
 
 namespace kiln {
@@ -111,73 +106,17 @@ std::vector<const SweepMember*> members_to_run(const MemberLaunch& launch,
   return queue;
 }
 
-// The members side by side: what varies, then how each did, best first by `sort`.
-std::string sweep_summary(const std::vector<RunRecord>& runs, const std::string& sort) {
-  if (runs.empty()) return "no member of the sweep is in the run store";
-  Table table;
-  const auto varied = differing_config(runs);
-  for (const auto& [key, _] : varied) {
-    table.header.push_back(key);
-    table.numeric.push_back(true);
-  }
-  for (const char* column : {"final_loss", "best_val", "tok/s", "steps", "status"}) {
-    table.header.push_back(column);
-    table.numeric.push_back(std::string(column) != "status");
-  }
-  auto number = [](const std::optional<double>& v, const char* spec) {
-    return v ? fmt::format(fmt::runtime(spec), *v) : std::string("-");
-  };
-  for (size_t i = 0; i < runs.size(); ++i) {
-    std::vector<std::string> row;
-    for (const auto& [_, values] : varied)
-      row.push_back(values[i].empty() ? "-" : values[i]);
-    const RunRecord& r = runs[i];
-    row.push_back(number(r.final_loss, "{:.4f}"));
-    row.push_back(number(r.best_val, "{:.4f}"));
-    row.push_back(number(r.tokens_per_sec, "{:.0f}"));
-    row.push_back(fmt::format("{}/{}", r.steps, r.planned_steps));
-    row.push_back(r.status);
-    table.rows.push_back(std::move(row));
-  }
-  return fmt::format("sorted by {}\n{}", sort, render_text_table(table));
-}
-
-// With seeds (some config ran more than once), each config's completed runs as one sample: mean,
-// interval and tests against the config that started first.
-void print_seed_groups(HistoryDb& history, std::vector<RunRecord> records,
-                       const std::function<void(const std::string&)>& print) {
-  records.erase(std::remove_if(records.begin(), records.end(),
-                               [](const RunRecord& r) { return r.status != "completed"; }),
-                records.end());
-  std::sort(records.begin(), records.end(),
-            [](const RunRecord& a, const RunRecord& b) { return a.id < b.id; });
-  const std::vector<RunGroup> groups = group_runs(records, {"auto"});
-  if (!has_seeds(groups)) return;
-  print("seeds grouped by config (completed members)");
-  print(grouped_report(history, groups, {}));
-}
-
-// The summary table of the sweep's runs; returns the number of members that did not complete
-// (and that the search did not stop: `stopped`, for an asha search's).
-int print_summary(const SweepRun& sweep, const std::vector<SweepMember>& members,
-                  const std::string& sort, const std::function<void(const std::string&)>& print,
-                  const std::function<bool(const std::string&)>& stopped) {
+// The members that did not complete (and that the search did not stop: `stopped`, for an asha
+// search's), as the store has them.
+int count_incomplete(const SweepRun& sweep, const std::vector<SweepMember>& members,
+                     const std::function<bool(const std::string&)>& stopped) {
   HistoryDb history(sweep.launch.db);
-  std::vector<RunRecord> records;
-  for (const auto& r :
-       list_runs(history, ListQuery{"", sort, 0, declared_task_metrics(sweep.spec.search)})) {
-    if (r.sweep == sweep.spec.name) records.push_back(r);
-  }
+  std::set<std::string> completed;
+  for (const auto& r : list_runs(history, ListQuery{"sweep = " + single_quoted(sweep.spec.name)}))
+    if (r.status == "completed") completed.insert(r.name);
   int incomplete = 0;
-  for (const auto& m : members) {
-    auto r = std::find_if(records.begin(), records.end(),
-                          [&](const RunRecord& x) { return x.name == m.name; });
-    if (r != records.end() && (r->status == "completed" || (stopped && stopped(m.name)))) continue;
-    ++incomplete;
-  }
-  print("");
-  print(sweep_summary(records, sort));
-  print_seed_groups(history, records, print);
+  for (const auto& m : members)
+    incomplete += !completed.count(m.name) && !(stopped && stopped(m.name));
   return incomplete;
 }
 
@@ -228,28 +167,6 @@ JobHooks queue_hooks(SweepClaims& claims, RunStore& store, std::vector<const Swe
 }
 
 }  // namespace
-
-std::string members_status(const std::string& db, const std::string& name) {
-  if (!store_may_exist(db)) {
-    fail_no_store(db, "pass the --db the sweep ran with");
-  }
-  HistoryDb history(db);
-  const std::vector<RunRecord> runs =
-      latest_versions(list_runs(history, ListQuery{"sweep = " + single_quoted(name), "id", 0}));
-  if (runs.empty()) {
-    throw UserError(
-        fmt::format("no sweep '{}' in '{}': `kiln runs list --db {}` lists runs and their sweeps",
-                    name, db, db));
-  }
-  std::map<std::string, int> counts;
-  for (const RunRecord& run : runs)
-    ++counts[run.status];
-  std::vector<std::string> summary;
-  for (const auto& [status, count] : counts)
-    summary.push_back(fmt::format("{} {}", count, status));
-  return fmt::format("sweep '{}': {} members, {}\n{}", name, runs.size(), join(summary, ", "),
-                     sweep_summary(runs, "id"));
-}
 
 SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
                        const std::function<void(const std::string&)>& print) {
@@ -346,17 +263,15 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
   if (!asha) {
     for (const auto& trial : proposed)
       members.insert(members.end(), trial.begin(), trial.end());
-    return {print_summary(sweep, members, options.sort, print, nullptr), interrupted};
+    return {count_incomplete(sweep, members, nullptr), interrupted, launch.db, std::nullopt};
   }
-  print("");
-  print(asha->ladder(/*ended=*/!interrupted));
   std::vector<SweepMember> started;
   for (const SweepMember* m : asha->members())
     started.push_back(*m);
   const std::set<std::string> stopped =
       interrupted ? std::set<std::string>{} : asha->stopped_members();
   const auto was_stopped = [&](const std::string& name) { return stopped.count(name) > 0; };
-  return {print_summary(sweep, started, options.sort, print, was_stopped), interrupted};
+  return {count_incomplete(sweep, started, was_stopped), interrupted, launch.db, asha->shape()};
 }
 
 }  // namespace kiln

@@ -8,9 +8,11 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "core/app/sweeps/spec.h"
+#include "core/store/runs/sweep_claims.h"
 
 namespace kiln {
 
@@ -29,14 +31,14 @@ struct SweepOptions {
 struct SweepOutcome {
   int incomplete = 0;        // members that did not complete
   bool interrupted = false;  // a SIGINT or SIGTERM stopped the sweep
+  // What the report of its end reads (core/app/presentation/sweep_summary.h): the run store the
+  // members ran in (empty: a dry run, nothing ran), and an asha search's ladder.
+  std::string db;
+  std::optional<LadderShape> ladder;
 };
 
-// The members of sweep `name` (one run here, not submitted to a scheduler) in the store at `db`:
-// a line of counts by status, then the members side by side. A UserError when it has none.
-std::string members_status(const std::string& db, const std::string& name);
-
-// Checks every member, then runs (or resumes) those not yet completed and prints a summary table;
-// with dry_run, prints the members table instead of running them.
+// Checks every member, then runs (or resumes) those not yet completed; the caller prints the
+// report of its end. With dry_run, prints the members table instead of running them.
 SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options,
                        const std::function<void(const std::string&)>& print);
 

@@ -26,7 +26,7 @@ namespace kiln {
 // Migration 13 of the run store (core/store/runs/schema.cpp): the tables below.
 extern const char* const kSweepClaimTablesSql;
 
-// What an asha sweep's ladder is read by (core/app/presentation/sweep_ladder.h): recorded by its
+// What an asha sweep's ladder is read by (core/store/history/rung_ladder.h): recorded by its
 // workers when they start, so that `kiln serve` and `kiln sweep status` draw it from the store
 // alone.
 struct LadderShape {

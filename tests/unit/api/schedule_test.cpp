@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -9,6 +10,7 @@
 #include "core/api/schedule.h"
 #include "core/config/config.h"
 #include "core/config/registry.h"
+#include "core/util/error.h"
 
 namespace kiln {
 namespace {
@@ -118,6 +120,48 @@ TEST(Schedule, InverseSqrtIsContinuousAfterWarmup) {
   for (int64_t step = 16; step < 1000; step += 7) {
     EXPECT_NEAR(s->lr(step), std::sqrt(16.0 / (step + 1)), 1e-15) << step;
   }
+}
+
+// The cooldown answers of wsd, against its definition written out here: the decay takes the last
+// round(decay_fraction x steps) steps, and a branch from step S over N steps is the schedule of a
+// run of S + N steps whose decay is those N steps (warmup and peak as the trunk's, then a linear
+// fall from the peak to min_lr_ratio x peak over steps S..S+N).
+TEST(Schedule, WsdAnswersWhereItsDecayStartsAndHowABranchCoolsDown) {
+  const ScheduleCooldown* wsd = ScheduleCooldowns::find("wsd");
+  ASSERT_NE(wsd, nullptr);
+  const auto params = [](const std::string& fraction) {
+    return load_config_text("[model]\ntype = \"gpt\"\n", "t.toml",
+                            {"schedule.type=\"wsd\"", "schedule.warmup=4",
+                             "schedule.min_lr_ratio=0.1", "schedule.decay_fraction=" + fraction})
+        .params("schedule");
+  };
+  EXPECT_EQ(wsd->decay_start(params("0.2"), 100), 80);
+  EXPECT_EQ(wsd->decay_start(params("0.15"), 30), 25);  // 4.5 decay steps round to 5
+  EXPECT_EQ(wsd->decay_start(params("0"), 30), 30);
+  EXPECT_EQ(wsd->decay_start(params("1"), 30), 0);
+  const int64_t from = 9, steps = 3;
+  const auto cooled = wsd->cooled(params("0.2"), 2.0, from, steps);
+  for (int64_t step = 0; step <= from + steps + 2; ++step) {
+    const double progress = std::min(1.0, (step - from) / 3.0);
+    const double want = step < 4      ? 2.0 * (step + 1) / 4.0
+                        : step < from ? 2.0
+                                      : 2.0 * (0.1 + 0.9 * (1.0 - progress));
+    EXPECT_NEAR(cooled->lr(step), want, 1e-15) << "step " << step;
+  }
+  // A branch inside the warmup would overlap it.
+  EXPECT_THROW(wsd->cooled(params("0.2"), 2.0, 3, 2), ParamError);
+  EXPECT_EQ(wsd->later_decay, "lower schedule.decay_fraction");
+}
+
+// Only a schedule whose lr holds its peak between warmup and decay can be branched and cooled;
+// those that fall from the warmup's end (or never) answer nothing, and a refusal names wsd.
+TEST(Schedule, OnlySchedulesWithAStablePhaseCoolDown) {
+  for (const char* falls : {"constant", "cosine", "linear", "step", "inverse_sqrt"}) {
+    EXPECT_EQ(ScheduleCooldowns::find(falls), nullptr) << falls;
+  }
+  EXPECT_EQ(ScheduleCooldowns::names(), (std::vector<std::string>{"wsd"}));
+  EXPECT_EQ(ScheduleCooldowns::names_text(false), "wsd");
+  EXPECT_EQ(ScheduleCooldowns::names_text(true), "\"wsd\"");
 }
 
 TEST(Registry, ListsEveryKindWithItsPluginsAndParameters) {

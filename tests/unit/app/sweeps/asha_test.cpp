@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "core/app/presentation/sweep_ladder.h"
 #include "core/app/sweeps/asha.h"
 #include "core/app/sweeps/spec.h"
+#include "core/store/history/rung_ladder.h"
 #include "core/store/runs/lookup.h"
 #include "test_util.h"
 
@@ -133,6 +133,44 @@ TEST(Asha, ASimulatedSearchSpendsAFractionOfTheFullStepsAndFinishesTheBestTrial)
   EXPECT_GE(steps, 81);
   EXPECT_LE(steps, 729 / 3) << "at most a third of the full steps";
   std::cout << "ASHA spent " << steps << " of 729 steps (synchronous halving: 81)\n";
+}
+
+// rung_cooldown asks the base's schedule where its decay starts, at the end of each [space] draw
+// that starts it soonest: wsd over 30 steps decays over its last round(f x 30) steps, so with f
+// drawn up to 0.5 a member may decay from step 15, and the rung at 27 is refused; drawn up to 0.1,
+// from step 27 at the earliest, which the rung may still branch at. A cosine has no stable phase.
+TEST(Asha, RungCooldownRefusesARungAfterTheEarliestDecayTheSpaceCanDraw) {
+  testing::TempDir dir;
+  const std::string base = dir / "base.toml";
+  testing::write_text(base, "[model]\ntype = \"gpt\"\n[train]\nsteps = 30\n");
+  const auto spec = [&](const std::string& type, double highest) {
+    SweepSpec s = asha_spec(3, 30, 3);
+    s.base = base;
+    s.fixed = {"schedule.type=\"" + type + "\""};
+    if (type == "wsd") s.fixed.push_back("schedule.decay_fraction=0.05");
+    s.search.metric = "val_loss";
+    s.search.rung_cooldown = 0.2;
+    s.search.rung_cooldown_where = "sweep.toml:7:17";
+    SweepDistribution drawn;
+    drawn.key = "schedule.decay_fraction";
+    drawn.low = 0.05;
+    drawn.high = highest;
+    drawn.where = "sweep.toml:9:1";
+    s.space = {drawn};
+    return s;
+  };
+  EXPECT_EQ(asha_rungs(spec("wsd", 0.5)), (std::vector<int64_t>{3, 9, 27, 30}));
+  EXPECT_EQ(testing::user_error_of([&] { check_rung_cooldown(spec("wsd", 0.5)); }),
+            "sweep.toml:7:17: the rung at step 27 lies in the decay (the wsd schedule warms up for "
+            "0 steps and decays from step as early as 15 ([space] at sweep.toml:9:1) of 30): a "
+            "branch there cannot be cooled from the stable lr; lower schedule.decay_fraction");
+  EXPECT_NO_THROW(check_rung_cooldown(spec("wsd", 0.1)));
+  const std::string cosine =
+      testing::user_error_of([&] { check_rung_cooldown(spec("cosine", 0.1)); });
+  EXPECT_NE(cosine.find("rung_cooldown branches a wsd schedule's stable phase, and the base's "
+                        "schedule is 'cosine'"),
+            std::string::npos)
+      << cosine;
 }
 
 // `kiln sweep --rerun-changed` trains a changed member again as NAME:v2, NAME:v3: the ladder and
