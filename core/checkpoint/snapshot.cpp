@@ -1,10 +1,6 @@
 #include "core/checkpoint/snapshot.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -12,18 +8,10 @@
 #include <fmt/ranges.h>
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
-
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #include "core/api/model.h"
 #include "core/checkpoint/snapshot_state.h"
 #include "core/util/error.h"
-#include "core/util/fault.h"
-#include "core/util/fs.h"
-#include "core/util/mapped_file.h"
-#include "core/util/stop_signal.h"
 #include "core/util/text.h"
 
 namespace kiln {
@@ -60,24 +48,6 @@ void load_in_place(torch::nn::Module& module, torch::serialize::InputArchive& ar
     archive.read(child.key(), child_archive);
     load_in_place(*child.value(), child_archive, prefix + child.key() + ".", mismatches);
   }
-}
-
-// XXH3-64 of a whole file, read through a memory map (snapshots can be gigabytes).
-std::string file_checksum(const std::string& path, int64_t* bytes_out) {
-  const MappedFile file(path, {"snapshot file", "", true});
-  if (bytes_out) *bytes_out = static_cast<int64_t>(file.size());
-  return fmt::format("{:016x}", XXH3_64bits(file.data(), file.size()));
-}
-
-void fsync_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    int err = errno;
-    if (fd >= 0) ::close(fd);
-    throw UserError(
-        fmt::format("cannot sync '{}': {}: check free disk space", path, std::strerror(err)));
-  }
-  ::close(fd);
 }
 
 nlohmann::json read_json(const std::string& path) {
@@ -117,97 +87,6 @@ std::vector<SnapshotRef> list_snapshots(const std::string& dir) {
   return out;
 }
 
-namespace {
-
-// A second stop signal: the user will not wait for this snapshot, so it is dropped.
-void give_up_if_abandoned(const std::string& label) {
-  if (StopSignal::abandoned()) throw SnapshotAbandoned("snapshot " + label + " abandoned");
-}
-
-// archive.save_to(path) would let a full disk abort the process from a destructor; written
-// through a SyncedFileWriter, it becomes a UserError after the archive is done. An abandoned
-// snapshot's bytes are dropped the same way (nothing may throw inside save_to), then it gives up.
-void save_archive(torch::serialize::OutputArchive& archive, const std::string& path,
-                  const std::string& label) {
-  SyncedFileWriter file(path);
-  archive.save_to([&](const void* data, size_t bytes) {
-    if (!StopSignal::abandoned()) file.write(data, bytes);
-    return bytes;
-  });
-  give_up_if_abandoned(label);
-  file.finish();
-}
-
-}  // namespace
-
-void write_snapshot(const std::string& dir, const std::string& label, const Model& model,
-                    const torch::optim::Optimizer& optimizer, const SnapshotState& state) {
-  const fs::path final_path = fs::path(dir) / label;
-  const fs::path tmp = fs::path(dir) / (label + ".tmp");
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  if (ec) {
-    throw UserError(
-        fmt::format("cannot create snapshot directory '{}': {}: set run.out_dir to a "
-                    "writable path",
-                    tmp.string(), ec.message()));
-  }
-  try {
-    {
-      torch::serialize::OutputArchive archive;
-      model.save(archive);
-      save_archive(archive, (tmp / "model.pt").string(), label);
-    }
-    fault_point("snapshot.partial");
-    {
-      torch::serialize::OutputArchive archive;
-      optimizer.save(archive);
-      save_archive(archive, (tmp / "optimizer.pt").string(), label);
-    }
-    write_file_synced((tmp / "state.json").string(), state_to_json(state).dump(1) + "\n");
-    // The run and config the snapshot belongs to: only that run loads or prunes it
-    // (core/checkpoint/snapshot_catalog.h).
-    nlohmann::json manifest = {{"format", 1},
-                               {"run", state.run_uuid},
-                               {"config_hash", state.config_hash},
-                               {"files", nlohmann::json::object()}};
-    for (const char* file : {"model.pt", "optimizer.pt", "state.json"}) {
-      const std::string path = (tmp / file).string();
-      fsync_file(path);
-      int64_t bytes = 0;
-      std::string sum = file_checksum(path, &bytes);
-      manifest["files"][file] = {{"bytes", bytes}, {"xxh3", sum}};
-    }
-    write_file_synced((tmp / "manifest.json").string(), manifest.dump(1) + "\n");
-    sync_dir(tmp.string());
-    give_up_if_abandoned(label);  // the last moment: once renamed, the snapshot is the run's
-    fault_point("snapshot.unpublished");
-    fs::remove_all(final_path, ec);  // an older snapshot of the same step (a re-done step)
-    fs::rename(tmp, final_path);
-    sync_dir(dir);
-    fault_point("snapshot.published");
-  } catch (const c10::Error& e) {
-    fs::remove_all(tmp, ec);
-    throw UserError(fmt::format("cannot write snapshot '{}': {}: check free disk space",
-                                final_path.string(), e.what_without_backtrace()));
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
-  }
-}
-
-std::vector<std::string> remove_unfinished_snapshots(const std::string& dir) {
-  std::vector<std::string> removed;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.path().extension() == ".tmp") removed.push_back(entry.path().filename().string());
-  }
-  for (const auto& name : removed)
-    fs::remove_all(fs::path(dir) / name, ec);
-  return removed;
-}
-
 void verify_snapshot(const SnapshotRef& snapshot) {
   const fs::path dir(snapshot.path);
   nlohmann::json manifest;
@@ -217,7 +96,7 @@ void verify_snapshot(const SnapshotRef& snapshot) {
       const std::string path = (dir / file).string();
       if (!fs::exists(path)) throw UserError(fmt::format("'{}' is missing", file));
       int64_t bytes = 0;
-      std::string sum = file_checksum(path, &bytes);
+      std::string sum = snapshot_file_checksum(path, &bytes);
       if (bytes != expected.at("bytes").get<int64_t>()) {
         throw UserError(fmt::format("'{}' has {} bytes, the manifest says {}", file, bytes,
                                     expected.at("bytes").get<int64_t>()));

@@ -14,16 +14,17 @@
 // loads: core/checkpoint/snapshot_catalog.h.
 //
 // A snapshot is written under a temporary name, each file fsync'ed, then renamed into place, so a
-// crash leaves either the whole snapshot or none. Loading checks the manifest; a snapshot that
-// fails the check is reported and the previous good one is used instead.
+// crash leaves either the whole snapshot or none (core/checkpoint/snapshot_writer.h). Loading
+// checks the manifest; a snapshot that fails the check is reported and the previous good one is
+// used instead.
 #pragma once
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "core/checkpoint/snapshot_state.h"
+#include "core/checkpoint/snapshot_writer.h"
 
 namespace torch::optim {
 class Optimizer;
@@ -43,25 +44,9 @@ struct SnapshotRef {
 std::string regular_label(int64_t step);
 std::string best_label(int64_t step);
 
-// Thrown by write_snapshot after a second stop signal (StopSignal::abandoned): the user will not
-// wait, so the snapshot being written is removed and the earlier ones are left as they were.
-class SnapshotAbandoned : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 // Every complete (renamed into place) snapshot in `dir`, whoever's (which are a run's own:
 // snapshot_catalog.h); sorted by step, oldest first.
 std::vector<SnapshotRef> list_snapshots(const std::string& dir);
-
-// Writes model, optimizer and `state` as `dir/label`.
-void write_snapshot(const std::string& dir, const std::string& label, const Model& model,
-                    const torch::optim::Optimizer& optimizer, const SnapshotState& state);
-
-// Deletes the `<label>.tmp` folders that a process killed mid-write left in `dir` (never loaded:
-// list_snapshots passes them over); returns their names. Only for the process that holds the
-// run's lock, so that none of them is being written.
-std::vector<std::string> remove_unfinished_snapshots(const std::string& dir);
 
 // Checks the manifest; a UserError saying what is wrong when the snapshot is damaged.
 void verify_snapshot(const SnapshotRef& snapshot);

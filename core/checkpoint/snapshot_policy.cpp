@@ -29,7 +29,9 @@ SnapshotPolicy::SnapshotPolicy(const CheckpointOptions& options, int64_t total_s
       paths_(std::move(paths)),
       owner_(std::move(owner)),
       store_(store),
-      run_id_(run_id) {}
+      run_id_(run_id) {
+  if (store_ && options_.async) background_ = std::make_unique<BackgroundSave>();
+}
 
 SnapshotState SnapshotPolicy::restore(const SnapshotRef& snapshot) {
   const int rank = parts_.parallel.rank();
@@ -58,6 +60,7 @@ void SnapshotPolicy::save(int64_t step, bool best, SnapshotState run_state) {
   // model.pt gets the model an optimizer averages (eval, sample and export read it), its
   // training point kept in the optimizer's state.
   const AveragedIterateScope averaged(&parts_.optimizer);
+  finish_background_save(/*wait=*/true);  // at most one save in flight
   // A rank other than 0 sends its part to rank 0, which alone writes the snapshot: one that dies
   // here leaves no snapshot of this step anywhere, and the others stop at the gather.
   if (!store_) fault_point("snapshot.sending");
@@ -96,12 +99,33 @@ void SnapshotPolicy::write(int64_t step, bool best, SnapshotState state) {
   // Rows up to the snapshot's step are committed before the snapshot exists: a resume from it
   // then never lacks one.
   store_->flush();
-  write_snapshot(paths_.snapshots(), label, parts_.model, parts_.optimizer, state);
+  if (background_) {
+    serialize_snapshot(parts_.model, parts_.optimizer, background_->archives());
+    background_->start(paths_.snapshots(), label, std::move(state));
+    in_flight_ = {paths_.snapshot(label), label, step, best};
+  } else {
+    write_snapshot(paths_.snapshots(), label, parts_.model, parts_.optimizer, state);
+    record(step, label);
+  }
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The snapshot is in place: the store lists it, and older ones beyond checkpoint.keep go.
+void SnapshotPolicy::record(int64_t step, const std::string& label) {
   store_->add_snapshot(run_id_, step, label, paths_.snapshot(label));
   for (const auto& removed : prune_snapshots(paths_.snapshots(), options_.keep, owner_)) {
     store_->remove_snapshot(run_id_, removed.label);
   }
-  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::optional<double> SnapshotPolicy::finish_background_save(bool wait) {
+  if (!background_ || !background_->in_flight()) return std::nullopt;
+  if (!wait && !background_->finished()) return std::nullopt;
+  const bool finished = background_->finished();
+  const double waited = background_->wait();
+  seconds_ += waited;
+  record(in_flight_.step, in_flight_.label);
+  return finished ? 0.0 : waited;
 }
 
 }  // namespace kiln

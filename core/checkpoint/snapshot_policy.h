@@ -3,12 +3,17 @@
 // files, the run store's rows, pruning to checkpoint.keep). The session's loop asks it, as
 // torchtitan's train loop asks its CheckpointManager, and keeps none of this state itself.
 // Every rank holds one, because gathering and sharding are collective; only rank 0, the one
-// given a store, writes files and rows.
+// given a store, writes files and rows. With checkpoint.async, rank 0 serializes the gathered
+// state into host buffers and a background thread writes the files (background_save.h); the
+// snapshot's row and the pruning follow on the training thread once the files are in place.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <string>
 
+#include "core/checkpoint/background_save.h"
 #include "core/checkpoint/snapshot_catalog.h"
 #include "core/config/options.h"
 #include "core/store/runs/paths.h"
@@ -59,16 +64,26 @@ class SnapshotPolicy {
   // read on rank 0 only; and on every rank, this rank's data position as the one entry of
   // data_positions; the step and best loss are the policy's), records it in the store and
   // prunes older ones. Collective: every rank's RNG states and data position are gathered.
+  // With checkpoint.async it first waits for the save in flight, and returns once this one is
+  // under way: finish_background_save records it.
   void save(int64_t step, bool best, SnapshotState run_state);
+
+  // checkpoint.async, rank 0: when the background save has put its snapshot in place (or, when
+  // `wait`, once it has), records it in the store and prunes; rethrows the save's error. Returns
+  // the seconds waited, or nothing when no save was in flight. The session asks at each step, at
+  // a snapshot step with `wait`, and before the run ends however it ends.
+  std::optional<double> finish_background_save(bool wait);
 
   // The step of the latest snapshot, this session's or the one resumed from; 0 when none.
   int64_t last_step() const { return last_step_; }
-  // Wall time spent in save() this session.
+  // Wall time the training thread spent on snapshots this session: in save(), and waiting for
+  // a background save.
   double seconds() const { return seconds_; }
 
  private:
   void gather_rank_states(SnapshotState& state);
   void write(int64_t step, bool best, SnapshotState state);
+  void record(int64_t step, const std::string& label);
 
   CheckpointOptions options_;
   int64_t total_steps_;
@@ -80,6 +95,8 @@ class SnapshotPolicy {
   std::optional<double> best_val_;
   int64_t last_step_ = 0;
   double seconds_ = 0;
+  std::unique_ptr<BackgroundSave> background_;  // rank 0 with checkpoint.async
+  SnapshotRef in_flight_;                       // what background_ writes, when it does
 };
 
 }  // namespace kiln

@@ -34,7 +34,7 @@ EvalOptions eval_options(const ResolvedConfig& config) {
 
 CheckpointOptions checkpoint_options(const ResolvedConfig& config) {
   const Params& p = config.params("checkpoint");
-  return CheckpointOptions{p.integer("every"), p.integer("keep")};
+  return CheckpointOptions{p.integer("every"), p.integer("keep"), p.flag("async")};
 }
 
 MetricsOptions metrics_options(const ResolvedConfig& config) {

@@ -47,6 +47,7 @@ struct EvalOptions {
 struct CheckpointOptions {
   int64_t every = 0;
   int64_t keep = 0;
+  bool async = false;  // written by a background thread (core/checkpoint/background_save.h)
 };
 
 struct MetricsOptions {

@@ -128,7 +128,12 @@ const std::vector<SectionSchema>& config_sections() {
        false,
        "snapshots for resuming",
        {P::integer("every", 0, "snapshot every N steps and at the end; 0 = never").at_least(0),
-        P::integer("keep", 3, "latest snapshots kept on disk").at_least(1)}},
+        P::integer("keep", 3, "latest snapshots kept on disk").at_least(1),
+        P::flag("async", false,
+                "write each snapshot on a background thread while training goes on (the state "
+                "copied to host memory first; docs/snapshots.md says when it pays)")
+            .unhashed()
+            .added_later()}},
       {"metrics",
        false,
        "where a run's metrics go besides the run store",

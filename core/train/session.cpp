@@ -113,6 +113,7 @@ SessionOutcome Session::train() {
     tensorboard = open_tensorboard();
     train_steps(outcome);
     if (evals_.final_test(outcome.status == "completed")) test_at_end(outcome.steps_done);
+    finish_background_save(outcome.steps_done, /*wait=*/true);  // interrupted runs resume from it
     if (store_) {
       updates_ = store_->count_updates(run_id_);
       if (outcome.status == "completed") require_an_applied_update(updates_);
@@ -122,9 +123,11 @@ SessionOutcome Session::train() {
     say_abandoned();
   } catch (const c10::Error& e) {
     std::string message = e.what_without_backtrace();
+    finish_background_save_after_error();
     if (store_) store_->finish_run(run_id_, failed(e), message);
     throw std::runtime_error("LibTorch: " + message);
   } catch (const std::exception& e) {
+    finish_background_save_after_error();
     if (store_) store_->finish_run(run_id_, failed(e), e.what());
     throw;
   }
@@ -148,10 +151,14 @@ void Session::train_steps(SessionOutcome& outcome) {
     StepStats stats = trainer_.train_step(step);
     train_seconds_ += stats.dt_ms / 1000.0;
     if (step == start_step_ + 1) report_optimizer_state();
+    // A snapshot step waits for a background save still in flight; its row says how long.
+    const bool snapshot_step = snapshots_.due(step, /*interrupted=*/false);
+    const std::optional<double> snapshot_wait = finish_background_save(step, snapshot_step);
     if (store_) {
-      store_->add_metric(
-          run_id_, metric_row(stats, run_.parallel->world_size(), run_.train_data->source_names(),
-                              run_.model->take_layer_measures()));
+      LayerMeasures measures = run_.model->take_layer_measures();
+      if (snapshot_step && snapshot_wait) measures.emplace_back("snapshot_wait_s", *snapshot_wait);
+      store_->add_metric(run_id_, metric_row(stats, run_.parallel->world_size(),
+                                             run_.train_data->source_names(), std::move(measures)));
     }
     if (stats.nonfinite) {  // the update was not applied: abort or say so
       const std::string line =
@@ -261,7 +268,31 @@ void Session::snapshot(int64_t step, bool best) {
     state.config_hash = run_.config.hash();
   }
   state.data_positions = {run_.train_data->position()};  // this rank's: the policy gathers
+  finish_background_save(step, /*wait=*/true);
   snapshots_.save(step, best, std::move(state));
+}
+
+// checkpoint.async: records a background save that is done, or with `wait` waits for it; a wait
+// is said on the console.
+std::optional<double> Session::finish_background_save(int64_t step, bool wait) {
+  const int64_t writing = snapshots_.last_step();
+  const std::optional<double> waited = snapshots_.finish_background_save(wait);
+  if (store_ && waited && *waited > 0) {
+    console_.line(fmt::format(
+        "step {}: waited {:.3f} s for the snapshot of step {} to be written (checkpoint.async)",
+        step, *waited, writing));
+  }
+  return waited;
+}
+
+// An error ends the run, but the snapshot being written still goes in place first, so that the
+// run resumes from it; if that save fails too, the first error stays the run's.
+void Session::finish_background_save_after_error() {
+  try {
+    snapshots_.finish_background_save(/*wait=*/true);
+  } catch (const std::exception& e) {
+    if (store_) console_.line(fmt::format("the snapshot being written failed too: {}", e.what()));
+  }
 }
 
 // The optimizer's state tensors' bytes (core/api/optimizer.h) and the training state (parameters,

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/checkpoint/snapshot_policy.h"
@@ -60,6 +61,8 @@ class Session {
   void score_tasks(int64_t step);
   void test_at_end(int64_t step);
   void snapshot(int64_t step, bool best);
+  std::optional<double> finish_background_save(int64_t step, bool wait);
+  void finish_background_save_after_error();
   void say_abandoned();
   void report_optimizer_state();
   void print_closing(const SessionOutcome& outcome);

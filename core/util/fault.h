@@ -3,9 +3,12 @@
 // N-th time the process reaches it (N = 1 when left out), "NAME:N+" that time and every time
 // after. Unset, a point costs one branch.
 //
-// Crash points (SIGKILL): snapshot.partial (model.pt written, the rest not), snapshot.unpublished
-// (every file written and synced, not yet renamed into place), snapshot.published (renamed, not
-// yet in the db), store.uncommitted (rows inserted, COMMIT not yet run), prepare.unrecorded
+// Crash points (SIGKILL): snapshot.begun (a snapshot's folder made, nothing in it),
+// snapshot.mid_file (part of model.pt written), snapshot.partial (model.pt written, the rest not),
+// snapshot.unlisted (every file written and synced, no manifest), snapshot.unpublished (the
+// manifest written too, not yet renamed into place), snapshot.published (renamed, not yet in the
+// db; with checkpoint.async these six fire on the background writer's thread), store.uncommitted
+// (rows inserted, COMMIT not yet run), prepare.unrecorded
 // (`kiln prepare`: a batch's tokens written, the state that counts them not yet saved),
 // prepare.publishing (the first finished shard renamed into the output folder, the rest not),
 // snapshot.sending (a rank other than 0 about to send its part of a snapshot to rank 0),

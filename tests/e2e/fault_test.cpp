@@ -84,6 +84,8 @@ class Faults : public testing::TinyRun {
     EXPECT_EQ(exported.exit_code, 0) << exported.output;
     return safetensors_bytes(path);
   }
+  void killed_and_resumed_ends_as_if_never_killed(const std::string& settings,
+                                                  const std::vector<std::string>& faults);
 };
 
 // The published snapshots of a run folder (step_NNNNNN; not a step_NNNNNN.tmp being written).
@@ -112,26 +114,20 @@ const std::string kSettings =
     " --set train.steps=120 --set checkpoint.every=5 --set checkpoint.keep=2"
     " --set model.dropout=0.1 --set eval.every=10";
 
-TEST_F(Faults, KilledMidSnapshotMidCommitAndAtRandomTheRunEndsAsIfNeverKilled) {
+// A run `victim` (`settings` added to kSettings) killed at each of `faults`, then 8 times at
+// random, resumed after each kill, ends with the losses and weights of one never killed.
+void Faults::killed_and_resumed_ends_as_if_never_killed(const std::string& settings,
+                                                        const std::vector<std::string>& faults) {
   const std::string exp = experiment();
   auto ref = run_kiln("run " + exp + " --name ref" + kSettings);
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
 
-  const auto first = with_settings({"run", exp, "--name", "victim"}, kSettings);
+  const auto first = with_settings({"run", exp, "--name", "victim"}, kSettings + settings);
   const std::vector<std::string> again = {"resume", "victim", "--db", db()};
   auto status = [&] { return scalar(db(), "select status from runs where name = 'victim'"); };
   auto next = [&] { return status().empty() ? first : again; };
   const std::string log = dir_ / "victim.log";
 
-  // 16 kills, as docs/snapshots.md ("What a run survives") promises. First each of the four crash
-  // points of core/util/fault.h twice, at its N-th visit in that process. A kill at the N-th
-  // snapshot of a process leaves the run at most 5N steps further on: these take it to about step
-  // 60 of 120.
-  const std::vector<std::string> faults = {
-      "snapshot.partial:2",     "store.uncommitted:2",  "snapshot.unpublished:2",
-      "snapshot.published:1",   "store.uncommitted:3",  "snapshot.partial:3",
-      "snapshot.unpublished:1", "snapshot.published:2",
-  };
   int kills = 0;
   for (const auto& fault : faults) {
     Outcome o = run_child(next(), log, fault);
@@ -183,6 +179,29 @@ TEST_F(Faults, KilledMidSnapshotMidCommitAndAtRandomTheRunEndsAsIfNeverKilled) {
   const auto ref_weights = exported_weights("ref", "latest");
   ASSERT_FALSE(ref_weights.empty());
   EXPECT_TRUE(ref_weights == exported_weights("victim", "latest"));
+}
+
+TEST_F(Faults, KilledMidSnapshotMidCommitAndAtRandomTheRunEndsAsIfNeverKilled) {
+  // 16 kills, as docs/snapshots.md ("What a run survives") promises. First each of the four crash
+  // points of core/util/fault.h twice, at its N-th visit in that process. A kill at the N-th
+  // snapshot of a process leaves the run at most 5N steps further on: these take it to about step
+  // 60 of 120.
+  killed_and_resumed_ends_as_if_never_killed(
+      "", {"snapshot.partial:2", "store.uncommitted:2", "snapshot.unpublished:2",
+           "snapshot.published:1", "store.uncommitted:3", "snapshot.partial:3",
+           "snapshot.unpublished:1", "snapshot.published:2"});
+}
+
+// The same with snapshots written by a background thread while training goes on: a kill at each
+// stage of the writer (core/checkpoint/snapshot_writer.h), from before the data to before the
+// store's row, then 8 at random. The reference wrote its snapshots on the training thread, so the
+// run is also bit for bit the one a synchronous save gives.
+TEST_F(Faults, KilledInsideTheBackgroundSnapshotWriterTheRunEndsAsIfNeverKilled) {
+  killed_and_resumed_ends_as_if_never_killed(
+      " --set checkpoint.async=true",
+      {"snapshot.begun:2", "store.uncommitted:2", "snapshot.mid_file:2", "snapshot.partial:1",
+       "snapshot.unlisted:2", "snapshot.unpublished:1", "snapshot.published:2",
+       "store.uncommitted:3"});
 }
 
 // A learning rate of 1e4 sends this model's loss to ~1e9 on step 2 and its gradients to NaN
