@@ -186,8 +186,7 @@ Curve load_curve(HistoryDb& db, const RunRecord& run, const std::string& metric,
   if (!columns.count(metric) && !scored && !layered) {
     throw UserError(fmt::format(
         "--metric {} is not a metric: use loss, val_loss, lr, grad_norm, tokens_per_sec or a "
-        "task's TASK.METRIC (such as kjv_cloze.acc) or a layer's measure (such as "
-        "moe_1.aux_loss)",
+        "task's TASK.METRIC (such as kjv_cloze.acc) or a layer's measure (such as moe_1.aux_loss)",
         metric));
   }
   if (x_axis != "step" && x_axis != "tokens" && x_axis != "time") {

@@ -96,6 +96,26 @@ const std::vector<RuleRow>& rule_table() {
        {"parallel.type=\"tensor\"", "parallel.tp=2", "model.n_head=3", "model.n_embd=24"},
        "--set parallel.tp=2: model.n_head = 3 does not divide over parallel.tp = 2: each rank "
        "computes n_head / tp whole heads"},
+      {"auxiliary_losses_outside_a_pipeline",
+       2,
+       "moe.toml",
+       {"parallel.type=\"ddp\""},
+       "moe.toml",
+       {"parallel.type=\"pipeline\"", "parallel.pp=2"},
+       "--set parallel.type=\"pipeline\": parallel 'pipeline' computes the loss in its own "
+       "passes, without the auxiliary losses of a llama with n_layer 2, n_embd 16, ffn_dim 32, "
+       "block_size 16 and vocab_size 64, 2 of its blocks mixtures of 4 experts, top 2: use "
+       "parallel.type = \"ddp\", \"zero\" or \"fsdp\", or a dense model"},
+      {"auxiliary_losses_outside_a_cuda_graph",
+       1,
+       "moe.toml",
+       {"train.cuda_graphs=false"},
+       "moe.toml",
+       {"train.cuda_graphs=true"},
+       "--set train.cuda_graphs=true: train.cuda_graphs = true captures fixed shapes, and the "
+       "shapes of a llama with n_layer 2, n_embd 16, ffn_dim 32, block_size 16 and vocab_size 64, "
+       "2 of its blocks mixtures of 4 experts, top 2 follow its router: set train.cuda_graphs = "
+       "false"},
       {"overflow_checks_see_whole_gradients",
        1,
        "gpt.toml",
@@ -201,6 +221,16 @@ n_head = 2
 n_embd = 16
 block_size = 16
 vocab_size = 64
+)");
+    write_experiment("moe.toml", R"(type = "llama"
+n_layer = 2
+n_head = 2
+n_embd = 16
+ffn_dim = 32
+block_size = 16
+vocab_size = 64
+moe_experts = 4
+moe_top_k = 2
 )");
     write_experiment("tlm.toml", R"(type = "transformer_lm"
 vocab_size = 64

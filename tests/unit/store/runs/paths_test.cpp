@@ -158,7 +158,7 @@ TEST(RunIds, AStoreFromBeforeGetsUuidsNoFolderAndNoReusedIds) {
                    "DROP TABLE run_key_sources; DROP TABLE sweep_members; "
                    "DROP TABLE sweeps; DROP TABLE sweep_claims; DROP TABLE sweep_decisions; "
                    "DROP TABLE sweep_proposals; DROP TABLE sweep_ladders; DROP TABLE "
-                   "run_environment; DROP TABLE rung_probes; "
+                   "run_environment; DROP TABLE rung_probes; DROP TABLE layer_metrics; "
                    "ALTER TABLE runs DROP "
                    "COLUMN config_json; "
                    "ALTER TABLE metrics DROP COLUMN counted_tokens; "

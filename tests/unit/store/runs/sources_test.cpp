@@ -51,7 +51,7 @@ TEST(RunSources, AStoreFromBeforeThemReadsAsNoneAndIsUpgradedByTheNextWriter) {
       "drop table run_files; drop table run_key_sources; drop table sweep_members; "
       "drop table sweeps; drop table sweep_claims; drop table sweep_decisions; "
       "drop table sweep_proposals; drop table sweep_ladders; drop table run_environment; drop "
-      "table rung_probes; "
+      "table rung_probes; drop table layer_metrics; "
       "alter table metrics drop column "
       "counted_tokens; "
       "alter table metrics drop column source_tokens; "

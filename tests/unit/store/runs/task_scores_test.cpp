@@ -45,7 +45,8 @@ TEST(TaskRules, OlderScoresAreNamedAndReadAsVersionOne) {
   ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(raw,
                          "ALTER TABLE task_scores DROP COLUMN rules;"
-                         "ALTER TABLE sweep_ladders DROP COLUMN cooled; PRAGMA user_version = 15;",
+                         "ALTER TABLE sweep_ladders DROP COLUMN cooled; DROP TABLE layer_metrics;"
+                         "PRAGMA user_version = 15;",
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(raw);
