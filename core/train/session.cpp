@@ -9,13 +9,12 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
-#include "core/api/optimizer.h"
 #include "core/distributed/distributed.h"
 #include "core/store/runs/run_environment.h"
 #include "core/store/runs/rung_probes.h"
 #include "core/store/tensorboard/run_log.h"
 #include "core/train/cooldown_probe.h"
-#include "core/train/memory_check.h"
+#include "core/train/rank_figures.h"
 #include "core/train/run_header.h"
 #include "core/train/skipped_updates.h"
 #include "core/train/task_suite.h"
@@ -150,7 +149,10 @@ void Session::train_steps(SessionOutcome& outcome) {
   for (int64_t step = start_step_ + 1; step <= run_.train.steps; ++step) {
     StepStats stats = trainer_.train_step(step);
     train_seconds_ += stats.dt_ms / 1000.0;
-    if (step == start_step_ + 1) report_optimizer_state();
+    if (step == start_step_ + 1) {  // the first step created the optimizer's state
+      const std::string line = state_per_rank_line(run_);
+      if (store_) console_.line(line);
+    }
     // A snapshot step waits for a background save still in flight; its row says how long.
     const bool snapshot_step = snapshots_.due(step, /*interrupted=*/false);
     const std::optional<double> snapshot_wait = finish_background_save(step, snapshot_step);
@@ -293,27 +295,6 @@ void Session::finish_background_save_after_error() {
   } catch (const std::exception& e) {
     if (store_) console_.line(fmt::format("the snapshot being written failed too: {}", e.what()));
   }
-}
-
-// The optimizer's state tensors' bytes (core/api/optimizer.h) and the training state (parameters,
-// gradients, optimizer state), as bytes held, on each rank once the first step created them: what
-// sharding (parallel.type = "zero", "fsdp", "tensor") saves.
-void Session::report_optimizer_state() {
-  const int world = run_.parallel->world_size(), rank = run_.parallel->rank();
-  at::Tensor mine = at::zeros({2, world}, at::kDouble);
-  mine[0][rank] = static_cast<double>(optimizer_state_bytes(*run_.optimizer));
-  mine[1][rank] = static_cast<double>(training_state_bytes(*run_.model, *run_.optimizer));
-  at::Tensor all = run_.parallel->sum(mine.to(run_.device)).cpu();
-  if (!store_) return;
-  std::string optimizer, training;
-  for (int r = 0; r < world; ++r) {
-    optimizer += fmt::format("{}{:.2f}", r ? ", " : "", all[0][r].item<double>() / (1 << 20));
-    training += fmt::format("{}{:.2f}", r ? ", " : "", all[1][r].item<double>() / (1 << 20));
-  }
-  console_.line(
-      fmt::format("optimizer state per rank: {} MiB | training state per rank: {} MiB (parameters, "
-                  "gradients, optimizer)",
-                  optimizer, training));
 }
 
 void Session::print_closing(const SessionOutcome& outcome) {

@@ -64,7 +64,6 @@ class Session {
   std::optional<double> finish_background_save(int64_t step, bool wait);
   void finish_background_save_after_error();
   void say_abandoned();
-  void report_optimizer_state();
   void print_closing(const SessionOutcome& outcome);
 
   AssembledRun& run_;

@@ -25,6 +25,7 @@
 #include "core/train/console.h"
 #include "core/train/memory_check.h"
 #include "core/train/precision_workload.h"
+#include "core/train/rank_figures.h"
 #include "core/train/session.h"
 #include "core/train/trainer.h"
 #include "core/util/allocation_meter.h"
@@ -196,14 +197,6 @@ std::string measure_mfu(BenchRecord& r, const AssembledRun& run, const CpuFeatur
       100.0 * r.mfu_of_measured_peak, r.measured_peak_flops / 1e9, peak_matmul_size(run.device),
       dtype_name(dtype));
   return out;
-}
-
-// Every rank's `mine`, in rank order. A collective.
-std::vector<int64_t> every_rank(const AssembledRun& run, int64_t mine) {
-  at::Tensor slots = at::zeros({run.parallel->world_size()}, at::TensorOptions().dtype(at::kLong));
-  slots[run.parallel->rank()].fill_(mine);
-  const at::Tensor all = run.parallel->sum(slots.to(run.device)).cpu();
-  return {all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + all.numel()};
 }
 
 // "peak gradients  53376, 51520 bytes per rank": the most bytes each rank's gradient tensors

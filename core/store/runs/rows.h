@@ -45,7 +45,7 @@ struct MetricRow {
   // {"code": 3072, "web": 9216}; empty (NULL) for data of one source.
   std::string source_tokens;
   // Measures of the model's layers (Model::take_layer_measures): table layer_metrics.
-  LayerMeasures layer_measures;
+  LayerMeasures layer_measures{};
 };
 
 struct EvalRow {
