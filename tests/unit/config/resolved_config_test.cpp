@@ -22,16 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Sweep files name their base experiment relative to the source tree, as users run kiln there.
-class InSourceTree {
- public:
-  InSourceTree() : before_(fs::current_path()) { fs::current_path(KILN_SOURCE_DIR); }
-  ~InSourceTree() { fs::current_path(before_); }
-
- private:
-  fs::path before_;
-};
-
 void expect_flat_is_the_printed_text_flattened(const ResolvedConfig& config) {
   const FlatConfig from_text = flatten_config(config.to_toml());
   ASSERT_FALSE(from_text.empty());
@@ -39,7 +29,8 @@ void expect_flat_is_the_printed_text_flattened(const ResolvedConfig& config) {
 }
 
 TEST(ResolvedConfigFlat, IsTheCanonicalTomlFlattenedForEveryShippedExperimentAndSweepMember) {
-  InSourceTree here;
+  // Sweep files name their base experiment relative to the source tree, as users run kiln there.
+  const testing::InDirectory in_source_tree(KILN_SOURCE_DIR);
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator("experiments")) {
     if (entry.path().extension() == ".toml") files.push_back(entry.path());

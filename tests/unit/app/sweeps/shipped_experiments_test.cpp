@@ -24,16 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Sweep files name their base experiment relative to the source tree, as users run kiln there.
-class InSourceTree {
- public:
-  InSourceTree() : before_(fs::current_path()) { fs::current_path(KILN_SOURCE_DIR); }
-  ~InSourceTree() { fs::current_path(before_); }
-
- private:
-  fs::path before_;
-};
-
 // A sweep file by what it says, independently of Kiln's own is_sweep_file(): a top-level
 // `base = ...` line, or "sweep" in its name.
 bool looks_like_sweep(const std::string& file_name, const std::string& text) {
@@ -57,7 +47,8 @@ void expect_sweep_loads(const std::string& path) {
 }
 
 TEST(ShippedConfigs, EveryExperimentFileLoads) {
-  InSourceTree here;
+  // Sweep files name their base experiment relative to the source tree, as users run kiln there.
+  const testing::InDirectory in_source_tree(KILN_SOURCE_DIR);
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator("experiments")) {
     if (entry.path().extension() == ".toml") files.push_back(entry.path());
@@ -128,7 +119,8 @@ std::vector<TomlBlock> documented_toml_blocks() {
 }
 
 TEST(ShippedConfigs, EveryTomlExampleInTheReadmeAndDocsLoads) {
-  InSourceTree here;
+  // Sweep files name their base experiment relative to the source tree, as users run kiln there.
+  const testing::InDirectory in_source_tree(KILN_SOURCE_DIR);
   testing::TempDir scratch;
   const auto blocks = documented_toml_blocks();
   ASSERT_GE(blocks.size(), 8u) << "too few ```toml examples found in README.md and docs/";
