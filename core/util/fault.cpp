@@ -28,6 +28,12 @@ Fault parse(const char* spec) {
   return fault;
 }
 
+// What a due crash point raises: SIGKILL, or SIGSTOP under KILN_FAULT_SIGNAL=STOP.
+int crash_signal() {
+  const char* name = std::getenv("KILN_FAULT_SIGNAL");
+  return name && std::string(name) == "STOP" ? SIGSTOP : SIGKILL;
+}
+
 }  // namespace
 
 bool fault_due(const char* name) {
@@ -37,7 +43,7 @@ bool fault_due(const char* name) {
 }
 
 void fault_point(const char* name) {
-  if (fault_due(name)) std::raise(SIGKILL);
+  if (fault_due(name)) std::raise(crash_signal());
 }
 
 }  // namespace kiln

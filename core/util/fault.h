@@ -14,6 +14,9 @@
 // snapshot.sending (a rank other than 0 about to send its part of a snapshot to rank 0),
 // sweep.promotion_claimed (an asha worker's promotion claimed in the store, its member not yet
 // started), probe.unscored (a step of a cooldown probe trained, the probe not yet scored).
+// With KILN_FAULT_SIGNAL=STOP a crash point freezes the whole process (SIGSTOP) instead, so that a
+// test can act while it stands there (send a stop signal in the middle of a snapshot's writing),
+// then continue it (SIGCONT).
 // grad.nonfinite: the N-th training step's gradients get an inf (after the gradient sync, before
 // the precision policy looks at them), as an fp16 overflow or a bad batch would make.
 // disk.full: the N-th file written through SyncedFileWriter (core/util/fs.h) fails with ENOSPC, for
@@ -30,7 +33,7 @@ namespace kiln {
 
 // True when this is the visit to `name` that KILN_FAULT asks to fail.
 bool fault_due(const char* name);
-// SIGKILLs the process when fault_due(name).
+// SIGKILLs the process when fault_due(name) (or stops it: KILN_FAULT_SIGNAL).
 void fault_point(const char* name);
 
 }  // namespace kiln

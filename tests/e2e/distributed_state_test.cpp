@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "ranks.h"
+#include "snapshot_writers.h"
 #include "tiny_run.h"
 
 namespace kiln {
@@ -13,6 +14,9 @@ namespace {
 using testing::run_kiln;
 using testing::run_ranks;
 using DistributedState = testing::TinyRun;
+using DistributedStateResume = testing::EachSnapshotWriter<>;
+
+KILN_EACH_SNAPSHOT_WRITER(DistributedStateResume);
 
 // The tiny experiment's GPT (tiny_run.h): n_layer 2, n_embd 32, block_size 32, vocab_size 64
 // (vocab_multiple 1: no padding rows), biases on; the output head is the token embedding.
@@ -93,7 +97,7 @@ TEST_F(DistributedState, ZeroStageTwoWithGradientAccumulationFollowsTheSinglePro
 
 // Dropout draws from each rank's generator: a pipeline's stages draw different numbers, so a
 // resume that gave every rank rank 0's state would change the masks after it.
-TEST_F(DistributedState, TwoRanksWithDropoutResumeBitForBitUnderEveryStrategy) {
+TEST_P(DistributedStateResume, TwoRanksWithDropoutResumeBitForBitUnderEveryStrategy) {
   const std::string exp = experiment("[schedule]\ntype = \"constant\"\n");
   const std::string base =
       " --set model.dropout=0.1 --set train.micro_batch=4 --set eval.every=0 "

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "ranks.h"
+#include "snapshot_writers.h"
 #include "tiny_run.h"
 
 namespace kiln {
@@ -19,6 +20,9 @@ namespace {
 using testing::run_kiln;
 using testing::run_ranks;
 using Distributed = testing::TinyRun;
+using DistributedSnapshots = testing::EachSnapshotWriter<>;
+
+KILN_EACH_SNAPSHOT_WRITER(DistributedSnapshots);
 
 // The same 512-token global batches: 2 micro-steps of 4 x 32 on one process, or one micro-step
 // on each of two.
@@ -241,7 +245,7 @@ TEST_F(Distributed, ARankKilledSendingItsSnapshotPartLeavesThePreviousSnapshotTo
             "12 12");
 }
 
-TEST_F(Distributed, ASnapshotTakenOnTwoRanksResumesOnOne) {
+TEST_P(DistributedSnapshots, ASnapshotTakenOnTwoRanksResumesOnOne) {
   const std::string exp = experiment();
   const std::string same =
       " --set train.micro_batch=4 --set train.batch_tokens=256 "
@@ -316,7 +320,7 @@ TEST_F(Distributed, ZeroStagesFollowTheSingleProcessCurveAndShardTheOptimizerSta
   EXPECT_LT(worst_difference(ref, curve), 1e-4);
 }
 
-TEST_F(Distributed, ASnapshotTakenOnOneRankResumesOnTwo) {
+TEST_P(DistributedSnapshots, ASnapshotTakenOnOneRankResumesOnTwo) {
   const std::string exp = experiment();
   const std::string same =
       " --set train.micro_batch=4 --set train.batch_tokens=256 "

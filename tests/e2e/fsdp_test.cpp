@@ -3,6 +3,7 @@
 // and a rank's parameters, gradients and optimizer state are its dim-0 row blocks, counted here
 // from the model's shapes.
 #include "ranks.h"
+#include "snapshot_writers.h"
 #include "tiny_run.h"
 
 namespace kiln {
@@ -11,10 +12,13 @@ namespace {
 using testing::run_kiln;
 using testing::run_ranks;
 using Fsdp = testing::TinyRun;
+using FsdpResume = testing::EachSnapshotWriter<>;
+
+KILN_EACH_SNAPSHOT_WRITER(FsdpResume);
 
 // Two micro-steps per rank (batch_tokens 512 = micro_batch 4 x 32 tokens x 2 x 2 ranks): every
 // micro-step's gradients are summed into the blocks, and the curve stays the single process's.
-TEST_F(Fsdp, FollowsTheSingleProcessCurveAndResumesAtAnotherWorldSize) {
+TEST_P(FsdpResume, FollowsTheSingleProcessCurveAndResumesAtAnotherWorldSize) {
   const std::string exp = experiment();
   const std::string same =
       " --set train.micro_batch=4 --set train.batch_tokens=512 --set eval.every=0";

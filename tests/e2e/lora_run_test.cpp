@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ranks.h"
+#include "snapshot_writers.h"
 #include "tiny_run.h"
 
 namespace kiln {
@@ -67,6 +68,10 @@ class LoraRun : public testing::TinyRun {
   }
 };
 
+using LoraResume = testing::EachSnapshotWriter<LoraRun>;
+
+KILN_EACH_SNAPSHOT_WRITER(LoraResume);
+
 // Step 1's loss is computed before any update: with B at zero, the base's own, as a full
 // fine-tune of the same folder computes it.
 TEST_F(LoraRun, AFineTuneStartsAtItsBaseAndSaysWhatTrains) {
@@ -85,7 +90,7 @@ TEST_F(LoraRun, AFineTuneStartsAtItsBaseAndSaysWhatTrains) {
   EXPECT_LT(tuned.back(), tuned.front());
 }
 
-TEST_F(LoraRun, AResumeFollowsTheUninterruptedRunBitForBit) {
+TEST_P(LoraResume, AResumeFollowsTheUninterruptedRunBitForBit) {
   const std::string exp = fine_tune("dropout = 0.1\n");
   const std::string common = " --set train.steps=8 --set optimizer.lr=1e-2";
   ASSERT_EQ(run_kiln("run " + exp + " --name whole" + common).exit_code, 0);
@@ -166,7 +171,7 @@ TEST_F(LoraRun, TensorParallelismCutsGptsFusedAdapterPartByPart) {
 // A LoRA run's snapshot from two ddp ranks, resumed in one process: the adapter's weights and
 // their AdamW state are whole in every snapshot, and adapter dropout draws by position, so the
 // resumed run keeps the single process's curve.
-TEST_F(LoraRun, DdpSnapshotResumedInOneProcessKeepsTheSingleProcessCurve) {
+TEST_P(LoraResume, DdpSnapshotResumedInOneProcessKeepsTheSingleProcessCurve) {
   const std::string exp = fine_tune("dropout = 0.1\n");
   ASSERT_EQ(
       run_kiln("run " + exp + " --name one --set train.steps=8" + kParallelSettings).exit_code, 0);

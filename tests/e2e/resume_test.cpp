@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "snapshot_writers.h"
 #include "tiny_run.h"
 
 namespace kiln {
@@ -16,7 +17,10 @@ namespace {
 
 using testing::run_kiln;
 using testing::scalar;
-using Resume = testing::TinyRun;
+using Resume = testing::EachSnapshotWriter<>;
+using Restart = testing::TinyRun;
+
+KILN_EACH_SNAPSHOT_WRITER(Resume);
 
 void damage(const std::string& path, bool truncate) {
   if (truncate) {
@@ -32,7 +36,7 @@ void damage(const std::string& path, bool truncate) {
   f.write(&c, 1);
 }
 
-TEST_F(Resume, DamagedSnapshotsAreReportedAndTheLastGoodOneIsUsed) {
+TEST_P(Resume, DamagedSnapshotsAreReportedAndTheLastGoodOneIsUsed) {
   const std::string exp = experiment();
   ASSERT_EQ(run_kiln("run " + exp +
                      " --name c --set train.steps=12 --set checkpoint.every=4 "
@@ -40,18 +44,18 @@ TEST_F(Resume, DamagedSnapshotsAreReportedAndTheLastGoodOneIsUsed) {
                 .exit_code,
             0);
   const std::string snaps = folder_of("c") + "/snapshots";
-  damage(snaps + "/step_000012/model.pt", false);
+  damage(snaps + "/step_000012/shard_0.safetensors", false);
   auto eval = run_kiln("eval c --steps 2 --db " + db());
   ASSERT_EQ(eval.exit_code, 0) << eval.output;
-  EXPECT_NE(eval.output.find("step_000012' is damaged: 'model.pt' fails its checksum"),
+  EXPECT_NE(eval.output.find("step_000012' is damaged: 'shard_0.safetensors' fails its checksum"),
             std::string::npos)
       << eval.output;
   EXPECT_NE(eval.output.find("c step_000008 step 8"), std::string::npos) << eval.output;
 
-  damage(snaps + "/step_000008/optimizer.pt", true);
+  damage(snaps + "/step_000008/optimizer_0.pt", true);
   auto resumed = run_kiln("resume c --set train.steps=16 --db " + db());
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find("'optimizer.pt' has"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("'optimizer_0.pt' has"), std::string::npos) << resumed.output;
   EXPECT_NE(resumed.output.find("resuming after step 4"), std::string::npos) << resumed.output;
   EXPECT_NE(resumed.output.find("resume changes train.steps: 12 -> 16"), std::string::npos);
   EXPECT_EQ(scalar(db(), "select count(*) || ' ' || max(step) from metrics"), "16 16");
@@ -59,7 +63,7 @@ TEST_F(Resume, DamagedSnapshotsAreReportedAndTheLastGoodOneIsUsed) {
   EXPECT_EQ(scalar(db(), "select steps from runs"), "16");  // planned: `runs list` shows 16/16
 }
 
-TEST_F(Resume, ChangesToTheModelOrDataAreRefusedWithTheKeys) {
+TEST_P(Resume, ChangesToTheModelOrDataAreRefusedWithTheKeys) {
   const std::string exp = experiment();
   ASSERT_EQ(
       run_kiln("run " + exp + " --name r --set train.steps=4 --set checkpoint.every=2").exit_code,
@@ -87,7 +91,7 @@ std::vector<double> lrs(const std::string& db, const std::string& name) {
 // (from 6.6e-4 to 3.9e-3, without a word): refused with the numbers and both choices;
 // --keep-schedule holds steps past the planned 8 at step 8's lr (read from the store, as the
 // run recorded it); --reschedule goes on with the new span and says what the lr became.
-TEST_F(Resume, ARaisedTrainStepsMovesTheScheduleOnlyWhenAsked) {
+TEST_P(Resume, ARaisedTrainStepsMovesTheScheduleOnlyWhenAsked) {
   const std::string exp = experiment();
   const std::string cosine =
       " --set schedule.type=\"cosine\" --set train.steps=8 --set checkpoint.every=4";
@@ -119,7 +123,7 @@ TEST_F(Resume, ARaisedTrainStepsMovesTheScheduleOnlyWhenAsked) {
 
 // Export reads only the snapshot's weights: the run's data may have moved, and the
 // weights exported then are those exported before it moved, byte for byte.
-TEST_F(Resume, ExportNeedsNoData) {
+TEST_P(Resume, ExportNeedsNoData) {
   ASSERT_EQ(
       run_kiln("run " + experiment() + " --name w --set train.steps=2 --set checkpoint.every=2")
           .exit_code,
@@ -133,7 +137,7 @@ TEST_F(Resume, ExportNeedsNoData) {
   EXPECT_NE(run_kiln("eval w --db " + db()).exit_code, 0);  // eval does read the data
 }
 
-TEST_F(Resume, AnUnfinishedNameIsRefusedUnlessRestarted) {
+TEST_F(Restart, AnUnfinishedNameIsRefusedUnlessRestarted) {
   const std::string exp = experiment();
   // SIGKILLed once its row says running, however long this machine takes to get there.
   testing::run_child_until(
@@ -151,7 +155,7 @@ TEST_F(Resume, AnUnfinishedNameIsRefusedUnlessRestarted) {
   EXPECT_EQ(scalar(db(), "select count(*) from metrics"), "3");
 }
 
-TEST_F(Resume, ExportThenInitFromReproducesTheEvalLoss) {
+TEST_P(Resume, ExportThenInitFromReproducesTheEvalLoss) {
   const std::string exp = experiment();
   ASSERT_EQ(run_kiln("run " + exp +
                      " --name a --set train.steps=20 --set checkpoint.every=20 "
@@ -180,7 +184,7 @@ TEST_F(Resume, ExportThenInitFromReproducesTheEvalLoss) {
       << mismatch.output;
 }
 
-TEST_F(Resume, EvalRecordsARowAndSamplingIsReproducible) {
+TEST_P(Resume, EvalRecordsARowAndSamplingIsReproducible) {
   const std::string exp = experiment();
   ASSERT_EQ(
       run_kiln("run " + exp + " --name s --set train.steps=10 --set checkpoint.every=10").exit_code,

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "snapshot_writers.h"
 #include "tiny_run.h"
 
 namespace kiln {
@@ -22,7 +23,8 @@ namespace {
 using testing::run_kiln;
 using testing::scalar;
 using testing::wait_for;
-using Stop = testing::TinyRun;
+using Stop = testing::EachSnapshotWriter<>;
+using SkippedUpdates = testing::TinyRun;
 namespace fs = std::filesystem;
 
 // The exit code as a shell reports it; SIGKILLs the process after `limit` (and says so).
@@ -66,9 +68,11 @@ std::string snapshots_of(const std::string& out_dir, const std::string& name) {
   return "";
 }
 
+KILN_EACH_SNAPSHOT_WRITER(Stop);
+
 const std::string kLong = " --set train.steps=300 --set checkpoint.every=10 --set eval.every=0";
 
-TEST_F(Stop, ASecondSignalMarksTheRunInterruptedAndItResumesToTheSameCurve) {
+TEST_P(Stop, ASecondSignalMarksTheRunInterruptedAndItResumesToTheSameCurve) {
   const std::string exp = experiment();
   ASSERT_EQ(run_kiln("run " + exp + " --name twin" + kLong).exit_code, 0);
 
@@ -100,7 +104,7 @@ TEST_F(Stop, ASecondSignalMarksTheRunInterruptedAndItResumesToTheSameCurve) {
     ASSERT_EQ(twin[i], victim[i]) << "step " << i + 1;
 }
 
-TEST_F(Stop, ResumeRemovesASnapshotLeftHalfWrittenAndEndsWithTheSameCurve) {
+TEST_P(Stop, ResumeRemovesASnapshotLeftHalfWrittenAndEndsWithTheSameCurve) {
   const std::string exp = experiment();
   const std::string settings = " --set train.steps=20 --set checkpoint.every=5 --set eval.every=0";
   ASSERT_EQ(run_kiln("run " + exp + " --name twin" + settings).exit_code, 0);
@@ -122,7 +126,65 @@ TEST_F(Stop, ResumeRemovesASnapshotLeftHalfWrittenAndEndsWithTheSameCurve) {
   EXPECT_EQ(losses("half"), losses("twin"));
 }
 
-TEST_F(Stop, ASweepStoppedByASignalExits130) {
+// The labels of the snapshots the store lists for run `name`, in step order.
+std::string listed_snapshots(const std::string& db, const std::string& name) {
+  return scalar(db,
+                "select group_concat(label, ' ') from (select label from snapshots s join runs r "
+                "on r.id = s.run_id where r.name = '" +
+                    name + "' order by s.step)");
+}
+
+// A stop signal (Ctrl-C, or SIGTERM as Slurm sends it) that comes while a snapshot is being
+// written lets that snapshot finish: it is in place and listed, the run snapshots the step it
+// stops after, ends interrupted with exit code 130, and resumes from that step to the curve of a
+// run never stopped. The process is frozen (SIGSTOP) inside the writer of step 10's snapshot,
+// every file synced and no manifest yet (on the background thread with checkpoint.async, while
+// training goes on), signalled, and let go.
+TEST_P(Stop, ASignalDuringASnapshotsWritingLetsItFinishAndTheRunResumesFromTheStepItStopped) {
+  const std::string exp = experiment();
+  const std::vector<std::string> settings = {
+      "--set", "train.steps=30", "--set", "checkpoint.every=10", "--set", "eval.every=0"};
+  std::string twin = "run " + exp + " --name twin";
+  for (const auto& word : settings)
+    twin += " " + word;
+  ASSERT_EQ(run_kiln(twin).exit_code, 0);
+  for (const int signal : {SIGINT, SIGTERM}) {
+    const std::string name = signal == SIGINT ? "int" : "term", log = dir_ / (name + ".log");
+    SCOPED_TRACE(name);
+    std::vector<std::string> args = {"run", exp, "--name", name};
+    args.insert(args.end(), settings.begin(), settings.end());
+    ::setenv("KILN_FAULT_SIGNAL", "STOP", 1);
+    const pid_t pid = testing::start_kiln(args, log, {"", "snapshot.unlisted:1", false});
+    ::unsetenv("KILN_FAULT_SIGNAL");
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, WUNTRACED), pid);
+    ASSERT_TRUE(WIFSTOPPED(status)) << testing::read_file(log);
+    const std::string snapshots = snapshots_of(dir_ / "runs", name);
+    EXPECT_EQ(unfinished_snapshots(snapshots), std::vector<std::string>{"step_000010.tmp"});
+    ::kill(pid, signal);
+    ::kill(pid, SIGCONT);
+    const int code = wait_exit(pid, std::chrono::seconds(60));
+    const std::string output = testing::read_file(log);
+    EXPECT_EQ(code, 130) << output;
+    EXPECT_EQ(output.find("a second stop signal"), std::string::npos) << output;
+    EXPECT_EQ(scalar(db(), "select status from runs where name = '" + name + "'"), "interrupted");
+    const int64_t stopped = steps_stored(db(), name);
+    ASSERT_GT(stopped, 10) << output;  // the signal came after step 10's end
+    ASSERT_LT(stopped, 30) << output;
+    EXPECT_EQ(listed_snapshots(db(), name), fmt::format("step_000010 step_{:06d}", stopped))
+        << output;
+    EXPECT_TRUE(unfinished_snapshots(snapshots).empty());
+
+    auto resumed = run_kiln("resume " + name + " --db " + db());
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find(fmt::format("resuming after step {}", stopped)),
+              std::string::npos)
+        << resumed.output;
+    EXPECT_EQ(losses(name), losses("twin"));
+  }
+}
+
+TEST_P(Stop, ASweepStoppedByASignalExits130) {
   const std::string exp = experiment();
   const std::string log = dir_ / "sweep.log";
   const pid_t pid = testing::start_kiln({"sweep", exp, "--name", "s", "--grid", "run.seed=1,2",
@@ -146,7 +208,7 @@ const std::string kDivergingSkip =
     " --set optimizer.lr=1e4 --set train.grad_clip=0 --set eval.every=0 --set train.steps=12"
     " --set train.on_nonfinite=skip";
 
-TEST_F(Stop, MostlySkippedUpdatesAreCountedInTheSummaryAndInRunsShow) {
+TEST_F(SkippedUpdates, MostlySkippedUpdatesAreCountedInTheSummaryAndInRunsShow) {
   auto run = run_kiln("run " + experiment() + " --name most" + kDivergingSkip);
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(scalar(db(), "select status from runs where name = 'most'"), "completed");
@@ -163,7 +225,7 @@ TEST_F(Stop, MostlySkippedUpdatesAreCountedInTheSummaryAndInRunsShow) {
       << show.output;
 }
 
-TEST_F(Stop, ARunWhoseEveryUpdateWasSkippedFailsWithExitCode4) {
+TEST_F(SkippedUpdates, ARunWhoseEveryUpdateWasSkippedFailsWithExitCode4) {
   const std::string exp = experiment();
   // Every step's gradients get an inf (core/util/fault.h). NaN weights from model.init_from did
   // this before they were refused at load.

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "snapshot_writers.h"
 #include "tiny_run.h"
 
 namespace kiln {
@@ -20,11 +21,14 @@ namespace {
 using testing::run_kiln;
 using testing::scalar;
 using testing::wait_for;
-using SweepResume = testing::TinyRun;
+using SweepResume = testing::EachSnapshotWriter<>;
+using SweepLauncher = testing::TinyRun;
+
+KILN_EACH_SNAPSHOT_WRITER(SweepResume);
 
 const std::string kSteps = "train.steps=300";
 
-TEST_F(SweepResume, AnInterruptedSweepRunAgainCompletesOnlyItsUnfinishedMembersToTheSameCurves) {
+TEST_P(SweepResume, AnInterruptedSweepRunAgainCompletesOnlyItsUnfinishedMembersToTheSameCurves) {
   const std::string exp = experiment();
   const std::vector<std::string> sweep = {
       "sweep",          exp,           "--name", "s",     "--grid",
@@ -91,7 +95,7 @@ class PathFor {
   std::string before_;
 };
 
-TEST_F(SweepResume, SlurmRefusalsThatNeedNoSlurmAreOneLineAndWriteNothing) {
+TEST_F(SweepLauncher, SlurmRefusalsThatNeedNoSlurmAreOneLineAndWriteNothing) {
   const std::string exp = experiment();
   const std::string sweep = "sweep " + exp + " --name s --grid run.seed=1,2 --launcher slurm";
   {

@@ -2,6 +2,7 @@
 // curve (gpt and llama), snapshots resume at another mesh, world size or strategy, and shapes
 // or meshes that do not fit are refused on every rank before any builds its model.
 #include "ranks.h"
+#include "snapshot_writers.h"
 #include "tiny_run.h"
 
 namespace kiln {
@@ -10,6 +11,9 @@ namespace {
 using testing::run_kiln;
 using testing::run_ranks;
 using TensorParallel = testing::TinyRun;
+using TensorParallelResume = testing::EachSnapshotWriter<>;
+
+KILN_EACH_SNAPSHOT_WRITER(TensorParallelResume);
 
 // Two micro-steps of 4 x 32 tokens per step on one process and on a tp group (one replica);
 // one micro-step per replica in the 2 x 2 mesh: the same 256 tokens per step everywhere.
@@ -17,7 +21,7 @@ const std::string kTensorParallelRunSets =
     " --set train.micro_batch=4 --set train.batch_tokens=256 --set eval.every=0";
 const std::string kTp2 = " --set parallel.type=tensor --set parallel.tp=2";
 
-TEST_F(TensorParallel, GptFollowsTheSingleProcessCurveAndResumesAcrossMeshes) {
+TEST_P(TensorParallelResume, GptFollowsTheSingleProcessCurveAndResumesAcrossMeshes) {
   const std::string exp = experiment();
   auto one = run_kiln("run " + exp + " --name one --set train.steps=20 --set checkpoint.every=0" +
                       kTensorParallelRunSets);

@@ -51,12 +51,13 @@ seq_len = 32
 
 [optimizer]
 lr = 1e-2
-
+{}
 [eval]
 every = 10
 steps = 2
 {})",
-                                 db(), dir_ / "runs", dir_ / "data", dir_ / "data", extra));
+                                 db(), dir_ / "runs", dir_ / "data", dir_ / "data",
+                                 checkpoint_section(), extra));
     return path;
   }
 
@@ -86,6 +87,13 @@ val = "{0}/val_*.bin"
 
   std::string db() const { return dir_ / "kiln.db"; }
 
+  // The [checkpoint] section of the experiments this fixture writes: empty (snapshots written on
+  // the training thread, the default), or checkpoint.async under EachSnapshotWriter
+  // (snapshot_writers.h).
+  std::string checkpoint_section() const {
+    return async_snapshots_ ? "\n[checkpoint]\nasync = true\n" : "";
+  }
+
   // The run's folder, as its row names it (core/store/runs/paths.h: <out_dir>/<name>@<id>).
   std::string folder_of(const std::string& run) const {
     return scalar(db(), "select folder from runs where name = '" + run + "'");
@@ -110,6 +118,7 @@ val = "{0}/val_*.bin"
   }
 
   TempDir dir_;
+  bool async_snapshots_ = false;
 };
 
 }  // namespace kiln::testing
