@@ -355,9 +355,13 @@ TEST_F(SlurmNodes, ARunSubmittedByKilnSplitsTensorsWithinNodesAndDataAcrossThem)
 // A rank that hangs (SIGSTOP) in a member on two nodes: rank 0 stops within parallel.timeout_s
 // with a line naming it and its node, the member is marked interrupted, its task requeues itself,
 // and the task's next run resumes the member from its latest snapshot to the end, on the single
-// process's curve, with every step's row stored once.
+// process's curve, with every step's row stored once. The member writes its snapshots in the
+// background (checkpoint.async; the node lost below, on the training thread), so the latest may
+// have been in flight when the rank hung: it is in place and listed before the task requeues,
+// and the requeued run resumes from the one the store lists last.
 TEST_F(SlurmNodes, AHungRankRequeuesItsTaskWhichResumesToTheSingleProcessCurve) {
-  const RunningMember member = two_node_member_at_step_15("h", 1);
+  const RunningMember member =
+      two_node_member_at_step_15("h", 1, "2", " --set checkpoint.async=true");
   ASSERT_GT(member.rank.pid, 0);
   // The ranks' Gloo connection listened at a node's NodeAddr (each node of the test cluster has
   // an address of its own in 127/8), not at the host name's address, 127.0.0.1 here: one end of
@@ -397,6 +401,13 @@ TEST_F(SlurmNodes, AHungRankRequeuesItsTaskWhichResumesToTheSingleProcessCurve) 
             std::string::npos)
       << console;
   EXPECT_NE(console.find("(Slurm node " + member.rank.node + ")"), std::string::npos) << console;
+  std::smatch latest;
+  ASSERT_TRUE(std::regex_search(
+      tasks, latest, std::regex("requeued to resume from its latest snapshot, step_(\\d+)")))
+      << tasks;
+  EXPECT_NE(console.find(fmt::format("resuming after step {} ", std::stoi(latest[1].str()))),
+            std::string::npos)
+      << console;
   expect_same_curve("single", member.name, kMemberSteps);
   EXPECT_EQ(scalar(db(), step_rows(member.name)), fmt::format("{0} {0}", kMemberSteps));
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,10 +61,10 @@ class SlurmSweep : public testing::TinyRun {
            cluster_->logs();
   }
 
-  // Submits a one-member sweep of kLong; its job id.
-  std::string submit_long(const std::string& name) {
+  // Submits a one-member sweep of kLong (and `extra` settings); its job id.
+  std::string submit_long(const std::string& name, const std::string& extra = "") {
     auto submitted = run_kiln("sweep " + experiment() + " --name " + name + " --grid run.seed=1" +
-                              kLong + " --launcher slurm");
+                              kLong + extra + " --launcher slurm");
     EXPECT_EQ(submitted.exit_code, 0) << submitted.output;
     return job_of(submitted.output);
   }
@@ -135,10 +136,13 @@ TEST_F(SlurmSweep, AMemberWhoseJobIsCancelledIsResumedByResubmitToTheSameCurve) 
 }
 
 // Slurm sends the batch shell SIGUSR1 before a task's time limit (the script's --signal); here
-// scancel sends it at once.
+// scancel sends it at once. The member writes its snapshots in the background (checkpoint.async;
+// the cancelled member above, on the training thread): the one of the step it stopped after is
+// put in place before it ends, and the requeued task resumes from it to the curve of a run that
+// saved synchronously.
 TEST_F(SlurmSweep, TheTimeLimitSignalLeavesAnInterruptedMemberThatItsRequeueCompletes) {
   ASSERT_EQ(run_kiln("run " + experiment() + " --name twin" + kLong).exit_code, 0);
-  const std::string job = submit_long("p");
+  const std::string job = submit_long("p", " --set checkpoint.async=true");
   ASSERT_TRUE(
       wait_for([&] { return steps_stored("p/run.seed=1") >= 20; }, std::chrono::seconds(120)))
       << story("p");
@@ -155,6 +159,12 @@ TEST_F(SlurmSweep, TheTimeLimitSignalLeavesAnInterruptedMemberThatItsRequeueComp
                    "select count(*) from resumes r join runs on runs.id = r.run_id where "
                    "name = 'p/run.seed=1'"),
             "1");
+  const std::string console = testing::read_file(folder_of("p/run.seed=1") + "/console.log");
+  std::smatch stopped;
+  ASSERT_TRUE(std::regex_search(console, stopped, std::regex("interrupted (\\d+) of 400 steps")))
+      << console;
+  EXPECT_NE(console.find("resuming after step " + stopped[1].str() + " "), std::string::npos)
+      << console;
   EXPECT_EQ(losses("p/run.seed=1"), losses("twin"));
 }
 
