@@ -23,10 +23,14 @@ at::Tensor expert_swiglu(const at::Tensor& x, const at::Tensor& gate_up, const a
 
 }  // namespace
 
-RouterChoice route(const at::Tensor& logits, const MoeOptions& o) {
+RouterChoice route(const at::Tensor& logits, const MoeOptions& o, const at::Tensor& bias) {
   // Mixtral's softmax over the k largest logits is the full softmax's k largest, renormalised.
   const auto probabilities = at::softmax(logits.to(at::kFloat), -1);
   auto [weights, experts] = at::topk(probabilities, o.top_k, -1);
+  if (bias.defined()) {
+    experts = std::get<1>(at::topk(probabilities + bias, o.top_k, -1));
+    weights = probabilities.gather(-1, experts);
+  }
   if (o.routing == MoeRouting::kMixtral || o.norm_topk_prob)
     weights = weights / weights.sum(-1, /*keepdim=*/true);
   return {experts, weights};
@@ -86,13 +90,17 @@ MixtureOfExpertsImpl::MixtureOfExpertsImpl(const MoeOptions& o) : options_(o) {
     shared_up = weight_of(*shared, "up_proj", {o.shared_ffn_dim, o.n_embd});
     shared_down = weight_of(*shared, "down_proj", {o.n_embd, o.shared_ffn_dim});
   }
+  if (o.bias_update_rate > 0) {
+    routing_bias = named_children()["gate"]->register_buffer("e_score_correction_bias",
+                                                             torch::zeros({o.experts}));
+  }
 }
 
 at::Tensor MixtureOfExpertsImpl::forward(const at::Tensor& x) {
   const MoeOptions& o = options_;
   const auto flat = x.reshape({-1, o.n_embd});
   const auto logits = at::linear(flat, router);
-  const RouterChoice choice = route(logits, o);
+  const RouterChoice choice = route(logits, o, routing_bias);
   const int64_t assignments = choice.experts.numel();
   const Dispatch d = dispatch(choice.experts, o.experts, expert_capacity(assignments, o));
   const auto tokens = at::floor_divide(d.order, o.top_k);
@@ -116,7 +124,7 @@ at::Tensor MixtureOfExpertsImpl::forward(const at::Tensor& x) {
 at::Tensor MixtureOfExpertsImpl::forward_by_loop(const at::Tensor& x) {
   const MoeOptions& o = options_;
   const auto flat = x.reshape({-1, o.n_embd});
-  const RouterChoice choice = route(at::linear(flat, router), o);
+  const RouterChoice choice = route(at::linear(flat, router), o, routing_bias);
   auto y = at::zeros_like(flat);
   for (int64_t e = 0; e < o.experts; ++e) {
     const auto where = (choice.experts == e).nonzero();  // [n, 2]: token, slot
@@ -149,6 +157,8 @@ void MixtureOfExpertsImpl::record(const at::Tensor& logits, const Dispatch& d,
   const auto pass = at::stack({balance.detach(), z.detach(), imbalance, dropped});
   measure_sums_ = measure_sums_.defined() ? measure_sums_ + pass : pass;
   ++measured_passes_;
+  if (routing_bias.defined())
+    loads_ = loads_.defined() ? loads_ + d.counts : d.counts.to(at::kDouble);
 }
 
 at::Tensor MixtureOfExpertsImpl::take_auxiliary_loss() {
@@ -163,6 +173,16 @@ std::vector<std::pair<std::string, double>> MixtureOfExpertsImpl::take_measures(
   const double* m = means.data_ptr<double>();
   return {
       {"aux_loss", m[0]}, {"z_loss", m[1]}, {"load_imbalance", m[2]}, {"dropped_fraction", m[3]}};
+}
+
+at::Tensor MixtureOfExpertsImpl::take_loads() {
+  if (!loads_.defined()) return at::zeros({options_.experts}, router.options().dtype(at::kDouble));
+  return std::exchange(loads_, at::Tensor());
+}
+
+void MixtureOfExpertsImpl::balance_bias(const at::Tensor& loads) {
+  const auto underloaded = at::sign(loads.mean() - loads).to(routing_bias.dtype());
+  routing_bias.add_(underloaded, options_.bias_update_rate);
 }
 
 }  // namespace kiln

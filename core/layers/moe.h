@@ -40,14 +40,19 @@ struct MoeOptions {
   // 0 = dropless; otherwise each expert takes at most ceil(factor x tokens x k / E) of a forward
   // pass's assignments, the earliest tokens first, and the rest are dropped (they add nothing).
   double capacity_factor = 0;
+  // DeepSeek-V3's auxiliary-loss-free balancing: the step a routing bias moves by after each
+  // update (balance_bias); 0 = no bias.
+  double bias_update_rate = 0;
 };
 
 // The router's choice for each of N tokens: the k experts [N, k] (int64) and their weights
-// [N, k], in the order of transformers' topk.
+// [N, k], in the order of transformers' topk. A routing `bias` [E] (DeepSeek-V3's), when given,
+// is added to the probabilities only to choose the k; the weights are the unbiased ones.
 struct RouterChoice {
   at::Tensor experts, weights;
 };
-RouterChoice route(const at::Tensor& logits, const MoeOptions& o);
+RouterChoice route(const at::Tensor& logits, const MoeOptions& o,
+                   const at::Tensor& bias = at::Tensor());
 
 // Switch Transformer's load-balancing loss over one layer's router logits [N, E]: E times the sum
 // over experts of (share of the N x k assignments it got) x (its mean router probability), as
@@ -88,10 +93,18 @@ class MixtureOfExpertsImpl : public torch::nn::Module {
   // load_imbalance (the fullest expert's assignments over the mean) and dropped_fraction (of
   // assignments); empty when there was none.
   std::vector<std::pair<std::string, double>> take_measures();
+  // With a bias_update_rate: the assignments each expert got [E] (double) over the training
+  // forward passes since the last call, before any capacity cut; zeros when there was none.
+  at::Tensor take_loads();
+  // DeepSeek-V3's update (docs/moe.md): bias_i += rate x sign(mean load - load_i), for the
+  // `loads` [E] of a whole step, every rank's summed. Outside the gradient.
+  void balance_bias(const at::Tensor& loads);
 
   const MoeOptions& options() const { return options_; }
   at::Tensor router, gate_up_proj, down_proj;      // gate.weight, experts.*
   at::Tensor shared_gate, shared_up, shared_down;  // shared_experts.*_proj.weight, if any
+  // gate.e_score_correction_bias [E] (float32, a buffer: DeepSeek-V3's name), if balancing
+  at::Tensor routing_bias;
 
  private:
   at::Tensor shared_output(const at::Tensor& flat);
@@ -101,6 +114,7 @@ class MixtureOfExpertsImpl : public torch::nn::Module {
   at::Tensor auxiliary_loss_;
   at::Tensor measure_sums_;  // aux, z, imbalance, dropped, summed over passes (detached)
   int64_t measured_passes_ = 0;
+  at::Tensor loads_;  // assignments per expert since take_loads (with a bias_update_rate)
 };
 TORCH_MODULE(MixtureOfExperts);
 

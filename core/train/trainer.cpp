@@ -11,6 +11,7 @@
 #include "core/api/optimizer.h"
 #include "core/kernels/fused_cross_entropy.h"
 #include "core/layers/document_positions.h"
+#include "core/train/expert_balance.h"
 #include "core/train/gradients.h"
 #include "core/train/phase_clock.h"
 #include "core/train/run_device.h"
@@ -245,6 +246,7 @@ void Trainer::update(StepStats& stats, PhaseClock& clock) {
   if (!stats.skipped && !std::isfinite(stats.grad_norm)) stats.skipped = stats.nonfinite = true;
   if (!stats.skipped) run_.optimizer->step();
   run_.parallel->finish_update(*run_.model);
+  balance_expert_biases(*run_.model, *run_.parallel);
   clock.lap(phases_.optimizer_ms);
 }
 

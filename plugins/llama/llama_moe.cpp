@@ -58,6 +58,12 @@ std::vector<ParamSpec> moe_params() {
           .at_least(0)
           .at_most(1000)
           .added_later(),
+      ParamSpec::real("moe_bias_update_rate", 0.0,
+                      "DeepSeek-V3's auxiliary-loss-free balancing: each expert's routing bias "
+                      "moves by this much per step toward the mean load; 0 = no bias")
+          .at_least(0)
+          .at_most(1)
+          .added_later(),
   };
 }
 
@@ -74,6 +80,7 @@ MoeOptions moe_options_from(const Params& p, int64_t n_embd, int64_t ffn_dim, in
   o.aux_loss_weight = p.real("moe_aux_loss_weight");
   o.z_loss_weight = p.real("moe_z_loss_weight");
   o.capacity_factor = p.real("moe_capacity_factor");
+  o.bias_update_rate = p.real("moe_bias_update_rate");
   if (o.top_k > o.experts) {
     throw ParamError("moe_top_k", fmt::format("model.moe_top_k = {} is more than model.moe_experts "
                                               "= {}: each token goes to that many "
@@ -134,6 +141,10 @@ double moe_parameters(const MoeOptions& moe) {
 double moe_inactive_parameters(const MoeOptions& moe) {
   return static_cast<double>(moe.experts - moe.top_k) * 3 * static_cast<double>(moe.n_embd) *
          static_cast<double>(moe.ffn_dim);
+}
+
+double moe_buffers(const MoeOptions& moe) {
+  return moe.bias_update_rate > 0 ? static_cast<double>(moe.experts) : 0;
 }
 
 }  // namespace kiln

@@ -12,7 +12,8 @@
 namespace kiln {
 
 // model.moe_experts, moe_top_k, moe_ffn_dim, moe_shared_experts, moe_every, moe_routing,
-// moe_norm_topk_prob, moe_aux_loss_weight, moe_z_loss_weight and moe_capacity_factor.
+// moe_norm_topk_prob, moe_aux_loss_weight, moe_z_loss_weight, moe_capacity_factor and
+// moe_bias_update_rate.
 std::vector<ParamSpec> moe_params();
 
 // The mixture the keys declare for a llama of `n_embd`, `ffn_dim` and `n_layer` (experts = 0: a
@@ -36,5 +37,7 @@ void refuse_tensor_parallel_experts(const MoeOptions& moe);
 // not use (the experts it is not routed to): what the plan counts and what MFU leaves out.
 double moe_parameters(const MoeOptions& moe);
 double moe_inactive_parameters(const MoeOptions& moe);
+// The numbers one mixture-of-experts block holds besides its parameters: its routing bias.
+double moe_buffers(const MoeOptions& moe);
 
 }  // namespace kiln

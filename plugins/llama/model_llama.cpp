@@ -379,7 +379,8 @@ const bool registered = ModelRegistry::add(
                                          moe_blocks, o.moe.experts, o.moe.top_k);
       }
       plan->auxiliary_losses = moe_blocks > 0;
-      plan->buffers = static_cast<double>(o.n_layer) * hd / 2;  // each block's inv_freq
+      plan->buffers = static_cast<double>(o.n_layer) * hd / 2 +  // each block's inv_freq
+                      static_cast<double>(moe_blocks) * moe_buffers(o.moe);
       plan->vocab_size = o.vocab_size;
       plan->context_length = o.block_size;
       plan->layers = o.n_layer + 2;
