@@ -166,7 +166,8 @@ async function pollRunning() {
   try {
     const running = [...state.selected.values()].filter(r => r.status === "running" && !r.gone);
     const points = r => r.rows.step.length + r.evals.step.length +
-                        Object.values(r.tasks).reduce((n, t) => n + t.step.length, 0);
+                        Object.values(r.tasks).reduce((n, t) => n + t.step.length, 0) +
+                        Object.values(r.layers).reduce((n, t) => n + t.step.length, 0);
     const before = running.map(points);
     await Promise.all(running.map(readRun));
     const grew = running.some((r, i) => points(r) !== before[i]);

@@ -19,7 +19,7 @@ function emptyRun(id, name) {
   const rows = {};
   for (const c of COLUMNS) rows[c] = [];
   return {id, name, status: "", resumes: null, rows, evals: {step: [], loss: []}, tasks: {},
-          time: [], seconds: 0, gone: false};
+          layers: {}, time: [], seconds: 0, gone: false};
 }
 
 // Appends an /api/metrics answer; false when the run was resumed since (its rows after the
@@ -37,14 +37,29 @@ function appendRows(run, answer) {
   run.evals.step.push(...answer.evals.step);
   run.evals.loss.push(...answer.evals.loss);
   run.tasks = answer.tasks || {};  // every task score, each answer: they are few
+  for (const [name, points] of Object.entries(answer.layers || {})) {
+    const series = run.layers[name] || (run.layers[name] = {step: [], value: []});
+    series.step.push(...points.step);
+    series.value.push(...points.value);
+  }
   return true;
 }
 
-// The charts: the fixed metrics, then each task metric (TASK.METRIC) some selected run has.
+// The names of the layer measures (moe_1.aux_loss: a mixture of experts' router figures) some
+// selected run has: per-step metrics, sent by name beside the rows.
+function layerMeasuresOf(runs) {
+  const names = new Set();
+  for (const run of runs) for (const name of Object.keys(run.layers)) names.add(name);
+  return [...names].sort();
+}
+
+// The charts: the fixed metrics, each task metric (TASK.METRIC), then each layer measure some
+// selected run has.
 function metricsOf(runs) {
   const names = new Set();
   for (const run of runs) for (const name of Object.keys(run.tasks)) names.add(name);
-  return METRICS.concat([...names].sort().map(name => [name, name]));
+  return METRICS.concat([...names].sort().map(name => [name, name]),
+                        layerMeasuresOf(runs).map(name => [name, name]));
 }
 
 // val_loss and the task metrics are evaluations: points at some steps, never smoothed.
@@ -85,14 +100,16 @@ function movingAverage(ys, window) {
   return out;
 }
 
-// A run's [xs, ys] for one metric; an evaluation's from its evals, placed at their steps' x. A row
-// without an x (no tokens count) is left out.
+// A run's [xs, ys] for one metric; an evaluation's from its evals and a layer measure's from its
+// points, placed at their steps' x. A row without an x (no tokens count) is left out.
 function runSeries(run, metric, options) {
   const xs = xColumn(run, options.x);
   const px = [], py = [];
-  if (isEvaluation(metric)) {
-    const evals = metric === "val_loss" ? {step: run.evals.step, value: run.evals.loss}
-                                        : run.tasks[metric] || {step: [], value: []};
+  const layer = run.layers[metric];
+  const evaluation = !layer && isEvaluation(metric);
+  if (layer || evaluation) {
+    const evals = layer || (metric === "val_loss" ? {step: run.evals.step, value: run.evals.loss}
+                                                  : run.tasks[metric] || {step: [], value: []});
     evals.step.forEach((step, i) => {
       const at = indexOfStep(run.rows.step, step);
       const x = options.x === "step" ? step : (at < 0 ? null : xs[at]);
@@ -106,7 +123,7 @@ function runSeries(run, metric, options) {
   }
   // Evaluations are few and far apart: averaging them would shift the best val loss the table
   // shows, so only per-step metrics are smoothed.
-  let smooth = isEvaluation(metric) ? py : movingAverage(py, options.smooth);
+  let smooth = evaluation ? py : movingAverage(py, options.smooth);
   if (options.logY) smooth = smooth.map(y => (y !== null && y > 0 ? y : null));
   return [px, smooth];
 }
@@ -131,7 +148,7 @@ function chartOptions(metric, title, runs, options, width) {
     axes: [{label: axisLabel(options.x)}, {size: 70}],
     series: [{label: axisLabel(options.x)}].concat(runs.map(run => ({
       label: run.name, stroke: colorOf(run.id), width: 1.5, spanGaps: true,
-      points: {show: isEvaluation(metric)},
+      points: {show: isEvaluation(metric) && !layerMeasuresOf(runs).includes(metric)},
     }))),
     cursor: {drag: {x: true, y: false}},
   };

@@ -74,7 +74,8 @@ async function showRunPage(id) {
   section.appendChild(element("pre", body.config));
 }
 
-function compareForm(ids, groupBy, metric) {
+// `layerMeasures`: the store's (moe_1.aux_loss), pickable as any metric.
+function compareForm(ids, groupBy, metric, layerMeasures) {
   const form = element("form", undefined, "compare-form");
   const group = element("input");
   group.id = "group-by";
@@ -82,7 +83,7 @@ function compareForm(ids, groupBy, metric) {
   group.placeholder = "group by: auto, or config keys a,b";
   const pick = element("select");
   pick.id = "group-metric";
-  for (const [m, title] of METRICS) {
+  for (const [m, title] of METRICS.concat(layerMeasures.map(name => [name, name]))) {
     const o = element("option", title);
     o.value = m;
     o.selected = m === metric;
@@ -130,7 +131,8 @@ async function showCompare(ids, groupBy = "auto", metric = "loss") {
   const {status, body} = await api(query);
   const names = [];
   if (status === 200) for (const r of body.runs) names.push(r.name);
-  section.replaceChildren(backLink(), element("h2", "compare"), compareForm(ids, groupBy, metric));
+  const form = compareForm(ids, groupBy, metric, body.layer_measures || []);
+  section.replaceChildren(backLink(), element("h2", "compare"), form);
   if (status !== 200) return section.appendChild(element("p", body.error, "error-line"));
   section.appendChild(element("h3", "config keys that differ"));
   section.appendChild(body.differing.length

@@ -90,10 +90,16 @@ class Model : public torch::nn::Module {
   virtual at::Tensor with_auxiliary_loss(const at::Tensor& loss, double /*micro_steps*/) {
     return loss;
   }
-  // Measures of the model's layers, each its mean over the training forward passes since the last
-  // call, by metric name ("moe_3.load_imbalance"): what the run store keeps beside a step's row.
-  // Empty for a model without any. Called by the session after every step, on every rank.
-  virtual std::vector<std::pair<std::string, double>> take_layer_measures() { return {}; }
+  // Measures of the model's layers over the training forward passes since the last call, by
+  // metric name ("moe_3.load_imbalance"): what the run store keeps beside a step's row. The
+  // model adds its ranks' tallies with `sum_over_ranks` (ParallelStrategy::sum, a collective)
+  // before it takes any ratio, so a measure is that of the whole step's batch. Empty for a model
+  // without any. Called by the session after every step, on every rank.
+  virtual std::vector<std::pair<std::string, double>> take_layer_measures(
+      const std::function<at::Tensor(const at::Tensor&)>& sum_over_ranks) {
+    (void)sum_over_ranks;
+    return {};
+  }
 
   const std::vector<std::shared_ptr<Layer>>& layers() const { return layers_; }
   // Runs every layer in order through the layer runner (by default layer.forward(x)). Inside a
@@ -125,8 +131,11 @@ class Model : public torch::nn::Module {
 struct ModelPlan {
   std::string description;  // the model and its sizes: "a gpt with n_layer 12, ..."
   double parameters = 0;    // exactly what parameter_count() of the built model gives
-  double buffers = 0;       // numbers the model holds besides its parameters (a positional table)
-  int64_t vocab_size = 0;   // what Model::vocab_size() of the built model gives
+  // Of them, those a token's forward pass does not use: the experts it is not routed to. `kiln
+  // bench` prints parameters less these as the active ones, which flops_per_token counts.
+  double inactive_parameters = 0;
+  double buffers = 0;      // numbers the model holds besides its parameters (a positional table)
+  int64_t vocab_size = 0;  // what Model::vocab_size() of the built model gives
   int64_t context_length = 0;  // what Model::context_length() of the built model gives
   int64_t layers = 0;          // entries of the built model's layers(): embedding, blocks, head
   // The probability of the model's dropouts in training (core/layers/dropout.h); 0 = its forward

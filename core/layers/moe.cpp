@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 
 namespace kiln {
 
@@ -150,29 +151,17 @@ void MixtureOfExpertsImpl::record(const at::Tensor& logits, const Dispatch& d,
   const auto z = router_z_loss(logits);
   if (o.aux_loss_weight > 0 || o.z_loss_weight > 0)
     auxiliary_loss_ = balance * o.aux_loss_weight + z * o.z_loss_weight;
-  const double mean_count = static_cast<double>(assignments) / static_cast<double>(o.experts);
-  const auto imbalance = d.counts.max().to(at::kFloat) / mean_count;
-  const auto dropped = at::full(
-      {}, static_cast<double>(d.dropped) / static_cast<double>(assignments), imbalance.options());
-  const auto pass = at::stack({balance.detach(), z.detach(), imbalance, dropped});
-  measure_sums_ = measure_sums_.defined() ? measure_sums_ + pass : pass;
-  ++measured_passes_;
+  const auto counted = at::tensor(
+      {1.0, static_cast<double>(assignments), static_cast<double>(d.dropped)}, at::kDouble);
+  const auto pass = at::cat({at::stack({balance.detach(), z.detach()}).to(at::kDouble),
+                             counted.to(logits.device()), d.counts.to(at::kDouble)});
+  tallies_ = tallies_.defined() ? tallies_ + pass : pass;
   if (routing_bias.defined())
     loads_ = loads_.defined() ? loads_ + d.counts : d.counts.to(at::kDouble);
 }
 
 at::Tensor MixtureOfExpertsImpl::take_auxiliary_loss() {
   return std::exchange(auxiliary_loss_, at::Tensor());
-}
-
-std::vector<std::pair<std::string, double>> MixtureOfExpertsImpl::take_measures() {
-  if (measured_passes_ == 0) return {};
-  const auto means = (measure_sums_ / static_cast<double>(measured_passes_)).to(at::kDouble).cpu();
-  measure_sums_ = at::Tensor();
-  measured_passes_ = 0;
-  const double* m = means.data_ptr<double>();
-  return {
-      {"aux_loss", m[0]}, {"z_loss", m[1]}, {"load_imbalance", m[2]}, {"dropped_fraction", m[3]}};
 }
 
 at::Tensor MixtureOfExpertsImpl::take_loads() {
@@ -183,6 +172,38 @@ at::Tensor MixtureOfExpertsImpl::take_loads() {
 void MixtureOfExpertsImpl::balance_bias(const at::Tensor& loads) {
   const auto underloaded = at::sign(loads.mean() - loads).to(routing_bias.dtype());
   routing_bias.add_(underloaded, options_.bias_update_rate);
+}
+
+at::Tensor MixtureOfExpertsImpl::take_tallies() {
+  return std::exchange(tallies_, at::Tensor());
+}
+
+std::vector<std::pair<std::string, double>> moe_measures(const at::Tensor& tallies) {
+  const auto host = tallies.to(at::kDouble).cpu().contiguous();
+  const double* t = host.data_ptr<double>();
+  const double mean_count = t[kAssignments] / static_cast<double>(host.numel() - kCounts);
+  return {{"aux_loss", t[kAuxLoss] / t[kPasses]},
+          {"z_loss", t[kZLoss] / t[kPasses]},
+          {"load_imbalance", *std::max_element(t + kCounts, t + host.numel()) / mean_count},
+          {"dropped_fraction", t[kDropped] / t[kAssignments]}};
+}
+
+std::vector<std::pair<std::string, double>> take_moe_measures(
+    const std::vector<std::pair<size_t, MixtureOfExperts>>& layers,
+    const SumOverRanks& sum_over_ranks) {
+  std::vector<at::Tensor> tallies;
+  for (auto [index, layer] : layers) {  // a copy of each holder: taking changes the layer
+    tallies.push_back(layer->take_tallies());
+    if (!tallies.back().defined()) return {};  // not trained since the last call, on any rank
+  }
+  if (tallies.empty()) return {};
+  const at::Tensor summed = sum_over_ranks(at::stack(tallies));  // one collective for all
+  std::vector<std::pair<std::string, double>> out;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    for (const auto& [name, value] : moe_measures(summed[static_cast<int64_t>(i)]))
+      out.emplace_back(fmt::format("moe_{}.{}", layers[i].first, name), value);
+  }
+  return out;
 }
 
 }  // namespace kiln

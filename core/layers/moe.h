@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,6 +77,10 @@ struct Dispatch {
 };
 Dispatch dispatch(const at::Tensor& experts, int64_t n_experts, int64_t capacity);
 
+// A layer's tallies (double): the router losses and counts summed over training forward passes,
+// then each expert's assignments (before any capacity cut) from kCounts on.
+enum MoeTally : int64_t { kAuxLoss, kZLoss, kPasses, kAssignments, kDropped, kCounts };
+
 class MixtureOfExpertsImpl : public torch::nn::Module {
  public:
   explicit MixtureOfExpertsImpl(const MoeOptions& o);
@@ -89,10 +94,10 @@ class MixtureOfExpertsImpl : public torch::nn::Module {
   // The weighted load-balancing and z-losses of the last training forward pass, then forgotten;
   // undefined when there was none since or both weights are 0.
   at::Tensor take_auxiliary_loss();
-  // The means over the training forward passes since the last call of: aux_loss, z_loss,
-  // load_imbalance (the fullest expert's assignments over the mean) and dropped_fraction (of
-  // assignments); empty when there was none.
-  std::vector<std::pair<std::string, double>> take_measures();
+  // What the training forward passes since the last call add up to (MoeTally), then forgotten;
+  // undefined when there was none. Sums, so that the ranks' tallies add before moe_measures
+  // reads them.
+  at::Tensor take_tallies();
   // With a bias_update_rate: the assignments each expert got [E] (double) over the training
   // forward passes since the last call, before any capacity cut; zeros when there was none.
   at::Tensor take_loads();
@@ -112,10 +117,24 @@ class MixtureOfExpertsImpl : public torch::nn::Module {
 
   MoeOptions options_;
   at::Tensor auxiliary_loss_;
-  at::Tensor measure_sums_;  // aux, z, imbalance, dropped, summed over passes (detached)
-  int64_t measured_passes_ = 0;
-  at::Tensor loads_;  // assignments per expert since take_loads (with a bias_update_rate)
+  at::Tensor tallies_;  // MoeTally, summed over passes (detached, double)
+  at::Tensor loads_;    // assignments per expert since take_loads (with a bias_update_rate)
 };
 TORCH_MODULE(MixtureOfExperts);
+
+// From a layer's tallies (summed over ranks, or one rank's): aux_loss and z_loss, their means
+// over the passes; load_imbalance, the fullest expert's assignments over the mean; and
+// dropped_fraction, of the assignments. Counts are added before the ratio is taken, so a step's
+// imbalance is that of all its tokens, as one process with the whole batch would count it.
+std::vector<std::pair<std::string, double>> moe_measures(const at::Tensor& tallies);
+
+// Sums a tensor over the ranks that trained on different tokens (ParallelStrategy::sum).
+using SumOverRanks = std::function<at::Tensor(const at::Tensor&)>;
+// Each layer's measures as moe_L.NAME, L the index beside it, from every layer's tallies summed
+// over the ranks by one call of `sum_over_ranks` (a collective: every rank calls this after every
+// step); empty when the layers were not trained since the last call.
+std::vector<std::pair<std::string, double>> take_moe_measures(
+    const std::vector<std::pair<size_t, MixtureOfExperts>>& layers,
+    const SumOverRanks& sum_over_ranks);
 
 }  // namespace kiln

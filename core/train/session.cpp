@@ -1,5 +1,6 @@
 #include "core/train/session.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <stdexcept>
@@ -8,6 +9,7 @@
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/distributed/distributed.h"
 #include "core/store/runs/run_environment.h"
@@ -57,6 +59,11 @@ Session::Session(AssembledRun& run, RunPaths paths, SnapshotOwner owner, RunStor
 
 void Session::restore(const SnapshotRef& snapshot) {
   SnapshotState state = snapshots_.restore(snapshot);
+  const std::vector<int64_t>& read = snapshots_.bytes_read();
+  if (store_ && std::any_of(read.begin(), read.end(), [](int64_t bytes) { return bytes > 0; })) {
+    console_.line(fmt::format("snapshot {}: bytes of tensors read by rank: {}", snapshot.label,
+                              fmt::join(read, " ")));
+  }
   if (state.data_positions.empty()) {
     throw UserError(
         fmt::format("snapshot '{}' holds no data position: it is damaged; resume "
@@ -156,8 +163,9 @@ void Session::train_steps(SessionOutcome& outcome) {
     // A snapshot step waits for a background save still in flight; its row says how long.
     const bool snapshot_step = snapshots_.due(step, /*interrupted=*/false);
     const std::optional<double> snapshot_wait = finish_background_save(step, snapshot_step);
+    LayerMeasures measures = run_.model->take_layer_measures(
+        [this](const at::Tensor& tallies) { return run_.parallel->sum(tallies); });
     if (store_) {
-      LayerMeasures measures = run_.model->take_layer_measures();
       if (snapshot_step && snapshot_wait) measures.emplace_back("snapshot_wait_s", *snapshot_wait);
       store_->add_metric(run_id_, metric_row(stats, run_.parallel->world_size(),
                                              run_.train_data->source_names(), std::move(measures)));

@@ -137,13 +137,9 @@ class Llama : public Model {
 
   // moe_L.aux_loss, moe_L.z_loss, moe_L.load_imbalance, moe_L.dropped_fraction for each mixture
   // of experts, L its block's index in the parameter names (layers.L.mlp).
-  std::vector<std::pair<std::string, double>> take_layer_measures() override {
-    std::vector<std::pair<std::string, double>> out;
-    for (auto& [index, moe] : moe_blocks()) {
-      for (const auto& [name, value] : moe->take_measures())
-        out.emplace_back(fmt::format("moe_{}.{}", index, name), value);
-    }
-    return out;
+  std::vector<std::pair<std::string, double>> take_layer_measures(
+      const SumOverRanks& sum_over_ranks) override {
+    return take_moe_measures(moe_blocks(), sum_over_ranks);
   }
 
   std::vector<std::pair<std::string, torch::Tensor>> export_weights() const override {
@@ -374,6 +370,7 @@ const bool registered = ModelRegistry::add(
                          static_cast<double>(o.n_layer) * per_block +
                          dense_blocks * 3 * c * static_cast<double>(o.ffn_dim) +
                          static_cast<double>(moe_blocks) * moe_parameters(o.moe);
+      plan->inactive_parameters = static_cast<double>(moe_blocks) * moe_inactive_parameters(o.moe);
       if (moe_blocks > 0) {
         plan->description += fmt::format(", {} of its blocks mixtures of {} experts, top {}",
                                          moe_blocks, o.moe.experts, o.moe.top_k);

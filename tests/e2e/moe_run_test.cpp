@@ -128,5 +128,64 @@ TEST_F(MoeRun, RouterLossesEnterTheLossWithTheirWeights) {
   EXPECT_NEAR(losses("weighted")[0] - losses("plain")[0], expected, 1e-5);
 }
 
+// Two data-parallel ranks record the measures of the whole global batch, as one process taking
+// the same 256 tokens in two micro-steps does: the ranks' expert counts are added before the
+// imbalance and dropped fraction are taken (equal, being counts), and the router losses are the
+// mean over all four micro-batches (equal to float rounding).
+TEST_F(MoeRun, TwoRanksRecordTheMeasuresOfTheWholeBatch) {
+  const std::string exp = moe_experiment();
+  const std::string same = " --set train.steps=3 --set eval.every=0 --set checkpoint.every=0";
+  auto single = run_kiln("run " + exp + " --name one" + same);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  auto codes = testing::run_ranks(2, "run " + exp + " --name two --set parallel.type=ddp" + same);
+  ASSERT_EQ(codes, (std::vector<int>{0, 0}));
+  // runs compare reads them as any metric: each group's mean is its one run's value.
+  auto compared = run_kiln(
+      "runs compare one two --group-by parallel.type --metric "
+      "moe_1.load_imbalance@step=3 --db " +
+      db());
+  ASSERT_EQ(compared.exit_code, 0) << compared.output;
+  const double at_3 = layer_values("one",
+                                   "step = 3 and layer_metrics.name = "
+                                   "'moe_1.load_imbalance'")
+                          .at(0);
+  EXPECT_NE(compared.output.find("moe_1.load_imbalance@step=3"), std::string::npos)
+      << compared.output;
+  const std::string section =
+      compared.output.substr(compared.output.find("moe_1.load_imbalance@step=3 ("));
+  size_t shown = 0;
+  for (size_t at = section.find(fmt::format(" {:.6f} ", at_3)); at != std::string::npos;
+       at = section.find(fmt::format(" {:.6f} ", at_3), at + 1))
+    ++shown;
+  EXPECT_EQ(shown, 2u) << compared.output;  // both groups' means, one run each
+  for (const char* name : {"load_imbalance", "dropped_fraction", "aux_loss", "z_loss"}) {
+    const std::string where = fmt::format("layer_metrics.name like '%.{}'", name);
+    const auto one = layer_values("one", where), two = layer_values("two", where);
+    ASSERT_EQ(one.size(), 3u * 2) << name;
+    ASSERT_EQ(two.size(), one.size()) << name;
+    for (size_t i = 0; i < one.size(); ++i)
+      EXPECT_NEAR(two[i], one[i], 1e-6) << name << " row " << i;
+  }
+}
+
+// kiln bench prints the parameters beside those a token uses, and records both: per block
+// q, k, v, o (4 x 32 x 32), two norms (2 x 32), the router (4 x 32) and 4 experts of
+// 3 x 32 x 32, of which a token uses 2; then the embedding and untied head (2 x 64 x 32) and the
+// final norm (32).
+TEST_F(MoeRun, BenchPrintsAndRecordsTotalAgainstActiveParameters) {
+  const double total = 2 * (4096 + 64 + 128 + 4 * 3072) + 2 * 64 * 32 + 32;
+  const double active = total - 2 * 2 * 3072;
+  auto bench = run_kiln("bench " + moe_experiment() + " --steps 1 --warmup 0 --record moe");
+  ASSERT_EQ(bench.exit_code, 0) << bench.output;
+  EXPECT_NE(bench.output.find(fmt::format("{:.2f}M parameters, {:.2f}M active per token",
+                                          total / 1e6, active / 1e6)),
+            std::string::npos)
+      << bench.output;
+  EXPECT_EQ(testing::query_doubles(db(), "select parameters from bench_results"),
+            std::vector<double>{total});
+  EXPECT_EQ(testing::query_doubles(db(), "select active_parameters from bench_results"),
+            std::vector<double>{active});
+}
+
 }  // namespace
 }  // namespace kiln

@@ -80,7 +80,8 @@ bool same_float(float written, std::optional<double> stored) {
 }
 
 // The store's rows of `run`, as TensorBoard should show them: train/<column> per metrics row,
-// <split>/loss per eval made in training, snapshot/<split>/loss per `kiln eval` row.
+// train/<name> per layer measure, <split>/loss per eval made in training, snapshot/<split>/loss
+// per `kiln eval` row.
 Series expected_series(const std::string& db, const std::string& run) {
   const char* const columns[] = {"loss",         "lr",          "grad_norm",  "tokens_per_sec",
                                  "dt_ms",        "tokens_seen", "loss_scale", "skipped",
@@ -98,6 +99,12 @@ Series expected_series(const std::string& db, const std::string& run) {
       out[std::string("train/") + columns[i]][static_cast<int64_t>(*row[0])] =
           static_cast<float>(row[i + 1].value_or(std::nan("")));
     }
+  }
+  const auto layer_names = testing::query(db, "select name from layer_metrics" + of_run);
+  const auto layer_values = numbers(db, "select step, value from layer_metrics" + of_run);
+  for (size_t i = 0; i < layer_names.size(); ++i) {
+    out["train/" + layer_names[i][0]][static_cast<int64_t>(*layer_values[i][0])] =
+        static_cast<float>(*layer_values[i][1]);
   }
   const std::string order = " order by step, split, checkpoint";
   const auto names = testing::query(db, "select split, checkpoint from evals" + of_run + order);
@@ -195,6 +202,31 @@ TEST_F(TensorBoard, TrainingWritesTheStoresRowsAndExportWritesThemAgain) {
       run_kiln("runs export live --format tensorboard -o " + snapshots + "/tb --db " + db()),
       "into snapshots", "that is inside the run folder '" + folder + "'");
   EXPECT_FALSE(fs::exists(snapshots + "/tb"));
+}
+
+// A mixture of experts' layer measures are scalars as a row's columns are, train/moe_L.NAME, in
+// the file written in training and in the export.
+TEST_F(TensorBoard, LayerMeasuresAreScalarsBesideTheRowsColumns) {
+  const std::string tb = dir_ / "tb";
+  const std::string moe =
+      " --set model.type=llama --set model.moe_experts=4 --set model.moe_top_k=2 "
+      "--set train.steps=5 --set eval.every=0";
+  const auto trained = run_kiln("run " + experiment("[metrics]\ntensorboard = \"" + tb + "\"\n") +
+                                " --name moe" + moe);
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const Series live = series_of(event_files(tb + "/moe"));
+  for (const char* name : {"aux_loss", "z_loss", "load_imbalance", "dropped_fraction"}) {
+    for (const char* layer : {"moe_0.", "moe_1."}) {
+      const std::string tag = std::string("train/") + layer + name;
+      ASSERT_TRUE(live.count(tag)) << tag;
+      EXPECT_EQ(live.at(tag).size(), 5u) << tag;
+    }
+  }
+  expect_same_series(live, expected_series(db(), "moe"), "trained");
+  const std::string out = dir_ / "exported";
+  ASSERT_EQ(run_kiln("runs export moe --format tensorboard -o " + out + " --db " + db()).exit_code,
+            0);
+  expect_same_series(series_of(event_files(out + "/moe")), live, "exported vs trained");
 }
 
 TEST_F(TensorBoard, AResumedRunAppendsAFileThatReadsAsTheStoresRows) {

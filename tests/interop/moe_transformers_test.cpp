@@ -36,7 +36,7 @@ void write_case(const std::string& path, MoeOptions o) {
   const at::Tensor x = torch::randn({3, 7, o.n_embd});
   const at::Tensor y = layer->forward(x).detach().contiguous();
   std::map<std::string, double> measured;
-  for (const auto& [name, value] : layer->take_measures())
+  for (const auto& [name, value] : moe_measures(layer->take_tallies()))
     measured[name] = value;
   const at::Tensor aux = torch::tensor({static_cast<float>(measured.at("aux_loss"))});
   const at::Tensor z = torch::tensor({static_cast<float>(measured.at("z_loss"))});

@@ -14,10 +14,13 @@ and with `scale` (a store of 100 runs of 10,000 steps):
 and with `ladder SWEEP` (an asha sweep's store), after clicking the sweep's name in the table:
   rung STEP KEEP NAME,NAME,...   each column of the ladder: its step, how many go on (the
                                  dashed line under that member), its members top to bottom
+and with `layers RUN` (a run of a mixture of experts), after ticking the run in the table:
+  layer NAME STEP:VALUE,...      each chart of a layer measure: the points it draws of the run
+  compare-metric NAME            each layer measure the compare view offers to group by
 and in every mode, last: `pageerror MESSAGE` for each uncaught error or unhandled rejection of
 the page, and `failed MESSAGE` (exit status 1) where a step did not happen in time.
-Usage: .venv/bin/python3 dashboard_browser.py live|scale|ladder URL SCREENSHOT.png
-       [WATCH_SECONDS|SWEEP]
+Usage: .venv/bin/python3 dashboard_browser.py live|scale|ladder|layers URL SCREENSHOT.png
+       [WATCH_SECONDS|SWEEP|RUN]
 """
 import base64
 import os
@@ -196,6 +199,37 @@ def ladder(driver, url, shot, sweep):
     screenshot(driver, shot, full_page=True)
 
 
+def layers(driver, url, shot, run):
+    driver.get(url)
+    wait_for(driver, 'return document.querySelectorAll("#runs tbody tr").length > 0;',
+             "rows in the table", 30)
+    driver.execute_script(
+        """document.querySelector(`#runs tbody tr[data-name="${arguments[0]}"] input`).click();""",
+        run)
+    # Every chart drawn: the layer measures' are the last ones made.
+    wait_for(driver, """const plots = window.kilnCharts || {};
+                        const names = Object.keys(plots);
+                        return names.length === document.querySelectorAll(".chart").length &&
+                               names.some(n => n.startsWith("moe_"));""", "layer charts", 30)
+    charts = driver.execute_script("""
+        return Object.entries(window.kilnCharts).filter(([name]) => name.startsWith("moe_"))
+            .map(([name, plot]) => name + " " + plot.data[0]
+                .map((x, i) => [x, plot.data[1][i]]).filter(([, y]) => y !== null)
+                .map(([x, y]) => `${x}:${y}`).join(","));""")
+    for chart in sorted(charts):
+        say("layer " + chart)
+    screenshot(driver, shot, full_page=True)
+    # The compare view of that run alone, as its address names it.
+    driver.execute_script("""location.hash = "#compare/" + document.querySelector(
+                             `#runs tbody tr[data-name="${arguments[0]}"]`).dataset.id;""", run)
+    wait_for(driver, 'return document.getElementById("group-metric") !== null;',
+             "compare form", 30)
+    for name in driver.execute_script(
+            """return [...document.querySelectorAll("#group-metric option")]
+                   .map(o => o.value).filter(v => v.startsWith("moe_"));"""):
+        say("compare-metric " + name)
+
+
 def start_browser():
     options = webdriver.ChromeOptions()
     options.binary_location = os.environ.get("KILN_CHROMIUM", "/usr/bin/chromium")
@@ -236,7 +270,7 @@ def one_line(error):
 
 
 def main(argv):
-    if len(argv) < 3 or argv[0] not in ("live", "scale", "ladder"):
+    if len(argv) < 3 or argv[0] not in ("live", "scale", "ladder", "layers"):
         sys.exit(__doc__.split("Usage: ")[1])
     mode, url, shot = argv[:3]
     extra = argv[3] if len(argv) > 3 else "10"
@@ -248,6 +282,8 @@ def main(argv):
             scale(driver, url, shot)
         elif mode == "ladder":
             ladder(driver, url, shot, extra)
+        elif mode == "layers":
+            layers(driver, url, shot, extra)
         else:
             live(driver, url, shot, extra)
         report_page_errors(driver)

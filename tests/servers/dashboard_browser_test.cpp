@@ -241,5 +241,48 @@ TEST_F(DashboardBrowser, AnAshaSweepsLadderFromItsNameInTheTable) {
   EXPECT_EQ(lines_of(output, "rung"), expected) << output;
 }
 
+// A mixture of experts' layer measures through the page: a chart for each, whose points are the
+// run store's values at their steps, and the compare view offers each as a metric to group by.
+TEST_F(DashboardBrowser, ARunsLayerMeasuresAreChartsAndCompareMetrics) {
+  if (const std::string reason = missing(); !reason.empty()) KILN_SERVER_UNAVAILABLE(reason);
+  const CommandResult moe =
+      run_kiln("run " + experiment() +
+               " --set run.name=moe --set model.type=llama --set model.moe_experts=4 "
+               "--set model.moe_top_k=2 --set train.steps=4 --set eval.every=0");
+  ASSERT_EQ(moe.exit_code, 0) << moe.output;
+  ServeProcess server(db(), dir_ / "serve.log");
+  ASSERT_GT(server.port(), 0) << server.output();
+  const std::string output = drive_browser(
+      {"layers", server.url(), artifact("dashboard_layers.png"), "moe"}, dir_ / "layers.log");
+  EXPECT_EQ(lines_of(output, "pageerror"), std::vector<std::string>{}) << output;
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> stored;
+  const auto values = query_doubles(db(), "select value from layer_metrics order by step, name");
+  const auto rows = query(db(), "select name, step from layer_metrics order by step, name");
+  for (size_t i = 0; i < rows.size(); ++i)
+    stored[rows[i][0]].emplace_back(std::stoll(rows[i][1]), values[i]);
+  ASSERT_EQ(stored.size(), 8u);  // two blocks, four measures each
+  const std::vector<std::string> charts = lines_of(output, "layer");
+  ASSERT_EQ(charts.size(), stored.size()) << output;
+  std::vector<std::string> names;
+  for (const auto& [name, points] : stored) {
+    names.push_back(name);
+    const std::string& chart = charts[names.size() - 1];
+    ASSERT_EQ(chart.substr(0, name.size() + 1), name + " ") << output;
+    std::istringstream drawn(chart.substr(name.size() + 1));
+    size_t i = 0;
+    for (std::string point; std::getline(drawn, point, ','); ++i) {
+      ASSERT_LT(i, points.size()) << chart;
+      const size_t colon = point.find(':');
+      EXPECT_EQ(std::stoll(point.substr(0, colon)), points[i].first) << chart;
+      // Six significant digits: what the page is sent of a chart's value.
+      EXPECT_EQ(std::stod(point.substr(colon + 1)),
+                std::stod(fmt::format("{:.6g}", points[i].second)))
+          << chart;
+    }
+    EXPECT_EQ(i, points.size()) << chart;
+  }
+  EXPECT_EQ(lines_of(output, "compare-metric"), names) << output;
+}
+
 }  // namespace
 }  // namespace kiln::testing

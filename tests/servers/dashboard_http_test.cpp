@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/store/runs/layer_metrics.h"
 #include "core/store/runs/sweep_claims.h"
 #include "core/store/runs/writer.h"
 #include "dashboard_server.h"
@@ -144,6 +145,36 @@ TEST_F(DashboardHttp, MetricsCarryTheTaskScoresOfTraining) {
   EXPECT_EQ(body["tasks"]["arith.exact_match"]["value"], Json::parse("[0.125]"));
   EXPECT_EQ(body["tasks"].size(), 2u);
   EXPECT_TRUE(get_json(fmt::format("/api/metrics?run={}", id_of("lr1")))["tasks"].empty());
+}
+
+// A layer's measures (moe_1.aux_loss) come by name with the steps of the rows they were stored
+// with, and compare offers them and groups them as any metric: here lr3 and its rerun, 0.5 apart.
+TEST_F(DashboardHttp, MetricsAndCompareCarryTheLayerMeasures) {
+  const int64_t lr3 = id_of("lr3"), rerun = id_of("lr3-rerun");
+  {
+    RunStore store(db_path());
+    for (const int64_t run : {lr3, rerun}) {
+      for (int64_t step = 1; step <= 4; ++step) {
+        const double aux = 2.0 + static_cast<double>(step) / 4 + (run == rerun ? 0.5 : 0.0);
+        write_layer_metrics(store.connection(), run, step,
+                            {{"moe_1.aux_loss", aux}, {"moe_1.load_imbalance", 1.0 + step}});
+      }
+    }
+  }
+  Json body = get_json(fmt::format("/api/metrics?run={}&after=2", lr3));
+  EXPECT_EQ(body["layers"]["moe_1.aux_loss"]["step"], Json::parse("[3,4]"));
+  EXPECT_EQ(body["layers"]["moe_1.aux_loss"]["value"], Json::parse("[2.75,3.0]"));
+  EXPECT_EQ(body["layers"]["moe_1.load_imbalance"]["value"], Json::parse("[4.0,5.0]"));
+  EXPECT_EQ(body["layers"].size(), 2u);
+  EXPECT_TRUE(get_json(fmt::format("/api/metrics?run={}&after=4", lr3))["layers"].empty());
+  EXPECT_TRUE(get_json(fmt::format("/api/metrics?run={}", id_of("lr1")))["layers"].empty());
+
+  body = get_json(fmt::format("/api/compare?runs={}&group_by=optimizer.lr&metric=moe_1.aux_loss",
+                              url_encode(fmt::format("{},{}", lr3, rerun))));
+  EXPECT_EQ(body["layer_measures"], Json::parse(R"(["moe_1.aux_loss","moe_1.load_imbalance"])"));
+  ASSERT_EQ(body["groups"].size(), 1u) << body;
+  EXPECT_EQ(body["groups"][0]["x"], Json::parse("[1,2,3,4]"));
+  EXPECT_EQ(body["groups"][0]["mean"], Json::parse("[2.5,2.75,3.0,3.25]"));
 }
 
 TEST_F(DashboardHttp, RunPageHasConfigEvalsSnapshotsAndResumes) {

@@ -16,6 +16,7 @@
 #include "core/store/history/queries.h"
 #include "core/store/history/reader.h"
 #include "core/store/history/rung_ladder.h"
+#include "core/store/runs/layer_metrics.h"
 #include "core/store/runs/task_scores.h"
 #include "core/util/error.h"
 #include "core/util/text.h"
@@ -134,7 +135,16 @@ Json metric_columns(HistoryDb& db, int64_t run_id, int64_t after, bool& more) {
 Json metrics_view(HistoryDb& db, const DashboardParams& params) {
   const RunRecord run = run_by_id(db, required_id(params, "run"));
   bool more = false;
-  Json rows = metric_columns(db, run.id, whole_param(params, "after", 0), more);
+  const int64_t after = whole_param(params, "after", 0);
+  Json rows = metric_columns(db, run.id, after, more);
+  // The layer measures of the same steps as the rows (moe_1.aux_loss), one series per name.
+  Json layers = Json::object();
+  const int64_t last = rows["step"].empty() ? after : rows["step"].back().get<int64_t>();
+  for (const LayerMetricRow& row : read_layer_metrics(db.connection(), run.id, after, last)) {
+    Json& series = layers[row.name];
+    series["step"].push_back(row.step);
+    series["value"].push_back(chart_value(row.value));
+  }
   Json eval_steps = Json::array(), eval_losses = Json::array();
   Statement evals(db.connection(),
                   "SELECT step, loss FROM evals WHERE run_id = ? AND split = 'val' AND "
@@ -161,7 +171,8 @@ Json metrics_view(HistoryDb& db, const DashboardParams& params) {
           {"more", more},
           {"rows", std::move(rows)},
           {"evals", {{"step", eval_steps}, {"loss", eval_losses}}},
-          {"tasks", std::move(tasks)}};
+          {"tasks", std::move(tasks)},
+          {"layers", std::move(layers)}};
 }
 
 Json step_loss(const std::optional<StepLoss>& best) {
@@ -253,7 +264,10 @@ Json compare_view(HistoryDb& db, const DashboardParams& params) {
     names.push_back({{"id", run.id}, {"name", run.name}});
   for (const auto& [key, values] : differing_config(runs))
     differing.push_back({{"key", key}, {"values", values}});
-  Json out = {{"runs", names}, {"differing", differing}};
+  // Metrics to group by beside the fixed ones: the store's layer measures (moe_1.aux_loss).
+  Json out = {{"runs", names},
+              {"differing", differing},
+              {"layer_measures", layer_metric_names(db.connection())}};
   if (!list_param(params, "group_by").empty()) add_groups(db, runs, params, out);
   return out;
 }

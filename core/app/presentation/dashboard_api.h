@@ -26,12 +26,14 @@ struct DashboardReply {
 //                                      sorted by the --where language
 //   metrics  ?run=ID&after=S&evals_after=E
 //                                      the run's metrics rows after step S and its validation
-//                                      evals after step E, column by column, for live curves
+//                                      evals after step E, column by column, for live curves,
+//                                      with the same steps' layer measures by name
 //   run      ?run=ID                   a run page: summary, resolved config, evals, snapshots,
 //                                      resumes
 //   compare  ?runs=ID,ID...&group_by=auto|KEY,KEY&metric=M&x=X&smooth=K&band=ci|minmax
-//                                      config keys that differ, and with group_by the seeds'
-//                                      grouped report and the mean curve of each group in its band
+//                                      config keys that differ, the layer measures there are to
+//                                      pick as M, and with group_by the seeds' grouped report and
+//                                      the mean curve of each group in its band
 //   ladder   ?sweep=NAME               an asha sweep's rungs, each with its members best first:
 //                                      value of the metric at the rung's step, place, state
 // Anything else is a 404.

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "core/store/runs/layer_metrics.h"
 #include "core/store/runs/paths.h"
 #include "core/store/tensorboard/run_log.h"
 #include "core/util/error.h"
@@ -53,7 +54,13 @@ std::string run_records(HistoryDb& db, const RunRecord& run) {
     for (; next_task < tasks.size() && tasks[next_task].step <= step; ++next_task)
       out += task_record(start + elapsed, tasks[next_task]);
   };
-  for (const MetricRow& row : run_metric_rows(db, run.id)) {
+  const std::vector<LayerMetricRow> layers = read_layer_metrics(db.connection(), run.id);
+  size_t next_layer = 0;
+  for (MetricRow row : run_metric_rows(db, run.id)) {
+    for (; next_layer < layers.size() && layers[next_layer].step <= row.step; ++next_layer) {
+      const LayerMetricRow& measure = layers[next_layer];
+      if (measure.step == row.step) row.layer_measures.emplace_back(measure.name, measure.value);
+    }
     if (std::isfinite(row.dt_ms)) elapsed += row.dt_ms / 1000.0;
     out += metric_record(start + elapsed, row);
     evals_up_to(row.step);

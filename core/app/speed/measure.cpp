@@ -283,13 +283,16 @@ BenchResult run_bench(const ResolvedConfig& config, const BenchOptions& options)
   r.achieved_flops = flops_per_token * r.tokens_per_sec;
   const std::string mfu = measure_mfu(r, run, cpu);
   r.peak_memory_mb = peak_rss_mb();
+  r.parameters = run.model_plan->parameters;
+  r.active_parameters = run.model_plan->parameters - run.model_plan->inactive_parameters;
 
   std::string out = fmt::format(
-      "kiln bench {}: model {} {:.2f}M parameters | {} tokens/step ({} x {} x {} micro-steps) | "
+      "kiln bench {}: model {} {:.2f}M parameters, {:.2f}M active per token | {} tokens/step ({} "
+      "x {} x {} micro-steps) | "
       "{} | {} CPU threads | precision {}\n{}\n"
       "{} timed steps after {} warm-up; phases timed with a device sync at each boundary\n\n",
-      config.experiment, config.type("model"), run.model_plan->parameters / 1e6, run.batch_tokens,
-      run.train.micro_batch, run.train.seq_len, run.grad_accum, run.device.str(),
+      config.experiment, config.type("model"), *r.parameters / 1e6, *r.active_parameters / 1e6,
+      run.batch_tokens, run.train.micro_batch, run.train.seq_len, run.grad_accum, run.device.str(),
       at::get_num_threads(), config.type("precision"), cpu_runtime_report(), options.steps,
       options.warmup);
   out += fmt::format("{:<15} {:>10} {:>8}\n", "phase", "ms/step", "share");
@@ -305,7 +308,8 @@ BenchResult run_bench(const ResolvedConfig& config, const BenchOptions& options)
   out += fmt::format("{:<15} {:>10.3f}\n\n", "step", r.ms.step);
   out += fmt::format(
       "tokens/s        {:.0f}\n"
-      "model FLOPs     {:.3g} per token (6N + 12 L H Q T for gpt) -> {:.2f} GFLOP/s achieved\n",
+      "model FLOPs     {:.3g} per token (6N + 12 L H Q T for gpt, N the active parameters) -> "
+      "{:.2f} GFLOP/s achieved\n",
       r.tokens_per_sec, flops_per_token, r.achieved_flops / 1e9);
   out += mfu;
   out += fmt::format(

@@ -16,12 +16,14 @@ void write_layer_metrics(Connection& db, int64_t run_id, int64_t step,
   }
 }
 
-std::vector<LayerMetricRow> read_layer_metrics(Connection& db, int64_t run_id) {
+std::vector<LayerMetricRow> read_layer_metrics(Connection& db, int64_t run_id, int64_t after,
+                                               int64_t last) {
   std::vector<LayerMetricRow> rows;
   if (!has_table(db, "layer_metrics")) return rows;
   Statement q(db,
-              "SELECT step, name, value FROM layer_metrics WHERE run_id = ? ORDER BY step, name",
-              {run_id});
+              "SELECT step, name, value FROM layer_metrics WHERE run_id = ? AND step > ? AND "
+              "step <= ? ORDER BY step, name",
+              {run_id, after, last});
   while (q.step())
     rows.push_back({q.integer(0), q.text(1), q.real(2)});
   return rows;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,8 +26,11 @@ struct LayerMetricRow {
 // Inside the caller's transaction; a row with the same run, step and name replaces the old one.
 void write_layer_metrics(Connection& db, int64_t run_id, int64_t step,
                          const LayerMeasures& measures);
-// In order of step and name; none on a store older than migration 18.
-std::vector<LayerMetricRow> read_layer_metrics(Connection& db, int64_t run_id);
+// Those of the steps after `after` up to `last`, in order of step and name; none on a store
+// older than migration 18.
+std::vector<LayerMetricRow> read_layer_metrics(Connection& db, int64_t run_id,
+                                               int64_t after = std::numeric_limits<int64_t>::min(),
+                                               int64_t last = std::numeric_limits<int64_t>::max());
 // Every name any run of the store has.
 std::vector<std::string> layer_metric_names(Connection& db);
 

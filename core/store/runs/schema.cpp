@@ -234,6 +234,10 @@ const char* const kMigrations[] = {
       PRIMARY KEY (run_id, step, name)
     ) WITHOUT ROWID;
     )sql",
+    // 19: a bench result's total and active parameters (core/store/runs/speed_records.h); the
+    // results recorded before it have neither.
+    "ALTER TABLE bench_results ADD COLUMN parameters REAL; "
+    "ALTER TABLE bench_results ADD COLUMN active_parameters REAL;",
 };
 
 const int64_t kKnownSchema = static_cast<int64_t>(std::size(kMigrations));

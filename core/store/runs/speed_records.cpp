@@ -16,8 +16,8 @@ constexpr const char* kColumns =
     "git_commit, experiment, config_hash, cpu_model, cpus, cpu_features, device, threads, blas, "
     "steps, warmup, tokens_per_sec, step_ms, data_ms, forward_ms, backward_ms, communication_ms, "
     "optimizer_ms, logging_ms, achieved_flops, hardware_peak_flops, measured_peak_flops, mfu, "
-    "mfu_of_measured_peak, peak_memory_mb";
-constexpr int kColumnCount = 25;
+    "mfu_of_measured_peak, peak_memory_mb, parameters, active_parameters";
+constexpr int kColumnCount = 27;
 
 bool is_label_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
@@ -51,6 +51,8 @@ BenchRecord read_record(const Statement& row) {
   r.mfu = row.maybe_real(i++);
   r.mfu_of_measured_peak = row.real(i++);
   r.peak_memory_mb = row.real(i++);
+  r.parameters = row.maybe_real(i++);
+  r.active_parameters = row.maybe_real(i++);
   return r;
 }
 
@@ -97,7 +99,7 @@ void insert_bench_record(Connection& db, const BenchRecord& record) {
   insert.bind(18, r.ms.communication).bind(19, r.ms.optimizer).bind(20, r.ms.logging);
   insert.bind(21, r.achieved_flops).bind(22, r.hardware_peak_flops);
   insert.bind(23, r.measured_peak_flops).bind(24, r.mfu).bind(25, r.mfu_of_measured_peak);
-  insert.bind(26, r.peak_memory_mb);
+  insert.bind(26, r.peak_memory_mb).bind(27, r.parameters).bind(28, r.active_parameters);
   insert.step();
   write.commit();
 }

@@ -44,6 +44,9 @@ struct BenchRecord {
   std::optional<double> mfu;                  // achieved / hardware peak
   double mfu_of_measured_peak = 0;            // achieved / measured peak
   double peak_memory_mb = 0;
+  // The model's parameters, and those a token uses (a mixture of experts' top k, not all of
+  // them); none in a record from before they were kept.
+  std::optional<double> parameters, active_parameters;
 };
 
 // A label is 1 to 64 letters, digits, '.', '_' and '-', not starting with '-' or '.': it goes

@@ -61,6 +61,8 @@ std::vector<ScalarValue> metric_scalars(const MetricRow& row) {
                                   {"train/skipped", row.skipped ? 1.0 : 0.0}};
   if (row.rank_skew_ms) out.push_back({"train/rank_skew_ms", *row.rank_skew_ms});
   if (row.bubble) out.push_back({"train/bubble", *row.bubble});
+  for (const auto& [name, value] : row.layer_measures)
+    out.push_back({"train/" + name, value});
   return out;
 }
 

@@ -9,7 +9,8 @@
 //   - one event per metrics row, at its step: train/<column> for every column of the row
 //     (train/loss, train/lr, train/grad_norm, train/tokens_per_sec, train/dt_ms,
 //     train/tokens_seen, train/loss_scale, train/skipped as 0 or 1, and train/rank_skew_ms and
-//     train/bubble when the row has them);
+//     train/bubble when the row has them), and train/<name> for each of the step's layer
+//     measures (train/moe_1.load_imbalance; core/store/runs/layer_metrics.h);
 //   - one event per eval, at its step: <split>/loss (val/loss, test/loss) for the evals made
 //     during training, snapshot/<split>/loss for those `kiln eval` made of a snapshot;
 //   - one event per task score, at its step: task/<task>/<metric> (task/kjv_cloze/acc_norm),

@@ -65,7 +65,7 @@ TEST(MoeCapacity, TheLayerCountsAndLeavesOutDroppedAssignments) {
   layer->train();
   const at::Tensor y = layer->forward(x)[0];
   std::map<std::string, double> m;
-  for (const auto& [name, value] : layer->take_measures())
+  for (const auto& [name, value] : moe_measures(layer->take_tallies()))
     m[name] = value;
   EXPECT_DOUBLE_EQ(m.at("dropped_fraction"), 0.25);
   EXPECT_DOUBLE_EQ(m.at("load_imbalance"), 2.0);

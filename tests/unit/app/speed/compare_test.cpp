@@ -63,6 +63,8 @@ TEST_F(BenchRecords, ARecordComesBackFieldForField) {
   BenchRecord put = result("baseline", 16496, 124.151);
   put.hardware_peak_flops.reset();  // a GPU: no hardware peak known
   put.mfu.reset();
+  put.parameters = 37280;  // a mixture of experts: a token uses two thirds of them
+  put.active_parameters = 24992;
   insert_bench_record(db(), put);
   const auto got = find_bench_record(db(), "baseline");
   ASSERT_TRUE(got);
@@ -80,9 +82,13 @@ TEST_F(BenchRecords, ARecordComesBackFieldForField) {
   EXPECT_EQ(got->mfu, std::nullopt);
   EXPECT_EQ(got->mfu_of_measured_peak, 85.0 / 185);
   EXPECT_EQ(got->peak_memory_mb, 256);
+  EXPECT_EQ(got->parameters, 37280);
+  EXPECT_EQ(got->active_parameters, 24992);
   // The SQL columns a user queries hold the same.
-  EXPECT_EQ(query(store_.path(), "select label, step_ms, forward_ms, cpus from bench_results")[0],
-            (std::vector<std::string>{"baseline", "124.151", "40.0", "2"}));
+  EXPECT_EQ(query(store_.path(),
+                  "select label, step_ms, forward_ms, cpus, parameters, active_parameters from "
+                  "bench_results")[0],
+            (std::vector<std::string>{"baseline", "124.151", "40.0", "2", "37280.0", "24992.0"}));
   EXPECT_EQ(find_bench_record(db(), "other"), std::nullopt);
 }
 

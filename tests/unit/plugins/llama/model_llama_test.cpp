@@ -195,6 +195,31 @@ TEST(Llama, PlanCountsWhatIsBuiltAndFlopsFollowTheFormula) {
   EXPECT_DOUBLE_EQ(model->flops_per_token(16), 6 * n + 12.0 * 2 * 4 * 8 * 16);
 }
 
+// A mixture of experts counts, per token, its top k of the routed experts and every other
+// parameter (router and shared experts included): here from the built model's own tensors, a
+// routed expert tensor weighing k / E of its size. Blocks 2 and 4 of 4 are MoE (moe_every = 2).
+TEST(Llama, AnMoeTokenUsesItsTopKExpertsAndTheSharedOnes) {
+  const std::vector<std::string> moe = {
+      "model.n_layer=4",      "model.n_head=4",      "model.n_kv_head=2",
+      "model.n_embd=32",      "model.ffn_dim=48",    "model.block_size=16",
+      "model.vocab_size=50",  "model.moe_experts=8", "model.moe_top_k=2",
+      "model.moe_ffn_dim=24", "model.moe_every=2",   "model.moe_shared_experts=1"};
+  auto p = plan(moe);
+  auto model = build_model(*p);
+  double active = 0, routed = 0;
+  for (const auto& item : model->named_parameters()) {
+    const double size = static_cast<double>(item.value().numel());
+    const bool expert = item.key().find(".mlp.experts.") != std::string::npos;
+    routed += expert ? size : 0;
+    active += expert ? size * 2 / 8 : size;
+  }
+  EXPECT_EQ(routed, 2.0 * 8 * 3 * 32 * 24);  // two blocks of 8 SwiGLU experts 24 wide
+  EXPECT_EQ(p->parameters, static_cast<double>(model->parameter_count()));
+  EXPECT_EQ(p->parameters - p->inactive_parameters, active);
+  // Untied: the embedding's 50 x 32 is a lookup, left out of the FLOPs.
+  EXPECT_DOUBLE_EQ(model->flops_per_token(16), 6 * (active - 50 * 32) + 12.0 * 4 * 4 * 8 * 16);
+}
+
 TEST(Llama, SwigluWidthFollowsMetasRounding) {
   // Llama 2 7B: 11008; Llama 3 8B (multiplier 1.3, multiple of 1024): 14336 (Meta's params.json).
   EXPECT_NE(plan({"model.n_embd=4096", "model.n_head=32"})->description.find("ffn_dim 11008"),
