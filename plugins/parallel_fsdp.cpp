@@ -4,10 +4,10 @@
 // each; gradients are summed over the ranks as backward produces them, each rank keeping its
 // block (core/distributed/fsdp_units.h says how and what it costs on Gloo). Every micro-step of
 // gradient accumulation communicates, so no whole gradient outlives the next layer's backward.
-// The optimizer steps on the blocks; clipping uses the norm summed over all blocks. Snapshots
-// hold whole weights and optimizer state (every rank gathers them first), so a run resumes at
-// any world size and under any strategy. An adapter's frozen base is sharded and gathered as
-// any weight, its tensors with their layer's.
+// The optimizer steps on the blocks; clipping uses the norm summed over all blocks. In a snapshot
+// each rank writes its blocks (the real rows of them) of every weight and optimizer state, and a
+// run resumes at any world size and under any strategy, each rank reading the rows it holds. An
+// adapter's frozen base is sharded and gathered as any weight, its tensors with their layer's.
 #include <fmt/format.h>
 
 #include "core/api/model.h"
@@ -51,8 +51,10 @@ class FullyShardedDataParallel : public DataParallel {
     return sum(local_norm * local_norm).sqrt();
   }
 
-  void gather_state(Model&, torch::optim::Optimizer& optimizer) override {
-    units_->gather(optimizer);
+  std::vector<StateSlice> state_slices(Model& model, torch::optim::Optimizer* optimizer) override {
+    std::vector<StateSlice> slices = whole_state_slices(model, optimizer, rank() == 0);
+    units_->declare_blocks(slices);
+    return slices;
   }
 
   void shard_state(Model&, torch::optim::Optimizer& optimizer) override {

@@ -12,20 +12,17 @@
 // Every rank builds the whole model (rank 0's weights are broadcast) but computes and updates only
 // its stage's layers; layers it does not touch go back to host memory. A weight tied across
 // stages (gpt's token embedding, also its output projection) lives on both stages, and their
-// gradients are summed between the two, so both copies take the same update. Snapshots are
-// whole: before one, the first replica of every stage sends its weights and optimizer state to
-// rank 0, so a pipelined run resumes at any shape (or under ddp, or on one process) and kiln
-// eval / sample / export read its snapshots as any other.
+// gradients are summed between the two, so both copies take the same update. In a snapshot the
+// first replica of every stage writes its weights and optimizer state (state_slices), so a
+// pipelined run resumes at any shape (or under ddp, or on one process) and kiln eval / sample /
+// export read its snapshots as any other.
 #include <chrono>
 #include <deque>
-#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
 
 #include "core/api/data_source.h"
 #include "core/api/model.h"
@@ -213,34 +210,27 @@ class Pipeline : public DataParallel {
     return (sum(squares.clamp_min(0)) / static_cast<double>(dp_)).sqrt();
   }
 
-  void gather_state(Model& model, torch::optim::Optimizer& optimizer) override {
-    if (world_size() == 1) return;
-    std::vector<at::Tensor> all = model.parameters();
-    const std::string key = fmt::format("pipeline/{}/", gathers_++);  // new keys every time
-    if (replica_ == 0 && stage_ > 0) {
-      torch::serialize::OutputArchive archive;
-      for (size_t i = 0; i < all.size(); ++i) {
-        if (keep_.count(all[i].unsafeGetTensorImpl())) archive.write(fmt::format("p{}", i), all[i]);
-      }
-      std::ostringstream bytes;
-      archive.save_to(bytes);
-      comm().put(key + "weights/" + std::to_string(stage_), bytes.str());
-    } else if (rank() == 0) {
-      at::NoGradGuard no_grad;
-      for (int s = 1; s < pp_; ++s) {
-        std::istringstream bytes(comm().take(key + "weights/" + std::to_string(s)));
-        torch::serialize::InputArchive archive;
-        archive.load_from(bytes);
-        for (size_t i = 0; i < all.size(); ++i) {
-          at::Tensor weight;
-          if (archive.try_read(fmt::format("p{}", i), weight)) all[i].copy_(weight);
-        }
+  // Every rank reads the whole model (a stage's copy of another's layers stays unused) and the
+  // optimizer state of its stage; the first replica's stage writes the weights its layers
+  // register and their state (a tied weight: the stage that registers it), rank 0 the buffers.
+  std::vector<StateSlice> state_slices(Model& model, torch::optim::Optimizer* optimizer) override {
+    std::unordered_set<const void*> borrowed;
+    for (const auto& t : tied_) {
+      if (!t.owned) borrowed.insert(t.parameter.unsafeGetTensorImpl());
+    }
+    std::vector<StateSlice> slices;
+    for (auto& slice : whole_state_slices(model, optimizer, rank() == 0)) {
+      if (!slice.parameter.defined()) {
+        slices.push_back(std::move(slice));
+        continue;
       }
     }
-    std::vector<int> leaders;  // stage s of the first replica is rank s
-    for (int s = 1; s < pp_; ++s)
-      leaders.push_back(s);
-    gather_optimizer_state(comm(), optimizer, leaders, key + "optimizer/");
+      const void* param = slice.parameter.unsafeGetTensorImpl();
+      const bool state = slice.tensor.rfind("optimizer/", 0) == 0;
+      if (state && !keep_.count(param)) continue;
+      slice.writes = replica_ == 0 && keep_.count(param) && !borrowed.count(param);
+      slices.push_back(std::move(slice));
+    return slices;
   }
 
   void shard_state(Model&, torch::optim::Optimizer& optimizer) override {
@@ -355,7 +345,6 @@ class Pipeline : public DataParallel {
   std::unique_ptr<Communicator> stage_group_;  // the replicas of this stage
   std::unique_ptr<OverlappedAllReduce> all_reduce_;
   PassTimes times_;
-  int64_t gathers_ = 0;  // snapshots so far
 };
 
 std::vector<ParamSpec> pipeline_params() {

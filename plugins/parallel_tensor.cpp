@@ -9,9 +9,10 @@
 // place, overlapped with backward like ddp); replicated parameters (embeddings, norms, the head)
 // get equal gradients on every rank of a tp group, which Megatron's pairing of enter and leave
 // guarantees, so they need nothing more; an adapter's tensors are cut with their layer, and its
-// whole ones get their gradients summed over the tp group (core/api/adapter.h). Snapshots hold
-// whole weights and optimizer state (the tp groups gather them), so a run resumes at any mesh,
-// world size or strategy.
+// whole ones get their gradients summed over the tp group (core/api/adapter.h). In a snapshot
+// each rank of the first replica writes its slices (state_slices), so a run resumes at any
+// mesh, world size or strategy.
+#include <unordered_map>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -150,22 +151,35 @@ class TensorParallel : public DataParallel {
     return (sliced[0] + replicated).sqrt().to(local_norm.scalar_type());
   }
 
-  void gather_state(Model&, torch::optim::Optimizer& optimizer) override {
-    at::NoGradGuard no_grad;
-    for (auto& s : sliced_) {
-      const auto whole_of = [&](const at::Tensor& slice) {
-        std::vector<at::Tensor> slots;
-        for (int r = 0; r < mesh_.tp; ++r)
-          slots.push_back(at::empty_like(slice, at::MemoryFormat::Contiguous));
-        tp_comm_->all_gather(slice.contiguous(), slots);
-        return whole_from_slices(slots, s.split);
-      };
-      // Each state tensor is laid out as its parameter (DeclaredState): cut and joined alike.
-      for (at::Tensor* t : parameter_state(optimizer, s.param))
-        *t = whole_of(*t);
-      s.param.set_data(whole_of(s.param.detach()));
+  // A sliced weight's part on this rank is one box per stacked block (gpt's fused q, k, v: 3),
+  // each written by the first replica's rank; replicated ones are rank 0's to write.
+  std::vector<StateSlice> state_slices(Model& model, torch::optim::Optimizer* optimizer) override {
+    std::unordered_map<const void*, const Sliced*> sliced;
+    for (const auto& s : sliced_)
+      sliced.emplace(s.param.unsafeGetTensorImpl(), &s);
+    std::vector<StateSlice> slices;
+    for (auto& slice : whole_state_slices(model, optimizer, rank() == 0)) {
+      const auto found = slice.parameter.defined()
+                             ? sliced.find(slice.parameter.unsafeGetTensorImpl())
+                             : sliced.end();
+      if (found == sliced.end()) {
+        slices.push_back(std::move(slice));
+        continue;
+      }
+      const Sliced& s = *found->second;
+      const auto dim = static_cast<size_t>(s.split.dim);
+      const int64_t block = s.whole[dim] / s.split.blocks, mine = block / mesh_.tp;
+      for (int64_t b = 0; b < s.split.blocks; ++b) {
+        StateSlice part = slice;
+        part.whole = s.whole;
+        part.offsets[dim] = b * block + mesh_.tp_index * mine;
+        part.local = slice.local.narrow(s.split.dim, b * mine, mine);
+        part.writes = mesh_.dp_index == 0;
+        slices.push_back(std::move(part));
+      }
     }
   }
+    return slices;
 
   void shard_state(Model&, torch::optim::Optimizer& optimizer) override {
     at::NoGradGuard no_grad;

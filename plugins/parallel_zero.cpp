@@ -9,8 +9,9 @@
 //            the other ranks release them as soon as their bucket is packed, so a rank holds its
 //            shard plus about one bucket of others' gradients (core/distributed/reduce_to_owners.h,
 //            which also says what it costs on Gloo); every micro-step communicates.
-// The gradient norm for clipping is summed over the shards. Snapshots hold the whole optimizer
-// state (rank 0 collects the shards first), so they resume at any world size and under ddp.
+// The gradient norm for clipping is summed over the shards. In a snapshot each owner writes its
+// parameters' optimizer state, and rank 0 the weights; they resume at any world size and under
+// any strategy.
 #include <unordered_set>
 
 #include <ATen/ATen.h>
@@ -97,12 +98,17 @@ class ZeroRedundancy : public DataParallel {
     }
   }
 
-  void gather_state(Model&, torch::optim::Optimizer& optimizer) override {
-    if (world_size() == 1) return;
-    std::vector<int> senders;
-    for (int r = 1; r < world_size(); ++r)
-      senders.push_back(r);
-    gather_optimizer_state(comm(), optimizer, senders, fmt::format("zero/{}/", gathers_++));
+  // The weights are whole everywhere (rank 0 writes them); each owner writes and reads the
+  // optimizer state of its parameters alone.
+  std::vector<StateSlice> state_slices(Model& model, torch::optim::Optimizer* optimizer) override {
+    std::vector<StateSlice> slices;
+    for (auto& slice : whole_state_slices(model, optimizer, rank() == 0)) {
+      const bool state = slice.tensor.rfind("optimizer/", 0) == 0;
+      if (state && !owned_by_me_.count(slice.parameter.unsafeGetTensorImpl())) continue;
+      slice.writes = slice.writes || state;
+      slices.push_back(std::move(slice));
+    }
+    return slices;
   }
 
   void shard_state(Model&, torch::optim::Optimizer& optimizer) override {
@@ -132,7 +138,6 @@ class ZeroRedundancy : public DataParallel {
   }
 
   int64_t stage_;
-  int64_t gathers_ = 0;  // snapshots so far: each gather's store keys are new
   std::vector<std::vector<at::Tensor>> owned_;  // by owning rank, in model order
   std::unordered_set<const void*> owned_by_me_;
   std::unique_ptr<OverlappedAllReduce> all_reduce_;  // stage 1, or a world of one

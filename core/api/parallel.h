@@ -24,6 +24,25 @@ namespace kiln {
 class Model;
 class DataSource;
 
+// One tensor of the training state, and the part of it this rank holds: a model parameter or
+// buffer, or one of a parameter's optimizer state tensors (in DeclaredState's order). A strategy
+// that cuts a tensor says where its part starts in each dim (fsdp's row blocks, tensor
+// parallelism's column slices, experts along dim 0); a part is a box of the whole tensor.
+struct StateSlice {
+  std::string tensor;            // "model/<name>" or "optimizer/<parameter's name>/<i>"
+  at::Tensor parameter;          // the parameter it is, or whose state it is; undefined: a buffer
+  std::vector<int64_t> whole;    // the whole tensor's shape
+  std::vector<int64_t> offsets;  // where `local` starts in the whole, one per dim
+  at::Tensor local;              // this rank's part, a view: a load copies into it
+  bool writes = true;            // this rank writes the part (one rank per part, over the world)
+};
+
+// Every parameter and buffer of `model` by its name (a tied weight once, by its first name), and
+// each defined state tensor of every parameter in `optimizer` (null: none), whole, `writes` as
+// given: the default of ParallelStrategy::state_slices, which strategies then cut.
+std::vector<StateSlice> whole_state_slices(Model& model, torch::optim::Optimizer* optimizer,
+                                           bool writes);
+
 // What a strategy that runs the model's passes itself (a pipeline) needs from the trainer.
 struct PassContext {
   Model& model;
@@ -53,10 +72,9 @@ struct PassContext {
 //                       optimizer does not exist yet
 //   replicates_gradients         assemble(), against the precision policy
 //   data_rank, data_world        assemble(), opening the train, val and test splits
-//   before_restore      Session::restore (via SnapshotPolicy), on a resume: before every rank
-//                       loads the whole snapshot
-//   shard_state         Session::restore (via SnapshotPolicy), on a resume: after every rank
-//                       loaded the whole snapshot into its model and optimizer
+//   state_slices        Session::restore (via SnapshotPolicy), on a resume: where each rank
+//                       loads what it holds (before_restore and shard_state around the load of
+//                       a snapshot of whole files, from an older Kiln)
 //   per step (Trainer::train_step):
 //     run_passes(train)        if it returns nothing, the trainer's own micro-steps, each:
 //       begin_micro_step(final)  then forward, loss, backward
@@ -69,7 +87,8 @@ struct PassContext {
 //   per evaluation (Trainer::evaluate: every eval.every steps, the test split, `kiln eval`):
 //     run_passes(eval) or the trainer's forward passes, then loss_share and sum
 //   per snapshot (SnapshotPolicy::save, between steps): gather_bytes (each rank's RNG state and
-//     data position), gather_state, rank 0 writes the files, shard_state
+//     data position), state_slices (each rank writes its parts), gather_bytes (each rank's file,
+//     written and synced, described to rank 0, which commits the snapshot)
 //   peak_gradient_bytes  `kiln bench`, after its timed steps
 //   rank, world_size    at any time after construction; they never change
 //
@@ -147,28 +166,41 @@ class ParallelStrategy {
   // Collective. Every rank's `bytes` on rank 0, indexed by rank; the other ranks get their own
   // only. For what is small and not a tensor: each rank's RNG states for a snapshot.
   virtual std::vector<std::string> gather_bytes(const std::string& bytes) { return {bytes}; }
+  // Collective. Rank 0's `bytes` on every rank (what the others pass is not used): what rank 0
+  // alone decides, such as a new run's identity, whose folder every rank writes its snapshot
+  // files into.
+  virtual std::string broadcast_bytes(const std::string& bytes) { return bytes; }
+  // gather_bytes under `key` (the same on every rank, new to the run), through the rendezvous store
+  // and not the process group, so that a background thread may call it while the training
+  // thread communicates: each rank's list of the snapshot files it wrote.
+  virtual std::vector<std::string> gather_bytes_at(const std::string& key,
+                                                   const std::string& bytes) {
+    (void)key;
+    return {bytes};
+  }
   // The most bytes this rank's gradient tensors held at once in the last step, for strategies
   // that free gradients during the step (zero); nullopt: none is freed before the update, so
   // the gradients held after the step are the peak.
   virtual std::optional<int64_t> peak_gradient_bytes() const { return std::nullopt; }
-  // Collective. For strategies where ranks hold parts of the training state (zero: optimizer
-  // state; pipeline: the weights of their stage too). gather_state: before a snapshot, between
-  // two steps; ranks send their parts and rank 0 holds the whole when it returns. shard_state:
-  // after the snapshot was written, and after a resume loaded the whole snapshot on every rank;
-  // each rank keeps only its part. Neither is called by `kiln eval`, `sample` or `export`,
-  // which load a snapshot into a model without an optimizer.
-  virtual void gather_state(Model& model, torch::optim::Optimizer& optimizer) {
-    (void)model;
-    (void)optimizer;
+  // Snapshots: the training state as this rank holds it (`optimizer` null: the model alone, as
+  // eval, sample and export load it). Each rank writes the parts marked `writes` into its own
+  // file, nothing gathered; a resume under any strategy and world loads into the parts its
+  // strategy lists, reading only the bytes that overlap them (core/checkpoint/state_shards.h),
+  // and drops the optimizer entries of parameters none of whose state it lists. The default
+  // (whole_state_slices): every rank holds every tensor whole and rank 0 writes it. Asked between
+  // two steps; the parts must stay valid until the snapshot's tensors are copied or written.
+  virtual std::vector<StateSlice> state_slices(Model& model, torch::optim::Optimizer* optimizer) {
+    return whole_state_slices(model, optimizer, rank() == 0);
   }
+  // Collective. Snapshots in the format of whole files (model.pt and optimizer.pt with the
+  // tensors, from an older Kiln) load whole on every rank: before_restore first gives the
+  // parameters their whole shapes (fsdp, tensor: the values are about to be overwritten), and
+  // shard_state after the load keeps this rank's part. Neither is called by `kiln eval`,
+  // `sample` or `export`, which load a snapshot into a model without an optimizer.
   virtual void shard_state(Model& model, torch::optim::Optimizer& optimizer) {
     (void)model;
     (void)optimizer;
   }
-  // Collective. On a resume, before every rank loads the whole snapshot: strategies whose
-  // parameters hold only a slice of each weight (fsdp, tensor) give them their whole shapes
-  // again (the values are about to be overwritten), so that the snapshot's tensors fit;
-  // shard_state cuts them again after the load.
   virtual void before_restore(Model& model) { (void)model; }
 };
 

@@ -9,13 +9,13 @@ BackgroundSave::~BackgroundSave() {
   if (thread_.joinable()) thread_.join();
 }
 
-void BackgroundSave::start(const std::string& dir, const std::string& label, SnapshotState state) {
+void BackgroundSave::start(std::function<void()> save) {
   done_ = false;
   error_ = nullptr;
   // The thread inherits this one's blocked SIGINT and SIGTERM (core/util/stop_signal.h).
-  thread_ = std::thread([this, dir, label, state = std::move(state)] {
+  thread_ = std::thread([this, save = std::move(save)] {
     try {
-      write_snapshot(dir, label, archives_, state);
+      save();
     } catch (...) {
       error_ = std::current_exception();
     }

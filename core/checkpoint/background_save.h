@@ -1,17 +1,15 @@
 // checkpoint.async: a snapshot written by a background thread while training goes on. The
-// training thread serializes the model and optimizer into buffers this object keeps and reuses
-// (archives()), then start() hands them to the thread, which writes, checksums, fsyncs and
-// renames the snapshot (core/checkpoint/snapshot_writer.h). At most one save is in flight:
-// archives() and start() are for an idle one, and wait() ends the one in flight. The run store
-// is not touched here: the caller records the snapshot once wait() says it is in place.
+// training thread copies its parts of the training state into host buffers it keeps and reuses,
+// then start() hands the thread the save: write, checksum and fsync this rank's files, and on
+// rank 0 commit the snapshot (core/checkpoint/snapshot_writer.h). At most one save is in
+// flight: start() is for an idle one, and wait() ends the one in flight. The run store is not
+// touched here: the caller records the snapshot once wait() says it is in place.
 #pragma once
 
 #include <atomic>
 #include <exception>
-#include <string>
+#include <functional>
 #include <thread>
-
-#include "core/checkpoint/snapshot_writer.h"
 
 namespace kiln {
 
@@ -22,10 +20,8 @@ class BackgroundSave {
   BackgroundSave(const BackgroundSave&) = delete;
   BackgroundSave& operator=(const BackgroundSave&) = delete;
 
-  // The buffers the next save writes from; only while none is in flight.
-  SnapshotArchives& archives() { return archives_; }
-  // Writes archives() and `state` as `dir/label` on the background thread.
-  void start(const std::string& dir, const std::string& label, SnapshotState state);
+  // Runs `save` on the background thread; only while none is in flight.
+  void start(std::function<void()> save);
 
   bool in_flight() const { return thread_.joinable(); }
   // In flight and already done writing: wait() would return at once.
@@ -35,7 +31,6 @@ class BackgroundSave {
   double wait();
 
  private:
-  SnapshotArchives archives_;
   std::thread thread_;
   std::atomic<bool> done_{false};
   std::exception_ptr error_;

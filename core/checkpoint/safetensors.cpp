@@ -22,8 +22,8 @@ size_t element_size(const std::string& dtype) {
 
 }  // namespace
 
-void write_safetensors(const std::string& path, const std::vector<TensorBlob>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+std::string safetensors_header(const std::vector<TensorBlob>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   size_t offset = 0;
@@ -35,9 +35,16 @@ void write_safetensors(const std::string& path, const std::vector<TensorBlob>& t
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned, as HF does
   const uint64_t length = text.size();
-  std::string out(reinterpret_cast<const char*>(&length), 8);
-  out += text;
-  out.reserve(out.size() + offset);
+  return std::string(reinterpret_cast<const char*>(&length), 8) + text;
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorBlob>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::string out = safetensors_header(tensors, metadata);
+  size_t bytes = 0;
+  for (const auto& t : tensors)
+    bytes += t.bytes;
+  out.reserve(out.size() + bytes);
   for (const auto& t : tensors)
     out.append(static_cast<const char*>(t.data), t.bytes);
   write_file_atomic(path, out);

@@ -20,6 +20,11 @@ struct TensorBlob {
   size_t bytes = 0;
 };
 
+// The file's first bytes: the header's length and the header, padded so the data starts 8-byte
+// aligned; the tensors' bytes follow in the order given, as write_safetensors writes them.
+std::string safetensors_header(const std::vector<TensorBlob>& tensors,
+                               const std::map<std::string, std::string>& metadata);
+
 void write_safetensors(const std::string& path, const std::vector<TensorBlob>& tensors,
                        const std::map<std::string, std::string>& metadata);
 

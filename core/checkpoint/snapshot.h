@@ -2,12 +2,17 @@
 //
 //   <run's folder>/snapshots/step_000300/   the regular ones (the latest checkpoint.keep)
 //                            best_000200/   the best by validation loss, when eval is on
-//       model.pt       parameters and buffers (LibTorch archive)
-//       optimizer.pt   optimizer state (moments, step counts)
+//       shard_<r>.safetensors  the parts of the parameters, buffers and optimizer state that rank
+//                      r holds and writes (core/checkpoint/state_shards.h)
+//       optimizer_<r>.pt  the optimizer's settings and step counts of the parameters whose state
+//                      rank r writes (LibTorch archive, state tensors empty)
 //       state.json     step, tokens seen, every rank's data position and RNG states, precision
 //                      state, the resolved config and its hash
 //       manifest.json  the run (uuid) and config hash the snapshot belongs to, and the size and
-//                      XXH3-64 checksum of each file above; written last
+//                      XXH3-64 checksum of each file above (of a shard: the parts it holds);
+//                      written last
+//   A snapshot by an older Kiln ("format": 1) holds model.pt and optimizer.pt, whole LibTorch
+//   archives, instead of the shards and optimizer_<r>.pt: it loads whole on every rank.
 //
 // The functions below take the snapshots folder as `dir`: RunPaths::snapshots()
 // (core/store/runs/paths.h) names it. Which snapshots are a run's own, and which one a command
@@ -33,6 +38,7 @@ class Optimizer;
 namespace kiln {
 
 class Model;
+class ParallelStrategy;
 
 struct SnapshotRef {
   std::string path;
@@ -52,10 +58,13 @@ std::vector<SnapshotRef> list_snapshots(const std::string& dir);
 void verify_snapshot(const SnapshotRef& snapshot);
 
 // Loads tensors into `model` (and `optimizer` when given) and returns the state; when
-// `restore_rng`, restores rank `rank`'s RNG states, or rank 0's when the snapshot holds fewer
-// ranks' (RNG streams cannot be split or merged across world sizes). The snapshot must have
-// been verified.
+// `restore_rng`, restores this rank's RNG states, or rank 0's when the snapshot holds fewer
+// ranks' (RNG streams cannot be split or merged across world sizes). `parallel` (null: one
+// process holding whole tensors) says which parts this rank holds: it reads only those bytes,
+// counted into `bytes_read` when given. Collective when `parallel` is given. The snapshot must
+// have been verified.
 SnapshotState load_snapshot(const SnapshotRef& snapshot, Model& model,
-                            torch::optim::Optimizer* optimizer, bool restore_rng, int rank = 0);
+                            torch::optim::Optimizer* optimizer, bool restore_rng,
+                            ParallelStrategy* parallel = nullptr, int64_t* bytes_read = nullptr);
 
 }  // namespace kiln

@@ -1,13 +1,15 @@
-// Writing a snapshot's folder (its layout: core/checkpoint/snapshot.h), from the live model and
-// optimizer or from their archives serialized beforehand, which a background thread can write
-// while training changes the tensors (checkpoint.async: core/checkpoint/background_save.h).
-// Either way the files go under `<label>.tmp`, each is fsync'ed, the manifest comes last, then
-// the folder is renamed into place: a crash leaves the whole snapshot or none.
+// Writing a snapshot's folder (its layout: core/checkpoint/snapshot.h). Every rank writes the
+// parts of the training state it holds into its own files under `<label>.tmp` (from the live
+// tensors, or from host copies a background thread writes while training goes on:
+// core/checkpoint/background_save.h), each fsync'ed; once every rank's are, rank 0 writes
+// state.json and the manifest, last, then renames the folder into place: a crash of any rank
+// leaves the whole snapshot or none.
 //
 // Crash points on the way (core/util/fault.h), in order: snapshot.begun (the folder made, no
-// data), snapshot.mid_file (part of model.pt written), snapshot.partial (model.pt written, the
-// rest not), snapshot.unlisted (every file synced, no manifest), snapshot.unpublished (not yet
-// renamed), snapshot.published (renamed, not yet in the run store).
+// data), snapshot.mid_file (part of a rank's shard written), snapshot.partial (the shard
+// written, the rest not), snapshot.unlisted (every file synced, no manifest),
+// snapshot.unpublished (not yet renamed), snapshot.published (renamed, not yet in the run
+// store).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "core/api/parallel.h"
 #include "core/checkpoint/snapshot_state.h"
 
 namespace torch::optim {
@@ -25,31 +30,42 @@ namespace kiln {
 
 class Model;
 
-// Thrown by write_snapshot after a second stop signal (StopSignal::abandoned): the user will not
-// wait, so the snapshot being written is removed and the earlier ones are left as they were.
+// Thrown by write_rank_files and commit_snapshot after a second stop signal
+// (StopSignal::abandoned): the user will not wait, so the snapshot being written is removed and the
+// earlier ones are left as they were.
 class SnapshotAbandoned : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
-// model.pt's and optimizer.pt's bytes, as write_snapshot would write them. Kept between saves:
-// serializing again reuses the buffers' memory.
-struct SnapshotArchives {
-  std::string model;
-  std::string optimizer;
+// What one rank writes of a snapshot, taken on the training thread between two steps.
+struct RankSnapshot {
+  int rank = 0;
+  std::vector<StateSlice> parts;   // the strategy's parts (live tensors), or their host copies
+  std::string optimizer_settings;  // optimizer_<rank>.pt's bytes; empty: this rank writes none
 };
 
-// Serializes `model` and `optimizer` into `into` (the copy of the training state a background
-// save writes from).
-void serialize_snapshot(const Model& model, const torch::optim::Optimizer& optimizer,
-                        SnapshotArchives& into);
+// The optimizer's settings (its groups' options) and the non-tensor state (step counts) of the
+// parameters whose optimizer state this rank writes from offset 0 (one rank per parameter), as a
+// LibTorch archive whose state tensors are empty: their values are in the shards. Empty when this
+// rank writes no parameter's state.
+std::string optimizer_settings(torch::optim::Optimizer& optimizer,
+                               const std::vector<StateSlice>& parts);
 
-// Writes model, optimizer and `state` as `dir/label`, streaming the archives to the files.
-void write_snapshot(const std::string& dir, const std::string& label, const Model& model,
-                    const torch::optim::Optimizer& optimizer, const SnapshotState& state);
-// The same from archives serialize_snapshot made; safe on another thread than the training one.
-void write_snapshot(const std::string& dir, const std::string& label,
-                    const SnapshotArchives& archives, const SnapshotState& state);
+// Every rank: its files (state_shard_name(rank), optimizer_<rank>.pt) into `dir/<label>.tmp`,
+// each synced; returns their entries of the manifest (file name -> entry). Safe on another thread
+// than the training one when `mine` holds host copies.
+nlohmann::json write_rank_files(const std::string& dir, const std::string& label,
+                                const RankSnapshot& mine);
+// Rank 0, once every rank's files are synced: state.json, the manifest listing `files` (every
+// rank's entries) and state.json, then the rename into place. On failure the `.tmp` folder goes.
+void commit_snapshot(const std::string& dir, const std::string& label, const SnapshotState& state,
+                     const nlohmann::json& files);
+// The snapshot of one process holding its whole model and optimizer: its files and the commit.
+void write_snapshot(const std::string& dir, const std::string& label, Model& model,
+                    torch::optim::Optimizer& optimizer, const SnapshotState& state);
+// Removes `dir/<label>.tmp`, a snapshot that will not be committed.
+void discard_snapshot(const std::string& dir, const std::string& label);
 
 // Deletes the `<label>.tmp` folders that a process killed mid-write left in `dir` (never loaded:
 // list_snapshots passes them over); returns their names. Only for the process that holds the

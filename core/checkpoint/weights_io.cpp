@@ -20,19 +20,40 @@ const std::vector<std::pair<std::string, at::ScalarType>>& dtype_names() {
 
 }  // namespace
 
+std::string safetensors_dtype(at::ScalarType type) {
+  auto it = std::find_if(dtype_names().begin(), dtype_names().end(),
+                         [&](const auto& entry) { return entry.second == type; });
+  if (it == dtype_names().end()) {
+    throw UserError(
+        fmt::format("a tensor of dtype {} cannot be written as safetensors: keep "
+                    "weights and state in a float or integer dtype",
+                    c10::toString(type)));
+  }
+  return it->first;
+}
+
+at::ScalarType dtype_of_safetensors(const std::string& name) {
+  auto it = std::find_if(dtype_names().begin(), dtype_names().end(),
+                         [&](const auto& entry) { return entry.first == name; });
+  if (it == dtype_names().end()) {
+    throw UserError(fmt::format("dtype {} is not one Kiln loads", name));
+  }
+  return it->second;
+}
+
 std::map<std::string, at::Tensor> read_weights(const std::string& path) {
   SafetensorsFile file(path);
   std::map<std::string, at::Tensor> out;
   for (const auto& blob : file.tensors()) {
-    auto it = std::find_if(dtype_names().begin(), dtype_names().end(),
-                           [&](const auto& entry) { return entry.first == blob.dtype; });
-    if (it == dtype_names().end()) {
+    at::ScalarType type;
+    try {
+      type = dtype_of_safetensors(blob.dtype);
+    } catch (const UserError&) {
       throw UserError(fmt::format("'{}': tensor '{}' has dtype {}, which Kiln cannot load", path,
                                   blob.name, blob.dtype));
     }
-    auto tensor =
-        at::from_blob(const_cast<void*>(blob.data), blob.shape, at::TensorOptions(it->second));
-    const bool half = it->second == at::kHalf || it->second == at::kBFloat16;
+    auto tensor = at::from_blob(const_cast<void*>(blob.data), blob.shape, at::TensorOptions(type));
+    const bool half = type == at::kHalf || type == at::kBFloat16;
     out[blob.name] = half ? tensor.to(at::kFloat) : tensor.clone();
   }
   return out;
@@ -46,12 +67,8 @@ void write_weights(const std::string& path,
   for (const auto& [name, tensor] : weights) {
     keep_alive.push_back(tensor.detach().to(at::kCPU).contiguous());
     const at::Tensor& t = keep_alive.back();
-    auto it = std::find_if(dtype_names().begin(), dtype_names().end(),
-                           [&](const auto& entry) { return entry.second == t.scalar_type(); });
-    if (it == dtype_names().end()) {
-      throw std::logic_error("no safetensors dtype for tensor '" + name + "'");
-    }
-    blobs.push_back(TensorBlob{name, it->first, t.sizes().vec(), t.data_ptr(), t.nbytes()});
+    blobs.push_back(TensorBlob{name, safetensors_dtype(t.scalar_type()), t.sizes().vec(),
+                               t.data_ptr(), t.nbytes()});
   }
   write_safetensors(path, blobs, metadata);
 }

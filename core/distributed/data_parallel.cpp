@@ -1,12 +1,7 @@
 #include "core/distributed/data_parallel.h"
 
-#include <algorithm>
-#include <sstream>
-
 #include <ATen/ATen.h>
 #include <fmt/format.h>
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
 
 #include "core/api/model.h"
 #include "core/util/torch_compat.h"
@@ -20,41 +15,6 @@ std::vector<ParamSpec> data_parallel_params() {
               .at_least(0.001),
           ParamSpec::integer("timeout_s", 300, "seconds to wait for peers and collectives")
               .at_least(1)};
-}
-
-void gather_optimizer_state(Communicator& comm, torch::optim::Optimizer& optimizer,
-                            const std::vector<int>& senders, const std::string& key) {
-  if (comm.rank() != 0) {
-    if (std::find(senders.begin(), senders.end(), comm.rank()) == senders.end()) return;
-    torch::serialize::OutputArchive archive;
-    optimizer.save(archive);
-    std::ostringstream bytes;
-    archive.save_to(bytes);
-    comm.put(key + std::to_string(comm.rank()), bytes.str());
-    return;
-  }
-  // Load each part into an emptied state and move its entries aside, then put all back.
-  auto& state = optimizer.state();
-  std::vector<std::pair<std::decay_t<decltype(state.begin()->first)>,
-                        std::decay_t<decltype(state.begin()->second)>>>
-      whole;
-  auto move_aside = [&] {
-    for (auto& [k, v] : state) {
-      if (v) whole.emplace_back(k, std::move(v));
-    }
-    state.clear();
-  };
-  move_aside();
-  const at::Device device = optimizer.param_groups().front().params().front().device();
-  for (int sender : senders) {
-    std::istringstream bytes(comm.take(key + std::to_string(sender)));
-    torch::serialize::InputArchive archive;
-    archive.load_from(bytes, device);
-    optimizer.load(archive);
-    move_aside();
-  }
-  for (auto& [k, v] : whole)
-    state[k] = std::move(v);
 }
 
 void keep_optimizer_state(torch::optim::Optimizer& optimizer,
@@ -98,7 +58,12 @@ void DataParallel::attach(Model& model) {
 }
 
 std::vector<std::string> DataParallel::gather_bytes(const std::string& bytes) {
-  const std::string key = fmt::format("bytes/{}/", byte_gathers_++);
+  return gather_bytes_at(fmt::format("bytes/{}/", byte_gathers_++), bytes);
+}
+
+std::vector<std::string> DataParallel::gather_bytes_at(const std::string& key,
+                                                       const std::string& bytes) {
+  if (comm_->size() == 1) return {bytes};
   if (comm_->rank() != 0) {
     comm_->put(key + std::to_string(comm_->rank()), bytes);
     return {bytes};
@@ -107,6 +72,14 @@ std::vector<std::string> DataParallel::gather_bytes(const std::string& bytes) {
   for (int r = 1; r < comm_->size(); ++r)
     all.push_back(comm_->take(key + std::to_string(r)));
   return all;
+}
+
+std::string DataParallel::broadcast_bytes(const std::string& bytes) {
+  const std::string key = fmt::format("broadcast/{}/", byte_gathers_++);
+  if (comm_->rank() != 0) return comm_->take(key + std::to_string(comm_->rank()));
+  for (int r = 1; r < comm_->size(); ++r)
+    comm_->put(key + std::to_string(r), bytes);
+  return bytes;
 }
 
 at::Tensor DataParallel::sum(const at::Tensor& value) {

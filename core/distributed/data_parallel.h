@@ -20,13 +20,6 @@ namespace kiln {
 // The parameters every data-parallel plugin declares: backend, bucket_mb, timeout_s.
 std::vector<ParamSpec> data_parallel_params();
 
-// Optimizer state when each rank holds the state of its own parameters only: `senders` send
-// theirs to rank 0 through the store under keys starting with `key` (new for every gather: a
-// sender may put its next part before rank 0 took the last), and rank 0 ends up with every
-// entry. Works whether the LibTorch version's Optimizer::load merges into the state or
-// replaces it.
-void gather_optimizer_state(Communicator& comm, torch::optim::Optimizer& optimizer,
-                            const std::vector<int>& senders, const std::string& key);
 // Drops the state entries of parameters (TensorImpl addresses) not in `keep`.
 void keep_optimizer_state(torch::optim::Optimizer& optimizer,
                           const std::unordered_set<const void*>& keep);
@@ -43,6 +36,9 @@ class DataParallel : public ParallelStrategy {
   at::Tensor sum(const at::Tensor& value) override;
   // Through the rendezvous store: small things (an RNG state), not tensors.
   std::vector<std::string> gather_bytes(const std::string& bytes) override;
+  std::vector<std::string> gather_bytes_at(const std::string& key,
+                                           const std::string& bytes) override;
+  std::string broadcast_bytes(const std::string& bytes) override;
 
  protected:
   Communicator& comm() { return *comm_; }
@@ -51,7 +47,7 @@ class DataParallel : public ParallelStrategy {
  private:
   std::unique_ptr<Communicator> comm_;
   int64_t bucket_bytes_;
-  int64_t byte_gathers_ = 0;  // each gather's store keys are new
+  int64_t byte_gathers_ = 0;  // each gather's and broadcast's store keys are new
 };
 
 // The gradient all-reduce of torch's DistributedDataParallel, overlapping the backward pass

@@ -286,19 +286,22 @@ int64_t FsdpUnits::peak_gradient_bytes() const {
   return blocks + state_->most_in_transit;
 }
 
-void FsdpUnits::gather(torch::optim::Optimizer& optimizer) {
-  at::NoGradGuard no_grad;
-  Communicator& comm = state_->comm;
-  for (FsdpShard& s : state_->params) {
-    const auto whole_of = [&](const at::Tensor& block) {
-      at::Tensor padded = at::empty(s.padded.sizes(), block.options());
-      comm.all_gather(block.contiguous(), padded.chunk(comm.size()));
-      return padded.narrow(0, 0, s.whole.size(0)).clone();
-    };
-    // Each state tensor is laid out as its parameter (DeclaredState): cut and joined alike.
-    for (at::Tensor* t : parameter_state(optimizer, s.param))
-      *t = whole_of(*t);
-    s.param.set_data(whole_of(s.block));
+void FsdpUnits::declare_blocks(std::vector<StateSlice>& slices) const {
+  std::unordered_map<const void*, const FsdpShard*> shards;
+  for (const FsdpShard& s : state_->params)
+    shards.emplace(s.param.unsafeGetTensorImpl(), &s);
+  const int rank = state_->comm.rank();
+  for (StateSlice& slice : slices) {
+    if (!slice.parameter.defined()) continue;  // buffers are whole on every rank
+    const auto found = shards.find(slice.parameter.unsafeGetTensorImpl());
+    if (found == shards.end()) continue;
+    const FsdpShard& s = *found->second;
+    const int64_t rows = s.block.size(0), real = s.whole.size(0);
+    const int64_t first = std::min(real, rank * rows);
+    slice.whole = s.whole.sizes().vec();
+    slice.offsets[0] = first;
+    slice.local = slice.local.narrow(0, 0, std::min(rows, real - first));
+    slice.writes = true;
   }
 }
 

@@ -31,6 +31,8 @@
 #include <ATen/core/Tensor.h>
 
 namespace torch::optim {
+#include "core/api/parallel.h"
+
 class Optimizer;
 }
 
@@ -60,15 +62,18 @@ class FsdpUnits {
   // one on the wire).
   int64_t peak_gradient_bytes() const;
 
-  // Snapshots: every parameter and every tensor of its optimizer state shaped like it becomes
-  // whole on every rank (gather), or this rank's block again (shard).
-  void gather(torch::optim::Optimizer& optimizer);
-  void shard(torch::optim::Optimizer& optimizer);
-  // On a resume: whole-shaped parameters, about to be overwritten by the snapshot's.
+  // Snapshots: in `slices` (whole_state_slices of the model and optimizer), each parameter and
+  // each tensor of its optimizer state becomes this rank's block of it, clipped to the real rows
+  // (a block wholly of padding: no rows), each rank writing its own.
+  void declare_blocks(std::vector<StateSlice>& slices) const;
+  // A snapshot of whole files (from an older Kiln) is loaded into whole-shaped parameters
+  // (make_whole_shaped: the values are about to be overwritten), then each parameter and every
+  // tensor of its optimizer state is cut to this rank's block again (shard).
   void make_whole_shaped();
 
   struct State;
 
+  void shard(torch::optim::Optimizer& optimizer);
  private:
   std::shared_ptr<State> state_;  // shared with the layer runner and the autograd nodes
 };

@@ -313,8 +313,8 @@ TEST_P(Faults, ADiskFullDuringASnapshotIsAClearErrorAndThePreviousSnapshotResume
   const std::string log = dir_ / "full.log";
   auto args =
       with_settings({"run", exp, "--name", "full", "--set", "run.out_dir=" + small}, settings);
-  // Each snapshot writes four files (model.pt, optimizer.pt, state.json, manifest.json): the 10th
-  // is the third snapshot's optimizer.pt.
+  // Each snapshot writes four files (shard_0.safetensors, optimizer_0.pt, state.json,
+  // manifest.json): the 10th is the third snapshot's optimizer_0.pt.
   Outcome o = run_child(args, log, disk.mounted() ? "" : "disk.full:10");
   const std::string output = testing::read_file(log);
   ASSERT_EQ(o.exit_code, 2) << output;

@@ -276,7 +276,7 @@ class HostileInput : public ::testing::Test {
     train("damaged");
     for (const auto& snapshot :
          fs::directory_iterator(run_column("damaged", "folder") + "/snapshots"))
-      fs::resize_file(snapshot.path() / "model.pt", 100);
+      fs::resize_file(snapshot.path() / "shard_0.safetensors", 100);
     auto data_of = [&](const std::string& dir) {
       return fmt::format(
           "--set 'data.train={0}/{1}/train_*.bin' --set 'data.val={0}/{1}/val_*.bin'", s, dir);

@@ -60,7 +60,7 @@ class OutputSafety : public testing::TinyRun {
 TEST_F(OutputSafety, NoOutputOptionReachesIntoARunsFolderByAnyPath) {
   const std::string snapshot = train("victim");
   const std::string folder = folder_of("victim");
-  ASSERT_TRUE(fs::exists(snapshot + "/model.pt"));
+  ASSERT_TRUE(fs::exists(snapshot + "/shard_0.safetensors"));
   const auto before = contents(folder);
   const std::string task = dir_ / "t.toml";
   testing::write_text(task, "kind = \"choice\"\nitems = \"t.jsonl\"\n");
@@ -68,15 +68,17 @@ TEST_F(OutputSafety, NoOutputOptionReachesIntoARunsFolderByAnyPath) {
                       "{\"context\": \"In the\", \"choices\": [\"beginning\", \"end\"], "
                       "\"label\": 0}\n");
   fs::create_directory_symlink(folder, dir_ / "link");
-  fs::create_hard_link(snapshot + "/optimizer.pt", dir_ / "hard.npy");
+  fs::create_hard_link(snapshot + "/optimizer_0.pt", dir_ / "hard.npy");
   const std::string inside = "that is inside the run folder '" + folder + "'";
 
-  expect_refused("eval victim --task " + task + " --details " + snapshot + "/model.pt", inside);
-  expect_refused("eval victim --logits " + snapshot + "/optimizer.pt", inside);
+  expect_refused("eval victim --task " + task + " --details " + snapshot + "/shard_0.safetensors",
+                 inside);
+  expect_refused("eval victim --logits " + snapshot + "/optimizer_0.pt", inside);
   expect_refused("eval victim --logits " + (dir_ / "link/snapshots/step_000020/state.json"),
                  inside);
-  expect_refused("eval victim --logits " + folder + "/snapshots/../snapshots/step_000010/model.pt",
-                 inside);
+  expect_refused(
+      "eval victim --logits " + folder + "/snapshots/../snapshots/step_000010/shard_0.safetensors",
+      inside);
   expect_refused("eval victim --logits " + (dir_ / "hard.npy"), "has 2 hard links");
   expect_refused("runs export victim -o " + folder + "/run.json", inside);
   expect_refused("runs export victim --format tensorboard -o " + folder + "/tb", inside);

@@ -44,18 +44,18 @@ TEST_P(Resume, DamagedSnapshotsAreReportedAndTheLastGoodOneIsUsed) {
                 .exit_code,
             0);
   const std::string snaps = folder_of("c") + "/snapshots";
-  damage(snaps + "/step_000012/model.pt", false);
+  damage(snaps + "/step_000012/shard_0.safetensors", false);
   auto eval = run_kiln("eval c --steps 2 --db " + db());
   ASSERT_EQ(eval.exit_code, 0) << eval.output;
-  EXPECT_NE(eval.output.find("step_000012' is damaged: 'model.pt' fails its checksum"),
+  EXPECT_NE(eval.output.find("step_000012' is damaged: 'shard_0.safetensors' fails its checksum"),
             std::string::npos)
       << eval.output;
   EXPECT_NE(eval.output.find("c step_000008 step 8"), std::string::npos) << eval.output;
 
-  damage(snaps + "/step_000008/optimizer.pt", true);
+  damage(snaps + "/step_000008/optimizer_0.pt", true);
   auto resumed = run_kiln("resume c --set train.steps=16 --db " + db());
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find("'optimizer.pt' has"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("'optimizer_0.pt' has"), std::string::npos) << resumed.output;
   EXPECT_NE(resumed.output.find("resuming after step 4"), std::string::npos) << resumed.output;
   EXPECT_NE(resumed.output.find("resume changes train.steps: 12 -> 16"), std::string::npos);
   EXPECT_EQ(scalar(db(), "select count(*) || ' ' || max(step) from metrics"), "16 16");

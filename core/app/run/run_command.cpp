@@ -218,7 +218,8 @@ SessionOutcome run_experiment(ResolvedConfig config, bool restart, int64_t until
   AssembledRun run = assemble(config);
   if (until > 0) check_pause_step(until, 0, run.train.steps);
   check_probe(run, until, probe_cooldown);
-  const std::string uuid = new_identity(run.options.out_dir, name);
+  // Rank 0's: every rank writes its snapshot files into the run's one folder.
+  const std::string uuid = run.parallel->broadcast_bytes(new_identity(run.options.out_dir, name));
   const RunPaths paths = RunPaths::for_new_run(run.options.out_dir, name, uuid);
   const SnapshotOwner owner{uuid, {config.hash()}, /*legacy=*/false, {}};
   // Other ranks write no files: rank 0's identity and folder are the run's.

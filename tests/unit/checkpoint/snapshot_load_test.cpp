@@ -5,9 +5,8 @@
 // gradient and a resumed ddp communicating only after backward.
 #include <gtest/gtest.h>
 
-#include <torch/optim/sgd.h>
-
 #include "core/api/model.h"
+#include "core/api/optimizer.h"
 #include "core/checkpoint/snapshot.h"
 #include "core/config/config.h"
 #include "core/distributed/gradient_buckets.h"
@@ -17,11 +16,12 @@ namespace kiln {
 namespace {
 
 TEST(SnapshotLoad, WeightsComeBackIntoTheSameParametersWhoseHooksStillFire) {
-  ResolvedConfig c = load_config_text("[model]\ntype = \"gpt\"\n", "t.toml",
-                                      {"model.n_layer=1", "model.n_head=2", "model.n_embd=8",
-                                       "model.block_size=8", "model.vocab_size=16"});
+  ResolvedConfig c =
+      load_config_text("[model]\ntype = \"gpt\"\n", "t.toml",
+                       {"model.n_layer=1", "model.n_head=2", "model.n_embd=8", "model.block_size=8",
+                        "model.vocab_size=16", "optimizer.type=sgd", "optimizer.lr=0.1"});
   auto model = build_model(*ModelRegistry::create("gpt", c.params("model")));
-  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+  auto optimizer = OptimizerRegistry::create("sgd", c.params("optimizer"), model->parameters());
   const std::vector<at::Tensor> parameters = model->parameters();
   size_t fired = 0;
   auto hooked = on_gradient_accumulated(parameters, [&](size_t) { ++fired; });
@@ -30,7 +30,7 @@ TEST(SnapshotLoad, WeightsComeBackIntoTheSameParametersWhoseHooksStillFire) {
   SnapshotState state;
   state.world_size = 1;
   state.data_positions.resize(1);
-  write_snapshot(dir.str(), "step_000001", *model, optimizer, state);
+  write_snapshot(dir.str(), "step_000001", *model, *optimizer, state);
   std::vector<at::Tensor> saved;
   for (const auto& p : parameters)
     saved.push_back(p.detach().clone());
@@ -39,7 +39,7 @@ TEST(SnapshotLoad, WeightsComeBackIntoTheSameParametersWhoseHooksStillFire) {
     for (const auto& p : parameters)
       p.detach().add_(1.0);
   }
-  load_snapshot(list_snapshots(dir.str()).at(0), *model, &optimizer, /*restore_rng=*/false);
+  load_snapshot(list_snapshots(dir.str()).at(0), *model, optimizer.get(), /*restore_rng=*/false);
 
   for (size_t i = 0; i < parameters.size(); ++i)
     EXPECT_TRUE(at::equal(parameters[i], saved[i])) << "parameter " << i;

@@ -4,10 +4,11 @@
 
 #include <fstream>
 
-#include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
 #include "core/api/model.h"
+#include "core/api/optimizer.h"
+#include "core/api/parallel.h"
 #include "core/checkpoint/snapshot.h"
 #include "core/config/config.h"
 #include "core/util/fs.h"
@@ -33,16 +34,16 @@ RankStates seeded(std::initializer_list<uint64_t> seeds) {
 struct Saved {
   ScratchDir dir;
   std::shared_ptr<Model> model;
-  std::unique_ptr<torch::optim::SGD> optimizer;
+  std::shared_ptr<torch::optim::Optimizer> optimizer;  // the sgd plugin
   SnapshotRef ref;
 
   explicit Saved(const RankStates& ranks) {
-    ResolvedConfig c = load_config_text("[model]\ntype = \"gpt\"\n", "t.toml",
-                                        {"model.n_layer=1", "model.n_head=2", "model.n_embd=8",
-                                         "model.block_size=8", "model.vocab_size=16"});
+    ResolvedConfig c = load_config_text(
+        "[model]\ntype = \"gpt\"\n", "t.toml",
+        {"model.n_layer=1", "model.n_head=2", "model.n_embd=8", "model.block_size=8",
+         "model.vocab_size=16", "optimizer.type=sgd", "optimizer.lr=0.1"});
     model = build_model(*ModelRegistry::create("gpt", c.params("model")));
-    optimizer =
-        std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));
+    optimizer = OptimizerRegistry::create("sgd", c.params("optimizer"), model->parameters());
     SnapshotState state;
     state.world_size = static_cast<int64_t>(ranks.states.size());
     state.data_positions.resize(ranks.states.size());
@@ -51,10 +52,18 @@ struct Saved {
     ref = list_snapshots(dir.str()).at(0);
   }
 
+  // One process that says it is rank `rank` of a world, holding the whole state.
+  struct AsRank : ParallelStrategy {
+    explicit AsRank(int rank) : place(rank) {}
+    int rank() const override { return place; }
+    int place;
+  };
+
   // What the CPU generator draws after loading as `rank`.
   at::Tensor draw_as(int rank) {
     torch::manual_seed(999);  // whatever was there before must not matter
-    load_snapshot(ref, *model, optimizer.get(), /*restore_rng=*/true, rank);
+    AsRank as(rank);
+    load_snapshot(ref, *model, optimizer.get(), /*restore_rng=*/true, &as);
     return at::rand({8});
   }
 };

@@ -8,9 +8,8 @@
 #include <set>
 #include <string>
 
-#include <torch/optim/sgd.h>
-
 #include "core/api/model.h"
+#include "core/api/optimizer.h"
 #include "core/checkpoint/snapshot.h"
 #include "core/config/config.h"
 #include "core/util/fs.h"
@@ -30,17 +29,17 @@ std::set<std::string> entries(const std::string& dir) {
 
 struct Trainable {
   std::shared_ptr<Model> model;
-  std::unique_ptr<torch::optim::SGD> optimizer;
+  std::shared_ptr<torch::optim::Optimizer> optimizer;  // the sgd plugin
 };
 
 Trainable small_gpt() {
-  ResolvedConfig c = load_config_text("[model]\ntype = \"gpt\"\n", "t.toml",
-                                      {"model.n_layer=1", "model.n_head=2", "model.n_embd=8",
-                                       "model.block_size=8", "model.vocab_size=16"});
+  ResolvedConfig c =
+      load_config_text("[model]\ntype = \"gpt\"\n", "t.toml",
+                       {"model.n_layer=1", "model.n_head=2", "model.n_embd=8", "model.block_size=8",
+                        "model.vocab_size=16", "optimizer.type=sgd", "optimizer.lr=0.1"});
   Trainable t;
   t.model = build_model(*ModelRegistry::create("gpt", c.params("model")));
-  t.optimizer =
-      std::make_unique<torch::optim::SGD>(t.model->parameters(), torch::optim::SGDOptions(0.1));
+  t.optimizer = OptimizerRegistry::create("sgd", c.params("optimizer"), t.model->parameters());
   return t;
 }
 
