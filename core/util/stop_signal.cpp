@@ -28,9 +28,7 @@ void on_stop_signal(int signal) {
   if (g_received.exchange(signal) != 0 && g_abandon_on_second.load()) g_abandoned = true;
 }
 
-// Under a kPolled StopSignal: the thread that blocked the signals, which alone may take them.
 int g_polled = 0;  // kPolled StopSignals alive
-pthread_t g_polling_thread{};
 
 sigset_t stop_signals() {
   sigset_t set;
@@ -40,10 +38,16 @@ sigset_t stop_signals() {
   return set;
 }
 
-// Records the signals pending for this process or thread, where this thread blocked them.
+// Under a kPolled StopSignal, records the signals pending for this process or thread, on any
+// thread that blocks them: the one that made the StopSignal, and those started after it, such as
+// a snapshot's background writer, which so sees a second signal that comes while the training
+// thread waits for it.
 void take_pending() {
-  if (g_polled == 0 || !pthread_equal(pthread_self(), g_polling_thread)) return;
+  if (g_polled == 0) return;
   const sigset_t set = stop_signals();
+  sigset_t blocked;
+  pthread_sigmask(SIG_BLOCK, nullptr, &blocked);
+  if (!sigismember(&blocked, SIGINT) || !sigismember(&blocked, SIGTERM)) return;
   const timespec now{0, 0};
   for (int signal; (signal = sigtimedwait(&set, nullptr, &now)) > 0;)
     on_stop_signal(signal);
@@ -135,10 +139,7 @@ StopSignal::StopSignal(Second second, Delivery delivery) : polled_(delivery == D
   if (polled_) {
     const sigset_t set = stop_signals();
     pthread_sigmask(SIG_BLOCK, &set, &previous_mask_);
-    if (g_polled++ == 0) {
-      g_polling_thread = pthread_self();
-      block_in_existing_threads();
-    }
+    if (g_polled++ == 0) block_in_existing_threads();
   }
 }
 

@@ -14,8 +14,9 @@
 // that made the StopSignal, in every thread started after it (OpenMP's workers among them) and in
 // every thread already running (which each add them to their mask when asked, by a real-time
 // signal a thread that blocks it is not sent), and are taken from
-// the pending set when received() or abandoned() is asked, between steps. Two signals that arrive
-// before one such question count as one.
+// the pending set when received() or abandoned() is asked, between steps, by whichever of those
+// threads asks (a snapshot's background writer too, while the training thread waits for it). Two
+// signals that arrive before one such question count as one.
 #pragma once
 
 #include <csignal>

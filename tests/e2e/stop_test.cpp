@@ -184,6 +184,45 @@ TEST_P(Stop, ASignalDuringASnapshotsWritingLetsItFinishAndTheRunResumesFromTheSt
   }
 }
 
+// A second signal while the run's last snapshot is written drops that snapshot, as a second
+// Ctrl-C promises: the run ends interrupted with exit code 130, without a snapshot of its last
+// step, and resumes from the one before to the uninterrupted curve. The process is frozen inside
+// the writer of step 20's snapshot and sent SIGINT and SIGTERM (two signals, taken as two) before
+// it goes on; with checkpoint.async the training thread is then waiting for the background save,
+// and must take them while it waits.
+TEST_P(Stop, ASecondSignalWhileTheLastSnapshotIsWrittenDropsIt) {
+  const std::string exp = experiment();
+  const std::string settings = " --set train.steps=20 --set checkpoint.every=10 --set eval.every=0";
+  ASSERT_EQ(run_kiln("run " + exp + " --name twin" + settings).exit_code, 0);
+  const std::string log = dir_ / "dropped.log";
+  ::setenv("KILN_FAULT_SIGNAL", "STOP", 1);
+  const pid_t pid = testing::start_kiln({"run", exp, "--name", "dropped", "--set", "train.steps=20",
+                                         "--set", "checkpoint.every=10", "--set", "eval.every=0"},
+                                        log, {"", "snapshot.unlisted:2", false});
+  ::unsetenv("KILN_FAULT_SIGNAL");
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, WUNTRACED), pid);
+  ASSERT_TRUE(WIFSTOPPED(status)) << testing::read_file(log);
+  ::kill(pid, SIGINT);
+  ::kill(pid, SIGTERM);
+  ::kill(pid, SIGCONT);
+  const int code = wait_exit(pid, std::chrono::seconds(60));
+  const std::string output = testing::read_file(log);
+  EXPECT_EQ(code, 130) << output;
+  EXPECT_NE(output.find("a second stop signal: stopping without a snapshot of this step; `kiln "
+                        "resume dropped` continues from its last snapshot (step 10)"),
+            std::string::npos)
+      << output;
+  EXPECT_EQ(scalar(db(), "select status from runs where name = 'dropped'"), "interrupted");
+  EXPECT_EQ(listed_snapshots(db(), "dropped"), "step_000010") << output;
+  EXPECT_TRUE(unfinished_snapshots(snapshots_of(dir_ / "runs", "dropped")).empty());
+
+  auto resumed = run_kiln("resume dropped --db " + db());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resuming after step 10 "), std::string::npos) << resumed.output;
+  EXPECT_EQ(losses("dropped"), losses("twin"));
+}
+
 TEST_P(Stop, ASweepStoppedByASignalExits130) {
   const std::string exp = experiment();
   const std::string log = dir_ / "sweep.log";

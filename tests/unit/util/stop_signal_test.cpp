@@ -57,6 +57,20 @@ TEST(StopSignal, PolledDeliveryBlocksTheSignalsInThreadsThatWereAlreadyRunning) 
   worker.join();
 }
 
+// A thread started under a polled StopSignal (a snapshot's background writer) takes the signals
+// itself when it asks: two that came while the thread that made the StopSignal was not asking
+// (waiting for that writer, say) make it abandoned there.
+TEST(StopSignal, AThreadStartedUnderPolledDeliveryTakesTheSignalsWhenItAsks) {
+  StopSignal stop(StopSignal::Second::kAbandon, StopSignal::Delivery::kPolled);
+  ASSERT_EQ(::kill(::getpid(), SIGINT), 0);
+  ASSERT_EQ(::kill(::getpid(), SIGTERM), 0);
+  bool abandoned = false;
+  std::thread writer([&] { abandoned = StopSignal::abandoned(); });
+  writer.join();
+  EXPECT_TRUE(abandoned);
+  EXPECT_EQ(StopSignal::received(), SIGTERM);
+}
+
 // A thread that blocks every signal, as some libraries' workers do, cannot be asked to block the
 // two: it costs no wait (the question's answer used to be awaited for a second), and no question
 // is left pending in it once the StopSignal is made, where unblocking it would meet the default
