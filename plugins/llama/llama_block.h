@@ -43,6 +43,12 @@ struct LlamaBlockOptions {
   int64_t head_dim() const { return head_size > 0 ? head_size : n_embd / n_head; }
 };
 
+// The whole model's: the block's, and the sizes around the blocks.
+struct LlamaOptions : LlamaBlockOptions {
+  int64_t n_layer, block_size, vocab_size;
+  bool tie_embeddings;
+};
+
 class RmsNormImpl : public torch::nn::Module {
  public:
   RmsNormImpl(int64_t dim, const LlamaBlockOptions& o);

@@ -16,25 +16,18 @@
 #include <fmt/format.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/linear.h>
-#include <nlohmann/json.hpp>
 
 #include "core/api/kernel_choice.h"
 #include "core/api/model.h"
 #include "core/layers/activation_checkpoint.h"
-#include "core/layers/interchange_weights.h"
 #include "core/layers/linear.h"
 #include "core/util/error.h"
 #include "plugins/llama/llama_block.h"
+#include "plugins/llama/llama_interchange.h"
 #include "plugins/llama/llama_moe.h"
 
 namespace kiln {
 namespace {
-
-// The block's options (plugins/llama/llama_block.h) and the sizes around the blocks.
-struct LlamaOptions : LlamaBlockOptions {
-  int64_t n_layer, block_size, vocab_size;
-  bool tie_embeddings;
-};
 
 class TokenEmbedding : public Layer {
  public:
@@ -125,7 +118,6 @@ class Llama : public Model {
                          static_cast<double>(options_.head_dim()) * static_cast<double>(seq_len);
   }
 
-  // LlamaForCausalLM's names: ours with "model." in front, but for the head.
   at::Tensor with_auxiliary_loss(const at::Tensor& loss, double micro_steps) override {
     at::Tensor total = loss;
     for (auto& [index, moe] : moe_blocks()) {
@@ -142,75 +134,28 @@ class Llama : public Model {
     return take_moe_measures(moe_blocks(), sum_over_ranks);
   }
 
+  // Hugging Face's LlamaForCausalLM, MixtralForCausalLM or Qwen3MoeForCausalLM
+  // (plugins/llama/llama_interchange.h).
   std::vector<std::pair<std::string, torch::Tensor>> export_weights() const override {
-    if (options_.moe.experts > 0) {
-      throw UserError(
-          "a llama with model.moe_experts > 0 has no LlamaForCausalLM form, and its Mixtral "
-          "and Qwen3-MoE exports are not built yet: export a dense llama");
-    }
-    if (options_.qk_norm) {
-      throw UserError(
-          "a llama with model.qk_norm = true has no LlamaForCausalLM form (Hugging Face's "
-          "Llama has no q_norm/k_norm): export a llama without it");
-    }
-    std::vector<std::pair<std::string, torch::Tensor>> out;
-    for (const auto& item : named_parameters())
-      out.emplace_back(interchange_name(item.key()), item.value().detach().contiguous());
-    return out;
+    return hf_tensors_of(options_, named_parameters());
   }
 
+  // As transformers holds them in memory, where PEFT finds them: ours with "model." in front,
+  // but for the head.
   std::map<std::string, InterchangeName> interchange_names() const override {
     std::map<std::string, InterchangeName> out;
     for (const auto& item : named_parameters())
-      out[item.key()] = {interchange_name(item.key()), false};
+      out[item.key()] = {item.key() == "lm_head.weight" ? item.key() : "model." + item.key(),
+                         false};
     return out;
   }
 
   void import_weights(const std::map<std::string, torch::Tensor>& weights) override {
-    std::vector<InterchangeTensor> needed;
-    for (const auto& item : named_parameters())
-      needed.push_back({interchange_name(item.key()), item.value().sizes().vec()});
-    // Tied checkpoints may still carry the head (a copy of the embedding); older ones carry the
-    // rotary frequencies, which follow from the config.
-    check_interchange_weights(weights, needed, "llama", [this](const std::string& name) {
-      return (options_.tie_embeddings && name == "lm_head.weight") ||
-             name.find(".rotary_emb.inv_freq") != std::string::npos;
-    });
-    torch::NoGradGuard no_grad;
-    for (auto& item : named_parameters())
-      item.value().copy_(weights.at(interchange_name(item.key())).to(item.value().dtype()));
+    auto parameters = named_parameters();
+    load_hf_tensors(options_, weights, parameters);
   }
 
-  std::string interchange_config() const override {
-    const LlamaOptions& o = options_;
-    nlohmann::json rope_scaling = nullptr;
-    if (o.rope_factor > 0) {
-      rope_scaling = {{"rope_type", "llama3"},
-                      {"factor", o.rope_factor},
-                      {"low_freq_factor", o.low_freq_factor},
-                      {"high_freq_factor", o.high_freq_factor},
-                      {"original_max_position_embeddings", o.rope_original_context}};
-    }
-    return nlohmann::json{{"architectures", nlohmann::json::array({"LlamaForCausalLM"})},
-                          {"model_type", "llama"},
-                          {"hidden_size", o.n_embd},
-                          {"intermediate_size", o.ffn_dim},
-                          {"num_attention_heads", o.n_head},
-                          {"num_key_value_heads", o.n_kv_head},
-                          {"num_hidden_layers", o.n_layer},
-                          {"head_dim", o.head_dim()},
-                          {"rms_norm_eps", o.norm_eps},
-                          {"rope_theta", o.rope_theta},
-                          {"rope_scaling", rope_scaling},
-                          {"max_position_embeddings", o.block_size},
-                          {"vocab_size", o.vocab_size},
-                          {"tie_word_embeddings", o.tie_embeddings},
-                          {"attention_bias", false},
-                          {"mlp_bias", false},
-                          {"hidden_act", "silu"},
-                          {"torch_dtype", "float32"}}
-        .dump();
-  }
+  std::string interchange_config() const override { return hf_config_of(options_); }
 
  private:
   std::vector<std::pair<size_t, MixtureOfExperts>> moe_blocks() const {
@@ -219,10 +164,6 @@ class Llama : public Model {
       if (const auto& moe = blocks_->ptr<LlamaDecoderLayer>(i)->moe) out.emplace_back(i, moe);
     }
     return out;
-  }
-
-  static std::string interchange_name(const std::string& name) {
-    return name == "lm_head.weight" ? name : "model." + name;
   }
 
   void initialise() {

@@ -5,7 +5,9 @@
 # VARIANT: gpt (GPT-2 layout, character data), gpt_bpe (GPT-2's tokenizer: bos/eos 50256),
 # gpt_sharded (exported with --max-shard-size 20KB: shards and model.safetensors.index.json),
 # llama_gqa (grouped-query attention, untied), llama_tied_rope (tied embeddings, Llama 3 rope
-# scaling). Exit 77: skipped (no test libraries in .venv/; tools/interop.sh).
+# scaling), moe_mixtral (every block 4 experts, top 2: MixtralForCausalLM), moe_qwen3 (qk-norm,
+# the second block of two 4 experts with Qwen3-MoE's routing: Qwen3MoeForCausalLM); the mixtures'
+# logits are held to 1e-5. Exit 77: skipped (no test libraries in .venv/; tools/interop.sh).
 set -euo pipefail
 kiln=$1 variant=$2
 source "$(dirname "$0")/common.sh"
@@ -38,6 +40,28 @@ tie_embeddings = true
 rope_theta = 500000.0
 rope_scaling_factor = 8.0
 rope_original_context = 16" ;;
+  moe_mixtral) model="type = \"llama\"
+n_layer = 2
+n_head = 4
+n_kv_head = 2
+n_embd = 32
+multiple_of = 16
+moe_experts = 4
+moe_top_k = 2
+moe_ffn_dim = 24
+moe_aux_loss_weight = 0.01" ;;
+  moe_qwen3) model="type = \"llama\"
+n_layer = 2
+n_head = 4
+n_kv_head = 2
+n_embd = 32
+multiple_of = 16
+qk_norm = true
+moe_experts = 4
+moe_top_k = 2
+moe_ffn_dim = 16
+moe_every = 2
+moe_routing = \"qwen3\"" ;;
   *) echo "export_test: unknown variant '$variant'" >&2; exit 2 ;;
 esac
 cat >"$scratch/exp.toml" <<TOML
@@ -92,4 +116,4 @@ printf 'name = "gen"\nkind = "generate"\nitems = "prompts.jsonl"\nmax_gen_toks =
   --db "$scratch/kiln.db" 2>/dev/null >/dev/null
 tools/interop.sh python3 tests/interop/export_check.py "$scratch/hf" \
   "$scratch/data" "$loss" "$scratch/sample.txt" "$prompt" 4 32 "$scratch/logits.npy" \
-  "$scratch/generated.jsonl" "$scratch/corpus.txt"
+  "$scratch/generated.jsonl" "$scratch/corpus.txt" "$([[ $variant == moe_* ]] && echo 1e-5 || echo 1e-4)"

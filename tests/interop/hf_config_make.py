@@ -15,7 +15,9 @@ import sys
 
 import torch
 import transformers
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+sys.path.insert(0, os.path.dirname(__file__))
+from byte_vocabulary import save_byte_tokenizer  # noqa: E402
 
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
           "original_max_position_embeddings": 16}
@@ -32,14 +34,6 @@ CASES = {
     "llama_tie_word_embeddings": ("llama", {"tie_word_embeddings": True}),
     "llama_llama3_type_key": ("llama", {"rope_parameters": {**LLAMA3, "rope_theta": 500.0}}),
 }
-
-
-def byte_chars():
-    """GPT-2's map from a byte to the character that stands for it in a byte-level vocabulary."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
-                 *range(ord("®"), ord("ÿ") + 1)]
-    others = [b for b in range(256) if b not in printable]
-    return {**{b: chr(b) for b in printable}, **{b: chr(256 + n) for n, b in enumerate(others)}}
 
 
 out, case = sys.argv[1:3]
@@ -72,11 +66,7 @@ if case == "llama_llama3_type_key":
     saved["rope_scaling"] = {"type": rope.pop("rope_type"), **rope}
     json.dump(saved, open(path, "w"), indent=2)
 
-tokenizer = Tokenizer(models.BPE(vocab={c: b for b, c in byte_chars().items()}, merges=[]))
-tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-tokenizer.decoder = decoders.ByteLevel()
-tokenizer.add_special_tokens([AddedToken("<|endoftext|>", special=True)])
-tokenizer.save(os.path.join(model_dir, "tokenizer.json"))
+save_byte_tokenizer(os.path.join(model_dir, "tokenizer.json"))
 
 with open(os.path.join(out, "items.jsonl"), "w") as f:
     for context, choices in [("The cat sat on the", ["mat", "roof", "moon"]),

@@ -5,7 +5,9 @@
 # transformers, and compares both with `kiln eval --logits`. The other way, a folder PEFT wrote
 # read by Kiln: tests/interop/peft_import_test.sh.
 #   tests/interop/lora_test.sh KILN VARIANT
-# VARIANT: gpt (GPT-2's Conv1D layout: fan_in_fan_out) or llama (grouped-query attention).
+# VARIANT: gpt (GPT-2's Conv1D layout: fan_in_fan_out), llama (grouped-query attention), or a
+# mixture of experts with adapters on its attention projections: moe_mixtral (base exported as
+# MixtralForCausalLM) or moe_qwen3 (qk-norm, a dense block and an MoE one: Qwen3MoeForCausalLM).
 # Exit 77: skipped (no test libraries in .venv/; tools/interop.sh).
 set -euo pipefail
 kiln=$1 variant=$2
@@ -19,6 +21,10 @@ case $variant in
   gpt) model=$'type = "gpt"\nn_layer = 2\nn_head = 2\nn_embd = 32' targets="c_attn,c_proj,c_fc" ;;
   llama) model=$'type = "llama"\nn_layer = 2\nn_head = 4\nn_kv_head = 2\nn_embd = 32\nmultiple_of = 16'
     targets="all-linear" ;;
+  moe_mixtral) model=$'type = "llama"\nn_layer = 2\nn_head = 4\nn_kv_head = 2\nn_embd = 32\nmultiple_of = 16\nmoe_experts = 4\nmoe_top_k = 2'
+    targets="q_proj,k_proj,v_proj,o_proj" ;;
+  moe_qwen3) model=$'type = "llama"\nn_layer = 2\nn_head = 4\nn_kv_head = 2\nn_embd = 32\nmultiple_of = 16\nqk_norm = true\nmoe_experts = 4\nmoe_top_k = 2\nmoe_ffn_dim = 16\nmoe_every = 2\nmoe_routing = "qwen3"'
+    targets="q_proj,k_proj,v_proj,o_proj" ;;
   *) echo "lora_test: unknown variant '$variant'" >&2; exit 2 ;;
 esac
 experiment() {  # experiment STEPS LR [MORE]
