@@ -3,9 +3,12 @@
 #include <chrono>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "core/api/model.h"
 #include "core/api/optimizer.h"
 #include "core/api/parallel.h"
+#include "core/checkpoint/state_shards.h"
 #include "core/store/runs/lookup.h"
 #include "core/store/runs/writer.h"
 #include "core/util/fault.h"
@@ -30,16 +33,17 @@ SnapshotPolicy::SnapshotPolicy(const CheckpointOptions& options, int64_t total_s
       owner_(std::move(owner)),
       store_(store),
       run_id_(run_id) {
-  if (store_ && options_.async) background_ = std::make_unique<BackgroundSave>();
+  if (options_.async) background_ = std::make_unique<BackgroundSave>();
 }
 
 SnapshotState SnapshotPolicy::restore(const SnapshotRef& snapshot) {
-  const int rank = parts_.parallel.rank();
-  parts_.parallel.before_restore(parts_.model);
-  SnapshotState state =
-      load_snapshot(snapshot, parts_.model, &parts_.optimizer, /*restore_rng=*/true, rank);
-  parts_.parallel.shard_state(parts_.model, parts_.optimizer);
-  use_training_point(parts_.optimizer);  // model.pt holds an averaging optimizer's x
+  int64_t read = 0;
+  SnapshotState state = load_snapshot(snapshot, parts_.model, &parts_.optimizer,
+                                      /*restore_rng=*/true, &parts_.parallel, &read);
+  bytes_read_.clear();
+  for (const auto& bytes : parts_.parallel.gather_bytes(std::to_string(read)))
+    bytes_read_.push_back(std::stoll(bytes));
+  use_training_point(parts_.optimizer);  // the snapshot holds an averaging optimizer's x
   best_val_ = state.best_val_loss;
   last_step_ = state.step;
   return state;
@@ -57,19 +61,54 @@ bool SnapshotPolicy::best_due(double val_loss) {
 }
 
 void SnapshotPolicy::save(int64_t step, bool best, SnapshotState run_state) {
-  // model.pt gets the model an optimizer averages (eval, sample and export read it), its
+  const auto start = std::chrono::steady_clock::now();
+  // The snapshot gets the model an optimizer averages (eval, sample and export read it), its
   // training point kept in the optimizer's state.
   const AveragedIterateScope averaged(&parts_.optimizer);
   finish_background_save(/*wait=*/true);  // at most one save in flight
-  // A rank other than 0 sends its part to rank 0, which alone writes the snapshot: one that dies
-  // here leaves no snapshot of this step anywhere, and the others stop at the gather.
   if (!store_) fault_point("snapshot.sending");
   gather_rank_states(run_state);
-  // Ranks that hold a shard of the training state send it to rank 0 first.
-  parts_.parallel.gather_state(parts_.model, parts_.optimizer);
-  if (store_) write(step, best, std::move(run_state));
-  parts_.parallel.shard_state(parts_.model, parts_.optimizer);
+  if (store_) {
+    run_state.step = step;
+    run_state.best_val_loss = best_val_;
+    run_state.run_uuid = owner_.run_uuid;
+    // Rows up to the snapshot's step are committed before the snapshot exists: a resume from it
+    // then never lacks one.
+    store_->flush();
+  }
+  const std::string label = best ? best_label(step) : regular_label(step);
+  RankSnapshot mine{
+      parts_.parallel.rank(), parts_.parallel.state_slices(parts_.model, &parts_.optimizer), {}};
+  mine.optimizer_settings = optimizer_settings(parts_.optimizer, mine.parts);
+  const std::string key = fmt::format("snapshot/{}/{}/", label, saves_++);
+  if (background_) {
+    // The parts are copied to host buffers kept from save to save; the thread writes those.
+    copy_to_host(mine.parts, host_parts_);
+    mine.parts = host_parts_;
+    background_->start([this, mine = std::move(mine), state = std::move(run_state), label, key] {
+      write_and_commit(mine, state, label, key);
+    });
+    in_flight_ = {paths_.snapshot(label), label, step, best};
+    step_before_in_flight_ = last_step_;
+  } else {
+    write_and_commit(mine, run_state, label, key);
+    if (store_) record(step, label);
+  }
   last_step_ = step;  // on every rank, so that each names the same snapshot in its messages
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Every rank writes its files; once each has said they are synced, rank 0 commits the snapshot.
+// On the training thread or the background one: the file lists go through the rendezvous store.
+void SnapshotPolicy::write_and_commit(const RankSnapshot& mine, const SnapshotState& state,
+                                      const std::string& label, const std::string& key) {
+  const nlohmann::json files = write_rank_files(paths_.snapshots(), label, mine);
+  const std::vector<std::string> all = parts_.parallel.gather_bytes_at(key, files.dump());
+  if (!store_) return;
+  nlohmann::json listed = nlohmann::json::object();
+  for (const auto& bytes : all)
+    listed.update(nlohmann::json::parse(bytes));
+  commit_snapshot(paths_.snapshots(), label, state, listed);
 }
 
 // Every rank's RNG states and data position (`state` holds this rank's one) go to rank 0.
@@ -87,28 +126,6 @@ void SnapshotPolicy::gather_rank_states(SnapshotState& state) {
     state.rng_by_rank.push_back(rank.at("rng"));
     state.data_positions.push_back({rank.at("shard"), rank.at("offset"), rank.at("epoch")});
   }
-}
-
-// Rank 0 only: after gather_state it holds the whole training state.
-void SnapshotPolicy::write(int64_t step, bool best, SnapshotState state) {
-  const auto start = std::chrono::steady_clock::now();
-  state.step = step;
-  state.best_val_loss = best_val_;
-  state.run_uuid = owner_.run_uuid;
-  const std::string label = best ? best_label(step) : regular_label(step);
-  // Rows up to the snapshot's step are committed before the snapshot exists: a resume from it
-  // then never lacks one.
-  store_->flush();
-  if (background_) {
-    serialize_snapshot(parts_.model, parts_.optimizer, background_->archives());
-    background_->start(paths_.snapshots(), label, std::move(state));
-    in_flight_ = {paths_.snapshot(label), label, step, best};
-    step_before_in_flight_ = last_step_;
-  } else {
-    write_snapshot(paths_.snapshots(), label, parts_.model, parts_.optimizer, state);
-    record(step, label);
-  }
-  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 // The snapshot is in place: the store lists it, and older ones beyond checkpoint.keep go.
@@ -131,7 +148,7 @@ std::optional<double> SnapshotPolicy::finish_background_save(bool wait) {
     throw;
   }
   seconds_ += waited;
-  record(in_flight_.step, in_flight_.label);
+  if (store_) record(in_flight_.step, in_flight_.label);
   return finished ? 0.0 : waited;
 }
 
