@@ -117,6 +117,11 @@ TEST(ModelPlan, SizesMatchTheBuiltModelForEveryModelPlugin) {
       {"transformer_lm",
        {"model.vocab_size=40", "model.d_model=16", "model.nhead=2", "model.num_layers=2",
         "model.dim_feedforward=24", "model.max_len=12"}},
+      // Mixtures of experts in both blocks, each with its routing bias (a buffer).
+      {"llama",
+       {"model.n_layer=2", "model.n_head=2", "model.n_embd=16", "model.ffn_dim=32",
+        "model.block_size=8", "model.vocab_size=50", "model.moe_experts=4",
+        "model.moe_bias_update_rate=0.001"}},
   };
   for (const auto& [type, sets] : cases) {
     SCOPED_TRACE(type + " " + sets.back());
