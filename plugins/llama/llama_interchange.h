@@ -12,8 +12,6 @@
 #include <utility>
 #include <vector>
 
-#include <torch/ordered_dict.h>
-
 #include "plugins/llama/llama_block.h"
 
 namespace kiln {
