@@ -320,6 +320,59 @@ TEST_F(SlurmNodes, ARunUnderSrunSplitsItsTensorsAcrossTwoNodes) {
   expect_same_curve("single", "tp", 8);
 }
 
+// A snapshot that fsdp wrote on two nodes, each rank its own shards, resumed on three: a job of
+// two nodes trains 12 steps under srun, one of three resumes it to 20 (each rank reads the parts
+// of the shards its row blocks overlap, and says how many bytes), and the run follows the single
+// process's curve within 1e-4 (768 tokens a step: 3 micro-steps a rank on two, 2 on three).
+TEST_F(SlurmNodes, AnFsdpSnapshotOfTwoNodesResumesOnThree) {
+  const std::string exp = experiment();
+  const std::string steps =
+      " --set eval.every=0 --set run.seed=1 --set train.micro_batch=4 "
+      "--set train.batch_tokens=768 --set checkpoint.every=6";
+  ASSERT_EQ(run_kiln("run " + exp + " --name single --set train.steps=20" + steps).exit_code, 0);
+  const auto under_srun = [&](int nodes, const std::string& args, const std::string& out) {
+    const std::string script = dir_ / (out + ".sh");
+    testing::write_text(
+        script, fmt::format("#!/bin/bash\n"
+                            "first=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -1)\n"
+                            "export MASTER_ADDR=$(scontrol show node $first | "
+                            "grep -oP 'NodeAddr=\\K\\S+') MASTER_PORT={}\n"
+                            "srun '{}' {}\n",
+                            testing::free_local_port(), KILN_BINARY, args));
+    const auto submitted =
+        shell(fmt::format("sbatch --parsable --nodes {} --ntasks-per-node 1 --output '{}' '{}'",
+                          nodes, dir_ / (out + ".out"), script));
+    EXPECT_EQ(submitted.exit_code, 0) << submitted.output;
+    const std::string job = submitted.output.substr(0, submitted.output.find_first_of(";\n"));
+    EXPECT_TRUE(
+        wait_for([&] { return shell("squeue -h -j " + job).output.find(job) == std::string::npos; },
+                 std::chrono::seconds(300)))
+        << testing::read_file(dir_ / (out + ".out"));
+    const auto tasks = nodes_of(job);  // one task, on `nodes` different nodes
+    EXPECT_EQ(tasks.size() == 1 ? tasks[0].size() : 0, static_cast<size_t>(nodes))
+        << shell("scontrol show job " + job).output;
+    return testing::read_file(dir_ / (out + ".out"));
+  };
+  const std::string two = under_srun(
+      2, "run '" + exp + "' --name f --set parallel.type=fsdp --set train.steps=12" + steps, "two");
+  ASSERT_EQ(scalar(db(), "select status || ' ' || world_size from runs where name = 'f'"),
+            "completed 2")
+      << two << cluster_->logs();
+  const std::string three =
+      under_srun(3, "resume f --db '" + db() + "' --set train.steps=20", "three");
+  ASSERT_EQ(scalar(db(), "select status || ' ' || world_size from runs where name = 'f'"),
+            "completed 3")
+      << three << cluster_->logs();
+  EXPECT_NE(three.find("resuming after step 12 "), std::string::npos) << three;
+  std::smatch read;
+  ASSERT_TRUE(std::regex_search(
+      three, read,
+      std::regex("snapshot step_000012: bytes of tensors read by rank: ([1-9]\\d*) ([1-9]\\d*) "
+                 "([1-9]\\d*)\n")))
+      << three;
+  expect_same_curve("single", "f", 20);
+}
+
 // `kiln run --launcher slurm`: one job of two nodes and two ranks a node, tensor parallelism
 // within each node (tp = 2) and data parallelism across them, on the single process's curve;
 // `kiln sweep status` follows it by the run's name.
