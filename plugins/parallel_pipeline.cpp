@@ -27,6 +27,7 @@
 #include "core/api/data_source.h"
 #include "core/api/model.h"
 #include "core/distributed/data_parallel.h"
+#include "core/distributed/expert_placement.h"
 #include "core/distributed/pipeline_stages.h"
 #include "core/distributed/shaped_messages.h"
 #include "core/layers/low_rank.h"
@@ -224,12 +225,12 @@ class Pipeline : public DataParallel {
         slices.push_back(std::move(slice));
         continue;
       }
-    }
       const void* param = slice.parameter.unsafeGetTensorImpl();
       const bool state = slice.tensor.rfind("optimizer/", 0) == 0;
       if (state && !keep_.count(param)) continue;
       slice.writes = replica_ == 0 && keep_.count(param) && !borrowed.count(param);
       slices.push_back(std::move(slice));
+    }
     return slices;
   }
 
@@ -363,6 +364,7 @@ std::vector<ParamSpec> pipeline_params() {
   params.push_back(ParamSpec::text("split_points", "",
                                    "layer indices where stages 2..pp start, e.g. \"3\"; empty = "
                                    "balance the stages' parameter counts"));
+  params.push_back(expert_parallel_param(/*built=*/false));
   return params;
 }
 
@@ -372,6 +374,7 @@ const bool registered = ParallelRegistry::add(
      "replicated dp times",
      pipeline_params()},
     [](const Params& p, c10::DeviceType device) -> std::shared_ptr<ParallelStrategy> {
+      refuse_unbuilt_expert_parallel(p, "pipeline");
       return std::make_shared<Pipeline>(p, device);
     });
 const bool shaped = add_world_shape_rule("pipeline", pipeline_world_shape);

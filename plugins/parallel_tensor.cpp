@@ -22,6 +22,7 @@
 #include "core/api/model.h"
 #include "core/api/optimizer.h"
 #include "core/distributed/data_parallel.h"
+#include "core/distributed/expert_placement.h"
 #include "core/distributed/tensor_parallel_ops.h"
 #include "core/layers/low_rank.h"
 #include "core/util/error.h"
@@ -178,8 +179,8 @@ class TensorParallel : public DataParallel {
         slices.push_back(std::move(part));
       }
     }
-  }
     return slices;
+  }
 
   void shard_state(Model&, torch::optim::Optimizer& optimizer) override {
     at::NoGradGuard no_grad;
@@ -232,6 +233,7 @@ std::vector<ParamSpec> tensor_params() {
                                       "size / tp (a given value is checked against it)")
                        .at_least(0)
                        .at_most(1 << 16));
+  params.push_back(expert_parallel_param(/*built=*/false));
   return params;
 }
 
@@ -241,6 +243,7 @@ const bool registered = ParallelRegistry::add(
      "parallel over the rest of the world, as a 2-D mesh",
      tensor_params()},
     [](const Params& p, c10::DeviceType device) -> std::shared_ptr<ParallelStrategy> {
+      refuse_unbuilt_expert_parallel(p, "tensor");
       return std::make_shared<TensorParallel>(p, device, mesh_for(p));
     });
 const bool shaped = add_world_shape_rule("tensor", tensor_world_shape);

@@ -19,6 +19,7 @@
 
 #include "core/api/model.h"
 #include "core/distributed/data_parallel.h"
+#include "core/distributed/expert_placement.h"
 #include "core/distributed/reduce_to_owners.h"
 #include "core/util/error.h"
 
@@ -152,6 +153,7 @@ std::vector<ParamSpec> zero_params() {
                                       "(each bucket summed into its owner during backward)")
                        .at_least(1)
                        .at_most(2));
+  params.push_back(expert_parallel_param(/*built=*/false));
   return params;
 }
 
@@ -161,6 +163,7 @@ const bool registered = ParallelRegistry::add(
      "(stage 1) and of the gradients (stage 2)",
      zero_params()},
     [](const Params& p, c10::DeviceType device) -> std::shared_ptr<ParallelStrategy> {
+      refuse_unbuilt_expert_parallel(p, "zero");
       return std::make_shared<ZeroRedundancy>(p, device);
     });
 

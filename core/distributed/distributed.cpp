@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <numeric>
 #include <thread>
 
 #include <c10/util/Exception.h>
@@ -241,6 +242,21 @@ Communicator::Pending Communicator::start_reduce_sum(const at::Tensor& tensor, i
     pending.add(impl_->awaiting(group.reduce(one, options), [keep = tensor] {}));
   });
   return pending;
+}
+
+at::Tensor Communicator::all_to_all(const at::Tensor& input, std::vector<int64_t> sent,
+                                    std::vector<int64_t> received) {
+  std::vector<int64_t> shape = input.sizes().vec();
+  shape[0] = std::accumulate(received.begin(), received.end(), int64_t{0});
+  at::Tensor output = at::empty(shape, input.options());
+  if (env_.world_size == 1) return output.copy_(input);
+  at::Tensor wire = input.contiguous();
+  Pending pending(this);
+  impl_->run([&](auto& group) {
+    pending.add(impl_->awaiting(group.all_to_all_single(output, wire, received, sent)));
+  });
+  pending.wait();
+  return output;
 }
 
 void Communicator::barrier() {

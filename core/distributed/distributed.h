@@ -69,6 +69,10 @@ class Communicator {
   // Gloo's reduce is a ring reduce-scatter followed by a gather to the root: a rank sends about
   // (world - 1) / world of the tensor in the ring, and the non-roots 1 / world more to the root.
   Pending start_reduce_sum(const at::Tensor& tensor, int root);
+  // Rows of `input` to every rank (sent[r] rows, in order, to rank r) and theirs back, into a
+  // new tensor holding received[r] rows from rank r, in rank order (c10d's all_to_all_single).
+  at::Tensor all_to_all(const at::Tensor& input, std::vector<int64_t> sent,
+                        std::vector<int64_t> received);
   void barrier();
   // Point to point (pipeline stages): matched by peer and tag, in order.
   Pending start_send(const at::Tensor& tensor, int peer, int tag);

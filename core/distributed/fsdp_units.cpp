@@ -212,7 +212,8 @@ struct GatherBeforeBackward : torch::autograd::Function<GatherBeforeBackward> {
 
 }  // namespace
 
-FsdpUnits::FsdpUnits(Communicator& comm, Model& model, int64_t bucket_bytes)
+FsdpUnits::FsdpUnits(Communicator& comm, Model& model, int64_t bucket_bytes,
+                     const std::unordered_set<const void*>& left_alone)
     : state_(std::make_shared<State>(comm)) {
   std::unordered_map<const void*, size_t> index;
   const auto& layers = model.layers();
@@ -222,6 +223,7 @@ FsdpUnits::FsdpUnits(Communicator& comm, Model& model, int64_t bucket_bytes)
       used.push_back(b);
     std::vector<size_t> unit;
     for (const auto& p : used) {
+      if (left_alone.count(p.unsafeGetTensorImpl())) continue;
       auto [it, fresh] = index.emplace(p.unsafeGetTensorImpl(), state_->params.size());
       if (fresh) state_->params.push_back({p, {}, {}, {}, false, {}});
       if (std::find(unit.begin(), unit.end(), it->second) == unit.end()) unit.push_back(it->second);

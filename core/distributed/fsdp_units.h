@@ -26,13 +26,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <unordered_set>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
-namespace torch::optim {
 #include "core/api/parallel.h"
 
+namespace torch::optim {
 class Optimizer;
 }
 
@@ -47,8 +48,10 @@ class FsdpUnits {
   // Hooks the gradient accumulators (while the parameters are whole, so that autograd expects
   // whole gradients), cuts every parameter to its block and installs the model's layer runner.
   // `model` holds rank 0's weights on every rank already. Gradients are summed in buckets of
-  // about `bucket_bytes` (parallel.bucket_mb), cut at unit boundaries.
-  FsdpUnits(Communicator& comm, Model& model, int64_t bucket_bytes);
+  // about `bucket_bytes` (parallel.bucket_mb), cut at unit boundaries. Parameters in
+  // `left_alone` (TensorImpl addresses: expert shares) it neither cuts nor sums.
+  FsdpUnits(Communicator& comm, Model& model, int64_t bucket_bytes,
+            const std::unordered_set<const void*>& left_alone = {});
   ~FsdpUnits();
   FsdpUnits(const FsdpUnits&) = delete;
   FsdpUnits& operator=(const FsdpUnits&) = delete;
@@ -70,10 +73,10 @@ class FsdpUnits {
   // (make_whole_shaped: the values are about to be overwritten), then each parameter and every
   // tensor of its optimizer state is cut to this rank's block again (shard).
   void make_whole_shaped();
+  void shard(torch::optim::Optimizer& optimizer);
 
   struct State;
 
-  void shard(torch::optim::Optimizer& optimizer);
  private:
   std::shared_ptr<State> state_;  // shared with the layer runner and the autograd nodes
 };

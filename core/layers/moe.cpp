@@ -105,17 +105,13 @@ at::Tensor MixtureOfExpertsImpl::forward(const at::Tensor& x) {
   const int64_t assignments = choice.experts.numel();
   const Dispatch d = dispatch(choice.experts, o.experts, expert_capacity(assignments, o));
   const auto tokens = at::floor_divide(d.order, o.top_k);
-  // Every expert's tokens in one padded batch [E, width, n_embd]; rows past an expert's count
-  // stay zero and are never read back.
-  const auto batch = at::zeros({o.experts * d.width, o.n_embd}, flat.options())
-                         .index_copy(0, d.slot, flat.index_select(0, tokens))
-                         .view({o.experts, d.width, o.n_embd});
-  const auto halves = at::bmm(batch, gate_up_proj.transpose(1, 2)).chunk(2, -1);
-  const auto out = at::bmm(at::silu(halves[0]) * halves[1], down_proj.transpose(1, 2))
-                       .reshape({o.experts * d.width, o.n_embd});
+  const auto rows = flat.index_select(0, tokens);
+  const auto out = placement.size == 1
+                       ? grouped_swiglu(rows, d, gate_up_proj, down_proj)
+                       : experts_over_group(rows, d, gate_up_proj, down_proj, placement);
   const auto weights = choice.weights.reshape(-1).index_select(0, d.order).unsqueeze(1);
-  auto y = at::zeros_like(flat).index_add(
-      0, tokens, (out.index_select(0, d.slot) * weights.to(out.dtype())).to(flat.dtype()));
+  auto y =
+      at::zeros_like(flat).index_add(0, tokens, (out * weights.to(out.dtype())).to(flat.dtype()));
   if (shared_gate.defined()) y = y + shared_output(flat).to(flat.dtype());
   auxiliary_loss_ = at::Tensor();
   if (is_training()) record(logits, d, assignments);

@@ -21,6 +21,8 @@
 
 #include <torch/nn/module.h>
 
+#include "core/layers/expert_exchange.h"
+
 namespace kiln {
 
 enum class MoeRouting {
@@ -110,6 +112,9 @@ class MixtureOfExpertsImpl : public torch::nn::Module {
   at::Tensor shared_gate, shared_up, shared_down;  // shared_experts.*_proj.weight, if any
   // gate.e_score_correction_bias [E] (float32, a buffer: DeepSeek-V3's name), if balancing
   at::Tensor routing_bias;
+  // Where the experts live: all here, unless a strategy spread them over ranks and kept this
+  // rank's share of gate_up_proj and down_proj (core/distributed/expert_placement.h).
+  ExpertParallelGroup placement;
 
  private:
   at::Tensor shared_output(const at::Tensor& flat);

@@ -110,9 +110,14 @@ class Llama : public Model {
   // not the score work). N leaves out an untied embedding, a lookup that does no matmul; a tied
   // one is the head's matmul and counts.
   double flops_per_token(int64_t seq_len) const override {
-    // Only the experts a token is routed to count (the active parameters).
-    double n = static_cast<double>(parameter_count()) -
-               static_cast<double>(moe_blocks().size()) * moe_inactive_parameters(options_.moe);
+    // Only the experts a token is routed to count (the active parameters), wherever they live:
+    // under expert parallelism this rank holds a share of each block's experts.
+    double n = static_cast<double>(parameter_count());
+    for (const auto& [index, moe] : moe_blocks()) {
+      const auto elsewhere = static_cast<double>(options_.moe.experts - moe->gate_up_proj.size(0));
+      n += elsewhere * 3 * static_cast<double>(options_.moe.n_embd * options_.moe.ffn_dim) -
+           moe_inactive_parameters(options_.moe);
+    }
     if (!options_.tie_embeddings) n -= static_cast<double>(embed_tokens_->weight.numel());
     return 6.0 * n + 12.0 * static_cast<double>(options_.n_layer * options_.n_head) *
                          static_cast<double>(options_.head_dim()) * static_cast<double>(seq_len);
