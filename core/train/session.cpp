@@ -59,11 +59,6 @@ Session::Session(AssembledRun& run, RunPaths paths, SnapshotOwner owner, RunStor
 
 void Session::restore(const SnapshotRef& snapshot) {
   SnapshotState state = snapshots_.restore(snapshot);
-  const std::vector<int64_t>& read = snapshots_.bytes_read();
-  if (store_ && std::any_of(read.begin(), read.end(), [](int64_t bytes) { return bytes > 0; })) {
-    console_.line(fmt::format("snapshot {}: bytes of tensors read by rank: {}", snapshot.label,
-                              fmt::join(read, " ")));
-  }
   if (state.data_positions.empty()) {
     throw UserError(
         fmt::format("snapshot '{}' holds no data position: it is damaged; resume "
@@ -102,6 +97,11 @@ void Session::print_header() {
                           folder_, start_step_, trainer_.tokens_seen()};
   for (const std::string& line : header_lines(run_, facts))
     console_.line(line);
+  const std::vector<int64_t>& read = snapshots_.bytes_read();
+  if (std::any_of(read.begin(), read.end(), [](int64_t bytes) { return bytes > 0; })) {
+    console_.line(fmt::format("snapshot of step {}: bytes of tensors read by rank: {}", start_step_,
+                              fmt::join(read, " ")));
+  }
   console_.legend(run_.train_data->masks_loss());
 }
 
