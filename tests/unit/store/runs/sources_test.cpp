@@ -52,6 +52,8 @@ TEST(RunSources, AStoreFromBeforeThemReadsAsNoneAndIsUpgradedByTheNextWriter) {
       "drop table sweeps; drop table sweep_claims; drop table sweep_decisions; "
       "drop table sweep_proposals; drop table sweep_ladders; drop table run_environment; drop "
       "table rung_probes; drop table layer_metrics; "
+      "alter table bench_results drop column parameters; "
+      "alter table bench_results drop column active_parameters; "
       "alter table metrics drop column "
       "counted_tokens; "
       "alter table metrics drop column source_tokens; "

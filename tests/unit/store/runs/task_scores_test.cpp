@@ -46,6 +46,8 @@ TEST(TaskRules, OlderScoresAreNamedAndReadAsVersionOne) {
   ASSERT_EQ(sqlite3_exec(raw,
                          "ALTER TABLE task_scores DROP COLUMN rules;"
                          "ALTER TABLE sweep_ladders DROP COLUMN cooled; DROP TABLE layer_metrics;"
+                         "ALTER TABLE bench_results DROP COLUMN parameters;"
+                         "ALTER TABLE bench_results DROP COLUMN active_parameters;"
                          "PRAGMA user_version = 15;",
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
