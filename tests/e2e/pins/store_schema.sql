@@ -1,4 +1,4 @@
--- Written by sqlite3 .schema on a run store Kiln made: c883e1fc784a wrote schema 16, and 487a1bb added migration 17 (sweep_ladders.cooled), and migration 18 added layer_metrics (user_version 18).
+-- Written by sqlite3 .schema on a run store Kiln made: c883e1fc784a wrote schema 16, and 487a1bb added migration 17 (sweep_ladders.cooled), migration 18 added layer_metrics, and migration 19 bench_results' parameter counts (user_version 19).
 CREATE TABLE runs (
       id           INTEGER PRIMARY KEY,
       name         TEXT NOT NULL UNIQUE,
@@ -87,7 +87,7 @@ CREATE TABLE bench_results (
       mfu                   REAL,
       mfu_of_measured_peak  REAL NOT NULL,
       peak_memory_mb        REAL NOT NULL
-    );
+    , parameters REAL, active_parameters REAL);
 CREATE TABLE run_files (
       run_id    INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
       position  INTEGER NOT NULL,
