@@ -367,7 +367,7 @@ TEST_F(SlurmNodes, AnFsdpSnapshotOfTwoNodesResumesOnThree) {
   std::smatch read;
   ASSERT_TRUE(std::regex_search(
       three, read,
-      std::regex("snapshot step_000012: bytes of tensors read by rank: ([1-9]\\d*) ([1-9]\\d*) "
+      std::regex("snapshot of step 12: bytes of tensors read by rank: ([1-9]\\d*) ([1-9]\\d*) "
                  "([1-9]\\d*)\n")))
       << three;
   expect_same_curve("single", "f", 20);
