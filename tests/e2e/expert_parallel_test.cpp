@@ -21,46 +21,10 @@ class ExpertParallel : public testing::TinyRun {
   // one process, 4 on each of two ranks, 2 on each of four; a rank's micro-batch is one of the
   // single process's, so each routes (and drops, and balances) the same tokens.
   std::string moe_experiment() {
-    const std::string path = dir_ / "moe.toml";
-    testing::write_text(path, fmt::format(R"([run]
-db = "{0}"
-out_dir = "{1}/runs"
-threads = 1
-
-[model]
-type = "llama"
-n_layer = 2
-n_head = 4
-n_embd = 32
-ffn_dim = 64
-block_size = 32
-vocab_size = 64
-dropout = 0.1
-moe_experts = 4
-moe_top_k = 2
-moe_ffn_dim = 32
-moe_aux_loss_weight = 0.01
-moe_z_loss_weight = 0.001
-moe_capacity_factor = 1.25
-
-[data]
-train = "{1}/data/train_*.bin"
-val = "{1}/data/val_*.bin"
-
-[train]
-steps = 20
-micro_batch = 2
-seq_len = 32
-batch_tokens = 512
-
-[optimizer]
-lr = 1e-2
-
-[eval]
-every = 0
-)",
-                                          db(), dir_.str()));
-    return path;
+    return TinyRun::moe_experiment(
+        "dropout = 0.1\nmoe_aux_loss_weight = 0.01\nmoe_z_loss_weight = 0.001\n"
+        "moe_capacity_factor = 1.25\n",
+        "steps = 20\nmicro_batch = 2\nseq_len = 32\nbatch_tokens = 512\n", "every = 0\n");
   }
 };
 

@@ -14,54 +14,16 @@ using testing::run_kiln;
 
 class MoeBalance : public testing::TinyRun {
  protected:
-  // Two blocks of 4 experts, top 2, no router losses and no capacity: only the bias balances.
+  // No router losses and no capacity: only the bias balances.
   std::string balanced_experiment() {
-    const std::string path = dir_ / "balanced.toml";
-    testing::write_text(path, fmt::format(R"([run]
-db = "{0}"
-out_dir = "{1}/runs"
-threads = 1
-
-[model]
-type = "llama"
-n_layer = 2
-n_head = 4
-n_embd = 32
-ffn_dim = 64
-block_size = 32
-vocab_size = 64
-moe_experts = 4
-moe_top_k = 2
-moe_ffn_dim = 32
-moe_aux_loss_weight = 0
-moe_bias_update_rate = 0.01
-
-[data]
-train = "{1}/data/train_*.bin"
-val = "{1}/data/val_*.bin"
-
-[train]
-steps = 24
-micro_batch = 4
-seq_len = 32
-batch_tokens = 256
-
-[optimizer]
-lr = 1e-2
-
-[eval]
-every = 0
-)",
-                                          db(), dir_.str()));
-    return path;
+    return moe_experiment("moe_aux_loss_weight = 0\nmoe_bias_update_rate = 0.01\n",
+                          "steps = 24\nmicro_batch = 4\nseq_len = 32\nbatch_tokens = 256\n",
+                          "every = 0\n");
   }
 
   std::vector<double> imbalances(const std::string& run, int from_step) {
-    return testing::query_doubles(
-        db(), fmt::format("select value from layer_metrics join runs on id = run_id where "
-                          "runs.name = '{}' and layer_metrics.name like '%.load_imbalance' and "
-                          "step >= {} order by step, layer_metrics.name",
-                          run, from_step));
+    return layer_measures(
+        run, fmt::format("layer_metrics.name like '%.load_imbalance' and step >= {}", from_step));
   }
 
   static double mean(const std::vector<double>& values) {

@@ -14,55 +14,12 @@ using testing::run_kiln;
 
 class MoeRun : public testing::TinyRun {
  protected:
-  // Two blocks of 4 experts, top 2, with both router losses and a capacity that drops some.
+  // Both router losses, and a capacity that drops some tokens.
   std::string moe_experiment() {
-    const std::string path = dir_ / "moe.toml";
-    testing::write_text(path, fmt::format(R"([run]
-db = "{0}"
-out_dir = "{1}/runs"
-threads = 1
-
-[model]
-type = "llama"
-n_layer = 2
-n_head = 4
-n_embd = 32
-ffn_dim = 64
-block_size = 32
-vocab_size = 64
-moe_experts = 4
-moe_top_k = 2
-moe_ffn_dim = 32
-moe_aux_loss_weight = 0.01
-moe_z_loss_weight = 0.001
-moe_capacity_factor = 1.25
-
-[data]
-train = "{1}/data/train_*.bin"
-val = "{1}/data/val_*.bin"
-
-[train]
-steps = 24
-micro_batch = 4
-seq_len = 32
-batch_tokens = 256
-
-[optimizer]
-lr = 1e-2
-
-[eval]
-every = 12
-steps = 2
-)",
-                                          db(), dir_.str()));
-    return path;
-  }
-
-  std::vector<double> layer_values(const std::string& run, const std::string& where = "1 = 1") {
-    return testing::query_doubles(
-        db(), fmt::format("select value from layer_metrics join runs on id = run_id where "
-                          "runs.name = '{}' and {} order by step, layer_metrics.name",
-                          run, where));
+    return TinyRun::moe_experiment(
+        "moe_aux_loss_weight = 0.01\nmoe_z_loss_weight = 0.001\nmoe_capacity_factor = 1.25\n",
+        "steps = 24\nmicro_batch = 4\nseq_len = 32\nbatch_tokens = 256\n",
+        "every = 12\nsteps = 2\n");
   }
 };
 
@@ -86,12 +43,13 @@ TEST_F(MoeRun, TrainsResumesExactlyAndStoresItsLayerMeasures) {
   EXPECT_EQ(losses("victim"), curve);
 
   // 24 steps x 2 blocks x 4 measures, each finite; the victim's equal the reference's.
-  const auto measures = layer_values("ref");
+  const auto measures = layer_measures("ref");
   ASSERT_EQ(measures.size(), 24u * 2 * 4);
-  EXPECT_EQ(layer_values("victim"), measures);
-  for (const double imbalance : layer_values("ref", "layer_metrics.name like '%imbalance'"))
+  EXPECT_EQ(layer_measures("victim"), measures);
+  for (const double imbalance : layer_measures("ref", "layer_metrics.name like '%imbalance'"))
     EXPECT_GE(imbalance, 1.0);
-  for (const double dropped : layer_values("ref", "layer_metrics.name like '%dropped_fraction'")) {
+  for (const double dropped :
+       layer_measures("ref", "layer_metrics.name like '%dropped_fraction'")) {
     EXPECT_GE(dropped, 0.0);
     EXPECT_LT(dropped, 0.5);
   }
@@ -119,8 +77,8 @@ TEST_F(MoeRun, RouterLossesEnterTheLossWithTheirWeights) {
   auto plain = run_kiln("run " + exp + " --name plain" + one +
                         " --set model.moe_aux_loss_weight=0 --set model.moe_z_loss_weight=0");
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
-  const auto aux = layer_values("weighted", "layer_metrics.name like '%.aux_loss'");
-  const auto z = layer_values("weighted", "layer_metrics.name like '%.z_loss'");
+  const auto aux = layer_measures("weighted", "layer_metrics.name like '%.aux_loss'");
+  const auto z = layer_measures("weighted", "layer_metrics.name like '%.z_loss'");
   ASSERT_EQ(aux.size(), 2u);
   ASSERT_EQ(z.size(), 2u);
   const double expected = 0.01 * (aux[0] + aux[1]) + 0.001 * (z[0] + z[1]);
@@ -145,9 +103,9 @@ TEST_F(MoeRun, TwoRanksRecordTheMeasuresOfTheWholeBatch) {
       "moe_1.load_imbalance@step=3 --db " +
       db());
   ASSERT_EQ(compared.exit_code, 0) << compared.output;
-  const double at_3 = layer_values("one",
-                                   "step = 3 and layer_metrics.name = "
-                                   "'moe_1.load_imbalance'")
+  const double at_3 = layer_measures("one",
+                                     "step = 3 and layer_metrics.name = "
+                                     "'moe_1.load_imbalance'")
                           .at(0);
   EXPECT_NE(compared.output.find("moe_1.load_imbalance@step=3"), std::string::npos)
       << compared.output;
@@ -160,7 +118,7 @@ TEST_F(MoeRun, TwoRanksRecordTheMeasuresOfTheWholeBatch) {
   EXPECT_EQ(shown, 2u) << compared.output;  // both groups' means, one run each
   for (const char* name : {"load_imbalance", "dropped_fraction", "aux_loss", "z_loss"}) {
     const std::string where = fmt::format("layer_metrics.name like '%.{}'", name);
-    const auto one = layer_values("one", where), two = layer_values("two", where);
+    const auto one = layer_measures("one", where), two = layer_measures("two", where);
     ASSERT_EQ(one.size(), 3u * 2) << name;
     ASSERT_EQ(two.size(), one.size()) << name;
     for (size_t i = 0; i < one.size(); ++i)

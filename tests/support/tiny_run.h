@@ -85,6 +85,54 @@ val = "{0}/val_*.bin"
     return path;
   }
 
+  // A tiny llama on the prepared corpus whose two blocks are mixtures of 4 experts, top 2:
+  // `routing` adds [model] lines (router losses, capacity, bias, dropout); `train` and `eval` are
+  // those sections' bodies.
+  std::string moe_experiment(const std::string& routing, const std::string& train,
+                             const std::string& eval) {
+    const std::string path = dir_ / "moe.toml";
+    write_text(path, fmt::format(R"([run]
+db = "{0}"
+out_dir = "{1}/runs"
+threads = 1
+
+[model]
+type = "llama"
+n_layer = 2
+n_head = 4
+n_embd = 32
+ffn_dim = 64
+block_size = 32
+vocab_size = 64
+moe_experts = 4
+moe_top_k = 2
+moe_ffn_dim = 32
+{2}
+[data]
+train = "{1}/data/train_*.bin"
+val = "{1}/data/val_*.bin"
+
+[train]
+{3}
+[optimizer]
+lr = 1e-2
+
+[eval]
+{4})",
+                                 db(), dir_.str(), routing, train, eval));
+    return path;
+  }
+
+  // A run's per-layer measures (layer_metrics) matching the SQL condition `where`, by step and
+  // name.
+  std::vector<double> layer_measures(const std::string& run, const std::string& where = "1 = 1") {
+    return query_doubles(db(),
+                         fmt::format("select value from layer_metrics join runs on id = run_id "
+                                     "where runs.name = '{}' and {} order by step, "
+                                     "layer_metrics.name",
+                                     run, where));
+  }
+
   std::string db() const { return dir_ / "kiln.db"; }
 
   // The [checkpoint] section of the experiments this fixture writes: empty (snapshots written on
